@@ -1,0 +1,128 @@
+"""The loss math against hand-computed 3-pair examples."""
+
+import math
+
+import pytest
+import torch
+
+from aoe.losses import angle_loss, angle_scores, contrastive_loss, contrastive_targets, cosent_ranking_loss, get_objective
+
+# d = 1: each embedding is one complex number (real, imaginary).
+U = torch.tensor([[3.0, 4.0], [1.0, 0.0], [2.0, 0.0]], dtype=torch.float64)
+V = torch.tensor([[3.0, 4.0], [1.0, 1.0], [1.0, -1.0]], dtype=torch.float64)
+Y = torch.tensor([1.0, 0.2, 0.6], dtype=torch.float64)
+
+
+def test_angle_scores_by_hand():
+    # pair 0: re = 9 + 16, im = 12 - 12, norms 5 * 5        -> 1
+    # pair 1: re = 1, im = 0*1 - 1*1, norms 1 * sqrt(2)       -> 0
+    # pair 2: re = 2, im = 0*1 - 2*(-1), norms 2 * sqrt(2)    -> sqrt(2)
+    expected = torch.tensor([1.0, 0.0, math.sqrt(2)], dtype=torch.float64)
+    torch.testing.assert_close(angle_scores(U, V), expected)
+
+
+def test_angle_scores_equal_vectors_score_one():
+    x = torch.randn(4, 8, dtype=torch.float64)
+    torch.testing.assert_close(angle_scores(x, x), torch.ones(4, dtype=torch.float64))
+
+
+@pytest.mark.parametrize("tau", [1.0, 20.0])
+def test_angle_loss_by_hand(tau):
+    s = [1.0, 0.0, math.sqrt(2)]
+    # ordered pairs with y_i > y_j: (0, 1), (0, 2), (2, 1); term exp(tau (s_j - s_i))
+    terms = [tau * (s[1] - s[0]), tau * (s[2] - s[0]), tau * (s[1] - s[2])]
+    m = max(0.0, *terms)  # stable log(1 + sum exp) for tau = 20
+    expected = m + math.log(math.exp(-m) + sum(math.exp(t - m) for t in terms))
+    assert angle_loss(U, V, Y, tau=tau).item() == pytest.approx(expected, rel=1e-12)
+
+
+def test_ranking_loss_zero_when_labels_tie_and_sign_convention():
+    scores = torch.tensor([0.9, 0.1])
+    assert cosent_ranking_loss(scores, torch.tensor([0.5, 0.5])).item() == 0.0
+    # the more similar pair (label 1) scoring higher must cost less than the reverse
+    good = cosent_ranking_loss(scores, torch.tensor([1.0, 0.0]))
+    bad = cosent_ranking_loss(scores, torch.tensor([0.0, 1.0]))
+    assert good < bad
+
+
+# Six unit texts [u0, u1, u2, v0, v1, v2] at these angles (degrees); v2 repeats u0's text.
+ANGLES = [0.0, 90.0, 180.0, 60.0, 120.0, 30.0]
+TEXT_IDS = torch.tensor([10, 11, 12, 13, 14, 10])
+LABELS = torch.tensor([1.0, 0.0, 0.8], dtype=torch.float64)
+POSITIVES_WITH_DETECTION = {0: {3, 5}, 2: {0, 5}, 3: {0, 5}, 5: {0, 2}}
+POSITIVES_WITHOUT_DETECTION = {0: {3}, 2: {5}, 3: {0}, 5: {2}}
+
+
+def _unit_texts():
+    rad = [math.radians(a) for a in ANGLES]
+    x = torch.tensor([[math.cos(r), math.sin(r)] for r in rad], dtype=torch.float64)
+    return x[:3], x[3:]
+
+
+def _reference_contrastive(positives, tau):
+    losses = []
+    for r, pos in positives.items():
+        logits = {k: tau * math.cos(math.radians(ANGLES[r] - ANGLES[k])) for k in range(6) if k != r}
+        log_z = math.log(sum(math.exp(c) for c in logits.values()))
+        losses.append(sum(log_z - logits[p] for p in pos) / len(pos))
+    return sum(losses) / len(losses)
+
+
+def test_contrastive_targets_by_hand():
+    positive, candidate = contrastive_targets(LABELS, TEXT_IDS, threshold=0.5)
+    got = {r: set(torch.nonzero(positive[r]).flatten().tolist()) for r in range(6) if positive[r].any()}
+    assert got == POSITIVES_WITH_DETECTION
+    assert not candidate.diagonal().any() and candidate.sum() == 30
+    positive, _ = contrastive_targets(LABELS, TEXT_IDS, threshold=0.5, detect_identical=False)
+    got = {r: set(torch.nonzero(positive[r]).flatten().tolist()) for r in range(6) if positive[r].any()}
+    assert got == POSITIVES_WITHOUT_DETECTION
+
+
+@pytest.mark.parametrize("detect", [True, False])
+@pytest.mark.parametrize("tau", [1.0, 20.0])
+def test_contrastive_loss_by_hand(detect, tau):
+    u, v = _unit_texts()
+    expected = _reference_contrastive(POSITIVES_WITH_DETECTION if detect else POSITIVES_WITHOUT_DETECTION, tau)
+    got = contrastive_loss(u, v, LABELS, tau=tau, text_ids=TEXT_IDS, threshold=0.5, detect_identical=detect)
+    assert got.item() == pytest.approx(expected, rel=1e-12)
+
+
+def test_contrastive_loss_no_positive_rows_is_zero_with_gradient():
+    u = torch.randn(3, 4, requires_grad=True)
+    v = torch.randn(3, 4, requires_grad=True)
+    loss = contrastive_loss(u, v, torch.zeros(3), text_ids=torch.arange(6), threshold=0.5)
+    loss.backward()
+    assert loss.item() == 0.0 and u.grad is not None
+
+
+def test_contrastive_needs_text_ids_for_detection():
+    with pytest.raises(ValueError, match="text_ids"):
+        contrastive_loss(torch.randn(2, 4), torch.randn(2, 4), torch.ones(2))
+
+
+@pytest.mark.parametrize("name", ["aoe", "angle_arxiv", "cosent", "only_angle", "only_contrastive"])
+def test_objectives_have_finite_gradients(name):
+    torch.manual_seed(0)
+    u = torch.randn(8, 16, requires_grad=True)
+    v = torch.randn(8, 16, requires_grad=True)
+    labels = torch.rand(8)
+    total, parts = get_objective(name)(u, v, labels, torch.arange(16))
+    total.backward()
+    assert torch.isfinite(total) and parts
+    assert torch.isfinite(u.grad).all() and torch.isfinite(v.grad).all() and u.grad.abs().sum() > 0
+
+
+def test_aoe_is_weighted_sum_of_components():
+    u, v = _unit_texts()
+    obj = get_objective("aoe", {"weights": {"angle": 2.0, "contrastive": 30.0}, "contrastive_threshold": 0.5})
+    total, parts = obj(u, v, LABELS, TEXT_IDS)
+    expected = 2.0 * angle_loss(u, v, LABELS) + 30.0 * contrastive_loss(u, v, LABELS, text_ids=TEXT_IDS)
+    torch.testing.assert_close(total, expected)
+    assert set(parts) == {"angle", "contrastive"}
+
+
+def test_unknown_objective_and_component_rejected():
+    with pytest.raises(ValueError, match="unknown objective 'nope'"):
+        get_objective("nope")
+    with pytest.raises(ValueError, match="unknown loss component"):
+        get_objective("custom", {"weights": {"angel": 1.0}})
