@@ -1,0 +1,1 @@
+"""Data loading: STS evaluation/training sets, mirror resolution and upstream downloads."""

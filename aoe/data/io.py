@@ -1,0 +1,59 @@
+"""Small file-level helpers shared by the data loaders.
+
+Everything here exists so that pipeline outputs are either complete or absent
+(atomic writes) and so that inputs can be pinned by content (sha256), which is
+what lets Snakemake rules trust a file that merely exists.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from pathlib import Path
+
+import pandas as pd
+
+_HASH_CHUNK_BYTES = 1 << 20
+
+
+class DataError(ValueError):
+    """A problem with input data: missing file, malformed row, wrong count, bad checksum.
+
+    Messages always name the offending file, plus the 1-based line number when
+    the problem is confined to one line, so the user can open the file and look.
+    """
+
+
+def sha256_file(path: str | os.PathLike[str]) -> str:
+    """Return the hex sha256 of a file's bytes, read in chunks so large archives fit in memory."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while chunk := fh.read(_HASH_CHUNK_BYTES):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def write_parquet_atomic(df: pd.DataFrame, path: str | os.PathLike[str]) -> Path:
+    """Write ``df`` (without its index) to ``path`` as parquet, atomically.
+
+    The table goes to a temporary file in the destination directory, is fsynced,
+    and is then moved over ``path`` with ``os.replace``. A crash at any point
+    leaves either the previous file or none at all, never a truncated parquet
+    that a later rule would take for a finished output. Parent directories are
+    created as needed. Returns ``path`` as a ``Path``.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # Same directory as the target: os.replace is only atomic within one filesystem.
+    fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            df.to_parquet(fh, index=False)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp_name, path)
+    except BaseException:
+        Path(tmp_name).unlink(missing_ok=True)
+        raise
+    return path

