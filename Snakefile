@@ -1,0 +1,51 @@
+# AoE / AnglE reproduction: raw data -> token caches -> training -> evaluation -> tables.
+#
+#   snakemake --cores 2 --configfile presets/cpu-demo.yaml     # CPU demo
+#   snakemake --profile slurm all                              # the paper's grid on a SLURM cluster
+#
+# results/                                      (the workflow's API: every rule writes one of these)
+# ├── downloads/senteval/                       SentEval data archive, when no mirror is given
+# ├── data/{dataset}/{split}.parquet            sentence1, sentence2, score, split, subset
+# │        {split}.manifest.json                source files, sha256, row counts
+# ├── backbones/{backbone}/                     the backbone as downloaded (local rule)
+# ├── tokens/{backbone}-{max_len}/{dataset}/{split}/   datasets Arrow token cache + cache.json
+# ├── models/{backbone}/{objective}/{trainset}/seed{seed}/   weights, aoe_config.json, versions.json, metrics.jsonl
+# ├── eval/{backbone}/{objective}/{trainset}/seed{seed}/{suite}.json
+# │        (objective "pretrained", trainset "none", seed0: the backbone as downloaded)
+# ├── tables/{table}.tex, {table}.csv
+# └── logs/, benchmarks/                        one per job
+
+from snakemake.utils import min_version
+
+min_version("9.0")
+
+
+configfile: "config.yaml"
+
+
+include: "rules/common.smk"
+include: "rules/data.smk"
+include: "rules/train.smk"
+include: "rules/evaluate.smk"
+include: "rules/tables.smk"
+
+
+rule all:
+    default_target: True
+    input:
+        expand("results/tables/{table}.tex", table=config["tables"]),
+
+
+rule train_all:
+    input:
+        [f"results/models/{c.path}" for c in run_cells(config)],
+
+
+rule evaluate:
+    input:
+        [f"results/eval/{c.path}/sts.json" for c in eval_cells(config)],
+
+
+rule tables:
+    input:
+        expand("results/tables/{table}.tex", table=config["tables"]),

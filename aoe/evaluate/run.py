@@ -1,0 +1,61 @@
+"""Run an evaluation suite on a model folder and write its JSON result with provenance."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pandas as pd
+
+from aoe.evaluate.sts import TASKS, evaluate_sts
+from aoe.jsonio import write_json_atomic
+from aoe.provenance import library_versions
+
+__all__ = ["run_sts_evaluation"]
+
+
+def run_sts_evaluation(
+    model_dir: str | os.PathLike,
+    tables: list[str],
+    manifests: list[str],
+    out: str | os.PathLike,
+    pooling: str | None = None,
+    batch_size: int = 64,
+    max_length: int = 512,
+    cell: dict | None = None,
+    device: str | None = None,
+) -> dict:
+    """Evaluate ``model_dir`` on the 7 STS test tables and write ``out`` (sts.json)."""
+    from aoe.models import Encoder
+
+    start = time.perf_counter()
+    by_dataset = {}
+    for table, manifest in zip(tables, manifests, strict=True):
+        meta = json.loads(Path(manifest).read_text())
+        by_dataset[meta["dataset"]] = (pd.read_parquet(table), meta)
+    missing = [d for d in TASKS.values() if d not in by_dataset]
+    if missing:
+        raise KeyError(f"STS evaluation: no prepared test table for {missing}")
+    encoder = Encoder(model_dir, pooling=pooling, device=device)
+    result = evaluate_sts(
+        lambda texts: encoder.encode(texts, batch_size=batch_size, max_length=max_length, progress=True),
+        {task: by_dataset[dataset][0] for task, dataset in TASKS.items()},
+    )
+    result["protocol"] = {**result["protocol"], "pooling": encoder.pooling, "max_length": max_length, "batch_size": batch_size}
+    recorded = Path(model_dir) / "aoe_config.json"
+    backbone = Path(model_dir) / "backbone.json"
+    result["model"] = {
+        "path": str(model_dir),
+        "cell": cell,
+        "trained": recorded.is_file(),
+        "backbone": json.loads(backbone.read_text()) if backbone.is_file() else None,
+    }
+    result["data"] = {d: {"table_sha256": m["table_sha256"], "rows": m["rows"]} for d, (_, m) in by_dataset.items()}
+    result["versions"] = library_versions()
+    result["device"] = str(encoder.device)
+    result["slurm_job_id"] = os.environ.get("SLURM_JOB_ID")
+    result["wall_seconds"] = time.perf_counter() - start
+    write_json_atomic(result, out)
+    return result

@@ -1,0 +1,15 @@
+rule table:
+    input:
+        get_table_evals,
+    output:
+        tex=report("results/tables/{table}.tex", caption="../report/table.rst", category="Tables"),
+        csv="results/tables/{table}.csv",
+    params:
+        spec=lambda wildcards: config["tables"][wildcards.table],
+        name=lambda wildcards: wildcards.table,
+    log:
+        "results/logs/tables/{table}.log",
+    conda:
+        "../envs/report.yaml"
+    script:
+        "../workflow_scripts/make_table.py"

@@ -1,0 +1,23 @@
+rule train:
+    input:
+        tokens=get_trainset_tokens,
+        table=get_trainset_table,
+        backbone="results/backbones/{backbone}",
+    output:
+        directory("results/models/{backbone}/{objective}/{trainset}/seed{seed}"),
+    params:
+        train=get_train_params,
+    threads: 2  # data loading stays in the main process; the rest feeds torch's intra-op pool
+    resources:
+        gpu=train_resources("gpus", 1),
+        mem_mb=train_resources("mem_mb", 32000),
+        runtime=train_resources("runtime", 240),
+        cpus_per_gpu=train_resources("cpus_per_gpu", 4),
+    log:
+        "results/logs/train/{backbone}/{objective}/{trainset}/seed{seed}.log",
+    benchmark:
+        "results/benchmarks/train/{backbone}/{objective}/{trainset}/seed{seed}.tsv"
+    conda:
+        "../envs/torch.yaml"
+    script:
+        "../workflow_scripts/train.py"
