@@ -84,11 +84,21 @@ def materialize_backbone(name: str, spec: dict, out_dir: str | Path) -> dict:
     tmp.chmod(0o755)  # mkdtemp makes it private; the result is shared with other users' jobs
     try:
         if spec.get("hf_id"):
-            from huggingface_hub import snapshot_download
+            from huggingface_hub import HfApi, snapshot_download
 
             revision = spec.get("revision", "main")
-            snapshot_download(spec["hf_id"], revision=revision, local_dir=tmp, allow_patterns=HF_FILE_PATTERNS)
-            provenance = {"source": "huggingface", "hf_id": spec["hf_id"], "revision": revision}
+            # Resolve a branch or tag to its commit first, so every file comes from one
+            # commit and the record pins it.
+            try:
+                commit = HfApi().repo_info(spec["hf_id"], revision=revision).sha
+                snapshot_download(spec["hf_id"], revision=commit, local_dir=tmp, allow_patterns=HF_FILE_PATTERNS)
+            except Exception as exc:  # the hub's errors are many classes; all mean "cannot fetch"
+                raise BackboneError(
+                    f"backbone {name!r}: cannot fetch {spec['hf_id']}@{revision} from the Hugging Face hub "
+                    f"({type(exc).__name__}: {exc})"
+                ) from exc
+            shutil.rmtree(tmp / ".cache", ignore_errors=True)  # hub bookkeeping, not part of the model
+            provenance = {"source": "huggingface", "hf_id": spec["hf_id"], "revision": revision, "commit": commit}
         else:
             src = _package_model_dir(spec["package"]) if spec.get("package") else Path(spec["path"])
             if not (src / "config.json").is_file():

@@ -75,8 +75,17 @@ def paper_reference(ref: str, numbers_file: str | Path | None = None) -> tuple[s
     return f"{row} (paper: {entry.get('short', table_key)})", {wanted[k]: float(v) for k, v in by_key.items() if k in wanted}
 
 
-def build_table(results: pd.DataFrame, spec: dict, kind: str, references: list[str] | None = None) -> pd.DataFrame:
-    """Rows of a table: one per (backbone, objective), mean/std/n per column; then reference rows."""
+def build_table(
+    results: pd.DataFrame,
+    spec: dict,
+    kind: str,
+    references: list[str] | None = None,
+    numbers_file: str | Path | None = None,
+) -> pd.DataFrame:
+    """Rows of a table: one per (backbone, objective), mean/std/n per column; then reference rows.
+
+    ``numbers_file`` replaces the packaged paper_numbers.yaml for the reference rows.
+    """
     columns, _ = KINDS[kind]
     objectives = (["pretrained"] if spec.get("include_pretrained", True) else []) + list(spec["objectives"])
     rows = []
@@ -97,7 +106,7 @@ def build_table(results: pd.DataFrame, spec: dict, kind: str, references: list[s
                 row[f"{col}_std"] = float(vals.std(ddof=1)) if len(vals) > 1 else math.nan
             rows.append(row)
     for ref in references or []:
-        label, values = paper_reference(ref)
+        label, values = paper_reference(ref, numbers_file)
         row = {"backbone": label, "objective": "paper", "trainset": "", "reference": True, "n": math.nan}
         for col in columns:
             row[f"{col}_mean"] = values.get(col, math.nan)

@@ -1,0 +1,72 @@
+"""End to end: the CI preset through the real workflow, real data and the offline MiniLM-L6 (~3 min)."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from aoe.evaluate.sts import TASKS
+from tests.workflow_utils import copy_workflow, mirror_path, snakemake
+
+MIRROR = mirror_path()
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(MIRROR is None, reason="data mirror (AOE_DATA_MIRROR or ../shared/data) not found"),
+]
+
+
+@pytest.fixture(scope="module")
+def ci_run(tmp_path_factory):
+    work = copy_workflow(tmp_path_factory.mktemp("e2e") / "wf")
+    env = {"AOE_DATA_MIRROR": str(MIRROR), "HF_HUB_OFFLINE": "1"}
+    out = snakemake(work, "--cores", "2", "--configfile", "presets/ci.yaml", env=env)
+    assert out.returncode == 0, out.stdout[-5000:]
+    return work, env
+
+
+def test_results_tree(ci_run):
+    work, _ = ci_run
+    res = work / "results"
+    for dataset, rows in {"sts12": 3108, "sts13": 1500, "sts14": 3750, "sts15": 3000, "sts16": 1186, "stsb": 1379, "sickr": 4927}.items():
+        manifest = json.loads((res / "data" / dataset / "test.manifest.json").read_text())
+        assert manifest["rows"] == rows == len(pd.read_parquet(res / "data" / dataset / "test.parquet"))
+    model = res / "models" / "minilm-l6" / "aoe" / "stsb" / "seed1"
+    for name in ("config.json", "model.safetensors", "aoe_config.json", "versions.json", "metrics.jsonl"):
+        assert (model / name).is_file(), name
+    recorded = json.loads((model / "aoe_config.json").read_text())
+    assert recorded["pooling"] == "cls" and recorded["train"]["max_steps"] == 60
+    assert recorded["objective"]["weights"] == {"angle": 1.0, "contrastive": 1.0}
+    assert (res / "tokens" / "minilm-l6-64" / "stsb" / "train" / "cache.json").is_file()
+
+
+def test_trained_model_beats_pretrained_backbone(ci_run):
+    work, _ = ci_run
+    ev = work / "results" / "eval" / "minilm-l6"
+    trained = json.loads((ev / "aoe" / "stsb" / "seed1" / "sts.json").read_text())
+    pretrained = json.loads((ev / "pretrained" / "none" / "seed0" / "sts.json").read_text())
+    for result in (trained, pretrained):
+        assert set(result["tasks"]) == set(TASKS)
+        assert result["tasks"]["STS12"]["n"] == 3108 and len(result["tasks"]["STS12"]["subsets"]) == 5
+        assert result["protocol"]["name"] == "senteval-sts-all" and result["protocol"]["pooling"] == "cls"
+    assert trained["tasks"]["STSB"]["spearman"] > pretrained["tasks"]["STSB"]["spearman"] + 2
+
+
+def test_tables_written_with_measured_numbers(ci_run):
+    work, _ = ci_run
+    tables = work / "results" / "tables"
+    trained = json.loads((work / "results/eval/minilm-l6/aoe/stsb/seed1/sts.json").read_text())
+    tex = (tables / "table2_stsb.tex").read_text()
+    assert "\\toprule" in tex and "\\bottomrule" in tex
+    assert f"{trained['tasks']['STSB']['spearman']:.2f}" in tex
+    csv = pd.read_csv(tables / "table1_sts.csv")
+    ours = csv[(csv.objective == "aoe")].iloc[0]
+    assert ours["avg_mean"] == pytest.approx(trained["avg"]) and ours["n"] == 1
+
+
+def test_rerun_has_nothing_to_do(ci_run):
+    work, env = ci_run
+    out = snakemake(work, "-n", "--configfile", "presets/ci.yaml", env=env)
+    assert out.returncode == 0 and "Nothing to be done" in out.stdout, out.stdout[-3000:]

@@ -1,0 +1,43 @@
+"""Helpers to run the real Snakemake workflow on a throw-away copy of the repository."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+SNAKEMAKE = [sys.executable, "-m", "snakemake"]
+
+
+def mirror_path() -> Path | None:
+    path = Path(os.environ.get("AOE_DATA_MIRROR") or REPO.parent / "shared" / "data")
+    return path.resolve() if path.is_dir() else None
+
+
+def copy_workflow(dest: Path) -> Path:
+    """Copy the files the workflow needs (not results/ or .snakemake/) into ``dest``."""
+    dest.mkdir(parents=True, exist_ok=True)
+    for name in ("Snakefile", "config.yaml", "rules", "schemas", "presets", "workflow_scripts", "envs", "report", "aoe"):
+        src = REPO / name
+        if src.is_dir():
+            shutil.copytree(src, dest / name, ignore=shutil.ignore_patterns("__pycache__"))
+        elif src.exists():
+            shutil.copy2(src, dest / name)
+    return dest
+
+
+def snakemake(workdir: Path, *args: str, env: dict | None = None, timeout: float = 900) -> subprocess.CompletedProcess:
+    """Run snakemake in ``workdir``; stdout and stderr merged into .stdout."""
+    full_env = {**os.environ, **(env or {})}
+    return subprocess.run(
+        [*SNAKEMAKE, *args],
+        cwd=workdir,
+        env=full_env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=timeout,
+    )
