@@ -14,7 +14,12 @@ def write_json_atomic(obj, path: str | os.PathLike) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=f".{path.name}.", suffix=".tmp", delete=False) as tmp:
-        json.dump(obj, tmp, indent=2, allow_nan=False)
-        tmp.write("\n")
+        try:
+            json.dump(obj, tmp, indent=2, allow_nan=False)
+            tmp.write("\n")
+        except BaseException:
+            tmp.close()
+            os.unlink(tmp.name)
+            raise
     os.replace(tmp.name, path)
     return path

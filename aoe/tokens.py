@@ -70,7 +70,8 @@ def build_token_cache(table: str | Path, tokenizer_dir: str | Path, max_length: 
         "max_length": int(max_length),
         "n_pairs": len(ds),
         "n_texts": len(texts),
-        "n_truncated": int(sum(len(x) >= max_length for x in ids)),
+        # texts that reach max_length: truncated, or exactly that long
+        "n_at_max_length": int(sum(len(x) >= max_length for x in ids)),
     }
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))

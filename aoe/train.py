@@ -113,6 +113,8 @@ def train(
 
     tokenizer = AutoTokenizer.from_pretrained(backbone_dir)
     pairs = load_token_cache(cache_dir, table, backbone_dir, cfg.max_length)
+    if len(pairs) == 0:
+        raise ValueError(f"{table}: no training pairs")
     model = AutoModel.from_pretrained(backbone_dir)
     if cfg.gradient_checkpointing:
         model.gradient_checkpointing_enable()
@@ -142,6 +144,7 @@ def train(
     model.train()
     step, epoch, pairs_seen = 0, 0, 0
     start = tick = time.perf_counter()
+    tick_step = 0
     try:
         while step < total_steps:
             for batch in loader:
@@ -151,7 +154,7 @@ def train(
                     u, v = emb.chunk(2)  # (B, H) each
                     loss, parts = objective(u, v, batch["labels"], batch["text_ids"])
                     if not torch.isfinite(loss):
-                        comps = {k: float(x) for k, x in parts.items()}
+                        comps = {k: x.item() for k, x in parts.items()}
                         raise FloatingPointError(
                             f"non-finite loss {loss.item()} at step {step} (epoch {epoch}); components {comps}; "
                             f"batch text ids {batch['text_ids'].tolist()}"
@@ -175,9 +178,9 @@ def train(
                         "loss": loss.item(),
                         **{k: x.item() for k, x in parts.items()},
                         "lr": scheduler.get_last_lr()[0],
-                        "pairs_per_s": cfg.batch_size * cfg.log_every / max(now - tick, 1e-9),
+                        "pairs_per_s": cfg.batch_size * (step - tick_step) / max(now - tick, 1e-9),
                     }
-                    tick = now
+                    tick, tick_step = now, step
                     bar.set_postfix({k: f"{record[k]:.4g}" for k in ("loss", *parts, "pairs_per_s")})
                     if accelerator.is_main_process:
                         log_file.write(json.dumps(record) + "\n")
@@ -185,7 +188,6 @@ def train(
                 if step >= total_steps:
                     break
             epoch += 1
-        bar.close()
         log_file.close()
         wall = time.perf_counter() - start
         summary = {
@@ -217,6 +219,7 @@ def train(
             os.replace(work, out_dir)
         return summary
     finally:
+        bar.close()
         if not log_file.closed:
             log_file.close()
         if work.exists():

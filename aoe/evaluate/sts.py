@@ -46,33 +46,47 @@ PROTOCOL = {
 
 
 def cosine_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Row-wise cosine of two (N, H) arrays, in float64; a zero vector gives 0 (SentEval's nan_to_num)."""
-    a = np.nan_to_num(a.astype(np.float64))
-    b = np.nan_to_num(b.astype(np.float64))
-    num = (a * b).sum(axis=1)
-    den = np.sqrt((a * a).sum(axis=1) * (b * b).sum(axis=1))
+    """Row-wise cosine of two (N, H) arrays, computed exactly as SentEval does.
+
+    SentEval scores each pair with ``nan_to_num(dot(u, v) / (norm(u) * norm(v)))``
+    in the dtype the encoder returned (float32 for SimCSE's batcher). Vectorised
+    formulas round differently, and with many exact ties (identical sentences score
+    1.0) a last-bit difference changes Spearman in the 4th decimal, so this keeps
+    SentEval's per-row operations; 40k pairs take about 0.1 s.
+    """
+    a, b = np.nan_to_num(a), np.nan_to_num(b)
+    out = np.empty(len(a), dtype=np.result_type(a, b))
     with np.errstate(invalid="ignore", divide="ignore"):
-        return np.nan_to_num(num / den)
+        for i, (u, v) in enumerate(zip(a, b)):
+            out[i] = np.dot(u, v) / (np.linalg.norm(u) * np.linalg.norm(v))
+    return np.nan_to_num(out)
 
 
-def sts_scores(sims: np.ndarray, table: pd.DataFrame) -> dict:
+def _corr100(fn, x: np.ndarray, y: np.ndarray) -> float | None:
+    """fn's correlation x100, or None where it is undefined (constant predictions)."""
+    value = float(fn(x, y).statistic)
+    return 100 * value if math.isfinite(value) else None
+
+
+def sts_scores(sims: np.ndarray, table: pd.DataFrame, task: str = "") -> dict:
     """Spearman/Pearson x100 of predicted similarities against a task table's gold scores.
 
     The headline number is over all rows (SentEval's "all"); each subset is also
-    reported on its own, for diagnosis.
+    reported on its own, for diagnosis (null where undefined). An undefined headline
+    number is an error: it would otherwise vanish from the average.
     """
     gold = table["score"].to_numpy(dtype=np.float64)
+    spearman = _corr100(spearmanr, sims, gold)
+    if spearman is None:
+        raise FloatingPointError(f"{task or 'STS task'}: Spearman is undefined (constant similarities over {len(sims)} pairs)")
     result = {
-        "spearman": 100 * float(spearmanr(sims, gold).statistic),
-        "pearson": 100 * float(pearsonr(sims, gold).statistic),
+        "spearman": spearman,
+        "pearson": _corr100(pearsonr, sims, gold),
         "n": int(len(table)),
         "subsets": {},
     }
     for subset, idx in table.groupby("subset", sort=False).indices.items():
-        result["subsets"][subset] = {
-            "spearman": 100 * float(spearmanr(sims[idx], gold[idx]).statistic),
-            "n": int(len(idx)),
-        }
+        result["subsets"][subset] = {"spearman": _corr100(spearmanr, sims[idx], gold[idx]), "n": int(len(idx))}
     return result
 
 
@@ -96,7 +110,7 @@ def evaluate_sts(encode, tables: Mapping[str, pd.DataFrame]) -> dict:
     for task in TASKS:
         t = tables[task]
         sims = cosine_rows(emb[t["sentence1"].map(row).to_numpy()], emb[t["sentence2"].map(row).to_numpy()])
-        tasks[task] = sts_scores(sims, t)
+        tasks[task] = sts_scores(sims, t, task)
     avg = float(np.mean([tasks[t]["spearman"] for t in TASKS]))
     if not math.isfinite(avg):
         raise FloatingPointError(f"non-finite STS average: {[(t, tasks[t]['spearman']) for t in TASKS]}")

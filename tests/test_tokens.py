@@ -1,0 +1,164 @@
+"""The token cache: ids per distinct text, truncation, recorded identity, staleness checks."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from aoe.data.io import DataError
+from aoe.models import tokenizer_fingerprint
+from aoe.tokens import CACHE_FORMAT, StaleCacheError, build_token_cache, load_token_cache
+
+LONG = " ".join(f"word{i}" for i in range(40))  # far more than MAX_LENGTH tokens
+MAX_LENGTH = 12
+PAIRS = [
+    ("a cat sits on the mat", "a dog sits on the mat", 4.0),
+    ("a dog sits on the mat", "the sky is blue", 0.5),
+    ("the sky is blue", "a cat sits on the mat", 1.0),
+    ("a cat sits on the mat", "a cat sits on the mat", 5.0),  # identical pair
+    (LONG, "short text", 2.5),
+]
+# distinct texts in order of first appearance over sentence1 then sentence2
+DISTINCT = ["a cat sits on the mat", "a dog sits on the mat", "the sky is blue", LONG, "short text"]
+
+
+def _write_table(path: Path, pairs=PAIRS) -> Path:
+    df = pd.DataFrame(pairs, columns=["sentence1", "sentence2", "score"])
+    df["split"] = "train"  # extra columns are carried by prepared tables and must not matter
+    df.to_parquet(path, index=False)
+    return path
+
+
+@pytest.fixture
+def table(tmp_path) -> Path:
+    return _write_table(tmp_path / "train.parquet")
+
+
+@pytest.fixture
+def tokenizer_dir(tiny_bert, tmp_path) -> Path:
+    """A private copy of the tokenizer files, free to modify."""
+    out = tmp_path / "tok"
+    out.mkdir()
+    for name in ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "config.json"):
+        if (tiny_bert / name).is_file():
+            shutil.copy2(tiny_bert / name, out / name)
+    return out
+
+
+@pytest.fixture
+def cache(table, tokenizer_dir, tmp_path) -> tuple[Path, dict]:
+    out = tmp_path / "caches" / "tiny"
+    return out, build_token_cache(table, tokenizer_dir, MAX_LENGTH, out)
+
+
+def test_text_ids_identify_identical_texts(cache, table, tokenizer_dir):
+    out, _ = cache
+    ds = load_token_cache(out, table, tokenizer_dir, MAX_LENGTH)
+    texts = [t for s1, s2, _ in PAIRS for t in (s1, s2)]
+    ids = [i for r in ds for i in (r["text_id_1"], r["text_id_2"])]
+    assert len(ids) == len(texts) == 2 * len(PAIRS)
+    for a in range(len(texts)):
+        for b in range(len(texts)):
+            assert (ids[a] == ids[b]) == (texts[a] == texts[b]), (texts[a], texts[b])
+    assert sorted(set(ids)) == list(range(len(DISTINCT)))
+
+
+def test_input_ids_match_the_tokenizer_and_truncate(cache, table, tokenizer_dir):
+    from transformers import AutoTokenizer
+
+    out, _ = cache
+    tok = AutoTokenizer.from_pretrained(tokenizer_dir)
+    ds = load_token_cache(out, table, tokenizer_dir, MAX_LENGTH)
+    assert len(ds) == len(PAIRS)
+    for row, (s1, s2, score) in zip(ds, PAIRS):
+        for ids, text in ((row["input_ids_1"], s1), (row["input_ids_2"], s2)):
+            full = tok(text)["input_ids"]
+            if len(full) <= MAX_LENGTH:
+                assert ids == full
+            else:
+                # truncated to MAX_LENGTH keeping [CLS] ... [SEP], unpadded
+                assert len(ids) == MAX_LENGTH
+                assert ids[:-1] == full[: MAX_LENGTH - 1]
+                assert ids[0] == tok.cls_token_id and ids[-1] == tok.sep_token_id
+        assert row["score"] == score
+    assert len(ds[4]["input_ids_1"]) == MAX_LENGTH  # the long text
+
+
+def test_cache_json_records_identity(cache, table, tokenizer_dir):
+    out, identity = cache
+    meta = json.loads((out / "cache.json").read_text())
+    assert meta == identity
+    assert meta["format"] == CACHE_FORMAT
+    assert meta["table_sha256"] == hashlib.sha256(table.read_bytes()).hexdigest()
+    assert meta["tokenizer_sha256"] == tokenizer_fingerprint(tokenizer_dir)
+    assert meta["max_length"] == MAX_LENGTH
+    assert meta["n_pairs"] == len(PAIRS)
+    assert meta["n_texts"] == len(DISTINCT)
+    assert meta["n_at_max_length"] == 1
+    # atomic: only the cache folder appears beside it
+    assert sorted(p.name for p in out.parent.iterdir()) == ["tiny"]
+
+
+def test_rebuild_replaces_the_cache(cache, table, tokenizer_dir):
+    out, _ = cache
+    (out / "junk").write_text("x")
+    build_token_cache(table, tokenizer_dir, MAX_LENGTH, out)
+    assert not (out / "junk").exists()
+    assert sorted(p.name for p in out.parent.iterdir()) == ["tiny"]
+
+
+def test_missing_column_is_a_data_error(tmp_path, tokenizer_dir):
+    bad = tmp_path / "bad.parquet"
+    pd.DataFrame({"sentence1": ["a"], "sentence2": ["b"]}).to_parquet(bad)
+    with pytest.raises(DataError, match="score"):
+        build_token_cache(bad, tokenizer_dir, MAX_LENGTH, tmp_path / "c")
+    assert not (tmp_path / "c").exists()
+
+
+def test_stale_when_table_changes(cache, table, tokenizer_dir):
+    out, _ = cache
+    changed = list(PAIRS)
+    changed[1] = (PAIRS[1][0], PAIRS[1][1], 0.75)  # one score differs
+    _write_table(table, changed)
+    with pytest.raises(StaleCacheError, match="table_sha256"):
+        load_token_cache(out, table, tokenizer_dir, MAX_LENGTH)
+
+
+@pytest.mark.parametrize("what", ["vocab", "tokenizer_config"])
+def test_stale_when_tokenizer_changes(cache, table, tokenizer_dir, what):
+    out, _ = cache
+    if what == "vocab":
+        with (tokenizer_dir / "vocab.txt").open("a", encoding="utf-8") as fh:
+            fh.write("[NEWTOKEN]\n")
+    else:
+        cfg = json.loads((tokenizer_dir / "tokenizer_config.json").read_text())
+        cfg["do_lower_case"] = not cfg.get("do_lower_case", True)
+        (tokenizer_dir / "tokenizer_config.json").write_text(json.dumps(cfg))
+    with pytest.raises(StaleCacheError, match="tokenizer_sha256"):
+        load_token_cache(out, table, tokenizer_dir, MAX_LENGTH)
+
+
+def test_stale_when_max_length_differs(cache, table, tokenizer_dir):
+    out, _ = cache
+    with pytest.raises(StaleCacheError, match="max_length: cached 12, now 16"):
+        load_token_cache(out, table, tokenizer_dir, 16)
+
+
+def test_unchanged_inputs_load(cache, table, tokenizer_dir):
+    out, _ = cache
+    ds = load_token_cache(out, table, tokenizer_dir, MAX_LENGTH)
+    assert set(ds.column_names) == {"input_ids_1", "input_ids_2", "text_id_1", "text_id_2", "score"}
+
+
+def test_folder_without_cache_json(cache, table, tokenizer_dir, tmp_path):
+    out, _ = cache
+    (out / "cache.json").unlink()
+    with pytest.raises(StaleCacheError, match="no cache.json"):
+        load_token_cache(out, table, tokenizer_dir, MAX_LENGTH)
+    with pytest.raises(StaleCacheError, match="no cache.json"):
+        load_token_cache(tmp_path / "never_built", table, tokenizer_dir, MAX_LENGTH)

@@ -1,0 +1,247 @@
+"""The training loop on a tiny BERT: outputs, determinism, atomicity, non-finite losses, config checks."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from importlib.metadata import version
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from safetensors.torch import load_file
+from transformers import AutoTokenizer
+
+import aoe.train
+from aoe.losses import Objective, get_objective
+from aoe.models import Encoder
+from aoe.tokens import build_token_cache
+from aoe.train import TrainConfig, train
+
+N_PAIRS = 40
+MAX_LENGTH = 16
+WORDS = "apple river stone cloud quick lazy bright small green heavy old new red blue".split()
+
+
+@pytest.fixture(scope="module")
+def data(tiny_bert, tmp_path_factory) -> dict:
+    """~40 synthetic scored pairs (some texts repeated) and their token cache for the tiny BERT."""
+    root = tmp_path_factory.mktemp("train_data")
+    rng = np.random.default_rng(0)
+    pool_ = [" ".join(rng.choice(WORDS, size=rng.integers(2, 8))) for _ in range(50)]
+    rows = [(pool_[rng.integers(50)], pool_[rng.integers(50)], float(rng.integers(0, 6))) for _ in range(N_PAIRS)]
+    table = root / "train.parquet"
+    pd.DataFrame(rows, columns=["sentence1", "sentence2", "score"]).to_parquet(table, index=False)
+    cache = root / "cache"
+    build_token_cache(table, tiny_bert, MAX_LENGTH, cache)
+    return {"table": table, "cache": cache, "backbone": tiny_bert}
+
+
+def _cfg(**kw) -> TrainConfig:
+    base = dict(
+        objective="aoe",
+        pooling="avg",
+        seed=0,
+        learning_rate=1e-3,
+        batch_size=8,
+        max_steps=6,
+        log_every=1,
+        max_length=MAX_LENGTH,
+        score_range=(0.0, 5.0),
+    )
+    return TrainConfig(**{**base, **kw})
+
+
+def _run(data, out: Path, **kw) -> dict:
+    return train(data["cache"], data["table"], data["backbone"], out, _cfg(**kw), extra_record={"cell": {"seed": kw.get("seed", 0)}})
+
+
+def _metrics(out: Path) -> list[dict]:
+    return [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+
+
+def _without_timing(metrics: list[dict]) -> list[dict]:
+    return [{k: v for k, v in m.items() if k != "pairs_per_s"} for m in metrics]
+
+
+@dataclass(frozen=True)
+class _Recording(Objective):
+    """The real objective, also remembering what each batch fed it."""
+
+    batches: list = field(default_factory=list, compare=False)
+
+    def __call__(self, u, v, labels, text_ids=None):
+        self.batches.append((u.shape[0], text_ids.tolist(), labels.tolist()))
+        return super().__call__(u, v, labels, text_ids)
+
+
+@pytest.fixture(scope="module")
+def runs(data, tmp_path_factory) -> dict:
+    """Three 6-step runs: seeds 0, 0 and 1; name -> (output folder, summary, batches seen by the objective, collated batches)."""
+    root = tmp_path_factory.mktemp("models")
+    out = {}
+    for name, seed in (("a", 0), ("b", 0), ("c", 1)):
+        batches: list = []
+        collated: list = []
+
+        def recording_collate(tokenizer, score_range, _real=aoe.train._collate, _seen=collated):
+            collate = _real(tokenizer, score_range)
+            return lambda rows: _seen.append(collate(rows)) or _seen[-1]
+
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(
+                aoe.train,
+                "get_objective",
+                lambda n, o=None: _Recording(**{**asdict(get_objective(n, o)), "batches": batches}),
+            )
+            mp.setattr(aoe.train, "_collate", recording_collate)
+            summary = _run(data, root / name / "seed", seed=seed)
+        out[name] = (root / name / "seed", summary, batches, collated)
+    return out
+
+
+def test_output_folder_contents(runs, data):
+    out, summary, _, _ = runs["a"]
+    for name in ("config.json", "model.safetensors", "aoe_config.json", "versions.json", "metrics.jsonl", "tokenizer.json"):
+        assert (out / name).is_file(), name
+    record = json.loads((out / "aoe_config.json").read_text())
+    assert record["pooling"] == "avg"
+    assert record["objective"]["name"] == "aoe"
+    assert record["objective"]["weights"] == {"angle": 1.0, "contrastive": 1.0}
+    assert record["train"]["seed"] == 0 and record["train"]["batch_size"] == 8
+    assert record["token_cache"] == json.loads((data["cache"] / "cache.json").read_text())
+    assert record["summary"] == summary
+    assert record["cell"] == {"seed": 0}  # extra_record
+    assert summary["steps"] == 6
+    assert summary["epochs_started"] == 2  # 40 pairs / 8 = 5 steps per epoch
+    assert summary["pairs_seen"] == 6 * 8
+    versions = json.loads((out / "versions.json").read_text())
+    assert versions["torch"] == version("torch")
+    # the saved tokenizer tokenizes like the backbone's
+    text = "A quick brown fox, unbelievably."
+    assert AutoTokenizer.from_pretrained(out)(text)["input_ids"] == AutoTokenizer.from_pretrained(data["backbone"])(text)["input_ids"]
+    # nothing but the output folder beside it
+    assert sorted(p.name for p in out.parent.iterdir()) == ["seed"]
+
+
+def test_metrics_log_loss_components(runs):
+    out, _, _, _ = runs["a"]
+    metrics = _metrics(out)
+    assert [m["step"] for m in metrics] == [1, 2, 3, 4, 5, 6]
+    assert [m["epoch"] for m in metrics] == [0, 0, 0, 0, 0, 1]
+    for m in metrics:
+        assert {"loss", "angle", "contrastive", "lr", "pairs_per_s"} <= set(m)
+        assert all(math.isfinite(m[k]) for k in ("loss", "angle", "contrastive"))
+        # aoe = 1 * angle + 1 * contrastive
+        assert m["loss"] == pytest.approx(m["angle"] + m["contrastive"], rel=1e-5)
+    # linear decay without warmup: lr after k of 6 steps = 1e-3 * (6 - k) / 6
+    assert [m["lr"] for m in metrics] == pytest.approx([1e-3 * (6 - k) / 6 for k in range(1, 7)])
+
+
+def test_trained_weights_change_and_pooling_is_used_by_the_encoder(runs, data):
+    out, _, _, _ = runs["a"]
+    before = load_file(data["backbone"] / "model.safetensors")
+    after = load_file(out / "model.safetensors")
+    key = next(k for k in after if "word_embeddings" in k)
+    assert not torch.equal(before[key], after[key])
+    enc = Encoder(out, device="cpu")
+    assert enc.pooling == "avg"
+    with pytest.raises(ValueError, match="trained with pooling 'avg'"):
+        Encoder(out, pooling="cls", device="cpu")
+
+
+def test_same_seed_is_deterministic(runs):
+    (a, *_), (b, *_) = runs["a"], runs["b"]
+    assert _without_timing(_metrics(a)) == _without_timing(_metrics(b))
+    wa, wb = load_file(a / "model.safetensors"), load_file(b / "model.safetensors")
+    assert wa.keys() == wb.keys()
+    assert all(torch.equal(wa[k], wb[k]) for k in wa)
+
+
+def test_different_seed_differs(runs):
+    (a, *_), (c, *_) = runs["a"], runs["c"]
+    la = [m["loss"] for m in _metrics(a)]
+    lc = [m["loss"] for m in _metrics(c)]
+    assert la != lc
+
+
+def test_batches_pair_texts_and_cover_each_epoch(runs, data):
+    from datasets import load_from_disk
+
+    cache = load_from_disk(str(data["cache"] / "pairs"))
+    table_pairs = Counter((r["text_id_1"], r["text_id_2"], r["score"]) for r in cache)  # integer scores 0..5
+    _, _, batches, collated = runs["a"]
+    assert len(batches) == 6
+    epoch0 = Counter()
+    for n, ids, labels in batches[:5]:
+        assert n == 8 and len(ids) == 16 and len(labels) == 8
+        # u texts first, then v texts: row r's partner is row r + B
+        # labels are the scores mapped from [0, 5] to [0, 1]
+        assert all(abs(5 * y - round(5 * y)) < 1e-6 for y in labels)
+        epoch0.update((ids[r], ids[r + n], float(round(5 * labels[r]))) for r in range(n))
+    # the first epoch shows every pair exactly once
+    assert epoch0 == table_pairs
+    # each padded sequence holds the tokens of the text its text id names
+    tokens = {r["text_id_1"]: r["input_ids_1"] for r in cache} | {r["text_id_2"]: r["input_ids_2"] for r in cache}
+    assert len(collated) >= 6  # accelerate's loader collates one batch ahead
+    for batch, (_, ids, _) in zip(collated, batches):
+        assert batch["text_ids"].tolist() == ids
+        for row, tid in enumerate(ids):
+            real = batch["attention_mask"][row].bool()
+            assert batch["input_ids"][row][real].tolist() == tokens[tid]
+    # the shuffle follows the seed
+    assert [b[1] for b in runs["b"][2]] == [b[1] for b in batches]
+    assert [b[1] for b in runs["c"][2]] != [b[1] for b in batches]
+
+
+def test_gradient_accumulation_counts_optimizer_steps(data, tmp_path):
+    out = tmp_path / "acc"
+    summary = _run(data, out, gradient_accumulation_steps=2, max_steps=3)
+    assert summary["steps"] == 3
+    assert summary["pairs_seen"] == 3 * 8  # 2 micro-batches of 4 pairs per step
+    metrics = _metrics(out)
+    assert [m["step"] for m in metrics] == [1, 2, 3]
+    # the schedule advances once per optimizer step, not per micro-batch
+    assert [m["lr"] for m in metrics] == pytest.approx([1e-3 * (3 - k) / 3 for k in range(1, 4)])
+
+
+class _NaNObjective:
+    """Stands in for an objective whose loss blows up on the first batch."""
+
+    name = "nan"
+
+    def __call__(self, u, v, labels, text_ids=None):
+        nan = (u * v).sum() * float("nan")
+        return nan, {"angle": nan}
+
+
+def test_non_finite_loss_raises_and_leaves_nothing(data, tmp_path, monkeypatch):
+    monkeypatch.setattr(aoe.train, "get_objective", lambda name, overrides=None: _NaNObjective())
+    out = tmp_path / "models" / "seed0"
+    with pytest.raises(FloatingPointError, match=r"at step 0 .*text ids \[\d+") as err:
+        _run(data, out)
+    assert "nan" in str(err.value)
+    assert not out.exists()
+    assert list(out.parent.iterdir()) == []  # no temporary folder either
+
+
+def test_train_config_validation():
+    with pytest.raises(ValueError, match="unknown pooling 'mean'"):
+        TrainConfig(objective="aoe", pooling="mean")
+    with pytest.raises(ValueError, match="mixed_precision"):
+        TrainConfig(objective="aoe", mixed_precision="fp8")
+    with pytest.raises(ValueError, match="score_range"):
+        TrainConfig(objective="aoe", score_range=(5, 0))
+    cfg = TrainConfig(objective="aoe", score_range=[0, 5])
+    assert cfg.score_range == (0.0, 5.0)
+
+
+def test_batch_not_divisible_by_accumulation(data, tmp_path):
+    out = tmp_path / "bad"
+    with pytest.raises(ValueError, match="not divisible"):
+        _run(data, out, batch_size=6, gradient_accumulation_steps=4)
+    assert not out.exists()
