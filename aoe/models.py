@@ -23,6 +23,7 @@ __all__ = [
     "BackboneError",
     "materialize_backbone",
     "pool",
+    "embed",
     "Encoder",
     "tokenizer_fingerprint",
 ]
@@ -179,22 +180,54 @@ def _cls_avg(last: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return (_cls(last, mask) + _avg(last, mask)) / 2
 
 
-POOLINGS: dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = {
+def _cls_last_avg(last: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    # mean of the first ([CLS]) and the last non-padding token of the top layer
+    return (_cls(last, mask) + _last(last, mask)) / 2
+
+
+def _first_last_avg(last: torch.Tensor, mask: torch.Tensor, first: torch.Tensor | None = None) -> torch.Tensor:
+    # SimCSE's "avg_first_last": mask-aware mean of (first layer + top layer) / 2, where the
+    # first layer is hidden_states[1], the output of the first transformer block
+    if first is None:
+        raise ValueError("first_last_avg pooling needs the first layer's hidden states")
+    return _avg((first + last) / 2, mask)
+
+
+POOLINGS: dict[str, Callable[..., torch.Tensor]] = {
     "cls": _cls,
     "avg": _avg,
     "max": _max,
     "last": _last,
     "cls_avg": _cls_avg,
+    "cls_last_avg": _cls_last_avg,
+    "first_last_avg": _first_last_avg,
 }
+NEEDS_FIRST_LAYER = frozenset({"first_last_avg"})
 
 
-def pool(name: str, last_hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-    """Pool (B, T, H) hidden states into (B, H) with strategy ``name``."""
+def pool(
+    name: str, last_hidden: torch.Tensor, attention_mask: torch.Tensor, first_hidden: torch.Tensor | None = None
+) -> torch.Tensor:
+    """Pool (B, T, H) hidden states into (B, H) with strategy ``name``.
+
+    ``first_hidden`` (the first transformer block's output) is used by
+    ``first_last_avg`` only; :func:`embed` passes it when needed.
+    """
     try:
         fn = POOLINGS[name]
     except KeyError:
         raise ValueError(f"unknown pooling {name!r}; known: {sorted(POOLINGS)}") from None
+    if name in NEEDS_FIRST_LAYER:
+        return fn(last_hidden, attention_mask, first_hidden)
     return fn(last_hidden, attention_mask)
+
+
+def embed(model, pooling: str, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    """Run ``model`` on a padded batch and pool: the one path shared by training and evaluation."""
+    need_layers = pooling in NEEDS_FIRST_LAYER
+    out = model(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=need_layers)
+    first = out.hidden_states[1] if need_layers else None
+    return pool(pooling, out.last_hidden_state, attention_mask, first)
 
 
 class Encoder:
@@ -245,6 +278,6 @@ class Encoder:
             enc = self.tokenizer(
                 [texts[i] for i in idx], padding=True, truncation=True, max_length=max_length, return_tensors="pt"
             ).to(self.device)
-            hidden = self.model(**enc).last_hidden_state
-            out[idx] = pool(self.pooling, hidden, enc["attention_mask"]).float().cpu().numpy()
+            pooled = embed(self.model, self.pooling, enc["input_ids"], enc["attention_mask"])
+            out[idx] = pooled.float().cpu().numpy()
         return out

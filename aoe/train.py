@@ -27,7 +27,7 @@ from pathlib import Path
 import torch
 
 from aoe.losses import get_objective
-from aoe.models import POOLINGS, pool
+from aoe.models import POOLINGS, embed
 from aoe.provenance import library_versions
 from aoe.tokens import load_token_cache
 
@@ -149,8 +149,7 @@ def train(
         while step < total_steps:
             for batch in loader:
                 with accelerator.accumulate(model):
-                    hidden = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).last_hidden_state
-                    emb = pool(cfg.pooling, hidden, batch["attention_mask"]).float()
+                    emb = embed(model, cfg.pooling, batch["input_ids"], batch["attention_mask"]).float()
                     u, v = emb.chunk(2)  # (B, H) each
                     loss, parts = objective(u, v, batch["labels"], batch["text_ids"])
                     if not torch.isfinite(loss):

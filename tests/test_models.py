@@ -39,7 +39,12 @@ EXPECTED = {
     "last": [[5.0, -6.0], [9.0, -10.0], [-3.0, -0.5]],
     # (cls + avg) / 2
     "cls_avg": [[2.0, 1.0], [54.0, 49.5], [-1.5, -1.625]],
+    # (cls + last) / 2
+    "cls_last_avg": [[3.0, -2.0], [54.5, 45.0], [-2.0, -1.25]],
+    # masked mean of (FIRST + HIDDEN) / 2 = masked mean of HIDDEN + 1
+    "first_last_avg": [[4.0, 1.0], [9.0, 0.0], [-1.0, -0.25]],
 }
+FIRST = HIDDEN + 2.0  # a stand-in for the first transformer block's output
 
 
 def test_every_pooling_has_a_hand_computed_case():
@@ -48,7 +53,7 @@ def test_every_pooling_has_a_hand_computed_case():
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_pooling_by_hand(name):
-    out = pool(name, HIDDEN, MASK)
+    out = pool(name, HIDDEN, MASK, first_hidden=FIRST)
     assert out.shape == (3, 2)
     torch.testing.assert_close(out, torch.tensor(EXPECTED[name], dtype=torch.float64))
 
@@ -72,6 +77,11 @@ def test_max_ignores_padding_when_all_values_negative():
 def test_last_without_padding_is_the_final_position():
     hidden = torch.randn(2, 5, 3)
     torch.testing.assert_close(pool("last", hidden, torch.ones(2, 5, dtype=torch.long)), hidden[:, -1])
+
+
+def test_first_last_avg_needs_the_first_layer():
+    with pytest.raises(ValueError, match="first layer"):
+        pool("first_last_avg", HIDDEN, MASK)
 
 
 def test_unknown_pooling_raises():
@@ -250,3 +260,19 @@ def test_encoder_needs_a_known_pooling(tiny_bert):
         Encoder(tiny_bert, device="cpu")
     with pytest.raises(ValueError, match="unknown pooling 'mean'"):
         Encoder(tiny_bert, pooling="mean", device="cpu")
+
+
+def test_embed_first_last_avg_uses_first_block_output(tiny_bert):
+    from transformers import AutoModel, AutoTokenizer
+
+    from aoe.models import embed
+
+    tok = AutoTokenizer.from_pretrained(tiny_bert)
+    model = AutoModel.from_pretrained(tiny_bert).eval()
+    enc = tok(["a short one", "a somewhat longer sentence here"], padding=True, return_tensors="pt")
+    with torch.no_grad():
+        got = embed(model, "first_last_avg", enc["input_ids"], enc["attention_mask"])
+        layers = model(**enc, output_hidden_states=True).hidden_states
+    m = enc["attention_mask"].unsqueeze(-1).float()
+    expected = (((layers[1] + layers[-1]) / 2) * m).sum(1) / m.sum(1)
+    torch.testing.assert_close(got, expected)
