@@ -25,7 +25,7 @@ import pandas as pd
 from aoe.data.io import DataError, sha256_file
 from aoe.models import tokenizer_fingerprint
 
-__all__ = ["build_token_cache", "load_token_cache", "StaleCacheError", "CACHE_FORMAT"]
+__all__ = ["text_columns", "build_token_cache", "load_token_cache", "StaleCacheError", "CACHE_FORMAT"]
 
 CACHE_FORMAT = 1
 
@@ -34,33 +34,43 @@ class StaleCacheError(RuntimeError):
     """A token cache built from another table or tokenizer than the one asked for."""
 
 
+def text_columns(df: pd.DataFrame) -> list[str]:
+    """sentence1, sentence2[, sentence3]: the text columns of a prepared table, in order."""
+    cols = []
+    while f"sentence{len(cols) + 1}" in df.columns:
+        cols.append(f"sentence{len(cols) + 1}")
+    return cols
+
+
 def build_token_cache(table: str | Path, tokenizer_dir: str | Path, max_length: int, out_dir: str | Path) -> dict:
-    """Tokenize ``table`` (parquet with sentence1, sentence2, score) into ``out_dir``; return its identity."""
+    """Tokenize ``table`` into ``out_dir``; return its identity.
+
+    The table has text columns ``sentence1 .. sentenceK`` (K = 2 for pairs and NLI
+    classes, 3 for triplets) and optionally ``score`` (a pair's gold score or an NLI
+    class); the cache gets ``input_ids_k`` and ``text_id_k`` per text column and
+    ``score`` (1.0 where the table has none: every triplet is a positive).
+    """
     import datasets
     from transformers import AutoTokenizer
 
     table, out_dir = Path(table), Path(out_dir)
     df = pd.read_parquet(table)
-    missing = {"sentence1", "sentence2", "score"} - set(df.columns)
-    if missing:
-        raise DataError(f"{table}: missing column(s) {sorted(missing)}")
+    cols = text_columns(df)
+    if len(cols) < 2:
+        raise DataError(f"{table}: needs text columns sentence1 and sentence2, has {list(df.columns)}")
     tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
     # Each distinct text is tokenized once and gets one id, which the contrastive
     # loss uses to recognise identical texts inside a batch.
-    texts = pd.unique(pd.concat([df["sentence1"], df["sentence2"]], ignore_index=True))
+    texts = pd.unique(pd.concat([df[c] for c in cols], ignore_index=True))
     text_id = {t: i for i, t in enumerate(texts)}
     ids = tokenizer(list(texts), truncation=True, max_length=max_length)["input_ids"]
-    t1 = df["sentence1"].map(text_id).to_numpy()
-    t2 = df["sentence2"].map(text_id).to_numpy()
-    ds = datasets.Dataset.from_dict(
-        {
-            "input_ids_1": [ids[i] for i in t1],
-            "input_ids_2": [ids[i] for i in t2],
-            "text_id_1": t1.tolist(),
-            "text_id_2": t2.tolist(),
-            "score": df["score"].astype("float64").tolist(),
-        }
-    )
+    columns: dict[str, list] = {}
+    for k, col in enumerate(cols, start=1):
+        tid = df[col].map(text_id).to_numpy()
+        columns[f"input_ids_{k}"] = [ids[i] for i in tid]
+        columns[f"text_id_{k}"] = tid.tolist()
+    columns["score"] = df["score"].astype("float64").tolist() if "score" in df.columns else [1.0] * len(df)
+    ds = datasets.Dataset.from_dict(columns)
     identity = {
         "format": CACHE_FORMAT,
         "table": str(table),
@@ -68,7 +78,8 @@ def build_token_cache(table: str | Path, tokenizer_dir: str | Path, max_length: 
         "tokenizer": str(tokenizer_dir),
         "tokenizer_sha256": tokenizer_fingerprint(tokenizer_dir),
         "max_length": int(max_length),
-        "n_pairs": len(ds),
+        "n_examples": len(ds),
+        "texts_per_example": len(cols),
         "n_texts": len(texts),
         # texts that reach max_length: truncated, or exactly that long
         "n_at_max_length": int(sum(len(x) >= max_length for x in ids)),

@@ -1,20 +1,38 @@
-"""Fine-tune a backbone on paired texts with a named objective (transformers + accelerate).
+"""Fine-tune a backbone with a named objective (transformers + accelerate).
 
-Run by the ``train`` rule (``workflow_scripts/train.py``); on one machine with
-several GPUs, the rule wraps it in ``accelerate launch``. Each run writes, into
-``results/models/{backbone}/{objective}/{trainset}/seed{seed}/``:
+One process::
+
+    python -c "from aoe.train import ..."      # or the `train` rule (workflow_scripts/train.py)
+
+Several processes (GPUs, or CPU processes with the gloo backend) run the same
+script under ``accelerate launch --num_processes N``; the rule does this when its
+backbone asks for more than one GPU.
+
+Each run writes, into ``results/models/{backbone}/{objective}/{trainset}/seed{seed}/``:
 
     config.json, model.safetensors, tokenizer files   the fine-tuned transformer
-    aoe_config.json                                   resolved training config (pooling, objective, hyper-parameters, data identity)
+    aoe_config.json                                   resolved training config (pooling, objective, data identity, summary)
     versions.json                                     library versions and git commit
     metrics.jsonl                                     loss components, lr and pairs/s every ``log_every`` steps
 
 The folder appears only when training finished: it is assembled in a temporary
-folder beside it and renamed, so a killed job never leaves a complete-looking model.
+folder beside it and renamed. Checkpoints live in ``seed{seed}.ckpt/`` beside it and
+a rerun of the same job resumes from the newest one (a preempted SLURM job retried
+by Snakemake continues where it stopped); they are removed when training finishes.
+
+Batches. Every process reads the same global batch (the epoch's order is a
+permutation seeded by (seed, epoch)), takes its contiguous slice, embeds it, and the
+embeddings are all-gathered with their gradients so each loss sees the whole global
+batch, exactly as one process would: in-batch negatives and ranking pairs do not
+shrink with the number of processes. Every process computes the same loss; the
+all-gather's backward sums the N identical gradients and DDP's mean divides them
+back, so the update equals the one-process update.
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import json
 import math
 import os
@@ -27,11 +45,12 @@ from pathlib import Path
 import torch
 
 from aoe.losses import get_objective
+from aoe.losses.objectives import FORMATS
 from aoe.models import POOLINGS, embed
 from aoe.provenance import library_versions
 from aoe.tokens import load_token_cache
 
-__all__ = ["TrainConfig", "train"]
+__all__ = ["TrainConfig", "train", "epoch_batches", "checkpoint_dir"]
 
 
 @dataclass
@@ -40,10 +59,11 @@ class TrainConfig:
 
     objective: str
     pooling: str = "cls"
+    format: str = "pairs"  # resolved from the objective and the train set when the DAG is built
     objective_overrides: dict = field(default_factory=dict)
     seed: int = 42
     learning_rate: float = 2e-5
-    batch_size: int = 32  # pairs per optimizer step, across processes and accumulation
+    batch_size: int = 32  # examples per optimizer step, across processes and accumulation
     epochs: int = 1
     max_steps: int = 0  # > 0 overrides epochs
     warmup_ratio: float = 0.0
@@ -53,36 +73,102 @@ class TrainConfig:
     mixed_precision: str = "no"  # no | fp16 | bf16
     gradient_checkpointing: bool = False
     max_length: int = 128
-    score_range: tuple[float, float] = (0.0, 1.0)  # gold scale mapped to [0, 1] labels
+    score_range: tuple[float, float] = (0.0, 1.0)  # gold scale mapped to [0, 1] labels (pairs)
+    length_grouped: bool = False  # batches of similar length (less padding; order still seeded)
     log_every: int = 10
-    dataloader_workers: int = 0
+    checkpoint_every: int = 0  # steps between checkpoints; 0 = none
 
     def __post_init__(self) -> None:
         if self.pooling not in POOLINGS:
             raise ValueError(f"unknown pooling {self.pooling!r}; known: {sorted(POOLINGS)}")
         if self.mixed_precision not in ("no", "fp16", "bf16"):
             raise ValueError(f"mixed_precision must be no, fp16 or bf16, got {self.mixed_precision!r}")
+        if self.format not in FORMATS:
+            raise ValueError(f"format must be one of {FORMATS}, got {self.format!r}")
         lo, hi = self.score_range
         if not hi > lo:
             raise ValueError(f"score_range must be increasing, got {self.score_range}")
         self.score_range = (float(lo), float(hi))
 
+    def fingerprint(self) -> str:
+        """Identity of the run, to refuse resuming a checkpoint of another configuration."""
+        return hashlib.sha256(json.dumps(asdict(self), sort_keys=True, default=str).encode()).hexdigest()[:16]
 
-def _collate(tokenizer, score_range):
-    lo, hi = score_range
 
-    def collate(rows: list[dict]) -> dict:
-        # u texts first, then v texts: row r's partner is row (r + B) mod 2B
-        seqs = [r["input_ids_1"] for r in rows] + [r["input_ids_2"] for r in rows]
-        enc = tokenizer.pad({"input_ids": seqs}, return_tensors="pt")
+def epoch_batches(n: int, batch_size: int, seed: int, epoch: int, lengths: list[int] | None = None) -> list[list[int]]:
+    """The global batches of one epoch: a permutation seeded by (seed, epoch), cut into full batches.
+
+    The last incomplete batch is dropped (a different one each epoch), so every step
+    has the same global batch and splits evenly over processes and accumulation.
+    With ``lengths``, examples are sorted by length within windows of 50 batches and
+    the batch order is shuffled again (length-grouped batching, as transformers'
+    LengthGroupedSampler).
+    """
+    g = torch.Generator().manual_seed(seed * 1_000_003 + epoch)
+    order = torch.randperm(n, generator=g).tolist()
+    if lengths is not None:
+        window = 50 * batch_size
+        order = [i for s in range(0, n, window) for i in sorted(order[s : s + window], key=lambda i: -lengths[i])]
+    batches = [order[s : s + batch_size] for s in range(0, n - batch_size + 1, batch_size)]
+    if lengths is not None:
+        batches = [batches[i] for i in torch.randperm(len(batches), generator=g).tolist()]
+    return batches
+
+
+def checkpoint_dir(out_dir: str | Path) -> Path:
+    out_dir = Path(out_dir)
+    return out_dir.with_name(out_dir.name + ".ckpt")
+
+
+class _Collator:
+    """Rows of the token cache -> padded (B, K, T) ids and mask, (B,) labels, (B, K) text ids."""
+
+    def __init__(self, tokenizer, cfg: TrainConfig, n_texts: int):
+        self.tokenizer, self.cfg, self.k = tokenizer, cfg, n_texts
+
+    def __call__(self, rows: list[dict]) -> dict:
+        seqs = [r[f"input_ids_{j}"] for r in rows for j in range(1, self.k + 1)]  # example-major
+        enc = self.tokenizer.pad({"input_ids": seqs}, return_tensors="pt")
+        b = len(rows)
+        if self.cfg.format == "pairs":
+            lo, hi = self.cfg.score_range
+            labels = torch.tensor([(r["score"] - lo) / (hi - lo) for r in rows], dtype=torch.float32)
+        else:
+            labels = torch.tensor([r["score"] for r in rows], dtype=torch.float32)
         return {
-            "input_ids": enc["input_ids"],
-            "attention_mask": enc["attention_mask"],
-            "labels": torch.tensor([(r["score"] - lo) / (hi - lo) for r in rows], dtype=torch.float32),
-            "text_ids": torch.tensor([r["text_id_1"] for r in rows] + [r["text_id_2"] for r in rows]),
+            "input_ids": enc["input_ids"].view(b, self.k, -1),
+            "attention_mask": enc["attention_mask"].view(b, self.k, -1),
+            "labels": labels,
+            "text_ids": torch.tensor([[r[f"text_id_{j}"] for j in range(1, self.k + 1)] for r in rows]),
         }
 
-    return collate
+
+class _Trainee(torch.nn.Module):
+    """The encoder plus the objective's own parameters (SBERT's classifier), as one module for DDP."""
+
+    def __init__(self, encoder: torch.nn.Module, head: torch.nn.Module | None, pooling: str):
+        super().__init__()
+        self.encoder, self.head, self.pooling = encoder, head, pooling
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        b, k, t = input_ids.shape
+        pooled = embed(self.encoder, self.pooling, input_ids.view(b * k, t), attention_mask.view(b * k, t))
+        return pooled.float().view(b, k, -1)  # (b, K, H)
+
+
+def _gather_with_grad(x: torch.Tensor, num_processes: int) -> torch.Tensor:
+    if num_processes == 1:
+        return x
+    from torch.distributed.nn.functional import all_gather
+
+    return torch.cat(all_gather(x.contiguous()), dim=0)
+
+
+def _atomic_copytree_target(parent: Path, name: str) -> Path:
+    parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=parent))
+    tmp.chmod(0o755)  # mkdtemp makes it private; results are shared with other users' jobs
+    return tmp
 
 
 def train(
@@ -93,114 +179,149 @@ def train(
     cfg: TrainConfig,
     extra_record: dict | None = None,
 ) -> dict:
-    """Train and save the model into ``out_dir``; return the run summary."""
+    """Train and save the model into ``out_dir`` (resuming from its checkpoint if one exists); return the run summary."""
     from accelerate import Accelerator
-    from accelerate.utils import set_seed
-    from torch.utils.data import DataLoader
+    from accelerate.utils import DistributedDataParallelKwargs, set_seed
     from tqdm.auto import tqdm
     from transformers import AutoModel, AutoTokenizer, get_linear_schedule_with_warmup
 
     out_dir = Path(out_dir)
-    objective = get_objective(cfg.objective, cfg.objective_overrides)
-    accelerator = Accelerator(mixed_precision=cfg.mixed_precision, gradient_accumulation_steps=cfg.gradient_accumulation_steps)
-    per_device = cfg.batch_size // (accelerator.num_processes * cfg.gradient_accumulation_steps)
-    if per_device < 1 or per_device * accelerator.num_processes * cfg.gradient_accumulation_steps != cfg.batch_size:
+    objective = get_objective(cfg.objective, cfg.objective_overrides, format=cfg.format)
+    # BERT's pooler (and an unused head) get no gradient: DDP must not wait for them
+    accelerator = Accelerator(
+        mixed_precision=cfg.mixed_precision,
+        # without CUDA, several processes are CPU processes on the gloo backend
+        cpu=not torch.cuda.is_available(),
+        kwargs_handlers=[DistributedDataParallelKwargs(find_unused_parameters=True)],
+    )
+    n_proc, rank = accelerator.num_processes, accelerator.process_index
+    accum = cfg.gradient_accumulation_steps
+    micro = cfg.batch_size // accum  # examples per micro-batch, all processes together
+    if micro * accum != cfg.batch_size or micro % n_proc:
         raise ValueError(
-            f"batch_size {cfg.batch_size} is not divisible by processes ({accelerator.num_processes}) x "
-            f"gradient_accumulation_steps ({cfg.gradient_accumulation_steps})"
+            f"batch_size {cfg.batch_size} must split into gradient_accumulation_steps ({accum}) micro-batches "
+            f"each divisible by the number of processes ({n_proc})"
         )
-    set_seed(cfg.seed)  # python, numpy, torch (and cuda) RNGs
+    local = micro // n_proc
+    set_seed(cfg.seed)  # python, numpy, torch (and cuda) RNGs: dropout masks, head init
 
     tokenizer = AutoTokenizer.from_pretrained(backbone_dir)
-    pairs = load_token_cache(cache_dir, table, backbone_dir, cfg.max_length)
-    if len(pairs) == 0:
-        raise ValueError(f"{table}: no training pairs")
-    model = AutoModel.from_pretrained(backbone_dir)
+    data = load_token_cache(cache_dir, table, backbone_dir, cfg.max_length)
+    if len(data) < cfg.batch_size:
+        raise ValueError(f"{table}: {len(data)} training examples, fewer than one batch of {cfg.batch_size}")
+    n_texts = objective.n_texts
+    missing = [f"input_ids_{j}" for j in range(1, n_texts + 1) if f"input_ids_{j}" not in data.column_names]
+    if missing:
+        raise ValueError(f"{cache_dir}: objective {cfg.objective!r} on {cfg.format} needs {missing}")
+    lengths = [len(x) for x in data["input_ids_1"]] if cfg.length_grouped else None
+    collate = _Collator(tokenizer, cfg, n_texts)
+
+    encoder = AutoModel.from_pretrained(backbone_dir)
     if cfg.gradient_checkpointing:
-        model.gradient_checkpointing_enable()
-    loader = DataLoader(
-        pairs,
-        batch_size=per_device,
-        shuffle=True,
-        generator=torch.Generator().manual_seed(cfg.seed),
-        collate_fn=_collate(tokenizer, cfg.score_range),
-        num_workers=cfg.dataloader_workers,
-    )
+        encoder.gradient_checkpointing_enable()
+    module = _Trainee(encoder, objective.make_head(encoder.config.hidden_size), cfg.pooling)
     no_decay = ("bias", "LayerNorm.weight", "layer_norm", "norm.weight")
+    params = list(module.named_parameters())
     groups = [
-        {"params": [p for n, p in model.named_parameters() if not any(k in n for k in no_decay)], "weight_decay": cfg.weight_decay},
-        {"params": [p for n, p in model.named_parameters() if any(k in n for k in no_decay)], "weight_decay": 0.0},
+        {"params": [p for n, p in params if not any(k in n for k in no_decay)], "weight_decay": cfg.weight_decay},
+        {"params": [p for n, p in params if any(k in n for k in no_decay)], "weight_decay": 0.0},
     ]
     optimizer = torch.optim.AdamW(groups, lr=cfg.learning_rate)
-    steps_per_epoch = math.ceil(len(loader) / (cfg.gradient_accumulation_steps * accelerator.num_processes))
+    steps_per_epoch = len(data) // cfg.batch_size
     total_steps = cfg.max_steps if cfg.max_steps > 0 else cfg.epochs * steps_per_epoch
     scheduler = get_linear_schedule_with_warmup(optimizer, int(cfg.warmup_ratio * total_steps), total_steps)
-    model, optimizer, loader, scheduler = accelerator.prepare(model, optimizer, loader, scheduler)
+    # The scheduler is stepped once per optimizer step by this loop, so it is only
+    # registered for checkpointing (a prepared scheduler would step once per process).
+    module, optimizer = accelerator.prepare(module, optimizer)
+    accelerator.register_for_checkpointing(scheduler)
 
-    work = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=_ensure_dir(out_dir.parent)))
-    work.chmod(0o755)
-    log_file = (work / "metrics.jsonl").open("w")
-    bar = tqdm(total=total_steps, desc=f"train {cfg.objective} seed {cfg.seed}", mininterval=5, disable=not accelerator.is_main_process)
-    model.train()
-    step, epoch, pairs_seen = 0, 0, 0
-    start = tick = time.perf_counter()
-    tick_step = 0
+    state = {"step": 0, "epoch": 0, "batch": 0, "examples_seen": 0, "train_seconds": 0.0}
+    ckpt_root = checkpoint_dir(out_dir)
+    metrics_lines: list[str] = []
+    resumed_from = _try_resume(accelerator, ckpt_root, cfg, state, metrics_lines)
+
+    work = _atomic_copytree_target(out_dir.parent, out_dir.name) if accelerator.is_main_process else None
+    bar = tqdm(total=total_steps, initial=state["step"], desc=f"train {cfg.objective} seed {cfg.seed}",
+               mininterval=5, disable=not accelerator.is_main_process)
+    module.train()
+    tick, tick_step, start = time.perf_counter(), state["step"], time.perf_counter()
+    head = accelerator.unwrap_model(module).head
     try:
-        while step < total_steps:
-            for batch in loader:
-                with accelerator.accumulate(model):
-                    emb = embed(model, cfg.pooling, batch["input_ids"], batch["attention_mask"]).float()
-                    u, v = emb.chunk(2)  # (B, H) each
-                    loss, parts = objective(u, v, batch["labels"], batch["text_ids"])
-                    if not torch.isfinite(loss):
-                        comps = {k: x.item() for k, x in parts.items()}
-                        raise FloatingPointError(
-                            f"non-finite loss {loss.item()} at step {step} (epoch {epoch}); components {comps}; "
-                            f"batch text ids {batch['text_ids'].tolist()}"
+        while state["step"] < total_steps:
+            batches = epoch_batches(len(data), cfg.batch_size, cfg.seed, state["epoch"], lengths)
+            for b_idx in range(state["batch"], len(batches)):
+                rows = data[batches[b_idx]]
+                rows = [dict(zip(rows, vals)) for vals in zip(*rows.values())]
+                loss_sum, parts_sum = 0.0, {}
+                for m in range(accum):
+                    batch = collate(rows[m * micro : (m + 1) * micro])
+                    mine = slice(rank * local, (rank + 1) * local)
+                    sync = contextlib.nullcontext() if m == accum - 1 else accelerator.no_sync(module)
+                    with sync:
+                        emb_local = module(
+                            batch["input_ids"][mine].to(accelerator.device), batch["attention_mask"][mine].to(accelerator.device)
                         )
-                    accelerator.backward(loss)
-                    if accelerator.sync_gradients and cfg.max_grad_norm > 0:
-                        accelerator.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
-                    optimizer.step()
-                    scheduler.step()
-                    optimizer.zero_grad()
-                pairs_seen += batch["labels"].shape[0] * accelerator.num_processes
-                if not accelerator.sync_gradients:
-                    continue
-                step += 1
+                        emb = _gather_with_grad(emb_local, n_proc)  # (micro, K, H), the whole micro-batch
+                        labels = batch["labels"].to(accelerator.device)
+                        text_ids = batch["text_ids"].to(accelerator.device)
+                        loss, parts = objective(tuple(emb.unbind(1)), labels, text_ids, head)
+                        if not torch.isfinite(loss):
+                            comps = {k: x.item() for k, x in parts.items()}
+                            raise FloatingPointError(
+                                f"non-finite loss {loss.item()} at step {state['step']} (epoch {state['epoch']}, "
+                                f"batch {b_idx}, micro-batch {m}); components {comps}; "
+                                f"batch text ids {batch['text_ids'].tolist()}"
+                            )
+                        accelerator.backward(loss / accum)
+                    loss_sum += loss.item() / accum
+                    for k, x in parts.items():
+                        parts_sum[k] = parts_sum.get(k, 0.0) + x.item() / accum
+                if cfg.max_grad_norm > 0:
+                    accelerator.clip_grad_norm_(module.parameters(), cfg.max_grad_norm)
+                optimizer.step()
+                scheduler.step()
+                optimizer.zero_grad()
+                state["step"] += 1
+                state["batch"] = b_idx + 1
+                state["examples_seen"] += cfg.batch_size
                 bar.update(1)
-                if step % cfg.log_every == 0 or step == total_steps:
+                if state["step"] % cfg.log_every == 0 or state["step"] == total_steps:
                     now = time.perf_counter()
                     record = {
-                        "step": step,
-                        "epoch": epoch,
-                        "loss": loss.item(),
-                        **{k: x.item() for k, x in parts.items()},
+                        "step": state["step"],
+                        "epoch": state["epoch"],
+                        "loss": loss_sum,
+                        **parts_sum,
                         "lr": scheduler.get_last_lr()[0],
-                        "pairs_per_s": cfg.batch_size * (step - tick_step) / max(now - tick, 1e-9),
+                        "pairs_per_s": cfg.batch_size * (state["step"] - tick_step) / max(now - tick, 1e-9),
                     }
-                    tick, tick_step = now, step
-                    bar.set_postfix({k: f"{record[k]:.4g}" for k in ("loss", *parts, "pairs_per_s")})
-                    if accelerator.is_main_process:
-                        log_file.write(json.dumps(record) + "\n")
-                        log_file.flush()
-                if step >= total_steps:
+                    tick, tick_step = now, state["step"]
+                    bar.set_postfix({k: f"{record[k]:.4g}" for k in ("loss", *parts_sum, "pairs_per_s")})
+                    metrics_lines.append(json.dumps(record))
+                if cfg.checkpoint_every and state["step"] % cfg.checkpoint_every == 0 and state["step"] < total_steps:
+                    state["train_seconds"] += time.perf_counter() - start
+                    start = time.perf_counter()
+                    _save_checkpoint(accelerator, ckpt_root, cfg, state, metrics_lines)
+                if state["step"] >= total_steps:
                     break
-            epoch += 1
-        log_file.close()
-        wall = time.perf_counter() - start
+            else:
+                state["epoch"] += 1
+                state["batch"] = 0
+        state["train_seconds"] += time.perf_counter() - start
         summary = {
-            "steps": step,
-            "epochs_started": epoch,
-            "pairs_seen": pairs_seen,
-            "train_seconds": wall,
-            "pairs_per_s": pairs_seen / wall,
-            "num_processes": accelerator.num_processes,
+            "steps": state["step"],
+            "epochs_started": state["epoch"] + 1,
+            "examples_seen": state["examples_seen"],
+            "train_seconds": state["train_seconds"],
+            "pairs_per_s": state["examples_seen"] / max(state["train_seconds"], 1e-9),
+            "num_processes": n_proc,
+            "resumed_from_step": resumed_from,
         }
         accelerator.wait_for_everyone()
         if accelerator.is_main_process:
-            accelerator.unwrap_model(model).save_pretrained(work, safe_serialization=True)
+            accelerator.unwrap_model(module).encoder.save_pretrained(work, safe_serialization=True)
             tokenizer.save_pretrained(work)
+            (work / "metrics.jsonl").write_text("".join(line + "\n" for line in metrics_lines))
             backbone_info = Path(backbone_dir) / "backbone.json"
             record = {
                 "pooling": cfg.pooling,
@@ -216,15 +337,73 @@ def train(
             if out_dir.exists():
                 shutil.rmtree(out_dir)
             os.replace(work, out_dir)
+            shutil.rmtree(ckpt_root, ignore_errors=True)
+        accelerator.wait_for_everyone()
         return summary
     finally:
         bar.close()
-        if not log_file.closed:
-            log_file.close()
-        if work.exists():
+        if work is not None and work.exists():
             shutil.rmtree(work)
 
 
-def _ensure_dir(path: Path) -> Path:
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+def _save_checkpoint(accelerator, root: Path, cfg: TrainConfig, state: dict, metrics_lines: list[str]) -> None:
+    """Model, optimizer, scheduler, RNG states (accelerate), plus step, data position and metrics so far.
+
+    Written into a fresh folder and published by renaming ``latest`` to it, so a job
+    killed while saving leaves the previous checkpoint intact.
+    """
+    step_dir = root / f"step{state['step']}"
+    accelerator.save_state(str(step_dir))
+    if accelerator.is_main_process:
+        (step_dir / "trainer_state.json").write_text(json.dumps({**state, "fingerprint": cfg.fingerprint()}))
+        (step_dir / "metrics.jsonl").write_text("".join(line + "\n" for line in metrics_lines))
+        link = root / "latest.tmp"
+        link.unlink(missing_ok=True)
+        link.symlink_to(step_dir.name)
+        previous = (root / "latest").resolve() if (root / "latest").exists() else None
+        os.replace(link, root / "latest")
+        if previous is not None and previous != step_dir.resolve():
+            shutil.rmtree(previous, ignore_errors=True)
+    accelerator.wait_for_everyone()
+
+
+def _try_resume(accelerator, root: Path, cfg: TrainConfig, state: dict, metrics_lines: list[str]) -> int | None:
+    """Load the newest checkpoint of this exact configuration; return its step, or None (fresh start)."""
+    latest = root / "latest"
+    if not (latest / "trainer_state.json").is_file():
+        return None
+    saved = json.loads((latest / "trainer_state.json").read_text())
+    if saved.pop("fingerprint") != cfg.fingerprint():
+        accelerator.print(f"checkpoint {latest.resolve()} belongs to another configuration; starting afresh")
+        accelerator.wait_for_everyone()
+        if accelerator.is_main_process:
+            shutil.rmtree(root, ignore_errors=True)
+        return None
+    accelerator.load_state(str(latest.resolve()))
+    state.update(saved)
+    metrics_lines.extend(line for line in (latest / "metrics.jsonl").read_text().splitlines() if line)
+    accelerator.print(f"resumed from {latest.resolve()} at step {state['step']}")
+    return state["step"]
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Command line, for ``accelerate launch -m aoe.train`` (several processes) and standalone use."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m aoe.train", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--cache", required=True, help="token cache folder (results/tokens/...)")
+    parser.add_argument("--table", required=True, help="the prepared table the cache was built from")
+    parser.add_argument("--backbone", required=True, help="backbone folder (results/backbones/...)")
+    parser.add_argument("--out", required=True, help="output model folder")
+    parser.add_argument("--config", required=True, help="JSON file with the TrainConfig fields")
+    parser.add_argument("--record", help="JSON file of extra fields for aoe_config.json")
+    args = parser.parse_args(argv)
+    cfg = TrainConfig(**json.loads(Path(args.config).read_text()))
+    extra = json.loads(Path(args.record).read_text()) if args.record else None
+    summary = train(args.cache, args.table, args.backbone, args.out, cfg, extra_record=extra)
+    if int(os.environ.get("RANK", "0")) == 0:
+        print(json.dumps(summary, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -52,7 +52,7 @@ class Cell:
 def check_config(config: dict) -> None:
     """Cross-key checks the JSON schema cannot express; raise ConfigError naming the key."""
     backbones, trainsets, objectives = config["backbones"], config["trainsets"], config["objectives"]
-    from aoe.losses.objectives import OBJECTIVES  # light: no model code
+    from aoe.losses.objectives import OBJECTIVES, resolve_format
 
     for i, run in enumerate(config["runs"]):
         where = f"runs[{i}]"
@@ -67,6 +67,10 @@ def check_config(config: dict) -> None:
                 raise ConfigError(
                     f"{where}.objectives: unknown objective {obj!r}; known: {sorted(set(objectives) | set(OBJECTIVES))}"
                 )
+            try:
+                resolve_format(obj, trainsets[run["trainset"]].get("formats", ["pairs"]), objectives.get(obj))
+            except ValueError as err:
+                raise ConfigError(f"{where}: {err} (trainsets.{run['trainset']}.formats)") from None
     for name, spec in backbones.items():
         sources = [k for k in ("hf_id", "package", "path") if k in spec]
         if len(sources) != 1:
@@ -129,9 +133,12 @@ def train_params(config: dict, backbone: str, objective: str, trainset: str, see
     ts = config["trainsets"][trainset]
     params = {**ts.get("train", {}), **config["backbones"][backbone].get("train_overrides", {})}
     overrides = {**config["objectives"].get(objective, {}), **ts.get("objective_overrides", {})}
+    from aoe.losses.objectives import resolve_format
+
     return {
         **params,
         "objective": objective,
+        "format": resolve_format(objective, ts.get("formats", ["pairs"]), config["objectives"].get(objective)),
         "objective_overrides": overrides,
         "pooling": config["backbones"][backbone].get("pooling", "cls"),
         "seed": int(seed),

@@ -7,9 +7,11 @@ rule train:
         directory("results/models/{backbone}/{objective}/{trainset}/seed{seed}"),
     params:
         train=get_train_params,
+        # one process per GPU: accelerate launch spans them
+        processes=lambda wildcards: max(1, config["backbones"][wildcards.backbone].get("resources", {}).get("gpus", 1)),
     threads: 2  # data loading stays in the main process; the rest feeds torch's intra-op pool
     resources:
-        gpu=train_resources("gpus", 1),
+        gpu=train_resources("gpus", 1),  # snakemake-executor-plugin-slurm: sbatch --gpus=N
         mem_mb=train_resources("mem_mb", 32000),
         runtime=train_resources("runtime", 240),
         cpus_per_gpu=train_resources("cpus_per_gpu", 4),

@@ -5,7 +5,18 @@ import math
 import pytest
 import torch
 
-from aoe.losses import angle_loss, angle_scores, contrastive_loss, contrastive_targets, cosent_ranking_loss, get_objective
+from aoe.losses import (
+    OBJECTIVES,
+    angle_loss,
+    angle_scores,
+    contrastive_loss,
+    contrastive_targets,
+    cosent_ranking_loss,
+    get_objective,
+    objective_formats,
+    resolve_format,
+)
+from aoe.losses.baselines import SoftmaxHead, cosine_mse_loss, sbert_softmax_loss, simcse_loss
 
 # d = 1: each embedding is one complex number (real, imaginary).
 U = torch.tensor([[3.0, 4.0], [1.0, 0.0], [2.0, 0.0]], dtype=torch.float64)
@@ -100,22 +111,24 @@ def test_contrastive_needs_text_ids_for_detection():
         contrastive_loss(torch.randn(2, 4), torch.randn(2, 4), torch.ones(2))
 
 
-@pytest.mark.parametrize("name", ["aoe", "angle_arxiv", "cosent", "only_angle", "only_contrastive"])
-def test_objectives_have_finite_gradients(name):
-    torch.manual_seed(0)
-    u = torch.randn(8, 16, requires_grad=True)
-    v = torch.randn(8, 16, requires_grad=True)
-    labels = torch.rand(8)
-    total, parts = get_objective(name)(u, v, labels, torch.arange(16))
-    total.backward()
-    assert torch.isfinite(total) and parts
-    assert torch.isfinite(u.grad).all() and torch.isfinite(v.grad).all() and u.grad.abs().sum() > 0
+@pytest.mark.parametrize("name", sorted(OBJECTIVES))
+def test_objectives_have_finite_gradients_on_each_format(name):
+    for fmt in objective_formats(name):
+        torch.manual_seed(0)
+        obj = get_objective(name, format=fmt)
+        embs = [torch.randn(8, 16, requires_grad=True) for _ in range(obj.n_texts)]
+        labels = torch.randint(0, 3, (8,)) if fmt == "nli3" else torch.rand(8).clamp(min=0.6 if name == "simcse_sup" else 0)
+        head = obj.make_head(16)
+        total, parts = obj(tuple(embs), labels, torch.arange(8 * obj.n_texts).reshape(8, -1), head)
+        total.backward()
+        assert torch.isfinite(total) and parts, (name, fmt)
+        assert all(torch.isfinite(e.grad).all() for e in embs) and embs[0].grad.abs().sum() > 0, (name, fmt)
 
 
 def test_aoe_is_weighted_sum_of_components():
     u, v = _unit_texts()
     obj = get_objective("aoe", {"weights": {"angle": 2.0, "contrastive": 30.0}, "contrastive_threshold": 0.5})
-    total, parts = obj(u, v, LABELS, TEXT_IDS)
+    total, parts = obj((u, v), LABELS, TEXT_IDS.reshape(2, 3).T)  # (B, 2): column 0 the u texts
     expected = 2.0 * angle_loss(u, v, LABELS) + 30.0 * contrastive_loss(u, v, LABELS, text_ids=TEXT_IDS)
     torch.testing.assert_close(total, expected)
     assert set(parts) == {"angle", "contrastive"}
@@ -126,3 +139,57 @@ def test_unknown_objective_and_component_rejected():
         get_objective("nope")
     with pytest.raises(ValueError, match="unknown loss component"):
         get_objective("custom", {"weights": {"angel": 1.0}})
+
+
+def test_format_resolution():
+    assert resolve_format("aoe", ["pairs", "triplets"]) == "pairs"
+    assert resolve_format("simcse_sup", ["pairs", "triplets"]) == "triplets"
+    assert resolve_format("simcse_sup", ["pairs"]) == "pairs"
+    assert resolve_format("sbert", ["pairs", "nli3"]) == "nli3"
+    assert resolve_format("sbert", ["pairs"]) == "pairs"
+    with pytest.raises(ValueError, match="objective 'aoe' trains on \\['pairs'\\], the train set provides \\['triplets'\\]"):
+        resolve_format("aoe", ["triplets"])
+    assert get_objective("sbert", format="pairs").weights == {"cosine_mse": 1.0}
+    assert get_objective("sbert", format="nli3").weights == {"softmax": 1.0}
+    with pytest.raises(ValueError, match="cannot train on 'triplets'"):
+        get_objective("aoe", format="triplets")
+
+
+def test_cosine_mse_by_hand():
+    u = torch.tensor([[1.0, 0.0], [1.0, 0.0]])
+    v = torch.tensor([[1.0, 0.0], [0.0, 1.0]])  # cos 1 and 0
+    labels = torch.tensor([0.5, 0.25])
+    assert cosine_mse_loss(u, v, labels).item() == pytest.approx(((1 - 0.5) ** 2 + (0 - 0.25) ** 2) / 2)
+
+
+def test_sbert_softmax_by_hand():
+    head = SoftmaxHead(1, num_labels=3)
+    with torch.no_grad():
+        head.linear.weight.copy_(torch.tensor([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]]))
+        head.linear.bias.zero_()
+    u, v = torch.tensor([[2.0]]), torch.tensor([[-1.0]])  # features [u; v; |u - v|] = [2, -1, 3]
+    logits = [2.0, -1.0, 3.0]
+    log_z = math.log(sum(math.exp(x) for x in logits))
+    assert sbert_softmax_loss(u, v, torch.tensor([0]), head).item() == pytest.approx(log_z - 2.0)
+
+
+def test_simcse_by_hand():
+    # unit vectors at angles (degrees); two anchors, their positives, two hard negatives
+    def unit(deg):
+        return [math.cos(math.radians(deg)), math.sin(math.radians(deg))]
+
+    a = torch.tensor([unit(0), unit(90)], dtype=torch.float64)
+    p = torch.tensor([unit(10), unit(80)], dtype=torch.float64)
+    n = torch.tensor([unit(45), unit(180)], dtype=torch.float64)
+    tau = 20.0
+
+    def row(anchor_deg, cands_deg, target):
+        logits = [tau * math.cos(math.radians(anchor_deg - c)) for c in cands_deg]
+        return math.log(sum(math.exp(x - max(logits)) for x in logits)) + max(logits) - logits[target]
+
+    with_neg = (row(0, [10, 80, 45, 180], 0) + row(90, [10, 80, 45, 180], 1)) / 2
+    assert simcse_loss(a, p, n, tau=tau).item() == pytest.approx(with_neg, rel=1e-12)
+    pairs_only = (row(0, [10, 80], 0) + row(90, [10, 80], 1)) / 2
+    assert simcse_loss(a, p, None, tau=tau).item() == pytest.approx(pairs_only, rel=1e-12)
+    only_first = row(0, [10, 80], 0)
+    assert simcse_loss(a, p, None, tau=tau, anchor_mask=torch.tensor([True, False])).item() == pytest.approx(only_first, rel=1e-12)

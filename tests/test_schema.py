@@ -7,7 +7,8 @@ from tests.workflow_utils import REPO
 # Keys whose absence means something (which source a backbone comes from, which weights an
 # objective has): a default would be wrong, not missing.
 NO_DEFAULT = {"hf_id", "package", "path", "weights", "angle", "contrastive", "cosine", "angle_tau", "cosine_tau",
-              "contrastive_tau", "contrastive_threshold", "detect_identical"}
+              "contrastive_tau", "contrastive_threshold", "detect_identical", "cosine_mse", "softmax", "simcse",
+              "simcse_tau", "by_format"}
 
 
 def _walk(node, path, required=()):

@@ -97,7 +97,7 @@ def test_cache_json_records_identity(cache, table, tokenizer_dir):
     assert meta["table_sha256"] == hashlib.sha256(table.read_bytes()).hexdigest()
     assert meta["tokenizer_sha256"] == tokenizer_fingerprint(tokenizer_dir)
     assert meta["max_length"] == MAX_LENGTH
-    assert meta["n_pairs"] == len(PAIRS)
+    assert meta["n_examples"] == len(PAIRS) and meta["texts_per_example"] == 2
     assert meta["n_texts"] == len(DISTINCT)
     assert meta["n_at_max_length"] == 1
     # atomic: only the cache folder appears beside it
@@ -114,10 +114,22 @@ def test_rebuild_replaces_the_cache(cache, table, tokenizer_dir):
 
 def test_missing_column_is_a_data_error(tmp_path, tokenizer_dir):
     bad = tmp_path / "bad.parquet"
-    pd.DataFrame({"sentence1": ["a"], "sentence2": ["b"]}).to_parquet(bad)
-    with pytest.raises(DataError, match="score"):
+    pd.DataFrame({"sentence1": ["a"], "score": [1.0]}).to_parquet(bad)
+    with pytest.raises(DataError, match="sentence2"):
         build_token_cache(bad, tokenizer_dir, MAX_LENGTH, tmp_path / "c")
     assert not (tmp_path / "c").exists()
+
+
+def test_triplets_get_three_text_columns_and_unit_scores(tmp_path, tokenizer_dir):
+    from datasets import load_from_disk
+
+    table = tmp_path / "triplets.parquet"
+    pd.DataFrame({"sentence1": ["a cat", "a dog"], "sentence2": ["a pet", "a pet"], "sentence3": ["a car", "a cat"]}).to_parquet(table)
+    meta = build_token_cache(table, tokenizer_dir, MAX_LENGTH, tmp_path / "c")
+    ds = load_from_disk(str(tmp_path / "c" / "pairs"))
+    assert meta["texts_per_example"] == 3 and ds["score"] == [1.0, 1.0]
+    # identical texts across columns share an id: "a pet" twice, "a cat" as anchor and as negative
+    assert ds["text_id_2"][0] == ds["text_id_2"][1] and ds["text_id_3"][1] == ds["text_id_1"][0]
 
 
 def test_stale_when_table_changes(cache, table, tokenizer_dir):

@@ -74,9 +74,9 @@ class _Recording(Objective):
 
     batches: list = field(default_factory=list, compare=False)
 
-    def __call__(self, u, v, labels, text_ids=None):
-        self.batches.append((u.shape[0], text_ids.tolist(), labels.tolist()))
-        return super().__call__(u, v, labels, text_ids)
+    def __call__(self, embs, labels, text_ids=None, head=None):
+        self.batches.append((embs[0].shape[0], text_ids.tolist(), labels.tolist()))
+        return super().__call__(embs, labels, text_ids, head)
 
 
 @pytest.fixture(scope="module")
@@ -88,17 +88,18 @@ def runs(data, tmp_path_factory) -> dict:
         batches: list = []
         collated: list = []
 
-        def recording_collate(tokenizer, score_range, _real=aoe.train._collate, _seen=collated):
-            collate = _real(tokenizer, score_range)
-            return lambda rows: _seen.append(collate(rows)) or _seen[-1]
+        class RecordingCollator(aoe.train._Collator):
+            def __call__(self, rows, _seen=collated):
+                _seen.append(super().__call__(rows))
+                return _seen[-1]
 
         with pytest.MonkeyPatch.context() as mp:
             mp.setattr(
                 aoe.train,
                 "get_objective",
-                lambda n, o=None: _Recording(**{**asdict(get_objective(n, o)), "batches": batches}),
+                lambda n, o=None, format=None: _Recording(**{**asdict(get_objective(n, o, format=format)), "batches": batches}),
             )
-            mp.setattr(aoe.train, "_collate", recording_collate)
+            mp.setattr(aoe.train, "_Collator", RecordingCollator)
             summary = _run(data, root / name / "seed", seed=seed)
         out[name] = (root / name / "seed", summary, batches, collated)
     return out
@@ -118,7 +119,7 @@ def test_output_folder_contents(runs, data):
     assert record["cell"] == {"seed": 0}  # extra_record
     assert summary["steps"] == 6
     assert summary["epochs_started"] == 2  # 40 pairs / 8 = 5 steps per epoch
-    assert summary["pairs_seen"] == 6 * 8
+    assert summary["examples_seen"] == 6 * 8
     versions = json.loads((out / "versions.json").read_text())
     assert versions["torch"] == version("torch")
     # the saved tokenizer tokenizes like the backbone's
@@ -178,21 +179,22 @@ def test_batches_pair_texts_and_cover_each_epoch(runs, data):
     assert len(batches) == 6
     epoch0 = Counter()
     for n, ids, labels in batches[:5]:
-        assert n == 8 and len(ids) == 16 and len(labels) == 8
-        # u texts first, then v texts: row r's partner is row r + B
+        assert n == 8 and len(ids) == 8 and all(len(row) == 2 for row in ids) and len(labels) == 8
+        # one row per pair: (text id of sentence1, text id of sentence2)
         # labels are the scores mapped from [0, 5] to [0, 1]
         assert all(abs(5 * y - round(5 * y)) < 1e-6 for y in labels)
-        epoch0.update((ids[r], ids[r + n], float(round(5 * labels[r]))) for r in range(n))
+        epoch0.update((ids[r][0], ids[r][1], float(round(5 * labels[r]))) for r in range(n))
     # the first epoch shows every pair exactly once
     assert epoch0 == table_pairs
     # each padded sequence holds the tokens of the text its text id names
     tokens = {r["text_id_1"]: r["input_ids_1"] for r in cache} | {r["text_id_2"]: r["input_ids_2"] for r in cache}
-    assert len(collated) >= 6  # accelerate's loader collates one batch ahead
+    assert len(collated) == 6
     for batch, (_, ids, _) in zip(collated, batches):
         assert batch["text_ids"].tolist() == ids
-        for row, tid in enumerate(ids):
-            real = batch["attention_mask"][row].bool()
-            assert batch["input_ids"][row][real].tolist() == tokens[tid]
+        for row, pair in enumerate(ids):
+            for j, tid in enumerate(pair):
+                real = batch["attention_mask"][row, j].bool()
+                assert batch["input_ids"][row, j][real].tolist() == tokens[tid]
     # the shuffle follows the seed
     assert [b[1] for b in runs["b"][2]] == [b[1] for b in batches]
     assert [b[1] for b in runs["c"][2]] != [b[1] for b in batches]
@@ -202,7 +204,7 @@ def test_gradient_accumulation_counts_optimizer_steps(data, tmp_path):
     out = tmp_path / "acc"
     summary = _run(data, out, gradient_accumulation_steps=2, max_steps=3)
     assert summary["steps"] == 3
-    assert summary["pairs_seen"] == 3 * 8  # 2 micro-batches of 4 pairs per step
+    assert summary["examples_seen"] == 3 * 8  # 2 micro-batches of 4 pairs per step
     metrics = _metrics(out)
     assert [m["step"] for m in metrics] == [1, 2, 3]
     # the schedule advances once per optimizer step, not per micro-batch
@@ -213,16 +215,20 @@ class _NaNObjective:
     """Stands in for an objective whose loss blows up on the first batch."""
 
     name = "nan"
+    n_texts = 2
 
-    def __call__(self, u, v, labels, text_ids=None):
-        nan = (u * v).sum() * float("nan")
+    def make_head(self, hidden_size):
+        return None
+
+    def __call__(self, embs, labels, text_ids=None, head=None):
+        nan = (embs[0] * embs[1]).sum() * float("nan")
         return nan, {"angle": nan}
 
 
 def test_non_finite_loss_raises_and_leaves_nothing(data, tmp_path, monkeypatch):
-    monkeypatch.setattr(aoe.train, "get_objective", lambda name, overrides=None: _NaNObjective())
+    monkeypatch.setattr(aoe.train, "get_objective", lambda name, overrides=None, format=None: _NaNObjective())
     out = tmp_path / "models" / "seed0"
-    with pytest.raises(FloatingPointError, match=r"at step 0 .*text ids \[\d+") as err:
+    with pytest.raises(FloatingPointError, match=r"at step 0 .*text ids \[\[\d+") as err:
         _run(data, out)
     assert "nan" in str(err.value)
     assert not out.exists()
@@ -242,6 +248,6 @@ def test_train_config_validation():
 
 def test_batch_not_divisible_by_accumulation(data, tmp_path):
     out = tmp_path / "bad"
-    with pytest.raises(ValueError, match="not divisible"):
+    with pytest.raises(ValueError, match="must split into"):
         _run(data, out, batch_size=6, gradient_accumulation_steps=4)
     assert not out.exists()

@@ -1,8 +1,10 @@
-"""Rule train: fine-tune one (backbone, objective, train set, seed) cell."""
+"""Rule train: fine-tune one (backbone, objective, train set, seed) cell; several GPUs via accelerate launch."""
 
 import json
 import os
+import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(snakemake.scriptdir).parent))
@@ -13,12 +15,20 @@ start_log(snakemake.log[0])
 from aoe.train import TrainConfig, train
 
 cfg = TrainConfig(**snakemake.params.train)
-summary = train(
-    snakemake.input.tokens,
-    snakemake.input.table,
-    snakemake.input.backbone,
-    snakemake.output[0],
-    cfg,
-    extra_record={"cell": dict(snakemake.wildcards), "slurm_job_id": os.environ.get("SLURM_JOB_ID")},
-)
-print(json.dumps(summary, indent=2))
+record = {"cell": dict(snakemake.wildcards), "slurm_job_id": os.environ.get("SLURM_JOB_ID")}
+args = (snakemake.input.tokens, snakemake.input.table, snakemake.input.backbone, snakemake.output[0])
+processes = int(snakemake.params.processes)
+if processes <= 1:
+    print(json.dumps(train(*args, cfg, extra_record=record), indent=2))
+else:
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / "config.json").write_text(json.dumps(snakemake.params.train))
+        (Path(tmp) / "record.json").write_text(json.dumps(record))
+        launch = [
+            str(Path(sys.executable).parent / "accelerate"), "launch", "--multi_gpu", "--num_machines", "1",
+            "--num_processes", str(processes), "--mixed_precision", cfg.mixed_precision, "--dynamo_backend", "no",
+            "-m", "aoe.train", "--cache", args[0], "--table", args[1], "--backbone", args[2], "--out", args[3],
+            "--config", str(Path(tmp) / "config.json"), "--record", str(Path(tmp) / "record.json"),
+        ]
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(snakemake.scriptdir).parent), os.environ.get("PYTHONPATH", "")])}
+        subprocess.run(launch, check=True, env=env)

@@ -6,7 +6,7 @@ named training objectives of ``config.yaml``.
 
 from aoe.losses.angle import angle_loss, angle_scores, cosent_ranking_loss
 from aoe.losses.contrastive import contrastive_loss, contrastive_targets
-from aoe.losses.objectives import OBJECTIVES, Objective, get_objective
+from aoe.losses.objectives import OBJECTIVES, Objective, get_objective, objective_formats, resolve_format
 
 __all__ = [
     "angle_loss",
@@ -17,4 +17,6 @@ __all__ = [
     "OBJECTIVES",
     "Objective",
     "get_objective",
+    "objective_formats",
+    "resolve_format",
 ]

