@@ -33,7 +33,7 @@ include: "rules/tables.smk"
 rule all:
     default_target: True
     input:
-        expand("results/tables/{table}.tex", table=config["tables"]),
+        expand("results/tables/{table}.tex", table=enabled_tables(config)),
 
 
 rule train_all:
@@ -48,4 +48,4 @@ rule evaluate:
 
 rule tables:
     input:
-        expand("results/tables/{table}.tex", table=config["tables"]),
+        expand("results/tables/{table}.tex", table=enabled_tables(config)),

@@ -50,8 +50,10 @@ def load_sts_results(paths: list[str | Path]) -> pd.DataFrame:
     for path in paths:
         result = json.loads(Path(path).read_text())
         cell = result["model"]["cell"]
-        scores = {task: result["tasks"][task]["spearman"] for task in TASKS}
-        scores["avg"] = result["avg"]
+        # tasks evaluated on purpose are null, and so is the average then: no row, printed as "–"
+        scores = {task: result["tasks"][task]["spearman"] for task in TASKS if result["tasks"].get(task)}
+        if result.get("avg") is not None:
+            scores["avg"] = result["avg"]
         for task, value in scores.items():
             rows.append({**cell, "seed": int(cell["seed"]), "task": task, "spearman": value})
     return pd.DataFrame(rows, columns=["backbone", "objective", "trainset", "seed", "task", "spearman"])

@@ -18,6 +18,7 @@ __all__ = [
     "run_cells",
     "eval_cells",
     "table_cells",
+    "enabled_tables",
     "train_params",
     "start_log",
 ]
@@ -80,7 +81,7 @@ def check_config(config: dict) -> None:
         if not hi > lo:
             raise ConfigError(f"trainsets.{name}.score_range: must be increasing, got {spec['score_range']}")
     trained = {(c.backbone, c.objective, c.trainset) for c in run_cells(config)}
-    for name, table in config["tables"].items():
+    for name, table in enabled_tables(config).items():
         for b in table["backbones"]:
             if b not in backbones:
                 raise ConfigError(f"tables.{name}.backbones: unknown backbone {b!r}")
@@ -90,6 +91,11 @@ def check_config(config: dict) -> None:
                         f"tables.{name}: no run trains backbone {b!r} with objective {obj!r} on {table['trainset']!r}; "
                         "add it to runs or remove it from the table"
                     )
+
+
+def enabled_tables(config: dict) -> dict[str, dict]:
+    """The tables the default target builds."""
+    return {name: spec for name, spec in config["tables"].items() if spec.get("enabled", True)}
 
 
 def run_cells(config: dict) -> list[Cell]:
@@ -123,7 +129,7 @@ def table_cells(config: dict, table: str) -> list[Cell]:
 def eval_cells(config: dict) -> list[Cell]:
     """Every model that gets evaluated: all trained cells plus each used backbone as downloaded."""
     cells = set(run_cells(config))
-    for table in config["tables"]:
+    for table in enabled_tables(config):
         cells.update(table_cells(config, table))
     return sorted(cells)
 

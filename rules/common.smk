@@ -9,13 +9,14 @@ from aoe.workflow import (
     PRETRAINED,
     ConfigError,
     check_config,
+    enabled_tables,
     eval_cells,
     run_cells,
     table_cells,
     train_params,
 )
 from aoe.data.io import DataError
-from aoe.data.sts import STS_DATASETS, resolve_downstream_root, sts_files
+from aoe.data.sts import STS_DATASETS, STS_TASKS, resolve_downstream_root, sts_files
 
 validate(config, workflow.source_path("../schemas/config.schema.yaml"))
 try:
@@ -30,6 +31,10 @@ except DataError as err:
     raise WorkflowError(f"data.mirror: {err}") from None
 
 
+# datasets of the STS tasks evaluated (config evaluation.sts.tasks, default all seven)
+STS_EVAL_DATASETS = [STS_TASKS[t] for t in config["evaluation"]["sts"]["tasks"]]
+
+
 wildcard_constraints:
     backbone="|".join(map(re.escape, config["backbones"])),
     objective="|".join(map(re.escape, [PRETRAINED, *config["objectives"], *{o for r in config["runs"] for o in r["objectives"]}])),
@@ -38,7 +43,7 @@ wildcard_constraints:
     split="train|dev|test",
     seed=r"\d+",
     max_len=r"\d+",
-    table="|".join(map(re.escape, config["tables"])) or "NO_TABLES",
+    table="|".join(map(re.escape, enabled_tables(config))) or "NO_TABLES",
 
 
 def get_downstream_inputs(wildcards):

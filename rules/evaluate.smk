@@ -1,8 +1,8 @@
 rule evaluate_sts:
     input:
         model=get_model_dir,
-        tables=expand("results/data/{dataset}/test.parquet", dataset=STS_DATASETS),
-        manifests=expand("results/data/{dataset}/test.manifest.json", dataset=STS_DATASETS),
+        tables=expand("results/data/{dataset}/test.parquet", dataset=STS_EVAL_DATASETS),
+        manifests=expand("results/data/{dataset}/test.manifest.json", dataset=STS_EVAL_DATASETS),
     output:
         "results/eval/{backbone}/{objective}/{trainset}/seed{seed}/sts.json",
     params:
@@ -12,9 +12,11 @@ rule evaluate_sts:
         batch_size=config["evaluation"]["sts"]["batch_size"],
         max_length=config["evaluation"]["sts"]["max_length"],
         cell=lambda wildcards: dict(wildcards),
+        tasks=config["evaluation"]["sts"]["tasks"],
     threads: 2
     resources:
-        gpu=1,
+        gpu=1,  # snakemake-executor-plugin-slurm: sbatch --gpus=1
+        cpus_per_gpu=2,  # = threads
         mem_mb=16000,
         runtime=60,
     log:

@@ -19,4 +19,5 @@ run_sts_evaluation(
     batch_size=snakemake.params.batch_size,
     max_length=snakemake.params.max_length,
     cell=snakemake.params.cell,
+    tasks=snakemake.params.tasks,
 )

@@ -106,6 +106,17 @@ COLUMNS: tuple[str, ...] = ("sentence1", "sentence2", "score", "split", "subset"
 # Where SentEval's downstream tree sits inside the data mirror (see its README).
 DOWNSTREAM_SUBDIR = "senteval/downstream"
 
+# STS task name in results -> dataset key of results/data/{dataset}/test.parquet
+STS_TASKS = {
+    "STS12": "sts12",
+    "STS13": "sts13",
+    "STS14": "sts14",
+    "STS15": "sts15",
+    "STS16": "sts16",
+    "STSB": "stsb",
+    "SICKR": "sickr",
+}
+
 _STSB_MIN_FIELDS = 7  # genre, file, year, id, score, s1, s2 (+ optional source columns)
 _SICK_MIN_FIELDS = 4  # pair_ID, sentence_A, sentence_B, relatedness_score (+ entailment)
 _SICK_HEADER_FIRST_FIELD = "pair_ID"

@@ -26,6 +26,7 @@ def run_sts_evaluation(
     max_length: int = 512,
     cell: dict | None = None,
     device: str | None = None,
+    tasks: list[str] | None = None,
 ) -> dict:
     """Evaluate ``model_dir`` on the 7 STS test tables and write ``out`` (sts.json)."""
     from aoe.models import Encoder
@@ -35,13 +36,15 @@ def run_sts_evaluation(
     for table, manifest in zip(tables, manifests, strict=True):
         meta = json.loads(Path(manifest).read_text())
         by_dataset[meta["dataset"]] = (pd.read_parquet(table), meta)
-    missing = [d for d in TASKS.values() if d not in by_dataset]
+    wanted = list(TASKS) if tasks is None else list(tasks)
+    missing = [TASKS[t] for t in wanted if TASKS.get(t) not in by_dataset]
     if missing:
         raise KeyError(f"STS evaluation: no prepared test table for {missing}")
     encoder = Encoder(model_dir, pooling=pooling, device=device)
     result = evaluate_sts(
         lambda texts: encoder.encode(texts, batch_size=batch_size, max_length=max_length, progress=True),
-        {task: by_dataset[dataset][0] for task, dataset in TASKS.items()},
+        {task: by_dataset[TASKS[task]][0] for task in wanted},
+        tasks=wanted,
     )
     result["protocol"] = {**result["protocol"], "pooling": encoder.pooling, "max_length": max_length, "batch_size": batch_size}
     recorded = Path(model_dir) / "aoe_config.json"

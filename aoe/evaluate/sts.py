@@ -22,18 +22,9 @@ import numpy as np
 import pandas as pd
 from scipy.stats import pearsonr, spearmanr
 
-__all__ = ["TASKS", "PROTOCOL", "cosine_rows", "sts_scores", "evaluate_sts"]
+from aoe.data.sts import STS_TASKS as TASKS
 
-# task name in results -> dataset key of results/data/{dataset}/test.parquet
-TASKS = {
-    "STS12": "sts12",
-    "STS13": "sts13",
-    "STS14": "sts14",
-    "STS15": "sts15",
-    "STS16": "sts16",
-    "STSB": "stsb",
-    "SICKR": "sickr",
-}
+__all__ = ["TASKS", "PROTOCOL", "cosine_rows", "sts_scores", "evaluate_sts"]
 
 PROTOCOL = {
     "name": "senteval-sts-all",
@@ -90,32 +81,39 @@ def sts_scores(sims: np.ndarray, table: pd.DataFrame, task: str = "") -> dict:
     return result
 
 
-def evaluate_sts(encode, tables: Mapping[str, pd.DataFrame]) -> dict:
+def evaluate_sts(encode, tables: Mapping[str, pd.DataFrame], tasks: list[str] | None = None) -> dict:
     """Evaluate ``encode`` (list[str] -> (N, H) array) on the task tables.
 
     ``tables`` maps task names of :data:`TASKS` to their test tables (columns
-    sentence1, sentence2, score, subset). Every task of :data:`TASKS` must be
-    present: a missing task is an error, never a silently smaller average.
+    sentence1, sentence2, score, subset). ``tasks`` (default: all seven) must all be
+    present: a missing task is an error. Tasks left out on purpose are written as
+    explicit nulls and the average is then null too, never a smaller average.
     """
-    missing = [t for t in TASKS if t not in tables]
+    wanted = list(TASKS) if tasks is None else [t for t in TASKS if t in tasks]
+    unknown = sorted(set(tasks or []) - set(TASKS))
+    if unknown:
+        raise KeyError(f"unknown STS task(s) {unknown}; known: {list(TASKS)}")
+    missing = [t for t in wanted if t not in tables]
     if missing:
-        raise KeyError(f"STS evaluation needs all of {list(TASKS)}; missing {missing}")
-    unique = pd.unique(pd.concat([pd.concat([t["sentence1"], t["sentence2"]]) for t in tables.values()], ignore_index=True))
-    n_total = sum(2 * len(t) for t in tables.values())
+        raise KeyError(f"STS evaluation needs all of {wanted}; missing {missing}")
+    used = [tables[t] for t in wanted]
+    unique = pd.unique(pd.concat([pd.concat([t["sentence1"], t["sentence2"]]) for t in used], ignore_index=True))
+    n_total = sum(2 * len(t) for t in used)
     start = time.perf_counter()
     emb = encode(list(unique))
     encode_seconds = time.perf_counter() - start
     row = {s: i for i, s in enumerate(unique)}
-    tasks = {}
+    results: dict[str, dict | None] = {}
     for task in TASKS:
+        if task not in wanted:
+            results[task] = None
+            continue
         t = tables[task]
         sims = cosine_rows(emb[t["sentence1"].map(row).to_numpy()], emb[t["sentence2"].map(row).to_numpy()])
-        tasks[task] = sts_scores(sims, t, task)
-    avg = float(np.mean([tasks[t]["spearman"] for t in TASKS]))
-    if not math.isfinite(avg):
-        raise FloatingPointError(f"non-finite STS average: {[(t, tasks[t]['spearman']) for t in TASKS]}")
+        results[task] = sts_scores(sims, t, task)
+    avg = float(np.mean([results[t]["spearman"] for t in TASKS])) if len(wanted) == len(TASKS) else None
     return {
-        "tasks": tasks,
+        "tasks": results,
         "avg": avg,
         "protocol": PROTOCOL,
         "embedding": {
