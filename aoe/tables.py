@@ -59,22 +59,35 @@ def load_sts_results(paths: list[str | Path]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["backbone", "objective", "trainset", "seed", "task", "spearman"])
 
 
-def paper_reference(ref: str, numbers_file: str | Path | None = None) -> tuple[str, dict[str, float]]:
-    """A reference row ``'<table key>/<row>'`` of paper_numbers.yaml: (source label, {task: value})."""
+def paper_reference(ref: str, numbers_file: str | Path | None = None) -> tuple[str, dict[str, float], dict[str, float]]:
+    """A reference row of paper_numbers.yaml: (label, {task: value}, {task: std}).
+
+    ``ref`` is ``'<table key>/<row>'`` for tables with ``rows``, or
+    ``'<table key>/<group>/<row>'`` for tables with ``groups`` (e.g. a backbone).
+    """
     text = (
         Path(numbers_file).read_text()
         if numbers_file
         else resources.files("aoe.resources").joinpath("paper_numbers.yaml").read_text()
     )
     numbers = yaml.safe_load(text)
-    table_key, _, row = ref.partition("/")
-    if table_key not in numbers or row not in numbers[table_key].get("rows", {}):
-        raise KeyError(f"paper reference {ref!r} not found in paper_numbers.yaml")
-    entry = numbers[table_key]
-    values = entry["rows"][row]
-    by_key = {_key(k): v for k, v in values.items() if isinstance(v, (int, float))}
+    parts = ref.split("/")
+    entry = numbers.get(parts[0]) if len(parts) in (2, 3) else None
+    try:
+        if len(parts) == 2:
+            values, stds = entry["rows"][parts[1]], entry.get("std", {}).get(parts[1], {})
+        else:
+            values = entry["groups"][parts[1]][parts[2]]
+            stds = entry.get("std", {}).get(parts[1], {}).get(parts[2], {})
+    except (KeyError, TypeError):
+        raise KeyError(f"paper reference {ref!r} not found in paper_numbers.yaml") from None
     wanted = {_key(t): t for t in [*TASKS, "avg"]}
-    return f"{row} (paper: {entry.get('short', table_key)})", {wanted[k]: float(v) for k, v in by_key.items() if k in wanted}
+
+    def pick(d: dict) -> dict[str, float]:
+        return {wanted[_key(k)]: float(v) for k, v in d.items() if _key(k) in wanted and isinstance(v, (int, float))}
+
+    source = entry.get("short") or entry.get("source", parts[0]).split(":")[0]
+    return f"{parts[-1]} (paper: {source})", pick(values), pick(stds)
 
 
 def build_table(
@@ -108,11 +121,11 @@ def build_table(
                 row[f"{col}_std"] = float(vals.std(ddof=1)) if len(vals) > 1 else math.nan
             rows.append(row)
     for ref in references or []:
-        label, values = paper_reference(ref, numbers_file)
+        label, values, stds = paper_reference(ref, numbers_file)
         row = {"backbone": label, "objective": "paper", "trainset": "", "reference": True, "n": math.nan}
         for col in columns:
             row[f"{col}_mean"] = values.get(col, math.nan)
-            row[f"{col}_std"] = math.nan
+            row[f"{col}_std"] = stds.get(col, math.nan)
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -159,7 +172,8 @@ def to_latex(table: pd.DataFrame, kind: str, caption: str, label: str, note: str
         lines.append("\\midrule")
     refs = table[table.reference]
     for _, row in refs.iterrows():
-        lines.append(f"\\textit{{{_escape(row.backbone)}}} & " + " & ".join(_fmt(row[f'{c}_mean'], math.nan, False) for c in columns) + " \\\\")
+        cells = " & ".join(_fmt(row[f"{c}_mean"], row[f"{c}_std"], False) for c in columns)
+        lines.append(f"\\textit{{{_escape(row.backbone)}}} & " + cells + " \\\\")
     if refs.empty:
         lines.pop()  # the last \midrule
     lines += [

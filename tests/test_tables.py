@@ -180,6 +180,16 @@ aoe_table2:
     AnglE-BERT:
       STS12: 75.09
       STSB: 85.0
+  std:
+    AoE-BERT: {STS-B: 0.19}
+aoe_table1:
+  source: "Li & Li, AoE, ACL 2024, Table 1: standard STS"
+  groups:
+    BERT-base:
+      AoE-BERT: {STS12: 75.26, avg: 82.43}
+  std:
+    BERT-base:
+      AoE-BERT: {STS12: 0.04}
 """
 
 
@@ -191,9 +201,15 @@ def numbers_file(tmp_path) -> Path:
 
 
 def test_paper_reference_from_a_numbers_file(numbers_file):
-    label, values = paper_reference("aoe_table2/AoE-BERT", numbers_file)
+    label, values, stds = paper_reference("aoe_table2/AoE-BERT", numbers_file)
     assert label == "AoE-BERT (paper: AoE Tab. 2)"
     assert values == {"STSB": 86.26, "SICKR": 80.1, "avg": 82.43}  # header spellings normalised, text dropped
+    assert stds == {"STSB": 0.19}
+    label, values, stds = paper_reference("aoe_table1/BERT-base/AoE-BERT", numbers_file)
+    assert label == "AoE-BERT (paper: Li & Li, AoE, ACL 2024, Table 1)"
+    assert values == {"STS12": 75.26, "avg": 82.43} and stds == {"STS12": 0.04}
+    with pytest.raises(KeyError, match="aoe_table1/LLaMA/AoE-BERT"):
+        paper_reference("aoe_table1/LLaMA/AoE-BERT", numbers_file)
     with pytest.raises(KeyError, match="aoe_table2/Nope"):
         paper_reference("aoe_table2/Nope", numbers_file)
     with pytest.raises(KeyError, match="other/AoE-BERT"):
@@ -209,10 +225,26 @@ def test_reference_rows_in_table_and_latex(results, numbers_file):
     tex = to_latex(table, "sts7", "c", "l")
     ref_line = next(line for line in tex.splitlines() if line.startswith("\\textit{AoE-BERT"))
     cells = [c.strip() for c in ref_line.rstrip("\\ ").split(" & ")[1:]]
-    assert cells[COLUMNS.index("STSB")] == "86.26"
+    assert cells[COLUMNS.index("STSB")] == "86.26 $\\pm$ 0.19"
     assert cells[COLUMNS.index("STS12")] == "–"
     assert "\\textbf" not in ref_line  # reference rows never compete for bold
     # paper rows do not change which of our rows is bold
     rows = _latex_rows(tex)
     assert rows["tiny\\_a AoE, stsb (n=3)"][COLUMNS.index("STSB")].startswith("\\textbf")
     assert tex.count("\\midrule") == 3  # header, after tiny_a, after tiny_b; then the reference rows
+
+
+def test_every_configured_paper_reference_exists():
+    """config.yaml's reference rows all resolve in the packaged paper_numbers.yaml."""
+    import yaml
+
+    from tests.workflow_utils import REPO
+
+    config = yaml.safe_load((REPO / "config.yaml").read_text())
+    refs = [r for t in config["tables"].values() for r in t.get("paper_reference", [])]
+    assert refs
+    for ref in refs:
+        _, values, _ = paper_reference(ref)
+        assert values, ref
+    _, values, stds = paper_reference("acl2024_table2/AoE")
+    assert values["STSB"] == 86.28 and stds == {"STSB": 0.19}
