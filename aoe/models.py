@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import importlib
 import json
-import os
 import shutil
-import tempfile
 from pathlib import Path
 from typing import Callable, Iterable
 
 import numpy as np
 import torch
+
+from aoe.fsutil import atomic_dir
 
 __all__ = [
     "POOLINGS",
@@ -28,19 +28,6 @@ __all__ = [
     "tokenizer_fingerprint",
 ]
 
-# Files a BERT-style (or LLaMA) checkpoint needs, as saved by save_pretrained.
-HF_FILE_PATTERNS = [
-    "config.json",
-    "*.safetensors",
-    "*.safetensors.index.json",
-    "tokenizer.json",
-    "tokenizer_config.json",
-    "special_tokens_map.json",
-    "vocab.txt",
-    "tokenizer.model",
-    "merges.txt",
-    "vocab.json",
-]
 TOKENIZER_FILES = (
     "tokenizer.json",
     "tokenizer_config.json",
@@ -50,6 +37,8 @@ TOKENIZER_FILES = (
     "merges.txt",
     "vocab.json",
 )
+# Files a BERT-style (or LLaMA) checkpoint needs, as saved by save_pretrained.
+HF_FILE_PATTERNS = ["config.json", "*.safetensors", "*.safetensors.index.json", *TOKENIZER_FILES]
 
 
 class BackboneError(ValueError):
@@ -80,10 +69,7 @@ def materialize_backbone(name: str, spec: dict, out_dir: str | Path) -> dict:
     sources = [k for k in ("package", "path", "hf_id") if spec.get(k)]
     if len(sources) != 1:
         raise BackboneError(f"backbone {name!r}: give exactly one of package, path, hf_id (got {sources or 'none'})")
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
-    tmp.chmod(0o755)  # mkdtemp makes it private; the result is shared with other users' jobs
-    try:
+    with atomic_dir(out_dir) as tmp:
         if spec.get("hf_id"):
             from huggingface_hub import HfApi, snapshot_download
 
@@ -115,12 +101,6 @@ def materialize_backbone(name: str, spec: dict, out_dir: str | Path) -> dict:
             raise BackboneError(f"backbone {name!r}: the download has no config.json")
         provenance.update({"name": name, "tokenizer_sha256": tokenizer_fingerprint(tmp)})
         (tmp / "backbone.json").write_text(json.dumps(provenance, indent=2) + "\n")
-        if out_dir.exists():
-            shutil.rmtree(out_dir)
-        os.replace(tmp, out_dir)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp)
     return provenance
 
 

@@ -15,14 +15,12 @@ changed dataset or tokenizer never trains on stale tokens.
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import tempfile
 from pathlib import Path
 
 import pandas as pd
 
 from aoe.data.io import DataError, sha256_file
+from aoe.fsutil import atomic_dir
 from aoe.models import tokenizer_fingerprint
 
 __all__ = ["text_columns", "build_token_cache", "load_token_cache", "StaleCacheError", "CACHE_FORMAT"]
@@ -84,18 +82,9 @@ def build_token_cache(table: str | Path, tokenizer_dir: str | Path, max_length: 
         # texts that reach max_length: truncated, or exactly that long
         "n_at_max_length": int(sum(len(x) >= max_length for x in ids)),
     }
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
-    tmp.chmod(0o755)
-    try:
+    with atomic_dir(out_dir) as tmp:
         ds.save_to_disk(str(tmp / "pairs"))
         (tmp / "cache.json").write_text(json.dumps(identity, indent=2) + "\n")
-        if out_dir.exists():
-            shutil.rmtree(out_dir)
-        os.replace(tmp, out_dir)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp)
     return identity
 
 
