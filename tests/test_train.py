@@ -251,3 +251,35 @@ def test_batch_not_divisible_by_accumulation(data, tmp_path):
     with pytest.raises(ValueError, match="must split into"):
         _run(data, out, batch_size=6, gradient_accumulation_steps=4)
     assert not out.exists()
+
+
+def test_epoch_batches_cover_each_example_once_and_follow_the_seed():
+    from aoe.train import epoch_batches
+
+    batches = epoch_batches(50, 8, seed=3, epoch=0)
+    flat = [i for b in batches for i in b]
+    assert len(batches) == 6 and all(len(b) == 8 for b in batches)  # 50 // 8 full batches, 2 dropped
+    assert len(set(flat)) == 48 and set(flat) <= set(range(50))
+    assert epoch_batches(50, 8, seed=3, epoch=0) == batches
+    assert epoch_batches(50, 8, seed=3, epoch=1) != batches
+    assert epoch_batches(50, 8, seed=4, epoch=0) != batches
+
+
+def test_length_grouped_batches_hold_similar_lengths():
+    from aoe.train import epoch_batches
+
+    lengths = [(i * 37) % 100 for i in range(800)]
+    grouped = epoch_batches(800, 16, seed=0, epoch=0, lengths=lengths)
+    plain = epoch_batches(800, 16, seed=0, epoch=0)
+    assert sorted(i for b in grouped for i in b) == sorted(i for b in plain for i in b)
+
+    def spread(batches):
+        return np.mean([max(lengths[i] for i in b) - min(lengths[i] for i in b) for b in batches])
+
+    assert spread(grouped) < spread(plain) / 5
+
+
+def test_bf16_mixed_precision_runs_on_cpu(data, tmp_path):
+    summary = _run(data, tmp_path / "bf16", mixed_precision="bf16", max_steps=2)
+    assert summary["steps"] == 2
+    assert all(math.isfinite(m["loss"]) for m in _metrics(tmp_path / "bf16"))
