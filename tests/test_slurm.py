@@ -1,0 +1,210 @@
+"""The CI preset through a real SLURM scheduler: ``snakemake --profile slurm`` (about 4 min).
+
+Needs a cluster with a GPU GRES on this machine: ``.ci/slurm/setup.sh`` (root) makes a single-node
+one with a fake GPU, and ``.ci/run`` calls it before the tests. Without a cluster these tests skip,
+except in CI (``CI=true``), where they fail. The run layers the test-cluster overrides
+(``profiles/slurm-ci``: squeue for status, first status check after 1 s, memory and CPUs that fit
+a 2-CPU node) on the real profile (``slurm/``), so the profile users run is the one tested.
+
+What is checked: every output of the CI preset; the training and evaluation jobs were submitted
+with ``--gpus=1`` and SLURM allocated them a GPU (``scontrol show job``), the CPU jobs without;
+the jobs ran under SLURM (``slurm_job_id`` recorded by training and evaluation equals the job id
+Snakemake reports) with this environment's Python; and a job that fails on the cluster is
+reported with its SLURM log and its rule log.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.workflow_utils import REPO, SNAKEMAKE, copy_workflow, mirror_path
+
+MIRROR = mirror_path()
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+PROFILES = ("--profile", str(REPO / "slurm"), "--profile", str(REPO / "profiles" / "slurm-ci"))
+# Hard limit for one snakemake run; past it the whole process group is SIGKILLed.
+TIMEOUT_S = float(os.environ.get("AOE_SLURM_TEST_TIMEOUT", "600"))
+
+GPU_RULES = {"train", "evaluate_sts"}
+SUBMITTED = re.compile(r"Job (\d+) has been submitted with SLURM jobid (\d+) \(log: (\S+)\)\.")
+SBATCH = re.compile(r"^sbatch call: (sbatch .*?) --wrap=\"(.*)\"$", re.MULTILINE)
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.slurm,
+    pytest.mark.skipif(MIRROR is None, reason="data mirror (AOE_DATA_MIRROR or ../shared/data) not found"),
+]
+
+
+def cluster_problem() -> str | None:
+    """Why SLURM cannot run these tests here, or None when a node with a GPU GRES is up."""
+    if importlib.util.find_spec("snakemake_executor_plugin_slurm") is None:
+        return "snakemake-executor-plugin-slurm is not installed"
+    missing = [tool for tool in ("sbatch", "squeue", "sinfo", "scontrol", "srun") if shutil.which(tool) is None]
+    if missing:
+        return f"SLURM client tools not found: {', '.join(missing)} (run .ci/slurm/setup.sh as root)"
+    try:
+        out = subprocess.run(["sinfo", "-h", "-N", "-o", "%T %G"], capture_output=True, text=True, timeout=20)
+    except subprocess.TimeoutExpired:
+        return "sinfo timed out: slurmctld does not answer"
+    if out.returncode != 0:
+        return f"sinfo failed: {out.stderr.strip()} (run .ci/slurm/setup.sh as root)"
+    nodes = [line.split() for line in out.stdout.splitlines() if line.strip()]
+    usable = [n for n in nodes if n[0] in ("idle", "mixed", "allocated") and "gpu" in " ".join(n[1:])]
+    if not usable:
+        return f"no usable SLURM node with a gpu GRES (sinfo: {out.stdout.strip() or 'no nodes'})"
+    return None
+
+
+@pytest.fixture(scope="module")
+def cluster() -> None:
+    problem = cluster_problem()
+    if problem is not None:
+        if IN_CI:
+            pytest.fail(f"CI must run the SLURM tests, but: {problem}", pytrace=False)
+        pytest.skip(problem)
+
+
+def run_slurm_snakemake(work: Path, *args: str, env: dict[str, str], timeout: float = TIMEOUT_S) -> tuple[int, str]:
+    """Run snakemake with the SLURM profiles in ``work``; output also goes to work/snakemake.out.
+
+    A run still going after ``timeout`` seconds is killed with SIGKILL (its whole process
+    group) and its SLURM jobs cancelled, then the test fails with the output's tail.
+    """
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "SBATCH_", "SRUN_"))}
+    full_env.update(env)
+    out_path = work / "snakemake.out"
+    with out_path.open("w") as out:
+        proc = subprocess.Popen(
+            [*SNAKEMAKE, *PROFILES, "--verbose", *args],
+            cwd=work,
+            env=full_env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        try:
+            proc.wait(timeout=timeout)
+            hung = False
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            hung = True
+    text = out_path.read_text(errors="replace")
+    run_id = re.search(r"SLURM run ID: (\S+)", text)
+    if run_id:  # the plugin names every job of a run by its run ID
+        subprocess.run(["scancel", "--name", run_id.group(1)], capture_output=True, timeout=30)
+    if hung:
+        pytest.fail(f"snakemake still running after {timeout:.0f}s, killed; output tail:\n{text[-6000:]}")
+    return proc.returncode, text
+
+
+def scontrol_job(jobid: str) -> dict[str, str]:
+    """``scontrol show job -d`` as a dict (finished jobs stay visible for MinJobAge)."""
+    out = subprocess.run(["scontrol", "show", "job", "-d", "-o", jobid], capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0, f"scontrol show job {jobid}: {out.stderr}"
+    return dict(field.split("=", 1) for field in out.stdout.split() if "=" in field)
+
+
+def submissions(text: str) -> list[dict[str, str]]:
+    """Submitted jobs from a --verbose log: rule, SLURM job id, SLURM log, sbatch options, command."""
+    calls = {}
+    for options, command in SBATCH.findall(text):
+        log = re.search(r"--output (\S+)", options).group(1)
+        calls[os.path.dirname(log)] = (options, command)
+    jobs = []
+    for _, jobid, log in SUBMITTED.findall(text):
+        options, command = calls[os.path.dirname(log)]
+        rule = re.search(r"--allowed-rules (\S+)", command).group(1)
+        jobs.append({"rule": rule, "jobid": jobid, "log": log, "options": options, "command": command})
+    return jobs
+
+
+@pytest.fixture(scope="module")
+def slurm_run(cluster, tmp_path_factory):
+    work = copy_workflow(tmp_path_factory.mktemp("slurm") / "wf")
+    env = {"AOE_DATA_MIRROR": str(MIRROR), "HF_HUB_OFFLINE": "1"}
+    rc, text = run_slurm_snakemake(work, "--configfile", "presets/ci.yaml", env=env)
+    assert rc == 0, f"snakemake --profile slurm failed (rc {rc}):\n{text[-8000:]}"
+    return work, text, submissions(text)
+
+
+def test_all_outputs_built_on_slurm(slurm_run):
+    work, _, jobs = slurm_run
+    res = work / "results"
+    for table in ("table1_sts", "table2_stsb"):
+        assert (res / "tables" / f"{table}.tex").is_file() and (res / "tables" / f"{table}.csv").is_file(), table
+    for cell in ("minilm-l6/aoe/stsb/seed1", "minilm-l6/pretrained/none/seed0"):
+        assert (res / "eval" / cell / "sts.json").is_file(), cell
+    assert (res / "models/minilm-l6/aoe/stsb/seed1/model.safetensors").is_file()
+    ran = {job["rule"] for job in jobs}
+    assert {"prepare_sts", "tokenize", "train", "evaluate_sts", "table"} <= ran, ran
+    # Downloads stay on the submit host (local rules), never in a SLURM job.
+    assert not ran & {"fetch_backbone", "download_senteval"}
+
+
+def test_gpu_jobs_request_and_get_a_gpu(slurm_run):
+    _, _, jobs = slurm_run
+    for job in jobs:
+        options = job["options"]
+        if job["rule"] in GPU_RULES:
+            assert "--gpus=1" in options.split() and "--cpus-per-gpu=2" in options.split(), options
+            info = scontrol_job(job["jobid"])
+            assert info.get("TresPerJob") == "gres:gpu:1", info  # requested
+            assert info.get("JOB_GRES") == "gpu:1", info  # allocated
+            assert info.get("JobState") == "COMPLETED", info
+        else:
+            assert "--gpus" not in options and "--gres" not in options, options
+            assert "--cpus-per-task=" in options, options
+
+
+def test_jobs_ran_under_slurm_with_this_python(slurm_run):
+    work, _, jobs = slurm_run
+    res = work / "results"
+    # SLURM logs are .snakemake/slurm_logs/rule_<rule>/<wildcards joined by _>/<jobid>.log
+    job_of = {(job["rule"], Path(job["log"]).parent.name): job["jobid"] for job in jobs}
+    train = json.loads((res / "models/minilm-l6/aoe/stsb/seed1/aoe_config.json").read_text())
+    assert train["slurm_job_id"] is not None
+    assert train["slurm_job_id"] == job_of["train", "minilm-l6_aoe_stsb_1"]
+    for cell, log_dir in (("minilm-l6/aoe/stsb/seed1", "minilm-l6_aoe_stsb_1"), ("minilm-l6/pretrained/none/seed0", "minilm-l6_pretrained_none_0")):
+        result = json.loads((res / "eval" / cell / "sts.json").read_text())
+        assert result["slurm_job_id"] is not None, cell
+        assert result["slurm_job_id"] == job_of["evaluate_sts", log_dir], cell
+    for job in jobs:
+        # The job runs `<this venv's python> -m snakemake`: same packages as the submitting process.
+        assert job["command"].startswith(f"{sys.executable} -m snakemake "), job["command"][:200]
+    # slurm-keep-successful-logs: the GPU job's log shows the GPU SLURM gave it.
+    (train_job,) = [job for job in jobs if job["rule"] == "train"]
+    log = Path(train_job["log"]).read_text(errors="replace")
+    assert "'CUDA_VISIBLE_DEVICES': '0'" in log
+
+
+def test_failed_slurm_job_is_reported_with_its_logs(cluster, tmp_path):
+    # A mirror whose STS-B test file is corrupt: prepare_sts fails inside its SLURM job.
+    bad = tmp_path / "mirror" / "STS" / "STSBenchmark"
+    bad.mkdir(parents=True)
+    (bad / "sts-test.csv").write_text("not a SentEval line\n")
+    work = copy_workflow(tmp_path / "wf")
+    env = {"AOE_DATA_MIRROR": str(tmp_path / "mirror"), "HF_HUB_OFFLINE": "1"}
+    rc, text = run_slurm_snakemake(work, "results/data/stsb/test.parquet", "--configfile", "presets/ci.yaml", env=env, timeout=240)
+    assert rc != 0, text[-3000:]
+    assert "Error in rule prepare_sts" in text, text[-3000:]
+    (job,) = submissions(text)
+    assert re.search(rf"SLURM-job '{job['jobid']}' failed, SLURM status is: 'FAILED'", text), text[-3000:]
+    # Both logs are named in the error report; the SLURM log is kept, the rule log is shown.
+    slurm_log = Path(job["log"])
+    assert str(slurm_log) in text.split("Error in rule prepare_sts", 1)[1]
+    assert slurm_log.is_file() and "Error in rule prepare_sts" in slurm_log.read_text(errors="replace")
+    assert "results/logs/prepare_sts/stsb-test.log" in text
+    assert "expected at least 7 tab-separated fields" in text  # the rule log, printed (show-failed-logs)
+    assert scontrol_job(job["jobid"])["JobState"] == "FAILED"
