@@ -280,6 +280,18 @@ def test_length_grouped_batches_hold_similar_lengths():
 
 
 def test_bf16_mixed_precision_runs_on_cpu(data, tmp_path):
-    summary = _run(data, tmp_path / "bf16", mixed_precision="bf16", max_steps=2)
-    assert summary["steps"] == 2
-    assert all(math.isfinite(m["loss"]) for m in _metrics(tmp_path / "bf16"))
+    # accelerate's state is per process and cannot change precision once set: a fresh process
+    import subprocess
+    import sys
+
+    cfg = {**asdict(_cfg(mixed_precision="bf16", max_steps=2)), "score_range": [0.0, 5.0]}
+    (tmp_path / "cfg.json").write_text(json.dumps(cfg))
+    out = tmp_path / "bf16"
+    subprocess.run(
+        [sys.executable, "-m", "aoe.train", "--cache", str(data["cache"]), "--table", str(data["table"]),
+         "--backbone", str(data["backbone"]), "--out", str(out), "--config", str(tmp_path / "cfg.json")],
+        check=True, capture_output=True,
+    )
+    assert json.loads((out / "aoe_config.json").read_text())["train"]["mixed_precision"] == "bf16"
+    assert [m["step"] for m in _metrics(out)] == [1, 2]
+    assert all(math.isfinite(m["loss"]) for m in _metrics(out))
