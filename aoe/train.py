@@ -34,7 +34,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import math
 import os
 import shutil
 import tempfile
