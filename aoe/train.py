@@ -36,13 +36,13 @@ import hashlib
 import json
 import os
 import shutil
-import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
 
+from aoe.fsutil import atomic_dir
 from aoe.losses import get_objective
 from aoe.losses.objectives import FORMATS
 from aoe.models import POOLINGS, embed
@@ -163,13 +163,6 @@ def _gather_with_grad(x: torch.Tensor, num_processes: int) -> torch.Tensor:
     return torch.cat(all_gather(x.contiguous()), dim=0)
 
 
-def _atomic_copytree_target(parent: Path, name: str) -> Path:
-    parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=parent))
-    tmp.chmod(0o755)  # mkdtemp makes it private; results are shared with other users' jobs
-    return tmp
-
-
 def train(
     cache_dir: str | Path,
     table: str | Path,
@@ -234,12 +227,12 @@ def train(
     module, optimizer = accelerator.prepare(module, optimizer)
     accelerator.register_for_checkpointing(scheduler)
 
+    out_dir.parent.mkdir(parents=True, exist_ok=True)  # checkpoints and the model go here
     state = {"step": 0, "epoch": 0, "batch": 0, "examples_seen": 0, "train_seconds": 0.0}
     ckpt_root = checkpoint_dir(out_dir)
     metrics_lines: list[str] = []
     resumed_from = _try_resume(accelerator, ckpt_root, cfg, state, metrics_lines)
 
-    work = _atomic_copytree_target(out_dir.parent, out_dir.name) if accelerator.is_main_process else None
     bar = tqdm(total=total_steps, initial=state["step"], desc=f"train {cfg.objective} seed {cfg.seed}",
                mininterval=5, disable=not accelerator.is_main_process)
     module.train()
@@ -318,31 +311,29 @@ def train(
         }
         accelerator.wait_for_everyone()
         if accelerator.is_main_process:
-            accelerator.unwrap_model(module).encoder.save_pretrained(work, safe_serialization=True)
-            tokenizer.save_pretrained(work)
-            (work / "metrics.jsonl").write_text("".join(line + "\n" for line in metrics_lines))
-            backbone_info = Path(backbone_dir) / "backbone.json"
-            record = {
-                "pooling": cfg.pooling,
-                "objective": asdict(objective),
-                "train": asdict(cfg),
-                "backbone": json.loads(backbone_info.read_text()) if backbone_info.is_file() else str(backbone_dir),
-                "token_cache": json.loads((Path(cache_dir) / "cache.json").read_text()),
-                "summary": summary,
-                **(extra_record or {}),
-            }
-            (work / "aoe_config.json").write_text(json.dumps(record, indent=2) + "\n")
-            (work / "versions.json").write_text(json.dumps(library_versions(), indent=2) + "\n")
-            if out_dir.exists():
-                shutil.rmtree(out_dir)
-            os.replace(work, out_dir)
+            # everything is written at the end (metrics are kept in memory), into a folder
+            # that replaces out_dir only when complete
+            with atomic_dir(out_dir) as work:
+                accelerator.unwrap_model(module).encoder.save_pretrained(work, safe_serialization=True)
+                tokenizer.save_pretrained(work)
+                (work / "metrics.jsonl").write_text("".join(line + "\n" for line in metrics_lines))
+                backbone_info = Path(backbone_dir) / "backbone.json"
+                record = {
+                    "pooling": cfg.pooling,
+                    "objective": asdict(objective),
+                    "train": asdict(cfg),
+                    "backbone": json.loads(backbone_info.read_text()) if backbone_info.is_file() else str(backbone_dir),
+                    "token_cache": json.loads((Path(cache_dir) / "cache.json").read_text()),
+                    "summary": summary,
+                    **(extra_record or {}),
+                }
+                (work / "aoe_config.json").write_text(json.dumps(record, indent=2) + "\n")
+                (work / "versions.json").write_text(json.dumps(library_versions(), indent=2) + "\n")
             shutil.rmtree(ckpt_root, ignore_errors=True)
         accelerator.wait_for_everyone()
         return summary
     finally:
         bar.close()
-        if work is not None and work.exists():
-            shutil.rmtree(work)
 
 
 def _save_checkpoint(accelerator, root: Path, cfg: TrainConfig, state: dict, metrics_lines: list[str]) -> None:
