@@ -76,7 +76,19 @@ def check_config(config: dict) -> None:
         sources = [k for k in ("hf_id", "package", "path") if k in spec]
         if len(sources) != 1:
             raise ConfigError(f"backbones.{name}: give exactly one of hf_id, package, path (got {sources or 'none'})")
+    from aoe.data.pairsets import SOURCES
+    from aoe.data.sts import SPLITS as STS_SPLITS
+
     for name, spec in trainsets.items():
+        splits = STS_SPLITS.get(spec["dataset"]) or SOURCES.get(spec["dataset"], {})
+        if spec["split"] not in splits:
+            raise ConfigError(
+                f"trainsets.{name}: dataset {spec['dataset']!r} has no split {spec['split']!r}; it has {sorted(splits)}"
+            )
+        available = SOURCES[spec["dataset"]][spec["split"]].formats if spec["dataset"] in SOURCES else ("pairs",)
+        extra = sorted(set(spec.get("formats", ["pairs"])) - set(available))
+        if extra:
+            raise ConfigError(f"trainsets.{name}.formats: {spec['dataset']} provides {list(available)}, not {extra}")
         lo, hi = spec["score_range"]
         if not hi > lo:
             raise ConfigError(f"trainsets.{name}.score_range: must be increasing, got {spec['score_range']}")
@@ -138,7 +150,11 @@ def train_params(config: dict, backbone: str, objective: str, trainset: str, see
     """Resolved keyword arguments of aoe.train.TrainConfig for one cell."""
     ts = config["trainsets"][trainset]
     params = {**ts.get("train", {}), **config["backbones"][backbone].get("train_overrides", {})}
-    overrides = {**config["objectives"].get(objective, {}), **ts.get("objective_overrides", {})}
+    overrides = {
+        **config["objectives"].get(objective, {}),
+        **ts.get("objective_overrides", {}),
+        **ts.get("objective_settings", {}).get(objective, {}),
+    }
     from aoe.losses.objectives import resolve_format
 
     return {

@@ -17,6 +17,9 @@ from aoe.workflow import (
 )
 from aoe.data.io import DataError
 from aoe.data.sts import STS_DATASETS, STS_TASKS, resolve_downstream_root, sts_files
+from aoe.data.glue import HUB_PAIR_SETS
+from aoe.data.nli import NLI_MIRROR_FILES
+from aoe.data.pairsets import ALLNLI_FILE, SOURCES, mirror_sources, upstream_url
 
 validate(config, workflow.source_path("../schemas/config.schema.yaml"))
 try:
@@ -30,6 +33,11 @@ try:
 except DataError as err:
     raise WorkflowError(f"data.mirror: {err}") from None
 
+# The mirror root (README.md, MANIFEST.tsv, nli/, glue/, ...) when the mirror is a full one.
+MIRROR_ROOT = DOWNSTREAM.parent.parent if DOWNSTREAM and (DOWNSTREAM.parent.parent / "MANIFEST.tsv").is_file() else None
+NLI_DATASETS = ["allnli", *NLI_MIRROR_FILES]
+PAIR_DATASETS = [d for d in SOURCES if d not in NLI_DATASETS]
+ALL_SPLITS = sorted({s for splits in SOURCES.values() for s in splits} | {"train", "dev", "test"})
 
 # datasets of the STS tasks evaluated (config evaluation.sts.tasks, default all seven)
 STS_EVAL_DATASETS = [STS_TASKS[t] for t in config["evaluation"]["sts"]["tasks"]]
@@ -39,8 +47,8 @@ wildcard_constraints:
     backbone="|".join(map(re.escape, config["backbones"])),
     objective="|".join(map(re.escape, [PRETRAINED, *config["objectives"], *{o for r in config["runs"] for o in r["objectives"]}])),
     trainset="|".join(map(re.escape, ["none", *config["trainsets"]])),
-    dataset="|".join(STS_DATASETS),
-    split="train|dev|test",
+    dataset="|".join([*STS_DATASETS, *SOURCES]),
+    split="|".join(ALL_SPLITS),
     seed=r"\d+",
     max_len=r"\d+",
     table="|".join(map(re.escape, enabled_tables(config))) or "NO_TABLES",
@@ -64,15 +72,22 @@ def get_train_params(wildcards):
     return train_params(config, wildcards.backbone, wildcards.objective, wildcards.trainset, int(wildcards.seed))
 
 
+def _trainset_table_name(wildcards):
+    """{split} for pairs, {split}.{format} for the other formats (see aoe.data.pairsets.table_paths)."""
+    ts = config["trainsets"][wildcards.trainset]
+    fmt = get_train_params(wildcards)["format"]
+    return ts["split"] if fmt == "pairs" else f"{ts['split']}.{fmt}"
+
+
 def get_trainset_table(wildcards):
     ts = config["trainsets"][wildcards.trainset]
-    return f"results/data/{ts['dataset']}/{ts['split']}.parquet"
+    return f"results/data/{ts['dataset']}/{_trainset_table_name(wildcards)}.parquet"
 
 
 def get_trainset_tokens(wildcards):
     ts = config["trainsets"][wildcards.trainset]
     max_len = get_train_params(wildcards).get("max_length", 128)
-    return f"results/tokens/{wildcards.backbone}-{max_len}/{ts['dataset']}/{ts['split']}"
+    return f"results/tokens/{wildcards.backbone}-{max_len}/{ts['dataset']}/{_trainset_table_name(wildcards)}"
 
 
 def get_table_evals(wildcards):
@@ -82,3 +97,41 @@ def get_table_evals(wildcards):
 def train_resources(key, default):
     """A training job's resource from its backbone's config."""
     return lambda wildcards: config["backbones"][wildcards.backbone].get("resources", {}).get(key, default)
+
+
+def file_url(relpath):
+    """Where download_file fetches a file: config data.urls, AllNLI's URL, or the mirror file's recorded source."""
+    if relpath in config["data"]["urls"]:
+        return config["data"]["urls"][relpath]
+    if relpath == ALLNLI_FILE:
+        return config["data"]["allnli_url"]
+    return upstream_url(relpath)
+
+
+def file_sha256(relpath):
+    if relpath == ALLNLI_FILE:
+        return config["data"]["allnli_sha256"]
+    return mirror_sources().get(relpath, {}).get("sha256")
+
+
+def _pairset_file_root(relpath):
+    if MIRROR_ROOT is not None and (MIRROR_ROOT / relpath).is_file():
+        return MIRROR_ROOT
+    return Path("results/downloads/files")
+
+
+def get_pairset_root(wildcards):
+    """The folder a split is read from: the mirror, the downloads folder, or a hub snapshot."""
+    src = SOURCES[wildcards.dataset][wildcards.split]
+    if src.kind == "hub":
+        return f"results/downloads/hub/{wildcards.dataset}"
+    return str(_pairset_file_root(src.files[0]))
+
+
+def get_pairset_input(wildcards):
+    if wildcards.split not in SOURCES[wildcards.dataset]:
+        raise WorkflowError(f"dataset {wildcards.dataset!r} has no split {wildcards.split!r}; it has {list(SOURCES[wildcards.dataset])}")
+    src = SOURCES[wildcards.dataset][wildcards.split]
+    if src.kind == "hub":
+        return f"results/downloads/hub/{wildcards.dataset}"
+    return [str(_pairset_file_root(f) / f) for f in src.files]

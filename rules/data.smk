@@ -27,6 +27,8 @@ rule prepare_sts:
     output:
         table="results/data/{dataset}/{split}.parquet",
         manifest="results/data/{dataset}/{split}.manifest.json",
+    wildcard_constraints:
+        dataset="|".join(STS_DATASETS),
     params:
         downstream=str(DOWNSTREAM) if DOWNSTREAM else None,
     log:
@@ -54,13 +56,94 @@ rule fetch_backbone:
 
 rule tokenize:
     input:
-        table="results/data/{dataset}/{split}.parquet",
+        table="results/data/{dataset}/{table}.parquet",
         backbone="results/backbones/{backbone}",
     output:
-        directory("results/tokens/{backbone}-{max_len}/{dataset}/{split}"),
+        directory("results/tokens/{backbone}-{max_len}/{dataset}/{table}"),
+    wildcard_constraints:
+        # a split, or split.format for the triplet and 3-way NLI tables
+        table=r"[a-z_]+(\.(triplets|nli3))?",
     log:
-        "results/logs/tokenize/{backbone}-{max_len}-{dataset}-{split}.log",
+        "results/logs/tokenize/{backbone}-{max_len}-{dataset}-{table}.log",
     conda:
         "../envs/torch.yaml"
     script:
         "../workflow_scripts/tokenize.py"
+
+
+# ---- every other dataset of the paper (aoe.data.pairsets.SOURCES says where each split comes from)
+
+
+localrules:
+    download_file,
+    download_hub,
+
+
+rule download_file:
+    # A mirror file fetched from its recorded public source (sha256-checked against the
+    # mirror's), or AllNLI; the folder mimics the mirror's layout so the readers are shared.
+    output:
+        "results/downloads/files/{relpath}",
+    params:
+        url=lambda wildcards: file_url(wildcards.relpath),
+        sha256=lambda wildcards: file_sha256(wildcards.relpath),
+    log:
+        "results/logs/download_file/{relpath}.log",
+    conda:
+        "../envs/data.yaml"
+    script:
+        "../workflow_scripts/download_file.py"
+
+
+rule download_hub:
+    # A Hugging Face dataset snapshot pinned to the commit its revision resolves to.
+    output:
+        directory("results/downloads/hub/{dataset}"),
+    params:
+        repo=lambda wildcards: HUB_PAIR_SETS[wildcards.dataset]["repo"],
+        subdir=lambda wildcards: HUB_PAIR_SETS[wildcards.dataset]["subdir"],
+        revision=lambda wildcards: config["data"]["hub_revisions"].get(wildcards.dataset, "main"),
+    log:
+        "results/logs/download_hub/{dataset}.log",
+    conda:
+        "../envs/data.yaml"
+    script:
+        "../workflow_scripts/download_hub.py"
+
+
+rule prepare_nli:
+    input:
+        get_pairset_input,
+    output:
+        pairs="results/data/{dataset}/{split}.parquet",
+        triplets="results/data/{dataset}/{split}.triplets.parquet",
+        nli3="results/data/{dataset}/{split}.nli3.parquet",
+        manifest="results/data/{dataset}/{split}.manifest.json",
+    wildcard_constraints:
+        dataset="|".join(NLI_DATASETS),
+    params:
+        root=get_pairset_root,
+    log:
+        "results/logs/prepare/{dataset}-{split}.log",
+    conda:
+        "../envs/data.yaml"
+    script:
+        "../workflow_scripts/prepare_pairset.py"
+
+
+rule prepare_pairs:
+    input:
+        get_pairset_input,
+    output:
+        table="results/data/{dataset}/{split}.parquet",
+        manifest="results/data/{dataset}/{split}.manifest.json",
+    wildcard_constraints:
+        dataset="|".join(PAIR_DATASETS),
+    params:
+        root=get_pairset_root,
+    log:
+        "results/logs/prepare/{dataset}-{split}.log",
+    conda:
+        "../envs/data.yaml"
+    script:
+        "../workflow_scripts/prepare_pairset.py"

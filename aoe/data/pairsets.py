@@ -1,0 +1,202 @@
+"""Every non-STS dataset of the paper as prepared tables: where each comes from and how it is read.
+
+A dataset is read either from files laid out like the data mirror (the mirror itself,
+or the same files downloaded from their public sources into ``results/downloads/files``
+and checked against the mirror's sha256), from a single downloaded file (AllNLI), or
+from a Hugging Face hub snapshot pinned to a commit. ``SOURCES`` says which, per
+dataset and split, so the Snakemake rules can declare exact inputs.
+
+Tables (``results/data/{dataset}/{split}.parquet`` for ``pairs``, and
+``{split}.{format}.parquet`` for the other formats) have ``sentence1, sentence2[,
+sentence3], score`` columns; Flickr30k has ``image, caption_index, caption``.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+
+import pandas as pd
+
+from aoe.data.glue import HUB_PAIR_SETS, MRPC_FILES, QNLI_MIRROR_FILES, hub_pairs, read_mrpc, read_qnli_csv
+from aoe.data.hub import read_hub_split
+from aoe.data.io import DataError, sha256_file, write_parquet_atomic
+from aoe.data.nli import NLI_MIRROR_FILES, nli_formats, read_allnli, read_nli_csv
+from aoe.jsonio import write_json_atomic
+
+__all__ = [
+    "SOURCES",
+    "Source",
+    "PAIRSET_DATASETS",
+    "mirror_sources",
+    "upstream_url",
+    "table_paths",
+    "prepare_pairset",
+    "read_flickr30k",
+    "FLICKR_FILES",
+]
+
+# split -> (mirror-relative file, captions); 5 consecutive captions per image (Karpathy split)
+FLICKR_FILES = {"test": ("flickr30k/test_caps.txt", 5000), "dev": ("flickr30k/dev_caps.txt", 5070)}
+CAPTIONS_PER_IMAGE = 5
+ALLNLI_FILE = "sbert/AllNLI.tsv.gz"
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where one split of a dataset is read from.
+
+    kind: ``mirror`` (``files`` relative to a mirror-layout root), ``download``
+    (``files`` relative to results/downloads/files, fetched from a configured URL),
+    or ``hub`` (a snapshot of ``repo`` under results/downloads/hub/{dataset}).
+    """
+
+    kind: str
+    files: tuple[str, ...] = ()
+    rows: int | None = None
+    formats: tuple[str, ...] = ("pairs",)
+    extra: dict = field(default_factory=dict)
+
+
+_NLI_FORMATS = ("pairs", "triplets", "nli3")
+
+SOURCES: dict[str, dict[str, Source]] = {
+    # NLI training data of the paper: SNLI + MultiNLI train, as the official recipe downloads it
+    "allnli": {"train": Source("download", (ALLNLI_FILE,), None, _NLI_FORMATS)},
+    # mirrored NLI sets: CPU-preset training data (SNLI dev) and NLI-probe data (SNLI test, MNLI dev)
+    **{
+        ds: {split: Source("mirror", (f,), n, _NLI_FORMATS) for split, (f, n) in splits.items()}
+        for ds, splits in NLI_MIRROR_FILES.items()
+    },
+    "mrpc": {split: Source("mirror", (f,), n) for split, (f, n) in MRPC_FILES.items()},
+    "qnli_v1": {split: Source("mirror", (f,), n) for split, (f, n) in QNLI_MIRROR_FILES.items()},
+    **{
+        ds: {split: Source("hub", (), n, extra={"hub_split": hs}) for split, (hs, n) in spec["splits"].items()}
+        for ds, spec in HUB_PAIR_SETS.items()
+    },
+    "flickr30k": {split: Source("mirror", (f,), n, ("captions",)) for split, (f, n) in FLICKR_FILES.items()},
+}
+
+PAIRSET_DATASETS = tuple(SOURCES)
+
+
+def mirror_sources() -> dict[str, dict[str, str]]:
+    """Mirror-relative path -> {sha256, source} for the mirror files this module reads."""
+    text = resources.files("aoe.resources").joinpath("mirror_sources.tsv").read_text(encoding="utf-8")
+    lines = [line for line in text.splitlines() if line and not line.startswith("#")]
+    rows = list(csv.DictReader(lines, delimiter="\t"))
+    return {r["path"]: {"sha256": r["sha256"], "source": r["source"]} for r in rows}
+
+
+def upstream_url(relpath: str) -> str:
+    """The raw GitHub URL of a mirror file's recorded source (owner/repo@commit:path)."""
+    src = mirror_sources().get(relpath)
+    if src is None:
+        raise DataError(f"{relpath}: no recorded upstream source (aoe/resources/mirror_sources.tsv)")
+    repo, rest = src["source"].split("@", 1)
+    commit, path = rest.split(":", 1)
+    from urllib.parse import quote
+
+    return f"https://raw.githubusercontent.com/{repo}/{commit}/{quote(path)}"
+
+
+def source(dataset: str, split: str) -> Source:
+    if dataset not in SOURCES:
+        raise DataError(f"unknown dataset {dataset!r}; known: {', '.join(SOURCES)}")
+    if split not in SOURCES[dataset]:
+        raise DataError(f"dataset {dataset!r} has no split {split!r}; it has {', '.join(SOURCES[dataset])}")
+    return SOURCES[dataset][split]
+
+
+def table_paths(dataset: str, split: str, root: str = "results/data") -> dict[str, str]:
+    """format -> prepared table path of one split."""
+    src = source(dataset, split)
+    return {
+        fmt: f"{root}/{dataset}/{split}.parquet" if fmt in ("pairs", "captions") else f"{root}/{dataset}/{split}.{fmt}.parquet"
+        for fmt in src.formats
+    }
+
+
+def read_flickr30k(path: str | os.PathLike, expected_rows: int | None = None) -> pd.DataFrame:
+    """Karpathy-split captions: line i is caption i % 5 of image i // 5."""
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(f"{path}: Flickr30k captions not found")
+    lines = path.read_text(encoding="utf-8").splitlines()
+    for i, line in enumerate(lines, start=1):
+        if not line.strip():
+            raise DataError(f"{path}, line {i}: empty caption")
+    if len(lines) % CAPTIONS_PER_IMAGE:
+        raise DataError(f"{path}: {len(lines)} captions, not a multiple of {CAPTIONS_PER_IMAGE}")
+    if expected_rows is not None and len(lines) != expected_rows:
+        raise DataError(f"{path}: {len(lines)} captions, expected {expected_rows}")
+    n = len(lines)
+    return pd.DataFrame(
+        {"image": [i // CAPTIONS_PER_IMAGE for i in range(n)], "caption_index": [i % CAPTIONS_PER_IMAGE for i in range(n)], "caption": lines}
+    )
+
+
+def _file_provenance(root: Path, relpaths: tuple[str, ...], kind: str) -> dict:
+    """sha256 of every input file, checked against the mirror's pinned hashes where it has one."""
+    pinned = mirror_sources()
+    files = {}
+    for rel in relpaths:
+        path = root / rel
+        if not path.is_file():
+            where = "the mirror" if kind == "mirror" else "the download folder"
+            raise DataError(f"{path}: missing from {where} (needed by {rel})")
+        digest = sha256_file(path)
+        expected = pinned.get(rel, {}).get("sha256")
+        if expected and digest != expected:
+            raise DataError(f"{path}: sha256 {digest} differs from the pinned {expected} (a changed or corrupt file)")
+        files[rel] = {"sha256": digest, "source": pinned.get(rel, {}).get("source")}
+    return files
+
+
+def prepare_pairset(dataset: str, split: str, root: str | os.PathLike, out_dir: str | os.PathLike = "results/data") -> dict:
+    """Read one split and write its table(s) and ``{split}.manifest.json`` under ``out_dir/dataset``.
+
+    ``root`` is the mirror-layout folder (mirror or downloads) for ``mirror`` and
+    ``download`` sources, or the hub snapshot folder for ``hub`` sources.
+    """
+    src = source(dataset, split)
+    root = Path(root)
+    origin: dict
+    if src.kind == "hub":
+        rows, files = read_hub_split(root, src.extra["hub_split"])
+        record = json.loads((root / "source.json").read_text())
+        origin = {"kind": "hub", "repo_id": record["repo_id"], "commit": record["commit"], "files": {f: record["files"][f] for f in files}}
+        tables = {"pairs": hub_pairs(dataset, split, rows, f"{record['repo_id']}@{record['commit']}:{','.join(files)}")}
+    else:
+        origin = {"kind": src.kind, "root": str(root), "files": _file_provenance(root, src.files, src.kind)}
+        path = root / src.files[0]
+        if dataset == "allnli":
+            tables = nli_formats(read_allnli(path, split))
+        elif dataset in NLI_MIRROR_FILES:
+            tables = nli_formats(read_nli_csv(path, src.rows))
+        elif dataset == "mrpc":
+            tables = {"pairs": read_mrpc(path, src.rows)}
+        elif dataset == "qnli_v1":
+            tables = {"pairs": read_qnli_csv(path, src.rows)}
+        elif dataset == "flickr30k":
+            tables = {"captions": read_flickr30k(path, src.rows)}
+        else:  # a SOURCES entry without a reader is a programming error, caught by the tests
+            raise DataError(f"no reader for dataset {dataset!r}")
+    out_dir = Path(out_dir)
+    paths = table_paths(dataset, split, str(out_dir))
+    manifest = {"dataset": dataset, "split": split, "origin": origin, "tables": {}}
+    for fmt, df in tables.items():
+        write_parquet_atomic(df, paths[fmt])
+        manifest["tables"][fmt] = {
+            "path": paths[fmt],
+            "rows": len(df),
+            "sha256": sha256_file(paths[fmt]),
+            **({"dropped_empty": df.attrs["dropped_empty"]} if "dropped_empty" in df.attrs else {}),
+            **({"positives": int((df["score"] == 1).sum())} if fmt == "pairs" and "score" in df else {}),
+        }
+    write_json_atomic(manifest, out_dir / dataset / f"{split}.manifest.json")
+    return manifest
