@@ -12,6 +12,7 @@
 # ├── models/{backbone}/{objective}/{trainset}/seed{seed}/   weights, aoe_config.json, versions.json, metrics.jsonl
 # ├── eval/{backbone}/{objective}/{trainset}/seed{seed}/{suite}.json
 # │        (objective "pretrained", trainset "none", seed0: the backbone as downloaded)
+# ├── analysis/saturation/{backbone}/{dataset}-{split}.json   cosine saturation of training pairs
 # ├── tables/{table}.tex, {table}.csv
 # └── logs/, benchmarks/                        one per job
 
@@ -34,6 +35,7 @@ rule all:
     default_target: True
     input:
         expand("results/tables/{table}.tex", table=enabled_tables(config)),
+        SATURATION_RESULTS,
 
 
 rule train_all:
@@ -44,6 +46,11 @@ rule train_all:
 rule evaluate:
     input:
         [f"results/eval/{c.path}/sts.json" for c in eval_cells(config)],
+
+
+rule analysis:
+    input:
+        SATURATION_RESULTS,
 
 
 rule tables:

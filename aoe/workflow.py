@@ -92,6 +92,14 @@ def check_config(config: dict) -> None:
         lo, hi = spec["score_range"]
         if not hi > lo:
             raise ConfigError(f"trainsets.{name}.score_range: must be increasing, got {spec['score_range']}")
+    sat = config.get("analysis", {}).get("saturation", {})
+    for b in sat.get("backbones", []):
+        if b not in backbones:
+            raise ConfigError(f"analysis.saturation.backbones: unknown backbone {b!r}; known: {sorted(backbones)}")
+    if sat.get("backbones"):
+        splits = STS_SPLITS.get(sat["dataset"]) or SOURCES.get(sat["dataset"], {})
+        if sat["split"] not in splits:
+            raise ConfigError(f"analysis.saturation: dataset {sat['dataset']!r} has no split {sat['split']!r}")
     trained = {(c.backbone, c.objective, c.trainset) for c in run_cells(config)}
     for name, table in enabled_tables(config).items():
         for b in table["backbones"]:

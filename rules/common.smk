@@ -39,6 +39,11 @@ NLI_DATASETS = ["allnli", *NLI_MIRROR_FILES]
 PAIR_DATASETS = [d for d in SOURCES if d not in NLI_DATASETS]
 ALL_SPLITS = sorted({s for splits in SOURCES.values() for s in splits} | {"train", "dev", "test"})
 
+_sat = config["analysis"]["saturation"]
+SATURATION_RESULTS = [
+    f"results/analysis/saturation/{b}/{_sat['dataset']}-{_sat['split']}.json" for b in _sat["backbones"]
+]
+
 # datasets of the STS tasks evaluated (config evaluation.sts.tasks, default all seven)
 STS_EVAL_DATASETS = [STS_TASKS[t] for t in config["evaluation"]["sts"]["tasks"]]
 

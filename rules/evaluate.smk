@@ -27,3 +27,29 @@ rule evaluate_sts:
         "../envs/torch.yaml"
     script:
         "../workflow_scripts/evaluate_sts.py"
+
+
+rule saturation:
+    input:
+        model="results/backbones/{backbone}",
+        table="results/data/{dataset}/{split}.parquet",
+        manifest="results/data/{dataset}/{split}.manifest.json",
+    output:
+        "results/analysis/saturation/{backbone}/{dataset}-{split}.json",
+    params:
+        pooling=lambda wildcards: config["backbones"][wildcards.backbone].get("pooling", "cls"),
+        max_pairs=config["analysis"]["saturation"]["max_pairs"],
+        max_length=config["analysis"]["saturation"]["max_length"],
+        batch_size=config["evaluation"]["sts"]["batch_size"],
+    threads: 2
+    resources:
+        gpu=1,
+        cpus_per_gpu=2,
+        mem_mb=16000,
+        runtime=60,
+    log:
+        "results/logs/saturation/{backbone}/{dataset}-{split}.log",
+    conda:
+        "../envs/torch.yaml"
+    script:
+        "../workflow_scripts/saturation.py"

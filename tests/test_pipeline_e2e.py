@@ -66,6 +66,16 @@ def test_tables_written_with_measured_numbers(ci_run):
     assert ours["avg_mean"] == pytest.approx(trained["avg"]) and ours["n"] == 1
 
 
+def test_saturation_statistics(ci_run):
+    work, _ = ci_run
+    result = json.loads((work / "results/analysis/saturation/minilm-l6/snli-dev.json").read_text())
+    assert result["all"]["pairs"] == 6607 and set(result["by_label"]) == {"0", "1"}
+    shares = result["all"]["share_above"]
+    assert 0 <= shares["0.95"] <= shares["0.9"] <= shares["0.8"] <= 1
+    # entailed hypotheses are closer to their premise than contradictions, under any sane encoder
+    assert result["by_label"]["1"]["mean"] > result["by_label"]["0"]["mean"]
+
+
 def test_rerun_has_nothing_to_do(ci_run):
     work, env = ci_run
     out = snakemake(work, "-n", "--configfile", "presets/ci.yaml", env=env)
