@@ -13,6 +13,9 @@
 # ├── eval/{backbone}/{objective}/{trainset}/seed{seed}/{suite}.json
 # │        (objective "pretrained", trainset "none", seed0: the backbone as downloaded)
 # ├── analysis/saturation/{backbone}/{dataset}-{split}.json   cosine saturation of training pairs
+# ├── analysis/gis/stats.json                   GIS Table 7 / Fig. 8-9 data (published dataset)
+# ├── gis/collected/pairs.jsonl, stats.json     our own GIS collection (target gis_collect)
+# ├── figures/{figure}.pdf, .png
 # ├── tables/{table}.tex, {table}.csv
 # └── logs/, benchmarks/                        one per job
 
@@ -29,6 +32,7 @@ include: "rules/data.smk"
 include: "rules/train.smk"
 include: "rules/evaluate.smk"
 include: "rules/tables.smk"
+include: "rules/gis.smk"
 
 
 rule all:
@@ -36,6 +40,7 @@ rule all:
     input:
         expand("results/tables/{table}.tex", table=enabled_tables(config)),
         SATURATION_RESULTS,
+        GIS_RESULTS,
 
 
 rule train_all:
@@ -51,6 +56,7 @@ rule evaluate:
 rule analysis:
     input:
         SATURATION_RESULTS,
+        GIS_RESULTS,
 
 
 rule tables:

@@ -44,6 +44,12 @@ SATURATION_RESULTS = [
     f"results/analysis/saturation/{b}/{_sat['dataset']}-{_sat['split']}.json" for b in _sat["backbones"]
 ]
 
+GIS_RESULTS = (
+    ["results/analysis/gis/stats.json", *(f"results/figures/{f}.{e}" for f in ("gis_fig8_ngram_overlap", "gis_fig9_token_lengths") for e in ("pdf", "png"))]
+    if config["analysis"]["gis"]["enabled"]
+    else []
+)
+
 # datasets of the STS tasks evaluated (config evaluation.sts.tasks, default all seven)
 STS_EVAL_DATASETS = [STS_TASKS[t] for t in config["evaluation"]["sts"]["tasks"]]
 

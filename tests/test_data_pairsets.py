@@ -285,3 +285,21 @@ def test_with_the_mirror_no_download_is_planned(tmp_path, mirror):
     assert out.returncode == 0, out.stdout
     assert "download" not in out.stdout.replace("downloads are", "")
     assert str(mirror / "nli/snli_1.0_dev.csv") in out.stdout
+
+
+def test_gis_statistics_and_figures_from_the_hub_through_the_dag(gis_hub, tmp_path, mirror):
+    """download_hub -> prepare_pairs -> gis_stats -> gis_figures, against the fake hub."""
+    wd = copy_workflow(tmp_path / "wf")
+    (wd / "gis.yaml").write_text("analysis:\n  gis: {enabled: true, tokenizer_backbone: minilm-l6}\n")
+    env = {"AOE_DATA_MIRROR": str(mirror), "HF_ENDPOINT": f"http://127.0.0.1:{gis_hub.server_port}", "HF_HUB_DISABLE_XET": "1"}
+    out = snakemake(wd, "--cores", "2", "results/figures/gis_fig9_token_lengths.png", "results/figures/gis_fig8_ngram_overlap.pdf",
+                    "--configfile", "gis.yaml", env=env)
+    assert out.returncode == 0, out.stdout[-4000:]
+    stats = json.loads((wd / "results/analysis/gis/stats.json").read_text())
+    empty = {n: sum(1 for i in range(n) if i % 7 == 0) for n in (18565, 1547, 1548)}
+    sizes = {s: stats["table7"][s]["total"] if "total" in stats["table7"][s] else None for s in stats["table7"]}
+    assert sizes["train"] == 18565 - empty[18565] and sizes["valid"] == 1547 - empty[1547], sizes
+    for ext in ("pdf", "png"):
+        assert (wd / f"results/figures/gis_fig8_ngram_overlap.{ext}").stat().st_size > 1000
+    manifest = json.loads((wd / "results/data/gis/train.manifest.json").read_text())
+    assert manifest["origin"]["commit"] == COMMIT
