@@ -27,8 +27,13 @@ def run_sts_evaluation(
     cell: dict | None = None,
     device: str | None = None,
     tasks: list[str] | None = None,
+    cache_root: str | os.PathLike | None = None,
 ) -> dict:
-    """Evaluate ``model_dir`` on the 7 STS test tables and write ``out`` (sts.json)."""
+    """Evaluate ``model_dir`` on the 7 STS test tables and write ``out`` (sts.json).
+
+    With ``cache_root``, the embeddings go through the model's on-disk cache
+    (:mod:`aoe.evaluate.embcache`), where the STS figures of the same model find them.
+    """
     from aoe.models import Encoder
 
     start = time.perf_counter()
@@ -41,11 +46,17 @@ def run_sts_evaluation(
     if missing:
         raise KeyError(f"STS evaluation: no prepared test table for {missing}")
     encoder = Encoder(model_dir, pooling=pooling, device=device)
-    result = evaluate_sts(
-        lambda texts: encoder.encode(texts, batch_size=batch_size, max_length=max_length, progress=True),
-        {task: by_dataset[TASKS[task]][0] for task in wanted},
-        tasks=wanted,
-    )
+    encode = lambda texts: encoder.encode(texts, batch_size=batch_size, max_length=max_length, progress=True)  # noqa: E731
+    cache = None
+    if cache_root is not None:
+        from aoe.evaluate.embcache import EmbeddingCache, model_key
+
+        key, record = model_key(model_dir, pooling=encoder.pooling, max_length=max_length)
+        cache = EmbeddingCache(cache_root, key, record, encode)
+        encode = cache.encode
+    result = evaluate_sts(encode, {task: by_dataset[TASKS[task]][0] for task in wanted}, tasks=wanted)
+    if cache is not None:
+        result["embedding"]["cache"] = {"dir": str(cache.dir), "hit": cache.hit}
     result["protocol"] = {**result["protocol"], "pooling": encoder.pooling, "max_length": max_length, "batch_size": batch_size}
     recorded = Path(model_dir) / "aoe_config.json"
     backbone = Path(model_dir) / "backbone.json"

@@ -1,0 +1,98 @@
+"""On-disk embedding cache keyed by model and text set: evaluations of one model never re-embed.
+
+STS, its figures (Fig. 3, 4, 10), transfer tasks, the NLI probe and retrieval of one
+model are separate Snakemake jobs. Each embeds its deduplicated text set through
+:class:`EmbeddingCache`; a job asking for a text set that was embedded before (the
+figures ask for the STS evaluation's set) reads it back instead of running the model.
+
+Why keyed by the whole text set and not per text: a text's embedding depends in its
+last float bits on the batch it was padded with, and Spearman with many ties moves
+in the 4th decimal on such bits. Keying by set keeps every number a pure function of
+(model, settings, texts), whatever ran first.
+
+Layout: ``<root>/<model key>/model.json`` (what the key was computed from) and
+``<text-set key>.npz`` (``texts``, ``emb`` float32), written to a temporary name and
+renamed, so concurrent jobs never see a partial file and never lock each other.
+The model key covers the weight, config and tokenizer files' sha256 and the
+embedding settings (pooling, truncation length, prompt).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Callable, Iterable
+
+import numpy as np
+
+from aoe.data.io import sha256_file
+
+__all__ = ["EmbeddingCache", "model_key"]
+
+# files whose bytes define a model's embeddings (tokenizer files included: they change the ids)
+_IDENTITY_SUFFIXES = (".safetensors", ".bin", ".json", ".txt", ".model")
+
+
+def _text_key(text: str) -> bytes:
+    return hashlib.sha256(text.encode("utf-8")).digest()
+
+
+def model_key(model_dir: str | os.PathLike, **settings) -> tuple[str, dict]:
+    """A key for (model files, embedding settings), and the record it was computed from."""
+    model_dir = Path(model_dir)
+    files = {
+        p.name: sha256_file(p)
+        for p in sorted(model_dir.iterdir())
+        if p.is_file() and p.suffix in _IDENTITY_SUFFIXES and p.name not in ("metrics.jsonl",)
+    }
+    if not files:
+        raise FileNotFoundError(f"{model_dir}: no model files to key an embedding cache on")
+    record = {"files": files, "settings": settings}
+    key = hashlib.sha256(json.dumps(record, sort_keys=True).encode()).hexdigest()[:24]
+    return key, record
+
+
+class EmbeddingCache:
+    """Wrap ``encode(list[str]) -> (N, H)`` with a per-model on-disk store under ``root``."""
+
+    def __init__(self, root: str | os.PathLike, key: str, record: dict, encode: Callable[[list[str]], np.ndarray]):
+        self.dir = Path(root) / key
+        self.dir.mkdir(parents=True, exist_ok=True)
+        meta = self.dir / "model.json"
+        if not meta.is_file():
+            fd, tmp = tempfile.mkstemp(dir=self.dir, prefix=".model.json.")
+            with os.fdopen(fd, "w") as fh:
+                json.dump(record, fh, indent=2)
+            os.replace(tmp, meta)
+        self._encode = encode
+        self.hit: bool | None = None  # whether the last call was served from disk
+
+    @staticmethod
+    def set_key(texts: list[str]) -> str:
+        digest = hashlib.sha256()
+        for t in texts:
+            digest.update(_text_key(t))
+        return digest.hexdigest()[:32]
+
+    def encode(self, texts: Iterable[str]) -> np.ndarray:
+        """Embeddings of the distinct ``texts`` in the given order (callers deduplicate)."""
+        texts = list(texts)
+        if len(set(texts)) != len(texts):
+            raise ValueError("EmbeddingCache.encode takes distinct texts (deduplicate first: one embedding per text)")
+        path = self.dir / f"{self.set_key(texts)}.npz"
+        if path.is_file():
+            with np.load(path, allow_pickle=False) as z:
+                stored, emb = z["texts"], z["emb"]
+            if len(stored) == len(texts) and all(a == b for a, b in zip(stored, texts)):
+                self.hit = True
+                return emb
+        self.hit = False
+        emb = np.asarray(self._encode(texts), dtype=np.float32)
+        fd, tmp = tempfile.mkstemp(dir=self.dir, prefix=f".{path.stem}.", suffix=".npz")
+        with os.fdopen(fd, "wb") as fh:
+            np.savez(fh, texts=np.array(texts, dtype=str), emb=emb)
+        os.replace(tmp, path)
+        return emb
