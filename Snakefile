@@ -10,7 +10,8 @@
 # ├── backbones/{backbone}/                     the backbone as downloaded (local rule)
 # ├── tokens/{backbone}-{max_len}/{dataset}/{split}/   datasets Arrow token cache + cache.json
 # ├── models/{backbone}/{objective}/{trainset}/seed{seed}/   weights, aoe_config.json, versions.json, metrics.jsonl
-# ├── eval/{backbone}/{objective}/{trainset}/seed{seed}/{suite}.json
+# ├── eval/{backbone}/{objective}/{trainset}/seed{seed}/{suite}.json   sts, flickr30k
+# ├── embeddings/{model key}/{text-set key}.npz  embedding cache shared by a model's evaluations
 # │        (objective "pretrained", trainset "none", seed0: the backbone as downloaded)
 # ├── analysis/saturation/{backbone}/{dataset}-{split}.json   cosine saturation of training pairs
 # ├── analysis/gis/stats.json                   GIS Table 7 / Fig. 8-9 data (published dataset)
@@ -50,7 +51,7 @@ rule train_all:
 
 rule evaluate:
     input:
-        [f"results/eval/{c.path}/sts.json" for c in eval_cells(config)],
+        [f"results/eval/{c.path}/{suite}.json" for c in eval_cells(config) for suite in config["evaluation"]["suites"]],
 
 
 rule analysis:

@@ -13,6 +13,7 @@ rule evaluate_sts:
         max_length=config["evaluation"]["sts"]["max_length"],
         cell=lambda wildcards: dict(wildcards),
         tasks=config["evaluation"]["sts"]["tasks"],
+        cache_root=config["evaluation"]["embedding_cache"],
     threads: 2
     resources:
         gpu=1,  # snakemake-executor-plugin-slurm: sbatch --gpus=1
@@ -53,3 +54,34 @@ rule saturation:
         "../envs/torch.yaml"
     script:
         "../workflow_scripts/saturation.py"
+
+
+rule evaluate_flickr30k:
+    input:
+        model=get_model_dir,
+        table="results/data/flickr30k/test.parquet",
+        manifest="results/data/flickr30k/test.manifest.json",
+    output:
+        "results/eval/{backbone}/{objective}/{trainset}/seed{seed}/flickr30k.json",
+    params:
+        pooling=lambda wildcards: config["backbones"][wildcards.backbone].get("pooling", "cls")
+        if wildcards.objective == PRETRAINED
+        else None,
+        batch_size=config["evaluation"]["sts"]["batch_size"],
+        max_length=config["evaluation"]["sts"]["max_length"],
+        cell=lambda wildcards: dict(wildcards),
+        cache_root=config["evaluation"]["embedding_cache"],
+    threads: 2
+    resources:
+        gpu=1,
+        cpus_per_gpu=2,
+        mem_mb=16000,
+        runtime=30,
+    log:
+        "results/logs/evaluate_flickr30k/{backbone}/{objective}/{trainset}/seed{seed}.log",
+    benchmark:
+        "results/benchmarks/evaluate_flickr30k/{backbone}/{objective}/{trainset}/seed{seed}.tsv"
+    conda:
+        "../envs/torch.yaml"
+    script:
+        "../workflow_scripts/evaluate_flickr30k.py"

@@ -20,4 +20,5 @@ run_sts_evaluation(
     max_length=snakemake.params.max_length,
     cell=snakemake.params.cell,
     tasks=snakemake.params.tasks,
+    cache_root=snakemake.params.get("cache_root"),
 )

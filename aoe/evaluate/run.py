@@ -13,7 +13,7 @@ from aoe.evaluate.sts import TASKS, evaluate_sts
 from aoe.jsonio import write_json_atomic
 from aoe.provenance import library_versions
 
-__all__ = ["run_sts_evaluation"]
+__all__ = ["run_sts_evaluation", "run_retrieval_evaluation", "cached_encoder"]
 
 
 def run_sts_evaluation(
@@ -67,6 +67,67 @@ def run_sts_evaluation(
         "backbone": json.loads(backbone.read_text()) if backbone.is_file() else None,
     }
     result["data"] = {d: {"table_sha256": m["table_sha256"], "rows": m["rows"]} for d, (_, m) in by_dataset.items()}
+    result["versions"] = library_versions()
+    result["device"] = str(encoder.device)
+    result["slurm_job_id"] = os.environ.get("SLURM_JOB_ID")
+    result["wall_seconds"] = time.perf_counter() - start
+    write_json_atomic(result, out)
+    return result
+
+
+def cached_encoder(model_dir, pooling, batch_size, max_length, cache_root, device=None):
+    """(encoder, encode function, cache or None): the model's encode, through its embedding cache when asked."""
+    from aoe.models import Encoder
+
+    encoder = Encoder(model_dir, pooling=pooling, device=device)
+
+    def encode(texts):
+        return encoder.encode(texts, batch_size=batch_size, max_length=max_length, progress=True)
+
+    if cache_root is None:
+        return encoder, encode, None
+    from aoe.evaluate.embcache import EmbeddingCache, model_key
+
+    key, record = model_key(model_dir, pooling=encoder.pooling, max_length=max_length)
+    cache = EmbeddingCache(cache_root, key, record, encode)
+    return encoder, cache.encode, cache
+
+
+def _model_record(model_dir, cell) -> dict:
+    recorded = Path(model_dir) / "aoe_config.json"
+    backbone = Path(model_dir) / "backbone.json"
+    return {
+        "path": str(model_dir),
+        "cell": cell,
+        "trained": recorded.is_file(),
+        "backbone": json.loads(backbone.read_text()) if backbone.is_file() else None,
+    }
+
+
+def run_retrieval_evaluation(
+    model_dir: str | os.PathLike,
+    table: str | os.PathLike,
+    manifest: str | os.PathLike,
+    out: str | os.PathLike,
+    pooling: str | None = None,
+    batch_size: int = 64,
+    max_length: int = 512,
+    cell: dict | None = None,
+    cache_root: str | os.PathLike | None = None,
+    device: str | None = None,
+) -> dict:
+    """Flickr30k strict accuracy of ``model_dir`` (aoe.evaluate.retrieval), written to ``out``."""
+    from aoe.evaluate.retrieval import flickr_strict_accuracy
+
+    start = time.perf_counter()
+    meta = json.loads(Path(manifest).read_text())
+    encoder, encode, cache = cached_encoder(model_dir, pooling, batch_size, max_length, cache_root, device)
+    result = flickr_strict_accuracy(encode, pd.read_parquet(table))
+    result["protocol"] = {**result["protocol"], "pooling": encoder.pooling, "max_length": max_length}
+    if cache is not None:
+        result["embedding"]["cache"] = {"dir": str(cache.dir), "hit": cache.hit}
+    result["model"] = _model_record(model_dir, cell)
+    result["data"] = {"dataset": meta["dataset"], "split": meta["split"], "tables": meta["tables"]}
     result["versions"] = library_versions()
     result["device"] = str(encoder.device)
     result["slurm_job_id"] = os.environ.get("SLURM_JOB_ID")
