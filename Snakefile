@@ -40,6 +40,7 @@ rule all:
     default_target: True
     input:
         expand("results/tables/{table}.tex", table=enabled_tables(config)),
+        EVAL_RESULTS,
         SATURATION_RESULTS,
         GIS_RESULTS,
 
@@ -51,7 +52,7 @@ rule train_all:
 
 rule evaluate:
     input:
-        [f"results/eval/{c.path}/{suite}.json" for c in eval_cells(config) for suite in config["evaluation"]["suites"]],
+        EVAL_RESULTS,
 
 
 rule analysis:

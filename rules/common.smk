@@ -19,6 +19,7 @@ from aoe.data.io import DataError
 from aoe.data.sts import STS_DATASETS, STS_TASKS, resolve_downstream_root, sts_files
 from aoe.data.glue import HUB_PAIR_SETS
 from aoe.data.nli import NLI_MIRROR_FILES
+from aoe.data.transfer import transfer_files
 from aoe.data.pairsets import ALLNLI_FILE, SOURCES, mirror_sources, upstream_url
 
 validate(config, workflow.source_path("../schemas/config.schema.yaml"))
@@ -38,6 +39,9 @@ MIRROR_ROOT = DOWNSTREAM.parent.parent if DOWNSTREAM and (DOWNSTREAM.parent.pare
 NLI_DATASETS = ["allnli", *NLI_MIRROR_FILES]
 PAIR_DATASETS = [d for d in SOURCES if d not in NLI_DATASETS]
 ALL_SPLITS = sorted({s for splits in SOURCES.values() for s in splits} | {"train", "dev", "test"})
+
+# every evaluation suite of every model of the grid
+EVAL_RESULTS = [f"results/eval/{c.path}/{suite}.json" for c in eval_cells(config) for suite in config["evaluation"]["suites"]]
 
 _sat = config["analysis"]["saturation"]
 SATURATION_RESULTS = [
@@ -146,3 +150,18 @@ def get_pairset_input(wildcards):
     if src.kind == "hub":
         return f"results/downloads/hub/{wildcards.dataset}"
     return [str(_pairset_file_root(f) / f) for f in src.files]
+
+
+def get_transfer_inputs(wildcards):
+    """The SentEval files of the transfer tasks evaluated: mirror files, or the downloaded archive."""
+    if DOWNSTREAM is not None:
+        return [DOWNSTREAM / f for t in config["evaluation"]["transfer"]["tasks"] for f in transfer_files(t)]
+    return "results/downloads/senteval/source.json"
+
+
+def get_downstream_root(wildcards, input):
+    if DOWNSTREAM is not None:
+        return str(DOWNSTREAM)
+    import json
+
+    return json.loads(Path(input.files[0] if isinstance(input.files, list) else input.files).read_text())["downstream"]

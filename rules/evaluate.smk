@@ -85,3 +85,36 @@ rule evaluate_flickr30k:
         "../envs/torch.yaml"
     script:
         "../workflow_scripts/evaluate_flickr30k.py"
+
+
+rule evaluate_transfer:
+    input:
+        model=get_model_dir,
+        files=get_transfer_inputs,
+    output:
+        "results/eval/{backbone}/{objective}/{trainset}/seed{seed}/transfer.json",
+    params:
+        downstream=get_downstream_root,
+        tasks=config["evaluation"]["transfer"]["tasks"],
+        mode=config["evaluation"]["transfer"]["mode"],
+        pooling=lambda wildcards: config["backbones"][wildcards.backbone].get("pooling", "cls")
+        if wildcards.objective == PRETRAINED
+        else None,
+        batch_size=config["evaluation"]["sts"]["batch_size"],
+        max_length=config["evaluation"]["sts"]["max_length"],
+        cell=lambda wildcards: dict(wildcards),
+        cache_root=config["evaluation"]["embedding_cache"],
+    threads: 2
+    resources:
+        gpu=1,
+        cpus_per_gpu=2,
+        mem_mb=32000,
+        runtime=240,  # SentEval's test mode: 10-fold CV with inner model selection, on the CPU side
+    log:
+        "results/logs/evaluate_transfer/{backbone}/{objective}/{trainset}/seed{seed}.log",
+    benchmark:
+        "results/benchmarks/evaluate_transfer/{backbone}/{objective}/{trainset}/seed{seed}.tsv"
+    conda:
+        "../envs/torch.yaml"
+    script:
+        "../workflow_scripts/evaluate_transfer.py"

@@ -76,6 +76,18 @@ def test_saturation_statistics(ci_run):
     assert result["by_label"]["1"]["mean"] > result["by_label"]["0"]["mean"]
 
 
+def test_transfer_tasks(ci_run):
+    work, _ = ci_run
+    for cell in ("minilm-l6/aoe/stsb/seed1", "minilm-l6/pretrained/none/seed0"):
+        result = json.loads((work / f"results/eval/{cell}/transfer.json").read_text())
+        assert set(result["tasks"]) == {"MR", "CR", "SUBJ", "MPQA", "SST2", "TREC", "MRPC"}
+        assert result["tasks"]["MR"] is None and result["avg"] is None  # not requested: null, not 0
+        assert result["tasks"]["TREC"]["ntest"] == 500 and result["tasks"]["MRPC"]["ntest"] == 1725
+        # far above chance (TREC: 6 classes; MRPC: 66.5% positives)
+        assert result["tasks"]["TREC"]["acc"] > 50 and result["tasks"]["MRPC"]["acc"] > 66.5
+        assert result["protocol"]["mode"] == "fasttest"
+
+
 def test_rerun_has_nothing_to_do(ci_run):
     work, env = ci_run
     out = snakemake(work, "-n", "--configfile", "presets/ci.yaml", env=env)

@@ -13,7 +13,7 @@ from aoe.evaluate.sts import TASKS, evaluate_sts
 from aoe.jsonio import write_json_atomic
 from aoe.provenance import library_versions
 
-__all__ = ["run_sts_evaluation", "run_retrieval_evaluation", "cached_encoder"]
+__all__ = ["run_sts_evaluation", "run_retrieval_evaluation", "run_transfer_evaluation", "cached_encoder"]
 
 
 def run_sts_evaluation(
@@ -128,6 +128,52 @@ def run_retrieval_evaluation(
         result["embedding"]["cache"] = {"dir": str(cache.dir), "hit": cache.hit}
     result["model"] = _model_record(model_dir, cell)
     result["data"] = {"dataset": meta["dataset"], "split": meta["split"], "tables": meta["tables"]}
+    result["versions"] = library_versions()
+    result["device"] = str(encoder.device)
+    result["slurm_job_id"] = os.environ.get("SLURM_JOB_ID")
+    result["wall_seconds"] = time.perf_counter() - start
+    write_json_atomic(result, out)
+    return result
+
+
+def run_transfer_evaluation(
+    model_dir: str | os.PathLike,
+    downstream: str | os.PathLike,
+    out: str | os.PathLike,
+    tasks: list[str] | None = None,
+    mode: str = "test",
+    pooling: str | None = None,
+    batch_size: int = 64,
+    max_length: int = 512,
+    cell: dict | None = None,
+    cache_root: str | os.PathLike | None = None,
+    device: str | None = None,
+) -> dict:
+    """SentEval transfer tasks (aoe.evaluate.transfer) on ``model_dir``, written to ``out`` (transfer.json)."""
+    from aoe.data.io import sha256_file
+    from aoe.data.transfer import read_transfer, resolve_transfer_root
+    from aoe.evaluate.transfer import TASKS as TRANSFER_TASKS
+    from aoe.evaluate.transfer import evaluate_transfer
+
+    start = time.perf_counter()
+    root = resolve_transfer_root(downstream)
+    wanted = list(TRANSFER_TASKS) if tasks is None else list(tasks)
+    data = {t: read_transfer(root, t) for t in wanted}
+    encoder, encode, cache = cached_encoder(model_dir, pooling, batch_size, max_length, cache_root, device)
+    result = evaluate_transfer(encode, wanted, mode=mode, data=data)
+    # tasks left out on purpose are explicit nulls, and then so is the average of all seven
+    for t in TRANSFER_TASKS:
+        result["tasks"].setdefault(t, None)
+    if len(wanted) != len(TRANSFER_TASKS):
+        result["avg_requested"], result["avg"] = result["avg"], None
+    result["protocol"] = {**result["protocol"], "pooling": encoder.pooling, "max_length": max_length}
+    if cache is not None:
+        result["embedding"]["cache"] = {"dir": str(cache.dir), "hit": cache.hit}
+    result["model"] = _model_record(model_dir, cell)
+    result["data"] = {
+        "root": str(root),
+        "files": {rel: sha256_file(root / rel) for t in wanted for rel in data[t].files},
+    }
     result["versions"] = library_versions()
     result["device"] = str(encoder.device)
     result["slurm_job_id"] = os.environ.get("SLURM_JOB_ID")

@@ -1,0 +1,292 @@
+"""Readers for SentEval's transfer (classification) tasks in its ``data/downstream`` layout.
+
+SimCSE, AnglE and AoE report MR, CR, SUBJ, MPQA, SST2, TREC and MRPC with
+SimCSE's fork of SentEval, so these readers return exactly the samples that code
+feeds to the encoder, in the order it reads them:
+
+* MR, CR, SUBJ, MPQA: two files per task read as latin-1 and split with
+  ``str.splitlines`` (SentEval reads the whole file, then ``splitlines``); the
+  positive file (label 1) comes first, then the negative one (label 0). For
+  SUBJ the *objective* file plays the positive role (label 1), as in SentEval.
+  Blank lines are kept as empty samples (CR has 4, MPQA 3): SentEval encodes them,
+  and dropping them would change the cross-validation folds.
+* SST2 (``SST/binary/sentiment-{train,dev,test}``): UTF-8, file iteration
+  (universal newlines), each stripped line split on tab into sentence and label.
+* TREC (``TREC/train_5500.label`` for train, ``TREC/TREC_10.label`` for test):
+  latin-1, ``COARSE:fine sentence``; the coarse label maps ABBR, DESC, ENTY,
+  HUM, LOC, NUM to 0..5 and the fine label is discarded with the first word.
+* MRPC (``MRPC/msr_paraphrase_{train,test}.txt``): UTF-8 (the BOM stays in the
+  header, which is dropped), tab-separated quality, id1, id2, sentence1,
+  sentence2; the first line is the header.
+
+Every sentence is whitespace-split and re-joined with single spaces, which is
+what SentEval's ``split()`` followed by SimCSE's ``' '.join`` batcher yields.
+SentEval then sorts samples by length before encoding; that order decides the
+cross-validation folds, so it is part of the evaluation protocol
+(:mod:`aoe.evaluate.transfer`), not of these readers, which keep file order.
+
+Where SentEval would crash (a label it does not know, a line with too few
+fields) or silently read something else (a different file, a missing MRPC
+header), these readers raise :class:`~aoe.data.io.DataError` naming the file
+and line, and every file's row count is checked against the published one.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping
+
+from aoe.data.io import DataError
+
+TRANSFER_TASKS: tuple[str, ...] = ("MR", "CR", "SUBJ", "MPQA", "SST2", "TREC", "MRPC")
+
+# (positive file, negative file) of the binary tasks, as SentEval pairs them.
+_BINARY_FILES: dict[str, tuple[str, str]] = {
+    "MR": ("MR/rt-polarity.pos", "MR/rt-polarity.neg"),
+    "CR": ("CR/custrev.pos", "CR/custrev.neg"),
+    "SUBJ": ("SUBJ/subj.objective", "SUBJ/subj.subjective"),
+    "MPQA": ("MPQA/mpqa.pos", "MPQA/mpqa.neg"),
+}
+
+_SPLIT_FILES: dict[str, dict[str, str]] = {
+    "SST2": {
+        "train": "SST/binary/sentiment-train",
+        "dev": "SST/binary/sentiment-dev",
+        "test": "SST/binary/sentiment-test",
+    },
+    "TREC": {"train": "TREC/train_5500.label", "test": "TREC/TREC_10.label"},
+    "MRPC": {"train": "MRPC/msr_paraphrase_train.txt", "test": "MRPC/msr_paraphrase_test.txt"},
+}
+
+# Samples per file (MRPC without its header line). A different count means a
+# different distribution of the data, and results would not be comparable.
+EXPECTED_ROWS: dict[str, int] = {
+    "MR/rt-polarity.pos": 5331,
+    "MR/rt-polarity.neg": 5331,
+    "CR/custrev.pos": 2407,
+    "CR/custrev.neg": 1368,
+    "SUBJ/subj.objective": 5000,
+    "SUBJ/subj.subjective": 5000,
+    "MPQA/mpqa.pos": 3312,
+    "MPQA/mpqa.neg": 7294,
+    "SST/binary/sentiment-train": 67349,
+    "SST/binary/sentiment-dev": 872,
+    "SST/binary/sentiment-test": 1821,
+    "TREC/train_5500.label": 5452,
+    "TREC/TREC_10.label": 500,
+    "MRPC/msr_paraphrase_train.txt": 4076,
+    "MRPC/msr_paraphrase_test.txt": 1725,
+}
+
+N_CLASSES: dict[str, int] = {"MR": 2, "CR": 2, "SUBJ": 2, "MPQA": 2, "SST2": 2, "TREC": 6, "MRPC": 2}
+
+TREC_LABELS: dict[str, int] = {"ABBR": 0, "DESC": 1, "ENTY": 2, "HUM": 3, "LOC": 4, "NUM": 5}
+
+_MRPC_HEADER_FIRST_FIELD = "Quality"
+_MRPC_MIN_FIELDS = 5  # quality, #1 ID, #2 ID, #1 String, #2 String
+
+# Where SentEval's downstream tree sits inside the data mirror (see its README).
+DOWNSTREAM_SUBDIR = "senteval/downstream"
+
+
+@dataclass(frozen=True)
+class TransferSplit:
+    """One split of a transfer task, in file order.
+
+    ``sentences2`` holds the second sentence of each pair for pair tasks (MRPC)
+    and is None otherwise. Sentences may be empty strings where the file has a
+    blank line (SentEval keeps those samples).
+    """
+
+    sentences: list[str]
+    labels: list[int]
+    sentences2: list[str] | None = None
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+
+@dataclass(frozen=True)
+class TransferData:
+    """A transfer task as SentEval reads it.
+
+    ``splits`` maps split names to samples: ``{"all"}`` for the cross-validated
+    binary tasks (MR, CR, SUBJ, MPQA), ``{"train", "dev", "test"}`` for SST2 and
+    ``{"train", "test"}`` for TREC and MRPC. ``files`` are the paths read,
+    relative to the downstream root.
+    """
+
+    task: str
+    splits: dict[str, TransferSplit]
+    n_classes: int
+    pair: bool
+    files: tuple[str, ...]
+
+
+def _check_task(task: str) -> None:
+    if task not in TRANSFER_TASKS:
+        raise DataError(f"unknown transfer task {task!r}; valid: {', '.join(TRANSFER_TASKS)}")
+
+
+def transfer_files(task: str) -> list[str]:
+    """Paths, relative to the downstream root, that :func:`read_transfer` reads for ``task``.
+
+    Lets a Snakemake rule declare them as inputs and check them against the
+    mirror's manifest (prefix them with :data:`DOWNSTREAM_SUBDIR` for that).
+    """
+    _check_task(task)
+    if task in _BINARY_FILES:
+        return list(_BINARY_FILES[task])
+    return list(_SPLIT_FILES[task].values())
+
+
+def resolve_transfer_root(path: str | os.PathLike[str]) -> Path:
+    """SentEval's downstream folder from either the mirror root or the downstream folder itself."""
+    path = Path(path)
+    for candidate in (path / DOWNSTREAM_SUBDIR, path):
+        if (candidate / "MR").is_dir() or (candidate / "SST").is_dir():
+            return candidate
+    raise DataError(
+        f"{path} is neither a data mirror (no {DOWNSTREAM_SUBDIR}/ inside) "
+        "nor a SentEval downstream folder (no MR/ or SST/ inside)"
+    )
+
+
+def _decode(path: Path, encoding: str) -> str:
+    """Read and decode a file, turning a decode failure into a DataError with its line number."""
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise DataError(f"missing file: {path}") from None
+    try:
+        text = raw.decode(encoding)
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        raise DataError(f"{path}:{line}: not valid {encoding} ({exc.reason})") from exc
+    # Text-mode reading with universal newlines, which SentEval's io.open does.
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def _iter_lines(text: str) -> list[str]:
+    """Lines as iterating a text-mode file yields them (split on newline only), without terminators."""
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()  # the final newline ends the last line, it does not start a new one
+    return lines
+
+
+def _check_rows(path: Path, rel: str, n: int, expected_rows: Mapping[str, int] | None) -> None:
+    expected = None if expected_rows is None else expected_rows.get(rel)
+    if expected is not None and n != expected:
+        raise DataError(f"{path}: expected {expected} samples, got {n}")
+
+
+def _join(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _read_binary_file(root: Path, rel: str, expected_rows: Mapping[str, int] | None) -> list[str]:
+    path = root / rel
+    # splitlines, not file iteration: SentEval reads these files whole and calls
+    # str.splitlines, which also breaks at \x0b, \x0c, \x1c-\x1e and \x85.
+    sentences = [_join(line) for line in _decode(path, "latin-1").splitlines()]
+    _check_rows(path, rel, len(sentences), expected_rows)
+    return sentences
+
+
+def _read_sst(root: Path, rel: str, expected_rows: Mapping[str, int] | None) -> TransferSplit:
+    path = root / rel
+    sentences: list[str] = []
+    labels: list[int] = []
+    for number, line in enumerate(_iter_lines(_decode(path, "utf-8")), start=1):
+        fields = line.strip().split("\t")
+        if len(fields) < 2:
+            raise DataError(f"{path}:{number}: expected a sentence and a label separated by a tab")
+        try:
+            label = int(fields[1])
+        except ValueError:
+            raise DataError(f"{path}:{number}: label {fields[1]!r} is not an integer") from None
+        if label not in (0, 1):
+            raise DataError(f"{path}:{number}: label {label} is not 0 or 1")
+        sentences.append(_join(fields[0]))
+        labels.append(label)
+    _check_rows(path, rel, len(labels), expected_rows)
+    return TransferSplit(sentences, labels)
+
+
+def _read_trec(root: Path, rel: str, expected_rows: Mapping[str, int] | None) -> TransferSplit:
+    path = root / rel
+    sentences: list[str] = []
+    labels: list[int] = []
+    for number, line in enumerate(_iter_lines(_decode(path, "latin-1")), start=1):
+        parts = line.strip().split(":", 1)
+        if len(parts) != 2 or " " not in parts[1]:
+            raise DataError(f"{path}:{number}: expected 'COARSE:fine sentence'")
+        coarse, rest = parts
+        if coarse not in TREC_LABELS:
+            raise DataError(f"{path}:{number}: unknown TREC label {coarse!r}; known: {', '.join(TREC_LABELS)}")
+        sentences.append(_join(rest.split(" ", 1)[1]))
+        labels.append(TREC_LABELS[coarse])
+    _check_rows(path, rel, len(labels), expected_rows)
+    return TransferSplit(sentences, labels)
+
+
+def _read_mrpc(root: Path, rel: str, expected_rows: Mapping[str, int] | None) -> TransferSplit:
+    path = root / rel
+    lines = _iter_lines(_decode(path, "utf-8"))
+    # SentEval drops the first line unseen; without a header that would lose a pair.
+    if not lines or lines[0].lstrip("\ufeff").split("\t")[0] != _MRPC_HEADER_FIRST_FIELD:
+        raise DataError(f"{path}:1: expected a header line starting with {_MRPC_HEADER_FIRST_FIELD!r}")
+    first: list[str] = []
+    second: list[str] = []
+    labels: list[int] = []
+    for number, line in enumerate(lines[1:], start=2):
+        fields = line.strip().split("\t")
+        if len(fields) < _MRPC_MIN_FIELDS:
+            raise DataError(
+                f"{path}:{number}: expected at least {_MRPC_MIN_FIELDS} tab-separated fields, got {len(fields)}"
+            )
+        if fields[0] not in ("0", "1"):
+            raise DataError(f"{path}:{number}: quality {fields[0]!r} is not 0 or 1")
+        first.append(_join(fields[3]))
+        second.append(_join(fields[4]))
+        labels.append(int(fields[0]))
+    _check_rows(path, rel, len(labels), expected_rows)
+    return TransferSplit(first, labels, second)
+
+
+def read_transfer(
+    downstream_root: str | os.PathLike[str],
+    task: str,
+    expected_rows: Mapping[str, int] | None = EXPECTED_ROWS,
+) -> TransferData:
+    """Load one transfer task from SentEval's downstream folder, as SentEval reads it.
+
+    Raises DataError for an unknown task, a missing or undecodable file, a
+    malformed line, or a file whose sample count differs from ``expected_rows``
+    (keyed by path relative to the root; default :data:`EXPECTED_ROWS`, the
+    published sizes). ``expected_rows=None`` skips that check, for synthetic
+    data in SentEval's layout.
+    """
+    _check_task(task)
+    root = Path(downstream_root)
+    files = tuple(transfer_files(task))
+    missing = [str(root / rel) for rel in files if not (root / rel).is_file()]
+    if missing:
+        raise DataError(f"{task}: missing file(s): {', '.join(missing)}")
+
+    splits: dict[str, TransferSplit]
+    if task in _BINARY_FILES:
+        pos_rel, neg_rel = _BINARY_FILES[task]
+        pos = _read_binary_file(root, pos_rel, expected_rows)
+        neg = _read_binary_file(root, neg_rel, expected_rows)
+        splits = {"all": TransferSplit(pos + neg, [1] * len(pos) + [0] * len(neg))}
+    elif task == "SST2":
+        splits = {split: _read_sst(root, rel, expected_rows) for split, rel in _SPLIT_FILES[task].items()}
+    elif task == "TREC":
+        splits = {split: _read_trec(root, rel, expected_rows) for split, rel in _SPLIT_FILES[task].items()}
+    else:
+        splits = {split: _read_mrpc(root, rel, expected_rows) for split, rel in _SPLIT_FILES[task].items()}
+    return TransferData(task=task, splits=splits, n_classes=N_CLASSES[task], pair=task == "MRPC", files=files)

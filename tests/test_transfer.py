@@ -1,0 +1,497 @@
+"""SentEval transfer tasks: readers, protocol, and parity with SimCSE's SentEval.
+
+Expected numbers were obtained on 2026-11-23 by running SimCSE's fork of SentEval
+(princeton-nlp/SimCSE at commit 49fa580, folder SentEval/, extracted to /tmp beside
+the project and never copied into it) on this machine's CPU, with the repository's
+virtual environment (torch 2.13.0+cpu, scikit-learn 1.9.1, numpy 2.4.6), one torch
+thread, and SimCSE's ``evaluation.py`` settings for ``--mode fasttest`` / ``--mode
+test``. SentEval needs CUDA and Python < 3.11, so it ran under runtime shims only:
+``inspect.getargspec = inspect.getfullargspec``; ``Tensor.cuda`` / ``Module.cuda``
+as identities; in ``senteval.tools.classifier``, ``torch.device('cuda')`` mapped
+to the CPU and ``isinstance(x, torch.cuda.FloatTensor)`` answered as "x is a
+float32 tensor" (its meaning on a GPU run). Its batcher returned
+:func:`hash_embed` (dim 32) of ``' '.join(tokens)``, cast to float32 as SimCSE's
+batcher returns (float64 where a test says so). SentEval's ``acc``/``devacc``
+(and MRPC's ``f1``) are recorded as it returned them (x100, rounded to 2
+decimals by SentEval), and our implementation must equal them exactly.
+
+Two corpora: the real data mirror (tests skip without it) and a small synthetic
+corpus in SentEval's layout written by :func:`write_synthetic_senteval`, which
+lets every protocol run in "test" mode within seconds and needs no mirror.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from aoe.data.io import DataError
+from aoe.data.transfer import (
+    EXPECTED_ROWS,
+    TRANSFER_TASKS,
+    TransferData,
+    TransferSplit,
+    read_transfer,
+    resolve_transfer_root,
+    transfer_files,
+)
+from aoe.evaluate.transfer import (
+    MODES,
+    ClassifierParams,
+    evaluate_transfer,
+    fit_split_classifier,
+)
+
+DIM = 32
+
+
+def hash_embed(sentence: str, dim: int = DIM) -> np.ndarray:
+    """Deterministic bag-of-tokens embedding: a fixed pseudo-random vector per token, summed.
+
+    Each token's vector is SHAKE-256 of its UTF-8 bytes read as little-endian
+    uint32, scaled to [-0.5, 0.5): identical on every platform and NumPy version.
+    """
+    v = np.zeros(dim)
+    for tok in sentence.split():
+        v += np.frombuffer(hashlib.shake_256(tok.encode("utf-8")).digest(4 * dim), dtype="<u4") / 2.0**32 - 0.5
+    return v
+
+
+def encoder(dtype=np.float32, calls: list | None = None):
+    """An ``encode`` function over :func:`hash_embed`; records its inputs in ``calls`` if given."""
+
+    def encode(texts: list[str]) -> np.ndarray:
+        if calls is not None:
+            calls.append(list(texts))
+        return np.stack([hash_embed(t) for t in texts]).astype(dtype)
+
+    return encode
+
+
+# --------------------------------------------------------------------------
+# Synthetic corpus in SentEval's layout
+# --------------------------------------------------------------------------
+
+_COMMON = [f"w{i}" for i in range(60)]
+
+
+def _sentence(rng: random.Random, cls: int, n_classes: int) -> list[str]:
+    """1-12 tokens; a quarter are cue words of the class, a few of another class (label noise)."""
+    words = []
+    for _ in range(1 + int(rng.random() * 12)):
+        r = rng.random()
+        if r < 0.25:
+            words.append(f"k{cls}x{int(rng.random() * 8)}")
+        elif r < 0.30:
+            words.append(f"k{int(rng.random() * n_classes)}x{int(rng.random() * 8)}")
+        else:
+            words.append(_COMMON[int(rng.random() * len(_COMMON))])
+    return words
+
+
+def write_synthetic_senteval(root: Path) -> Path:
+    """Write a small deterministic corpus in SentEval's ``downstream`` layout under ``root``.
+
+    Only ``random.Random.random`` is used, whose sequence Python guarantees, so
+    the corpus is the same everywhere. It carries the quirks the readers must
+    reproduce: latin-1 and UTF-8 text, blank lines (kept as empty samples), runs
+    of spaces and tabs inside sentences, a NEL byte (``\\x85``) that
+    ``str.splitlines`` treats as a line break, CRLF line endings, TREC fine
+    labels, the MRPC header with its BOM, and many samples of equal length (so
+    SentEval's stable sort matters). Returns ``root``.
+    """
+    rng = random.Random(20261123)
+
+    def write(rel: str, text: str, encoding: str) -> None:
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(text.encode(encoding))
+
+    def lines(n: int, cls: int, n_classes: int = 2) -> list[str]:
+        return [" ".join(_sentence(rng, cls, n_classes)) for _ in range(n)]
+
+    sizes = {"MR": (60, 60), "CR": (70, 45), "SUBJ": (60, 60), "MPQA": (40, 80)}
+    files = {"MR": ("MR/rt-polarity.pos", "MR/rt-polarity.neg"), "CR": ("CR/custrev.pos", "CR/custrev.neg"),
+             "SUBJ": ("SUBJ/subj.objective", "SUBJ/subj.subjective"), "MPQA": ("MPQA/mpqa.pos", "MPQA/mpqa.neg")}
+    for task, (n_pos, n_neg) in sizes.items():
+        for rel, cls, n in zip(files[task], (1, 0), (n_pos, n_neg)):
+            rows = lines(n, cls)
+            if task == "MR" and cls == 1:
+                rows[3] = "caf\u00e9  au\tlait " + rows[3]  # latin-1 text, a double space and a tab
+            if task == "CR":
+                rows[5] = ""  # blank line: an empty sample in SentEval
+                if cls == 1:
+                    rows[7] = rows[7] + " \x85 " + rows[8]  # NEL: str.splitlines makes two samples of it
+            write(rel, "\n".join(rows) + "\n", "latin-1")
+
+    for split, n in (("train", 240), ("dev", 60), ("test", 80)):
+        rows = []
+        for _ in range(n):
+            label = int(rng.random() * 2)
+            rows.append(f"{' '.join(_sentence(rng, label, 2))} \t{label}")
+        rows[2] = f"na\u00efve {rows[2]}"  # UTF-8 text
+        write(f"SST/binary/sentiment-{split}", "\n".join(rows) + "\n", "utf-8")
+
+    coarse = ("ABBR", "DESC", "ENTY", "HUM", "LOC", "NUM")
+    for rel, n, newline in (("TREC/train_5500.label", 300, "\n"), ("TREC/TREC_10.label", 60, "\r\n")):
+        rows = []
+        for _ in range(n):
+            label = int(rng.random() * 6)
+            rows.append(f"{coarse[label]}:fine{int(rng.random() * 3)} {' '.join(_sentence(rng, label, 6))}")
+        rows[1] = rows[1] + " r\u00e9sum\u00e9"
+        write(rel, newline.join(rows) + newline, "latin-1")
+
+    for rel, n in (("MRPC/msr_paraphrase_train.txt", 200), ("MRPC/msr_paraphrase_test.txt", 80)):
+        rows = ["\ufeffQuality\t#1 ID\t#2 ID\t#1 String\t#2 String"]
+        for i in range(n):
+            label = 1 if rng.random() < 0.6 else 0
+            first = _sentence(rng, 0, 1)
+            if label:  # a paraphrase: the same words with about a fifth replaced
+                second = [w if rng.random() < 0.8 else _COMMON[int(rng.random() * 60)] for w in first]
+            else:
+                second = _sentence(rng, 0, 1)
+            rows.append(f"{label}\t{1000 + i}\t{5000 + i}\t{' '.join(first)}\t{' '.join(second)}")
+        write(rel, "\n".join(rows) + "\n", "utf-8")
+    return root
+
+
+@pytest.fixture(scope="module")
+def synthetic(tmp_path_factory: pytest.TempPathFactory) -> dict[str, TransferData]:
+    root = write_synthetic_senteval(tmp_path_factory.mktemp("senteval") / "downstream")
+    return {task: read_transfer(root, task, expected_rows=None) for task in TRANSFER_TASKS}
+
+
+# --------------------------------------------------------------------------
+# Expected numbers (see the module docstring for how they were obtained)
+# --------------------------------------------------------------------------
+
+# SentEval on the synthetic corpus: {(mode, classifier): {task: {key: value}}}.
+# "sklearn" is usepytorch=False (then only kfold differs between the modes).
+# The same numbers came out with a float64 batcher.
+SENTEVAL_SYNTHETIC = {
+    ("fasttest", "pytorch"): {
+        "MR": {"devacc": 73.3, "acc": 65.0},
+        "CR": {"devacc": 83.69, "acc": 79.24},
+        "SUBJ": {"devacc": 70.21, "acc": 57.5},
+        "MPQA": {"devacc": 80.4, "acc": 80.0},
+        "SST2": {"devacc": 86.67, "acc": 77.5},
+        "TREC": {"devacc": 49.0, "acc": 55.0},
+        "MRPC": {"devacc": 93.5, "acc": 88.75, "f1": 89.89},
+    },
+    ("test", "pytorch"): {
+        "MR": {"devacc": 67.24, "acc": 62.5},
+        "CR": {"devacc": 74.26, "acc": 61.97},
+        "SUBJ": {"devacc": 67.19, "acc": 60.83},
+        "MPQA": {"devacc": 71.04, "acc": 49.17},
+        "SST2": {"devacc": 81.67, "acc": 71.25},
+        "TREC": {"devacc": 45.67, "acc": 26.67},
+        "MRPC": {"devacc": 91.0, "acc": 87.5, "f1": 88.37},
+    },
+    ("fasttest", "sklearn"): {
+        "MR": {"devacc": 70.15, "acc": 64.17},
+        "CR": {"devacc": 81.06, "acc": 80.15},
+        "SUBJ": {"devacc": 66.86, "acc": 60.83},
+        "MPQA": {"devacc": 79.36, "acc": 79.17},
+        "SST2": {"devacc": 81.67, "acc": 78.75},
+        "TREC": {"devacc": 49.0, "acc": 53.33},
+        "MRPC": {"devacc": 91.5, "acc": 88.75, "f1": 90.32},
+    },
+    ("test", "sklearn"): {
+        "MR": {"devacc": 69.54, "acc": 67.5},
+        "CR": {"devacc": 82.04, "acc": 73.94},
+        "SUBJ": {"devacc": 65.3, "acc": 64.17},
+        "MPQA": {"devacc": 82.22, "acc": 80.83},
+        "SST2": {"devacc": 81.67, "acc": 78.75},
+        "TREC": {"devacc": 49.0, "acc": 53.33},
+        "MRPC": {"devacc": 92.5, "acc": 88.75, "f1": 90.32},
+    },
+}
+
+# SentEval on the real data mirror (PyTorch classifier, float32 batcher).
+SENTEVAL_MIRROR = {
+    "fasttest": {
+        "MR": {"devacc": 55.31, "acc": 55.06},
+        "CR": {"devacc": 65.14, "acc": 63.52},
+        "SUBJ": {"devacc": 67.71, "acc": 66.41},
+        "MPQA": {"devacc": 68.59, "acc": 68.34},
+        "SST2": {"devacc": 53.9, "acc": 53.16},
+        "TREC": {"devacc": 46.33, "acc": 46.6},
+        "MRPC": {"devacc": 69.28, "acc": 68.23, "f1": 80.06},
+    },
+    "test": {
+        "CR": {"devacc": 65.11, "acc": 64.42},
+        "SST2": {"devacc": 55.16, "acc": 55.96},
+        "TREC": {"devacc": 47.03, "acc": 42.6},
+        "MRPC": {"devacc": 69.7, "acc": 69.45, "f1": 79.37},
+    },
+}
+
+# Seconds on a busy 2-core machine (SentEval's; ours take about as long): fasttest
+# MR/SUBJ/MPQA 15-17 each, SST2 11, CR 5, TREC 3, MRPC 2; test TREC 34, MRPC 19,
+# SST2 35, CR ~250. Test mode on MR, SUBJ, MPQA takes many minutes and is not run.
+_SLOW_ON_MIRROR = {("fasttest", "MR"), ("fasttest", "SUBJ"), ("fasttest", "MPQA"),
+                   ("test", "CR"), ("test", "SST2"), ("test", "TREC"), ("test", "MRPC")}
+
+# Published sizes: (split -> samples) and (first sentence, its label, second sentence) per task.
+MIRROR_SIZES = {
+    "MR": {"all": 10662},
+    "CR": {"all": 3775},
+    "SUBJ": {"all": 10000},
+    "MPQA": {"all": 10606},
+    "SST2": {"train": 67349, "dev": 872, "test": 1821},
+    "TREC": {"train": 5452, "test": 500},
+    "MRPC": {"train": 4076, "test": 1725},
+}
+MIRROR_FIRST = {
+    "MR": ("the rock is destined to be the 21st century 's new `` conan `` and that he 's going to make a splash "
+           "even greater than arnold schwarzenegger , jean-claud van damme or steven segal .", 1, None),
+    "CR": ("im a more happier person after discovering the i/p button ! .", 1, None),
+    "SUBJ": ("the movie begins in the past where a young boy named sam attempts to save celebi from a hunter .", 1, None),
+    "MPQA": ("are also being encouraged", 1, None),
+    "SST2": ("hide new secretions from the parental units", 0, None),
+    "TREC": ("How did serfdom develop in and then leave Russia ?", 1, None),
+    "MRPC": ("Amrozi accused his brother , whom he called \" the witness \" , of deliberately distorting his evidence .", 1,
+             "Referring to him as only \" the witness \" , Amrozi accused his brother of deliberately distorting his "
+             "evidence ."),
+}
+
+
+def _check(result: dict, expected: dict) -> None:
+    for key, value in expected.items():
+        assert result[key] == value, (key, result[key], value)
+
+
+@pytest.fixture(scope="module")
+def downstream(mirror: Path) -> Path:
+    return resolve_transfer_root(mirror)
+
+
+@pytest.fixture(scope="module")
+def mirror_data(downstream: Path) -> dict[str, TransferData]:
+    return {task: read_transfer(downstream, task) for task in TRANSFER_TASKS}
+
+
+@pytest.fixture
+def one_thread():
+    """One torch thread, as the recorded runs used; restored afterwards."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+# --------------------------------------------------------------------------
+# Readers on the mirror
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("task", TRANSFER_TASKS)
+def test_mirror_sizes_and_first_rows(mirror_data, task):
+    data = mirror_data[task]
+    assert {split: len(s) for split, s in data.splits.items()} == MIRROR_SIZES[task]
+    first = next(iter(data.splits.values()))
+    sentence, label, second = MIRROR_FIRST[task]
+    assert (first.sentences[0], first.labels[0]) == (sentence, label)
+    assert (first.sentences2[0] if data.pair else None) == second
+    assert data.pair == (task == "MRPC")
+    assert data.n_classes == (6 if task == "TREC" else 2)
+    assert set(y for s in data.splits.values() for y in s.labels) == set(range(data.n_classes))
+    assert list(data.files) == transfer_files(task)
+
+
+def test_mirror_quirks(mirror_data):
+    # Blank lines are samples to SentEval (it encodes the empty sentence).
+    assert sum(not s for s in mirror_data["CR"].splits["all"].sentences) == 4
+    assert sum(not s for s in mirror_data["MPQA"].splits["all"].sentences) == 3
+    # Positive file first; SUBJ's objective file plays the positive role.
+    assert mirror_data["MR"].splits["all"].labels[:5331] == [1] * 5331
+    assert sum(mirror_data["SUBJ"].splits["all"].labels[:5000]) == 5000
+
+
+def test_transfer_files_are_in_the_manifest(mirror):
+    from aoe.data.sts import verify_manifest
+
+    rels = [f"senteval/downstream/{rel}" for task in TRANSFER_TASKS for rel in transfer_files(task)]
+    assert len(rels) == len(EXPECTED_ROWS)
+    provenance = verify_manifest(mirror, rels)
+    assert set(provenance) == set(rels)
+
+
+# --------------------------------------------------------------------------
+# Readers: synthetic quirks and error paths
+# --------------------------------------------------------------------------
+
+
+def test_synthetic_quirks(synthetic):
+    cr = synthetic["CR"].splits["all"]
+    assert len(cr) == 71 + 45  # the NEL byte split one line in two; blank lines kept
+    assert sum(not s for s in cr.sentences) == 2
+    assert synthetic["MR"].splits["all"].sentences[3].startswith("caf\u00e9 au lait ")
+    assert synthetic["SST2"].splits["train"].sentences[2].startswith("na\u00efve ")
+    trec = synthetic["TREC"].splits["test"]
+    assert len(trec) == 60 and not any("\r" in s or "fine" in s for s in trec.sentences)
+    assert synthetic["TREC"].splits["train"].sentences[1].endswith(" r\u00e9sum\u00e9")
+    mrpc = synthetic["MRPC"].splits["train"]
+    assert len(mrpc) == 200 and len(mrpc.sentences2) == 200
+    assert "Quality" not in mrpc.sentences[0]
+
+
+def test_published_row_counts_are_enforced(tmp_path):
+    root = write_synthetic_senteval(tmp_path)
+    with pytest.raises(DataError, match=r"MR/rt-polarity\.pos: expected 5331 samples, got 60"):
+        read_transfer(root, "MR")
+    with pytest.raises(DataError, match=r"TREC/train_5500\.label: expected 5452 samples, got 300"):
+        read_transfer(root, "TREC")
+
+
+def test_missing_file_is_named(tmp_path):
+    root = write_synthetic_senteval(tmp_path)
+    (root / "SST/binary/sentiment-dev").unlink()
+    with pytest.raises(DataError, match=r"missing file\(s\): .*SST/binary/sentiment-dev"):
+        read_transfer(root, "SST2", expected_rows=None)
+
+
+@pytest.mark.parametrize(
+    "rel, text, message",
+    [
+        ("TREC/TREC_10.label", "FOO:bar What is it ?\n", r"TREC_10\.label:1: unknown TREC label 'FOO'"),
+        ("TREC/TREC_10.label", "NUM:dist\n", r"TREC_10\.label:1: expected 'COARSE:fine sentence'"),
+        ("SST/binary/sentiment-test", "a sentence without a label\n", r"sentiment-test:1: expected a sentence and a label"),
+        ("SST/binary/sentiment-test", "a fine film\t3\n", r"sentiment-test:1: label 3 is not 0 or 1"),
+        ("MRPC/msr_paraphrase_test.txt", "1\t1\t2\ta\tb\n", r"msr_paraphrase_test\.txt:1: expected a header"),
+        ("MRPC/msr_paraphrase_test.txt", "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n1\t1\t2\ta\n",
+         r"msr_paraphrase_test\.txt:2: expected at least 5 tab-separated fields, got 4"),
+    ],
+)
+def test_malformed_lines_are_located(tmp_path, rel, text, message):
+    root = write_synthetic_senteval(tmp_path)
+    (root / rel).write_text(text, encoding="utf-8")
+    task = rel.split("/")[0].replace("SST", "SST2")
+    with pytest.raises(DataError, match=message):
+        read_transfer(root, task, expected_rows=None)
+
+
+def test_unknown_task_and_root(tmp_path):
+    with pytest.raises(DataError, match="unknown transfer task 'SST5'"):
+        transfer_files("SST5")
+    with pytest.raises(DataError, match="neither a data mirror"):
+        resolve_transfer_root(tmp_path)
+    root = write_synthetic_senteval(tmp_path / "senteval" / "downstream")
+    assert resolve_transfer_root(tmp_path) == root
+    assert resolve_transfer_root(root) == root
+
+
+# --------------------------------------------------------------------------
+# Evaluator behaviour
+# --------------------------------------------------------------------------
+
+
+def test_modes_are_simcses():
+    assert MODES["test"] == {"kfold": 10, "nhid": 0, "optim": "adam", "batch_size": 64, "tenacity": 5, "epoch_size": 4}
+    assert MODES["fasttest"] == {
+        "kfold": 5, "nhid": 0, "optim": "rmsprop", "batch_size": 128, "tenacity": 3, "epoch_size": 2,
+    }
+    # SimCSE evaluation.py's params dict, as SentEval receives it.
+    simcse = {"task_path": "data", "usepytorch": True, "kfold": 10,
+              "classifier": {"nhid": 0, "optim": "adam", "batch_size": 64, "tenacity": 5, "epoch_size": 4}}
+    assert ClassifierParams.from_mapping(simcse) == ClassifierParams.from_mode("test")
+    with pytest.raises(KeyError, match="lr"):
+        ClassifierParams.from_mapping({"classifier": {"nhid": 0, "lr": 0.1}})
+    with pytest.raises(ValueError, match="unknown transfer mode"):
+        ClassifierParams.from_mode("dev")
+
+
+def test_each_sentence_is_encoded_once(synthetic, one_thread):
+    calls: list[list[str]] = []
+    result = evaluate_transfer(encoder(calls=calls), ["MRPC", "TREC"], mode="fasttest", data=synthetic)
+    assert len(calls) == 1
+    sent = calls[0]
+    assert len(sent) == len(set(sent))
+    expected = {s for t in ("MRPC", "TREC") for split in synthetic[t].splits.values()
+                for s in split.sentences + (split.sentences2 or [])}
+    assert set(sent) == expected
+    assert list(result["tasks"]) == ["MRPC", "TREC"]
+    assert result["avg"] == pytest.approx((result["tasks"]["MRPC"]["acc"] + result["tasks"]["TREC"]["acc"]) / 2)
+    assert result["embedding"]["unique_sentences"] == len(sent) < result["embedding"]["sentences_in_tasks"]
+    protocol = result["protocol"]
+    assert (protocol["mode"], protocol["kfold"], protocol["optim"], protocol["seed"]) == ("fasttest", 5, "rmsprop", 1111)
+    assert set(result["tasks"]["MRPC"]) == {"acc", "devacc", "f1", "ndev", "ntest"}
+    assert (result["tasks"]["TREC"]["ndev"], result["tasks"]["TREC"]["ntest"]) == (300, 60)
+
+
+def test_bad_calls(synthetic):
+    with pytest.raises(KeyError, match="unknown transfer task"):
+        evaluate_transfer(encoder(), ["SST5"], data=synthetic)
+    with pytest.raises(ValueError, match="data_root is needed"):
+        evaluate_transfer(encoder(), ["MR"])
+    with pytest.raises(ValueError, match=r"encode returned shape \(3,\)"):
+        evaluate_transfer(lambda texts: np.zeros(3), ["TREC"], data=synthetic)
+
+
+def test_fit_split_classifier_separable_and_leaves_global_rngs_alone(one_thread):
+    import torch
+
+    rng = np.random.default_rng(0)
+    centres = rng.normal(size=(3, 8)) * 5
+    def sample(n):
+        y = rng.integers(0, 3, size=n)
+        return (centres[y] + rng.normal(size=(n, 8))).astype(np.float32), y
+
+    (xtr, ytr), (xdv, ydv), (xte, yte) = sample(300), sample(60), sample(90)
+    np_state, torch_state = np.random.get_state()[1].copy(), torch.get_rng_state().clone()
+    results = {}
+    for backend in (True, False):
+        params = {**MODES["fasttest"], "usepytorch": backend}
+        results[backend] = fit_split_classifier(xtr, ytr, xdv, ydv, xte, yte, params, seed=1111)
+        assert results[backend]["acc"] == 100.0 and results[backend]["devacc"] == 100.0
+        assert (results[backend]["ndev"], results[backend]["ntest"]) == (60, 90)
+    # SentEval reseeds the global generators; ours must not disturb the caller's.
+    assert np.array_equal(np.random.get_state()[1], np_state)
+    assert torch.equal(torch.get_rng_state(), torch_state)
+    # Seeded: a second call gives the same result.
+    assert fit_split_classifier(xtr, ytr, xdv, ydv, xte, yte, MODES["fasttest"], seed=1111) == results[True]
+
+
+# --------------------------------------------------------------------------
+# Parity with SentEval
+# --------------------------------------------------------------------------
+
+
+# The four cross-validated binary tasks share one code path; in "test" mode (10 x 41
+# fits each) two of them suffice for the quick suite.
+_SLOW_SYNTHETIC = {("test", "SUBJ"), ("test", "MPQA")}
+
+
+@pytest.mark.parametrize(
+    "mode, backend, task",
+    [
+        pytest.param(mode, backend, task, marks=[pytest.mark.slow] if (mode, task) in _SLOW_SYNTHETIC else [])
+        for (mode, backend), tasks in SENTEVAL_SYNTHETIC.items()
+        for task in tasks
+    ],
+)
+def test_synthetic_parity_with_senteval(synthetic, one_thread, mode, backend, task):
+    result = evaluate_transfer(encoder(), [task], mode=mode, usepytorch=backend == "pytorch", data=synthetic)
+    _check(result["tasks"][task], SENTEVAL_SYNTHETIC[(mode, backend)][task])
+
+
+@pytest.mark.parametrize(
+    "mode, task",
+    [
+        pytest.param(mode, task, marks=[pytest.mark.slow] if (mode, task) in _SLOW_ON_MIRROR else [])
+        for mode, tasks in SENTEVAL_MIRROR.items()
+        for task in tasks
+    ],
+)
+def test_mirror_parity_with_senteval(mirror_data, one_thread, mode, task):
+    result = evaluate_transfer(encoder(), [task], mode=mode, data=mirror_data)
+    _check(result["tasks"][task], SENTEVAL_MIRROR[mode][task])
+    assert (result["tasks"][task]["ndev"], result["tasks"][task]["ntest"]) == {
+        "SST2": (872, 1821), "TREC": (5452, 500), "MRPC": (4076, 1725),
+    }.get(task, (MIRROR_SIZES[task].get("all"),) * 2)
