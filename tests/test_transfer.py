@@ -34,7 +34,6 @@ from aoe.data.transfer import (
     EXPECTED_ROWS,
     TRANSFER_TASKS,
     TransferData,
-    TransferSplit,
     read_transfer,
     resolve_transfer_root,
     transfer_files,
@@ -247,16 +246,27 @@ MIRROR_SIZES = {
     "MRPC": {"train": 4076, "test": 1725},
 }
 MIRROR_FIRST = {
-    "MR": ("the rock is destined to be the 21st century 's new `` conan `` and that he 's going to make a splash "
-           "even greater than arnold schwarzenegger , jean-claud van damme or steven segal .", 1, None),
+    "MR": (
+        (
+            "the rock is destined to be the 21st century 's new `` conan `` and that he 's going to make a splash "
+            "even greater than arnold schwarzenegger , jean-claud van damme or steven segal ."
+        ),
+        1,
+        None,
+    ),
     "CR": ("im a more happier person after discovering the i/p button ! .", 1, None),
     "SUBJ": ("the movie begins in the past where a young boy named sam attempts to save celebi from a hunter .", 1, None),
     "MPQA": ("are also being encouraged", 1, None),
     "SST2": ("hide new secretions from the parental units", 0, None),
     "TREC": ("How did serfdom develop in and then leave Russia ?", 1, None),
-    "MRPC": ("Amrozi accused his brother , whom he called \" the witness \" , of deliberately distorting his evidence .", 1,
-             "Referring to him as only \" the witness \" , Amrozi accused his brother of deliberately distorting his "
-             "evidence ."),
+    "MRPC": (
+        "Amrozi accused his brother , whom he called \" the witness \" , of deliberately distorting his evidence .",
+        1,
+        (
+            "Referring to him as only \" the witness \" , Amrozi accused his brother of deliberately distorting his "
+            "evidence ."
+        ),
+    ),
 }
 
 
@@ -301,7 +311,7 @@ def test_mirror_sizes_and_first_rows(mirror_data, task):
     assert (first.sentences2[0] if data.pair else None) == second
     assert data.pair == (task == "MRPC")
     assert data.n_classes == (6 if task == "TREC" else 2)
-    assert set(y for s in data.splits.values() for y in s.labels) == set(range(data.n_classes))
+    assert {y for s in data.splits.values() for y in s.labels} == set(range(data.n_classes))
     assert list(data.files) == transfer_files(task)
 
 

@@ -34,9 +34,9 @@ and line, and every file's row count is checked against the published one.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
 
 from aoe.data.io import DataError
 

@@ -41,8 +41,9 @@ import inspect
 import math
 import re
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -52,16 +53,23 @@ from sklearn.metrics import f1_score
 from sklearn.model_selection import StratifiedKFold
 from torch import nn
 
-from aoe.data.transfer import TRANSFER_TASKS, TransferData, TransferSplit, read_transfer, resolve_transfer_root
+from aoe.data.transfer import (
+    TRANSFER_TASKS,
+    TransferData,
+    TransferSplit,
+    read_transfer,
+    resolve_transfer_root,
+)
 
 __all__ = [
-    "TASKS",
     "MODES",
+    "TASKS",
     "ClassifierParams",
+    "TorchClassifier",
     "evaluate_transfer",
     "fit_split_classifier",
-    "kfold_classifier",
     "inner_kfold_classifier",
+    "kfold_classifier",
 ]
 
 TASKS: tuple[str, ...] = TRANSFER_TASKS
@@ -122,14 +130,14 @@ class ClassifierParams:
     noreg: bool = False
 
     @classmethod
-    def from_mode(cls, mode: str, usepytorch: bool = True) -> "ClassifierParams":
+    def from_mode(cls, mode: str, usepytorch: bool = True) -> ClassifierParams:
         """SimCSE's settings for ``mode`` ("test" or "fasttest")."""
         if mode not in MODES:
             raise ValueError(f"unknown transfer mode {mode!r}; valid: {', '.join(MODES)}")
         return cls(usepytorch=usepytorch, **MODES[mode])
 
     @classmethod
-    def from_mapping(cls, params: Mapping[str, Any]) -> "ClassifierParams":
+    def from_mapping(cls, params: Mapping[str, Any]) -> ClassifierParams:
         """Accept SentEval-style params: flat, or with the classifier settings under ``"classifier"``.
 
         Keys SentEval ignores for classification (``task_path``, ``seed``,
@@ -422,8 +430,8 @@ def fit_split_classifier(
         "devacc": float(best_score),
         "acc": float(round(100 * best_clf.score(X_test, y_test), 2)),
         "reg": best_reg,
-        "ndev": int(len(y_dev)),
-        "ntest": int(len(y_test)),
+        "ndev": len(y_dev),
+        "ntest": len(y_test),
     }
 
 
