@@ -20,6 +20,7 @@ from aoe.data.sts import STS_DATASETS, STS_TASKS, resolve_downstream_root, sts_f
 from aoe.data.glue import HUB_PAIR_SETS
 from aoe.data.nli import NLI_MIRROR_FILES
 from aoe.data.transfer import transfer_files
+from aoe.evaluate.nli_probe import probe_inputs
 from aoe.data.pairsets import ALLNLI_FILE, SOURCES, mirror_sources, upstream_url
 
 validate(config, workflow.source_path("../schemas/config.schema.yaml"))

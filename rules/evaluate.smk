@@ -118,3 +118,35 @@ rule evaluate_transfer:
         "../envs/torch.yaml"
     script:
         "../workflow_scripts/evaluate_transfer.py"
+
+
+rule evaluate_nli_probe:
+    input:
+        model=get_model_dir,
+        tables=[f"results/data/{t}.nli3.parquet" for t in probe_inputs(config["evaluation"]["nli_probe"]["protocol"])],
+    output:
+        "results/eval/{backbone}/{objective}/{trainset}/seed{seed}/nli_probe.json",
+    params:
+        protocol=config["evaluation"]["nli_probe"]["protocol"],
+        mode=config["evaluation"]["nli_probe"]["mode"],
+        pooling=lambda wildcards: config["backbones"][wildcards.backbone].get("pooling", "cls")
+        if wildcards.objective == PRETRAINED
+        else None,
+        batch_size=config["evaluation"]["sts"]["batch_size"],
+        max_length=config["evaluation"]["sts"]["max_length"],
+        cell=lambda wildcards: dict(wildcards),
+        cache_root=config["evaluation"]["embedding_cache"],
+    threads: 2
+    resources:
+        gpu=1,
+        cpus_per_gpu=2,
+        mem_mb=64000,
+        runtime=240,
+    log:
+        "results/logs/evaluate_nli_probe/{backbone}/{objective}/{trainset}/seed{seed}.log",
+    benchmark:
+        "results/benchmarks/evaluate_nli_probe/{backbone}/{objective}/{trainset}/seed{seed}.tsv"
+    conda:
+        "../envs/torch.yaml"
+    script:
+        "../workflow_scripts/evaluate_nli_probe.py"

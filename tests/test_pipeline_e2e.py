@@ -88,6 +88,15 @@ def test_transfer_tasks(ci_run):
         assert result["protocol"]["mode"] == "fasttest"
 
 
+def test_nli_probe(ci_run):
+    work, _ = ci_run
+    result = json.loads((work / "results/eval/minilm-l6/pretrained/none/seed0/nli_probe.json").read_text())
+    assert set(result["sets"]) == {"SNLI", "MNLI-m", "MNLI-mm"}
+    assert result["protocol"]["split_protocol"] == "heldout" and result["protocol"]["text"] == "premise [SEP] hypothesis"
+    # 3 balanced-ish classes: a frozen sentence encoder is well above chance, far below a trained NLI model
+    assert 40 < result["summary"]["SNLI"] < 90 and 40 < result["summary"]["MultiNLI"] < 90
+
+
 def test_rerun_has_nothing_to_do(ci_run):
     work, env = ci_run
     out = snakemake(work, "-n", "--configfile", "presets/ci.yaml", env=env)

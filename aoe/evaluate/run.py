@@ -13,7 +13,7 @@ from aoe.evaluate.sts import TASKS, evaluate_sts
 from aoe.jsonio import write_json_atomic
 from aoe.provenance import library_versions
 
-__all__ = ["run_sts_evaluation", "run_retrieval_evaluation", "run_transfer_evaluation", "cached_encoder"]
+__all__ = ["run_sts_evaluation", "run_retrieval_evaluation", "run_transfer_evaluation", "run_nli_probe", "cached_encoder"]
 
 
 def run_sts_evaluation(
@@ -174,6 +174,41 @@ def run_transfer_evaluation(
         "root": str(root),
         "files": {rel: sha256_file(root / rel) for t in wanted for rel in data[t].files},
     }
+    result["versions"] = library_versions()
+    result["device"] = str(encoder.device)
+    result["slurm_job_id"] = os.environ.get("SLURM_JOB_ID")
+    result["wall_seconds"] = time.perf_counter() - start
+    write_json_atomic(result, out)
+    return result
+
+
+def run_nli_probe(
+    model_dir: str | os.PathLike,
+    tables: list[str],
+    out: str | os.PathLike,
+    protocol: str = "heldout",
+    mode: str = "test",
+    pooling: str | None = None,
+    batch_size: int = 64,
+    max_length: int = 512,
+    cell: dict | None = None,
+    cache_root: str | os.PathLike | None = None,
+    device: str | None = None,
+) -> dict:
+    """NLI probe (aoe.evaluate.nli_probe) of ``model_dir`` on nli3 ``tables`` (results/data/{ds}/{split}.nli3.parquet)."""
+    from aoe.data.io import sha256_file
+    from aoe.evaluate.nli_probe import nli_probe, probe_sets
+
+    start = time.perf_counter()
+    by_name = {f"{Path(t).parent.name}/{Path(t).name.split('.')[0]}": pd.read_parquet(t) for t in tables}
+    sets = probe_sets(protocol, by_name)
+    encoder, encode, cache = cached_encoder(model_dir, pooling, batch_size, max_length, cache_root, device)
+    result = nli_probe(encode, sets, sep=encoder.tokenizer.sep_token, mode=mode)
+    result["protocol"] = {**result["protocol"], "split_protocol": protocol, "pooling": encoder.pooling, "max_length": max_length}
+    if cache is not None:
+        result["embedding"]["cache"] = {"dir": str(cache.dir), "hit": cache.hit}
+    result["model"] = _model_record(model_dir, cell)
+    result["data"] = {str(t): sha256_file(t) for t in tables}
     result["versions"] = library_versions()
     result["device"] = str(encoder.device)
     result["slurm_job_id"] = os.environ.get("SLURM_JOB_ID")
