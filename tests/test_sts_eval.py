@@ -11,7 +11,7 @@ from scipy.spatial.distance import cosine as scipy_cosine_distance
 from scipy.stats import spearmanr
 from sklearn.metrics.pairwise import cosine_similarity
 
-from aoe.evaluate.sts import TASKS, cosine_rows, evaluate_sts, sts_scores
+from aoe.evaluate.sts import PROTOCOL, TASKS, cosine_rows, evaluate_sts, sts_scores
 
 DIM = 24
 
@@ -262,6 +262,16 @@ def test_run_sts_evaluation_writes_the_result(tables, tiny_bert, tmp_path):
     sims = cosine_rows(enc.encode(list(t.sentence1), max_length=32), enc.encode(list(t.sentence2), max_length=32))
     assert result["tasks"]["STSB"]["spearman"] == pytest.approx(100 * spearmanr(sims, t["score"]).statistic, abs=1e-6)
     assert sorted(p.name for p in out.parent.iterdir()) == ["sts.json"]
+
+    # through the embedding cache: the first run embeds, a later job reads the same set back
+    cached = [
+        run_sts_evaluation(tiny_bert, table_paths, manifests, tmp_path / f"c{i}.json", pooling="cls", batch_size=4,
+                           max_length=32, device="cpu", cache_root=tmp_path / "emb")
+        for i in range(2)
+    ]
+    assert [c["embedding"]["cache"]["hit"] for c in cached] == [False, True]
+    assert cached[0]["tasks"] == cached[1]["tasks"] == result["tasks"]
+    assert result["protocol"]["batch_size"] == 4 and "batch_size" not in PROTOCOL
 
     with pytest.raises(KeyError, match="sickr"):
         run_sts_evaluation(tiny_bert, table_paths[:-1], manifests[:-1], tmp_path / "x.json", pooling="cls", device="cpu")

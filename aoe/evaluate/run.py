@@ -34,8 +34,6 @@ def run_sts_evaluation(
     With ``cache_root``, the embeddings go through the model's on-disk cache
     (:mod:`aoe.evaluate.embcache`), where the STS figures of the same model find them.
     """
-    from aoe.models import Encoder
-
     start = time.perf_counter()
     by_dataset = {}
     for table, manifest in zip(tables, manifests, strict=True):
@@ -45,34 +43,11 @@ def run_sts_evaluation(
     missing = [TASKS[t] for t in wanted if TASKS.get(t) not in by_dataset]
     if missing:
         raise KeyError(f"STS evaluation: no prepared test table for {missing}")
-    encoder = Encoder(model_dir, pooling=pooling, device=device)
-    encode = lambda texts: encoder.encode(texts, batch_size=batch_size, max_length=max_length, progress=True)  # noqa: E731
-    cache = None
-    if cache_root is not None:
-        from aoe.evaluate.embcache import EmbeddingCache, model_key
-
-        key, record = model_key(model_dir, pooling=encoder.pooling, max_length=max_length)
-        cache = EmbeddingCache(cache_root, key, record, encode)
-        encode = cache.encode
+    encoder, encode, cache = cached_encoder(model_dir, pooling, batch_size, max_length, cache_root, device)
     result = evaluate_sts(encode, {task: by_dataset[TASKS[task]][0] for task in wanted}, tasks=wanted)
-    if cache is not None:
-        result["embedding"]["cache"] = {"dir": str(cache.dir), "hit": cache.hit}
-    result["protocol"] = {**result["protocol"], "pooling": encoder.pooling, "max_length": max_length, "batch_size": batch_size}
-    recorded = Path(model_dir) / "aoe_config.json"
-    backbone = Path(model_dir) / "backbone.json"
-    result["model"] = {
-        "path": str(model_dir),
-        "cell": cell,
-        "trained": recorded.is_file(),
-        "backbone": json.loads(backbone.read_text()) if backbone.is_file() else None,
-    }
+    result["protocol"] = {**result["protocol"], "batch_size": batch_size}  # PROTOCOL itself stays untouched
     result["data"] = {d: {"table_sha256": m["table_sha256"], "rows": m["rows"]} for d, (_, m) in by_dataset.items()}
-    result["versions"] = library_versions()
-    result["device"] = str(encoder.device)
-    result["slurm_job_id"] = os.environ.get("SLURM_JOB_ID")
-    result["wall_seconds"] = time.perf_counter() - start
-    write_json_atomic(result, out)
-    return result
+    return _finish(result, model_dir, cell, encoder, cache, max_length, start, out)
 
 
 def cached_encoder(model_dir, pooling, batch_size, max_length, cache_root, device=None):
@@ -104,6 +79,20 @@ def _model_record(model_dir, cell) -> dict:
     }
 
 
+def _finish(result: dict, model_dir, cell, encoder, cache, max_length: int, start: float, out) -> dict:
+    """Add what every result records (model, embedding settings, versions, device, job, time) and write it."""
+    result["protocol"] = {**result["protocol"], "pooling": encoder.pooling, "max_length": max_length}
+    if cache is not None:
+        result.setdefault("embedding", {})["cache"] = {"dir": str(cache.dir), "hit": cache.hit}
+    result["model"] = _model_record(model_dir, cell)
+    result["versions"] = library_versions()
+    result["device"] = str(encoder.device)
+    result["slurm_job_id"] = os.environ.get("SLURM_JOB_ID")
+    result["wall_seconds"] = time.perf_counter() - start
+    write_json_atomic(result, out)
+    return result
+
+
 def run_retrieval_evaluation(
     model_dir: str | os.PathLike,
     table: str | os.PathLike,
@@ -123,17 +112,8 @@ def run_retrieval_evaluation(
     meta = json.loads(Path(manifest).read_text())
     encoder, encode, cache = cached_encoder(model_dir, pooling, batch_size, max_length, cache_root, device)
     result = flickr_strict_accuracy(encode, pd.read_parquet(table))
-    result["protocol"] = {**result["protocol"], "pooling": encoder.pooling, "max_length": max_length}
-    if cache is not None:
-        result["embedding"]["cache"] = {"dir": str(cache.dir), "hit": cache.hit}
-    result["model"] = _model_record(model_dir, cell)
     result["data"] = {"dataset": meta["dataset"], "split": meta["split"], "tables": meta["tables"]}
-    result["versions"] = library_versions()
-    result["device"] = str(encoder.device)
-    result["slurm_job_id"] = os.environ.get("SLURM_JOB_ID")
-    result["wall_seconds"] = time.perf_counter() - start
-    write_json_atomic(result, out)
-    return result
+    return _finish(result, model_dir, cell, encoder, cache, max_length, start, out)
 
 
 def run_transfer_evaluation(
@@ -166,20 +146,11 @@ def run_transfer_evaluation(
         result["tasks"].setdefault(t, None)
     if len(wanted) != len(TRANSFER_TASKS):
         result["avg_requested"], result["avg"] = result["avg"], None
-    result["protocol"] = {**result["protocol"], "pooling": encoder.pooling, "max_length": max_length}
-    if cache is not None:
-        result["embedding"]["cache"] = {"dir": str(cache.dir), "hit": cache.hit}
-    result["model"] = _model_record(model_dir, cell)
     result["data"] = {
         "root": str(root),
         "files": {rel: sha256_file(root / rel) for t in wanted for rel in data[t].files},
     }
-    result["versions"] = library_versions()
-    result["device"] = str(encoder.device)
-    result["slurm_job_id"] = os.environ.get("SLURM_JOB_ID")
-    result["wall_seconds"] = time.perf_counter() - start
-    write_json_atomic(result, out)
-    return result
+    return _finish(result, model_dir, cell, encoder, cache, max_length, start, out)
 
 
 def run_nli_probe(
@@ -204,14 +175,6 @@ def run_nli_probe(
     sets = probe_sets(protocol, by_name)
     encoder, encode, cache = cached_encoder(model_dir, pooling, batch_size, max_length, cache_root, device)
     result = nli_probe(encode, sets, sep=encoder.tokenizer.sep_token, mode=mode)
-    result["protocol"] = {**result["protocol"], "split_protocol": protocol, "pooling": encoder.pooling, "max_length": max_length}
-    if cache is not None:
-        result["embedding"]["cache"] = {"dir": str(cache.dir), "hit": cache.hit}
-    result["model"] = _model_record(model_dir, cell)
+    result["protocol"]["split_protocol"] = protocol
     result["data"] = {str(t): sha256_file(t) for t in tables}
-    result["versions"] = library_versions()
-    result["device"] = str(encoder.device)
-    result["slurm_job_id"] = os.environ.get("SLURM_JOB_ID")
-    result["wall_seconds"] = time.perf_counter() - start
-    write_json_atomic(result, out)
-    return result
+    return _finish(result, model_dir, cell, encoder, cache, max_length, start, out)
