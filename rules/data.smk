@@ -12,7 +12,7 @@ rule download_senteval:
     params:
         url=config["data"]["senteval_archive_url"],
         sha256=config["data"]["senteval_archive_sha256"],
-        cache_dir="results/downloads/senteval",
+        cache_dir=lambda wildcards, output: str(Path(output[0]).parent),
     log:
         "results/logs/download_senteval.log",
     conda:

@@ -123,3 +123,9 @@ def test_full_paper_config_plans(tmp_path):
     # no mirror: the SentEval archive is downloaded by a local rule; 5 seeds of BERT-base
     assert "download_senteval        1" in out.stdout
     assert "train                    5" in out.stdout
+
+
+def test_workflow_passes_snakemake_lint(tmp_path):
+    work = copy_workflow(tmp_path / "wf")
+    out = snakemake(work, "--lint", env={"AOE_DATA_MIRROR": ""})
+    assert out.returncode == 0 and "good condition" in out.stdout, out.stdout[-3000:]
