@@ -64,3 +64,19 @@ rule analysis:
 rule tables:
     input:
         expand("results/tables/{table}.tex", table=enabled_tables(config)),
+
+
+rule figures:
+    input:
+        [f for f in GIS_RESULTS if f.startswith("results/figures/")],
+
+
+# One target per table, named after its config key's first part: `snakemake table2` builds
+# results/tables/table2_stsb.tex and only what it needs.
+for _table in enabled_tables(config):
+
+    rule:
+        name:
+            _table.split("_")[0]
+        input:
+            f"results/tables/{_table}.tex",

@@ -108,12 +108,13 @@ def test_missing_mirror_file_is_named(tmp_path):
 
 @needs_mirror
 def test_one_table_plans_only_its_jobs(tmp_path):
-    out = _dry_run(tmp_path, "{}\n", "results/tables/table2_stsb.tex")
+    out = _dry_run(tmp_path, "{}\n", "table2")  # the per-table target
     assert out.returncode == 0, out.stdout[-3000:]
     stats = out.stdout.split("Job stats:")[1]
     # STS-B training set + 7 test tables; one trained model + the pretrained backbone
     assert "prepare_sts           8" in stats and "train                 1" in stats
     assert "evaluate_sts          2" in stats and "table                 1" in stats
+    assert "table2                1" in stats and "gis" not in stats and "saturation" not in stats
 
 
 def test_full_paper_config_plans(tmp_path):
