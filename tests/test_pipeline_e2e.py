@@ -101,3 +101,27 @@ def test_rerun_has_nothing_to_do(ci_run):
     work, env = ci_run
     out = snakemake(work, "-n", "--configfile", "presets/ci.yaml", env=env)
     assert out.returncode == 0 and "Nothing to be done" in out.stdout, out.stdout[-3000:]
+
+
+def test_changing_table_code_reruns_only_tables(ci_run):
+    """Snakemake's code and params rerun triggers: rendering changes never retrain or re-embed."""
+    work, env = ci_run
+    script = work / "workflow_scripts" / "make_table.py"
+    original = script.read_text()
+    try:
+        script.write_text(original + "\n# a rendering change\n")
+        out = snakemake(work, "-n", "--configfile", "presets/ci.yaml", env=env)
+        assert out.returncode == 0, out.stdout[-3000:]
+        stats = out.stdout.split("Job stats:")[1].split("Reasons:")[0]
+        jobs = {line.split()[0] for line in stats.splitlines()[3:] if line.strip() and line.split()[0] != "total"}
+        assert jobs == {"table", "all"}, stats
+        assert "Code has changed since last execution" in out.stdout
+        # a caption is a table parameter: the same, and only tables
+        (work / "caption.yaml").write_text("tables:\n  table2_stsb:\n    caption: another caption\n")
+        script.write_text(original)
+        out = snakemake(work, "-n", "--configfile", "presets/ci.yaml", "caption.yaml", env=env)
+        stats = out.stdout.split("Job stats:")[1].split("Reasons:")[0]
+        jobs = {line.split()[0] for line in stats.splitlines()[3:] if line.strip() and line.split()[0] != "total"}
+        assert jobs == {"table", "all"}, stats
+    finally:
+        script.write_text(original)
