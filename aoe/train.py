@@ -49,7 +49,7 @@ from aoe.models import POOLINGS, embed
 from aoe.provenance import library_versions
 from aoe.tokens import load_token_cache
 
-__all__ = ["TrainConfig", "train", "epoch_batches", "checkpoint_dir"]
+__all__ = ["TrainConfig", "train", "epoch_batches", "checkpoint_dir", "num_warmup_steps"]
 
 
 @dataclass
@@ -66,6 +66,7 @@ class TrainConfig:
     epochs: int = 1
     max_steps: int = 0  # > 0 overrides epochs
     warmup_ratio: float = 0.0
+    warmup_steps: int = 0  # > 0 overrides warmup_ratio (the official NLI recipe gives steps)
     weight_decay: float = 0.0
     max_grad_norm: float = 1.0
     gradient_accumulation_steps: int = 1
@@ -92,6 +93,11 @@ class TrainConfig:
     def fingerprint(self) -> str:
         """Identity of the run, to refuse resuming a checkpoint of another configuration."""
         return hashlib.sha256(json.dumps(asdict(self), sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def num_warmup_steps(cfg: TrainConfig, total_steps: int) -> int:
+    """Linear warm-up length: ``warmup_steps`` when set, else ``warmup_ratio`` of the run."""
+    return min(cfg.warmup_steps, total_steps) if cfg.warmup_steps > 0 else int(cfg.warmup_ratio * total_steps)
 
 
 def epoch_batches(n: int, batch_size: int, seed: int, epoch: int, lengths: list[int] | None = None) -> list[list[int]]:
@@ -221,7 +227,7 @@ def train(
     optimizer = torch.optim.AdamW(groups, lr=cfg.learning_rate)
     steps_per_epoch = len(data) // cfg.batch_size
     total_steps = cfg.max_steps if cfg.max_steps > 0 else cfg.epochs * steps_per_epoch
-    scheduler = get_linear_schedule_with_warmup(optimizer, int(cfg.warmup_ratio * total_steps), total_steps)
+    scheduler = get_linear_schedule_with_warmup(optimizer, num_warmup_steps(cfg, total_steps), total_steps)
     # The scheduler is stepped once per optimizer step by this loop, so it is only
     # registered for checkpointing (a prepared scheduler would step once per process).
     module, optimizer = accelerator.prepare(module, optimizer)

@@ -295,3 +295,11 @@ def test_bf16_mixed_precision_runs_on_cpu(data, tmp_path):
     assert json.loads((out / "aoe_config.json").read_text())["train"]["mixed_precision"] == "bf16"
     assert [m["step"] for m in _metrics(out)] == [1, 2]
     assert all(math.isfinite(m["loss"]) for m in _metrics(out))
+
+
+def test_warmup_steps_override_the_ratio():
+    from aoe.train import TrainConfig, num_warmup_steps
+
+    assert num_warmup_steps(TrainConfig(objective="aoe", warmup_ratio=0.1), 380) == 38
+    assert num_warmup_steps(TrainConfig(objective="aoe", warmup_ratio=0.1, warmup_steps=50), 380) == 50
+    assert num_warmup_steps(TrainConfig(objective="aoe", warmup_steps=50), 20) == 20  # never past the end

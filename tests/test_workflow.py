@@ -45,12 +45,27 @@ def test_train_params_merge_trainset_backbone_and_objective():
     TrainConfig(**params)  # every resolved key is a TrainConfig field
 
 
+def test_nli_recipe_is_the_official_one():
+    config = _validated_config()
+    params = train_params(config, "bert-base-uncased", "aoe", "nli", 42)
+    assert params["objective_overrides"]["weights"] == {"angle": 1.0, "contrastive": 30.0}  # ibn_w 30, angle_w 1
+    assert params["learning_rate"] == 5e-5 and params["max_length"] == 128 and params["warmup_steps"] == 50
+    assert params["format"] == "pairs"
+    # other objectives on NLI keep their own weights and pick their own format
+    assert "weights" not in train_params(config, "bert-base-uncased", "sbert", "nli", 42)["objective_overrides"]
+    assert train_params(config, "bert-base-uncased", "sbert", "nli", 42)["format"] == "nli3"
+    assert train_params(config, "bert-base-uncased", "simcse_sup", "nli", 42)["format"] == "triplets"
+
+
 @pytest.mark.parametrize(
     "overrides, message",
     [
         ({"runs": [{"backbone": "nope", "trainset": "stsb", "objectives": ["aoe"], "seeds": [1]}]}, "runs[0].backbone: unknown backbone 'nope'"),
         ({"runs": [{"backbone": "minilm-l6", "trainset": "stsb", "objectives": ["aoee"], "seeds": [1]}]}, "unknown objective 'aoee'"),
-        ({"runs": [{"backbone": "minilm-l6", "trainset": "nli", "objectives": ["aoe"], "seeds": [1]}]}, "unknown train set 'nli'"),
+        ({"runs": [{"backbone": "minilm-l6", "trainset": "quora", "objectives": ["aoe"], "seeds": [1]}]}, "unknown train set 'quora'"),
+        ({"trainsets": {"nli": {"split": "dev"}}}, "trainsets.nli: dataset 'allnli' has no split 'dev'"),
+        ({"trainsets": {"mrpc": {"formats": ["pairs", "triplets"]}}}, "trainsets.mrpc.formats: mrpc provides ['pairs'], not ['triplets']"),
+        ({"analysis": {"saturation": {"backbones": ["nope"]}}}, "analysis.saturation.backbones: unknown backbone 'nope'"),
         ({"tables": {"table2_stsb": {"backbones": ["minilm-l6"]}}}, "tables.table2_stsb: no run trains backbone 'minilm-l6'"),
     ],
 )
