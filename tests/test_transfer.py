@@ -1,6 +1,6 @@
 """SentEval transfer tasks: readers, protocol, and parity with SimCSE's SentEval.
 
-Expected numbers were obtained on 2026-11-23 by running SimCSE's fork of SentEval
+Expected numbers were obtained on 2026-11-22 by running SimCSE's fork of SentEval
 (princeton-nlp/SimCSE at commit 49fa580, folder SentEval/, extracted to /tmp beside
 the project and never copied into it) on this machine's CPU, with the repository's
 virtual environment (torch 2.13.0+cpu, scikit-learn 1.9.1, numpy 2.4.6), one torch
