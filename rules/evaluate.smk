@@ -129,6 +129,7 @@ rule evaluate_nli_probe:
     params:
         protocol=config["evaluation"]["nli_probe"]["protocol"],
         mode=config["evaluation"]["nli_probe"]["mode"],
+        max_rows=config["evaluation"]["nli_probe"]["max_rows"],
         pooling=lambda wildcards: config["backbones"][wildcards.backbone].get("pooling", "cls")
         if wildcards.objective == PRETRAINED
         else None,

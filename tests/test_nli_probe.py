@@ -30,6 +30,8 @@ def test_heldout_split_is_a_seeded_partition():
     again = heldout_split(table.sample(frac=1, random_state=0), seed=1)
     assert set(again["test"]["pair_id"]) == ids[2]
     assert set(heldout_split(table, seed=2)["test"]["pair_id"]) != ids[2]
+    small = probe_sets("heldout", {"snli/test": table, "mnli/dev_matched": table, "mnli/dev_mismatched": table}, max_rows=300)
+    assert sum(len(p) for p in small["SNLI"].values()) == 300
 
 
 def test_paper_protocol_trains_on_the_nli_training_rows():

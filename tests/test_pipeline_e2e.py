@@ -93,6 +93,7 @@ def test_nli_probe(ci_run):
     work, _ = ci_run
     result = json.loads((work / "results/eval/minilm-l6/pretrained/none/seed0/nli_probe.json").read_text())
     assert set(result["sets"]) == {"SNLI", "MNLI-m", "MNLI-mm"}
+    assert result["protocol"]["max_rows"] == 2000 and sum(s["ntest"] for s in result["sets"].values()) < 1500
     assert result["protocol"]["split_protocol"] == "heldout" and result["protocol"]["text"] == "premise [SEP] hypothesis"
     # 3 balanced-ish classes: a frozen sentence encoder is well above chance, far below a trained NLI model
     assert 40 < result["summary"]["SNLI"] < 90 and 40 < result["summary"]["MultiNLI"] < 90

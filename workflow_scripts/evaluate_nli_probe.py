@@ -17,6 +17,7 @@ run_nli_probe(
     out=snakemake.output[0],
     protocol=p.protocol,
     mode=p.mode,
+    max_rows=p.max_rows,
     pooling=p.pooling,
     batch_size=p.batch_size,
     max_length=p.max_length,

@@ -97,10 +97,19 @@ def nli_probe(
     }
 
 
-def probe_sets(protocol: str, tables: Mapping[str, pd.DataFrame], seed: int = 1111, mnli_dev_rows: int = 10000) -> dict:
-    """Train/dev/test tables per probe set, from nli3 tables keyed ``dataset/split`` (see the module docstring)."""
+def probe_sets(
+    protocol: str, tables: Mapping[str, pd.DataFrame], seed: int = 1111, mnli_dev_rows: int = 10000, max_rows: int | None = None
+) -> dict:
+    """Train/dev/test tables per probe set, from nli3 tables keyed ``dataset/split`` (see the module docstring).
+
+    ``max_rows`` (held-out protocol only) keeps a seeded subset of each source table, for quick CPU runs.
+    """
     if protocol == "heldout":
-        return {name: heldout_split(tables[f"{ds}/{split}"], seed) for name, (ds, split) in PROBE_SETS.items()}
+        def source(ds: str, split: str) -> pd.DataFrame:
+            t = tables[f"{ds}/{split}"]
+            return t.sample(n=max_rows, random_state=seed).sort_index() if max_rows and len(t) > max_rows else t
+
+        return {name: heldout_split(source(ds, split), seed) for name, (ds, split) in PROBE_SETS.items()}
     if protocol != "paper":
         raise ValueError(f"unknown NLI probe protocol {protocol!r}; valid: paper, heldout")
     train = tables["allnli/train"]

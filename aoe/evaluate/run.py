@@ -159,6 +159,7 @@ def run_nli_probe(
     out: str | os.PathLike,
     protocol: str = "heldout",
     mode: str = "test",
+    max_rows: int | None = None,
     pooling: str | None = None,
     batch_size: int = 64,
     max_length: int = 512,
@@ -172,9 +173,10 @@ def run_nli_probe(
 
     start = time.perf_counter()
     by_name = {f"{Path(t).parent.name}/{Path(t).name.split('.')[0]}": pd.read_parquet(t) for t in tables}
-    sets = probe_sets(protocol, by_name)
+    sets = probe_sets(protocol, by_name, max_rows=max_rows)
     encoder, encode, cache = cached_encoder(model_dir, pooling, batch_size, max_length, cache_root, device)
     result = nli_probe(encode, sets, sep=encoder.tokenizer.sep_token, mode=mode)
     result["protocol"]["split_protocol"] = protocol
+    result["protocol"]["max_rows"] = max_rows
     result["data"] = {str(t): sha256_file(t) for t in tables}
     return _finish(result, model_dir, cell, encoder, cache, max_length, start, out)
