@@ -60,4 +60,5 @@ def mirror() -> Path:
     root = Path(configured) if configured else REPO_ROOT.parent / "shared" / "data"
     if not root.is_dir():
         pytest.skip(f"data mirror not found at {root} (set AOE_DATA_MIRROR to the mirror root)")
-    return root
+    # absolute: tests hand it to workflows running in other folders (CI sets a relative path)
+    return root.resolve()
