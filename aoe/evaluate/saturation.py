@@ -74,14 +74,14 @@ def run_saturation(
     """
     import json
 
-    from aoe.models import Encoder
+    from aoe.evaluate.run import cached_encoder
 
     start = time.perf_counter()
     df = pd.read_parquet(table)
     if max_pairs is not None and len(df) > max_pairs:
         df = df.sample(n=max_pairs, random_state=seed).sort_index()
-    encoder = Encoder(model_dir, pooling=pooling)
-    result = saturation_stats(lambda t: encoder.encode(t, batch_size=batch_size, max_length=max_length, progress=True), df)
+    encoder, encode, _ = cached_encoder(model_dir, pooling, batch_size, max_length, cache_root=None)
+    result = saturation_stats(encode, df)
     meta = json.loads(Path(manifest).read_text())
     result.update(
         {
