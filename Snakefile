@@ -34,6 +34,8 @@ include: "rules/train.smk"
 include: "rules/evaluate.smk"
 include: "rules/tables.smk"
 include: "rules/gis.smk"
+include: "rules/mteb.smk"
+include: "rules/figures.smk"
 
 
 rule all:
@@ -43,6 +45,7 @@ rule all:
         EVAL_RESULTS,
         SATURATION_RESULTS,
         GIS_RESULTS,
+        FIGURE_RESULTS,
 
 
 rule train_all:
@@ -69,6 +72,7 @@ rule tables:
 rule figures:
     input:
         [f for f in GIS_RESULTS if f.startswith("results/figures/")],
+        FIGURE_RESULTS,
 
 
 # One target per table, named after its config key's first part: `snakemake table2` builds

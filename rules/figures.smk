@@ -1,0 +1,2 @@
+# Figures from trained models' embeddings: being written.
+FIGURE_RESULTS = []

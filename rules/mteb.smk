@@ -1,0 +1,1 @@
+# MTEB evaluation (rule evaluate_mteb): being written.
