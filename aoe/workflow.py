@@ -19,11 +19,20 @@ __all__ = [
     "eval_cells",
     "table_cells",
     "enabled_tables",
+    "TABLE_KINDS",
+    "TableRow",
+    "table_rows",
+    "table_inputs",
+    "suite_results",
+    "table_target",
+    "indomain_cells",
     "train_params",
     "start_log",
 ]
 
 PRETRAINED = "pretrained"  # objective of a backbone evaluated as downloaded
+# rule names a table's target must not take
+RESERVED_TARGETS = frozenset({"all", "table", "tables", "figures", "analysis", "evaluate", "train", "train_all", "report"})
 NO_TRAINSET = "none"
 PRETRAINED_SEED = 0
 
@@ -68,8 +77,9 @@ def check_config(config: dict) -> None:
                 raise ConfigError(
                     f"{where}.objectives: unknown objective {obj!r}; known: {sorted(set(objectives) | set(OBJECTIVES))}"
                 )
+            base = objectives.get(obj, {}).get("base", obj)
             try:
-                resolve_format(obj, trainsets[run["trainset"]].get("formats", ["pairs"]), objectives.get(obj))
+                resolve_format(base, trainsets[run["trainset"]].get("formats", ["pairs"]), objectives.get(base))
             except ValueError as err:
                 raise ConfigError(f"{where}: {err} (trainsets.{run['trainset']}.formats)") from None
     for name, spec in backbones.items():
@@ -100,17 +110,58 @@ def check_config(config: dict) -> None:
         splits = STS_SPLITS.get(sat["dataset"]) or SOURCES.get(sat["dataset"], {})
         if sat["split"] not in splits:
             raise ConfigError(f"analysis.saturation: dataset {sat['dataset']!r} has no split {sat['split']!r}")
-    trained = {(c.backbone, c.objective, c.trainset) for c in run_cells(config)}
+    for name, spec in objectives.items():
+        base = spec.get("base")
+        if base is not None and base not in objectives and base not in OBJECTIVES:
+            raise ConfigError(f"objectives.{name}.base: unknown objective {base!r}")
+    trained_seeds = {}
+    for c in run_cells(config):
+        trained_seeds.setdefault((c.backbone, c.objective, c.trainset), set()).add(c.seed)
+    targets: dict[str, str] = {}
+    for name in enabled_tables(config):
+        target = table_target(name)
+        if target in targets:
+            raise ConfigError(f"tables.{name}: its target {target!r} is also the target of tables.{targets[target]}; disable one (enabled: false)")
+        if target in RESERVED_TARGETS:
+            raise ConfigError(f"tables.{name}: its target {target!r} is the name of a workflow rule; rename the table")
+        targets[target] = name
     for name, table in enabled_tables(config).items():
-        for b in table["backbones"]:
-            if b not in backbones:
-                raise ConfigError(f"tables.{name}.backbones: unknown backbone {b!r}")
-            for obj in table["objectives"]:
-                if (b, obj, table["trainset"]) not in trained:
+        kind = table["kind"]
+        if kind in ("gis_stats",):
+            continue
+        for ts in _spec_trainsets(table):
+            if ts not in trainsets:
+                raise ConfigError(f"tables.{name}: unknown train set {ts!r}; known: {sorted(trainsets)}")
+            if kind == "indomain" and not trainsets[ts].get("eval_split"):
+                raise ConfigError(f"tables.{name}: train set {ts!r} has no eval_split for an in-domain column")
+        rows = table_rows(config, name)
+        if not rows:
+            raise ConfigError(f"tables.{name}: no rows (give backbones and objectives, or rows)")
+        for i, row in enumerate(rows):
+            where = f"tables.{name}" + (f".rows[{i}]" if table.get("rows") else "")
+            if row.backbone not in backbones:
+                raise ConfigError(f"{where}: unknown backbone {row.backbone!r}")
+            if row.objective == PRETRAINED:
+                continue
+            if not row.trainsets:
+                raise ConfigError(f"{where}: no train set (give trainset or trainsets)")
+            for ts in row.trainsets:
+                have = trained_seeds.get((row.backbone, row.objective, ts), set())
+                if not have:
                     raise ConfigError(
-                        f"tables.{name}: no run trains backbone {b!r} with objective {obj!r} on {table['trainset']!r}; "
+                        f"{where}: no run trains backbone {row.backbone!r} with objective {row.objective!r} on {ts!r}; "
                         "add it to runs or remove it from the table"
                     )
+                if set(row.seeds) - have:
+                    raise ConfigError(f"{where}: seeds {sorted(set(row.seeds) - have)} of {row.objective!r} on {ts!r} are not trained by any run")
+
+
+def table_target(name: str) -> str:
+    """The Snakemake target of a table: ``table<N>`` for ``table<N>_...``, else the whole name."""
+    import re
+
+    m = re.match(r"(table\d+)_", name)
+    return m.group(1) if m else name
 
 
 def enabled_tables(config: dict) -> dict[str, dict]:
@@ -133,17 +184,137 @@ def pretrained_cell(backbone: str) -> Cell:
     return Cell(backbone, PRETRAINED, NO_TRAINSET, PRETRAINED_SEED)
 
 
-def table_cells(config: dict, table: str) -> list[Cell]:
-    """The models a table shows: its trained cells (all configured seeds) and the pretrained rows."""
+# table kind -> the evaluation suite whose result files its cells read (None: not an evaluation)
+TABLE_KINDS: dict[str, str | None] = {
+    "sts7": "sts",  # AoE Table 1: 7 STS tasks + avg
+    "stsb": "sts",  # STS-B test only
+    "ablation": "sts",  # AoE Table 4 / AnglE Table 3: the 7-task STS avg per row, rows in sections
+    "indomain": "indomain",  # AoE Table 2 / AnglE Table 2: a column per train set, scored on its own eval split
+    "transfer": "transfer",  # AoE Table 3: SentEval transfer tasks
+    "nli_probe": "nli_probe",  # AoE Table 5
+    "mteb": "mteb",  # AoE §5 MTEB: per category + average
+    "flickr30k": "flickr30k",  # AnglE §4.5: strict accuracy
+    "train_time": None,  # AoE Appendix D: the training jobs' benchmark files
+    "gis_stats": None,  # AnglE Table 7: results/analysis/gis/stats.json
+}
+
+
+@dataclass(frozen=True)
+class TableRow:
+    """One row of a table: a (backbone, objective) over its columns' train sets and its seeds."""
+
+    backbone: str
+    objective: str
+    trainsets: tuple[str, ...]
+    seeds: tuple[int, ...]
+    label: str | None = None
+    section: str = ""
+
+    @property
+    def cells(self) -> list[Cell]:
+        if self.objective == PRETRAINED:
+            return [pretrained_cell(self.backbone)]
+        return [Cell(self.backbone, self.objective, t, s) for t in self.trainsets for s in self.seeds]
+
+    def as_dict(self) -> dict:
+        return {
+            "backbone": self.backbone,
+            "objective": self.objective,
+            "trainsets": list(self.trainsets),
+            "seeds": list(self.seeds),
+            "label": self.label,
+            "section": self.section,
+        }
+
+
+def _trained_seeds(config: dict, backbone: str, objective: str, trainset: str) -> tuple[int, ...]:
+    return tuple(sorted({c.seed for c in run_cells(config) if (c.backbone, c.objective, c.trainset) == (backbone, objective, trainset)}))
+
+
+def _spec_trainsets(spec: dict) -> list[str]:
+    if "trainsets" in spec:
+        return list(spec["trainsets"])
+    return [spec["trainset"]] if "trainset" in spec else []
+
+
+def table_rows(config: dict, table: str) -> list[TableRow]:
+    """The rows of a table, from its explicit ``rows`` or the cross product backbones x objectives.
+
+    A row's seeds default to every seed the grid trains for it; its train sets to the
+    table's (``trainsets``: one column each, in-domain tables; else ``trainset``).
+    """
     spec = config["tables"][table]
-    cells = [
-        c
-        for c in run_cells(config)
-        if c.backbone in spec["backbones"] and c.objective in spec["objectives"] and c.trainset == spec["trainset"]
-    ]
-    if spec.get("include_pretrained", True):
-        cells += [pretrained_cell(b) for b in spec["backbones"]]
-    return cells
+    default_ts = _spec_trainsets(spec)
+    if spec.get("rows"):
+        entries = spec["rows"]
+    else:
+        objectives = ([PRETRAINED] if spec.get("include_pretrained", True) else []) + list(spec.get("objectives", []))
+        entries = [{"backbone": b, "objective": o} for b in spec.get("backbones", []) for o in objectives]
+    rows = []
+    for entry in entries:
+        obj = entry["objective"]
+        trainsets = tuple(entry.get("trainsets") or ([entry["trainset"]] if "trainset" in entry else default_ts))
+        if obj == PRETRAINED:
+            trainsets_row, seeds = trainsets, (PRETRAINED_SEED,)
+        else:
+            trainsets_row = trainsets
+            seeds = tuple(entry["seeds"]) if "seeds" in entry else tuple(
+                sorted({s for t in trainsets for s in _trained_seeds(config, entry["backbone"], obj, t)})
+            )
+        rows.append(TableRow(entry["backbone"], obj, trainsets_row, seeds, entry.get("label"), entry.get("section", "")))
+    return rows
+
+
+def table_cells(config: dict, table: str) -> list[Cell]:
+    """The models a table shows (each once)."""
+    return sorted({c for row in table_rows(config, table) for c in row.cells})
+
+
+def indomain_cells(config: dict, table: str) -> list[tuple[Cell, str]]:
+    """(model, evaluation train set) pairs of an in-domain table: a trained model on its own train set's
+    eval split; the pretrained backbone on every column's."""
+    out = set()
+    for row in table_rows(config, table):
+        for ts in row.trainsets:
+            for cell in row.cells:
+                if cell.trainset in (ts, NO_TRAINSET):
+                    out.add((cell, ts))
+    return sorted(out)
+
+
+def table_inputs(config: dict, table: str) -> list[str]:
+    """The result files a table reads (it never trains or embeds)."""
+    kind = config["tables"][table]["kind"]
+    suite = TABLE_KINDS[kind]
+    if kind == "gis_stats":
+        return ["results/analysis/gis/stats.json"]
+    if kind == "train_time":
+        # the training jobs' own measurements: Snakemake's benchmark file and the run's metrics
+        return [
+            path
+            for c in table_cells(config, table)
+            if c.trained
+            for path in (f"results/benchmarks/train/{c.path}.tsv", f"results/models/{c.path}")
+        ]
+    if kind == "indomain":
+        return [f"results/eval/{c.path}/indomain_{ts}.json" for c, ts in indomain_cells(config, table)]
+    return [f"results/eval/{c.path}/{suite}.json" for c in table_cells(config, table)]
+
+
+def suite_results(config: dict) -> list[str]:
+    """What target ``evaluate`` builds: the configured suites on every model of the grid, plus what tables read."""
+    files = set()
+    for c in eval_cells(config):
+        for suite in config["evaluation"]["suites"]:
+            if suite == "indomain":
+                if c.trained:
+                    files.add(f"results/eval/{c.path}/indomain_{c.trainset}.json")
+            else:
+                files.add(f"results/eval/{c.path}/{suite}.json")
+    for table, spec in enabled_tables(config).items():
+        if TABLE_KINDS[spec["kind"]] is not None:
+            files.update(table_inputs(config, table))
+    return sorted(files)
 
 
 def eval_cells(config: dict) -> list[Cell]:
@@ -154,23 +325,39 @@ def eval_cells(config: dict) -> list[Cell]:
     return sorted(cells)
 
 
+def objective_base(config: dict, objective: str) -> str:
+    """The recipe an objective trains with: itself, or the ``base`` of a variant (AoE Table 4 poolings)."""
+    return config["objectives"].get(objective, {}).get("base", objective)
+
+
 def train_params(config: dict, backbone: str, objective: str, trainset: str, seed: int) -> dict:
-    """Resolved keyword arguments of aoe.train.TrainConfig for one cell."""
+    """Resolved keyword arguments of aoe.train.TrainConfig for one cell.
+
+    A variant (``objectives.<name>.base``) trains its base's recipe, with the train set's
+    settings for the base, and may change only the pooling: the model folder records
+    the base objective and the pooling it was trained with.
+    """
     ts = config["trainsets"][trainset]
+    base = objective_base(config, objective)
+    variant = {k: v for k, v in config["objectives"].get(objective, {}).items() if k not in ("base", "pooling")}
     params = {**ts.get("train", {}), **config["backbones"][backbone].get("train_overrides", {})}
     overrides = {
-        **config["objectives"].get(objective, {}),
+        **config["objectives"].get(base, {}),
+        **(variant if base != objective else {}),
         **ts.get("objective_overrides", {}),
-        **ts.get("objective_settings", {}).get(objective, {}),
+        **ts.get("objective_settings", {}).get(base, {}),
+        **(ts.get("objective_settings", {}).get(objective, {}) if base != objective else {}),
     }
+    overrides = {k: v for k, v in overrides.items() if k not in ("base", "pooling")}
     from aoe.losses.objectives import resolve_format
 
+    pooling = config["objectives"].get(objective, {}).get("pooling") or config["backbones"][backbone].get("pooling", "cls")
     return {
         **params,
-        "objective": objective,
-        "format": resolve_format(objective, ts.get("formats", ["pairs"]), config["objectives"].get(objective)),
+        "objective": base,
+        "format": resolve_format(base, ts.get("formats", ["pairs"]), overrides or None),
         "objective_overrides": overrides,
-        "pooling": config["backbones"][backbone].get("pooling", "cls"),
+        "pooling": pooling,
         "seed": int(seed),
         "score_range": list(ts["score_range"]),
     }

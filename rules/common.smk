@@ -12,7 +12,10 @@ from aoe.workflow import (
     enabled_tables,
     eval_cells,
     run_cells,
-    table_cells,
+    suite_results,
+    table_inputs,
+    table_rows,
+    table_target,
     train_params,
 )
 from aoe.data.io import DataError
@@ -41,8 +44,8 @@ NLI_DATASETS = ["allnli", *NLI_MIRROR_FILES]
 PAIR_DATASETS = [d for d in SOURCES if d not in NLI_DATASETS]
 ALL_SPLITS = sorted({s for splits in SOURCES.values() for s in splits} | {"train", "dev", "test"})
 
-# every evaluation suite of every model of the grid
-EVAL_RESULTS = [f"results/eval/{c.path}/{suite}.json" for c in eval_cells(config) for suite in config["evaluation"]["suites"]]
+# the configured suites on every model of the grid, and every result a table reads
+EVAL_RESULTS = suite_results(config)
 
 _sat = config["analysis"]["saturation"]
 SATURATION_RESULTS = [
@@ -68,6 +71,7 @@ wildcard_constraints:
     seed=r"\d+",
     max_len=r"\d+",
     table="|".join(map(re.escape, enabled_tables(config))) or "NO_TABLES",
+    evalset="|".join(map(re.escape, config["trainsets"])) or "NO_TRAINSETS",
 
 
 def get_downstream_inputs(wildcards):
@@ -106,13 +110,26 @@ def get_trainset_tokens(wildcards):
     return f"results/tokens/{wildcards.backbone}-{max_len}/{ts['dataset']}/{_trainset_table_name(wildcards)}"
 
 
-def get_table_evals(wildcards):
-    return [f"results/eval/{c.path}/sts.json" for c in table_cells(config, wildcards.table)]
+def get_table_inputs(wildcards):
+    return table_inputs(config, wildcards.table)
+
+
+def get_indomain_split(wildcards):
+    """The in-domain evaluation table of a train set: its dataset's eval_split."""
+    ts = config["trainsets"][wildcards.evalset]
+    if not ts.get("eval_split"):
+        raise WorkflowError(f"trainsets.{wildcards.evalset}: no eval_split, so no in-domain evaluation")
+    return f"results/data/{ts['dataset']}/{ts['eval_split']}"
 
 
 def train_resources(key, default):
     """A training job's resource from its backbone's config."""
     return lambda wildcards: config["backbones"][wildcards.backbone].get("resources", {}).get(key, default)
+
+
+def eval_resources(key, default, scale=1):
+    """A GPU evaluation job's resource from its backbone's config (LLaMA needs more than BERT)."""
+    return lambda wildcards: int(config["backbones"][wildcards.backbone].get("resources", {}).get(key, default) * scale)
 
 
 def file_url(relpath):

@@ -30,6 +30,37 @@ rule evaluate_sts:
         "../workflow_scripts/evaluate_sts.py"
 
 
+rule evaluate_indomain:
+    input:
+        model=get_model_dir,
+        table=lambda wildcards: get_indomain_split(wildcards) + ".parquet",
+        manifest=lambda wildcards: get_indomain_split(wildcards) + ".manifest.json",
+    output:
+        "results/eval/{backbone}/{objective}/{trainset}/seed{seed}/indomain_{evalset}.json",
+    params:
+        pooling=lambda wildcards: config["backbones"][wildcards.backbone].get("pooling", "cls")
+        if wildcards.objective == PRETRAINED
+        else None,
+        batch_size=config["evaluation"]["sts"]["batch_size"],
+        max_length=config["evaluation"]["sts"]["max_length"],
+        cell=lambda wildcards: {k: wildcards[k] for k in ("backbone", "objective", "trainset", "seed")},
+        cache_root=config["evaluation"]["embedding_cache"],
+    threads: 2
+    resources:
+        gpu=1,
+        cpus_per_gpu=2,
+        mem_mb=eval_resources("eval_mem_mb", 16000),
+        runtime=eval_resources("eval_runtime", 60),
+    log:
+        "results/logs/evaluate_indomain/{backbone}/{objective}/{trainset}/seed{seed}/{evalset}.log",
+    benchmark:
+        "results/benchmarks/evaluate_indomain/{backbone}/{objective}/{trainset}/seed{seed}/{evalset}.tsv"
+    conda:
+        "../envs/torch.yaml"
+    script:
+        "../workflow_scripts/evaluate_indomain.py"
+
+
 rule saturation:
     input:
         model="results/backbones/{backbone}",

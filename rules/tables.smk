@@ -1,11 +1,12 @@
 rule table:
     input:
-        get_table_evals,
+        get_table_inputs,
     output:
         tex=report("results/tables/{table}.tex", caption="../report/table.rst", category="Tables"),
         csv="results/tables/{table}.csv",
     params:
         spec=lambda wildcards: config["tables"][wildcards.table],
+        rows=lambda wildcards: [r.as_dict() for r in table_rows(config, wildcards.table)],
         name=lambda wildcards: wildcards.table,
     log:
         "results/logs/tables/{table}.log",

@@ -13,7 +13,7 @@ from aoe.evaluate.sts import TASKS, evaluate_sts
 from aoe.jsonio import write_json_atomic
 from aoe.provenance import library_versions
 
-__all__ = ["run_sts_evaluation", "run_retrieval_evaluation", "run_transfer_evaluation", "run_nli_probe", "cached_encoder"]
+__all__ = ["run_sts_evaluation", "run_indomain_evaluation", "run_retrieval_evaluation", "run_transfer_evaluation", "run_nli_probe", "cached_encoder"]
 
 
 def run_sts_evaluation(
@@ -47,6 +47,57 @@ def run_sts_evaluation(
     result = evaluate_sts(encode, {task: by_dataset[TASKS[task]][0] for task in wanted}, tasks=wanted)
     result["protocol"] = {**result["protocol"], "batch_size": batch_size}  # PROTOCOL itself stays untouched
     result["data"] = {d: {"table_sha256": m["table_sha256"], "rows": m["rows"]} for d, (_, m) in by_dataset.items()}
+    return _finish(result, model_dir, cell, encoder, cache, max_length, start, out)
+
+
+def run_indomain_evaluation(
+    model_dir: str | os.PathLike,
+    table: str | os.PathLike,
+    manifest: str | os.PathLike,
+    out: str | os.PathLike,
+    evalset: str,
+    pooling: str | None = None,
+    batch_size: int = 64,
+    max_length: int = 512,
+    cell: dict | None = None,
+    device: str | None = None,
+    cache_root: str | os.PathLike | None = None,
+) -> dict:
+    """Spearman x100 of cosine similarity against the gold score on one pair table (in-domain STS).
+
+    AoE Table 2 and AnglE Table 2 score every dataset this way, binary labels
+    (GIS, MRPC, QQP, QNLI) included; each unique text is embedded once.
+    """
+    from aoe.evaluate.sts import cosine_rows, sts_scores
+
+    start = time.perf_counter()
+    meta = json.loads(Path(manifest).read_text())
+    pairs = pd.read_parquet(table)
+    missing = {"sentence1", "sentence2", "score"} - set(pairs.columns)
+    if missing:
+        raise KeyError(f"{table}: in-domain evaluation needs columns sentence1, sentence2, score; missing {sorted(missing)}")
+    if pairs["score"].isna().any():
+        raise ValueError(f"{table}: {int(pairs['score'].isna().sum())} rows without a gold score (first row {int(pairs['score'].isna().idxmax())})")
+    if "subset" not in pairs.columns:
+        pairs = pairs.assign(subset=meta["dataset"])
+    encoder, encode, cache = cached_encoder(model_dir, pooling, batch_size, max_length, cache_root, device)
+    unique = pd.unique(pd.concat([pairs["sentence1"], pairs["sentence2"]], ignore_index=True))
+    emb = encode(list(unique))
+    row = {text: i for i, text in enumerate(unique)}
+    sims = cosine_rows(emb[pairs["sentence1"].map(row).to_numpy()], emb[pairs["sentence2"].map(row).to_numpy()])
+    task = f"{meta['dataset']}/{meta['split']}"
+    scores = sts_scores(sims, pairs, task)
+    result = {
+        "evalset": evalset,
+        "dataset": meta["dataset"],
+        "split": meta["split"],
+        "spearman": scores["spearman"],
+        "pearson": scores["pearson"],
+        "n": scores["n"],
+        "protocol": {"name": "indomain-spearman", "similarity": "cosine", "metric": "spearman x100", "batch_size": batch_size},
+        "data": {meta["dataset"]: {"table_sha256": meta["table_sha256"], "rows": meta["rows"], "split": meta["split"]}},
+        "embedding": {"unique_sentences": int(len(unique)), "sentences_in_tasks": int(2 * len(pairs))},
+    }
     return _finish(result, model_dir, cell, encoder, cache, max_length, start, out)
 
 
