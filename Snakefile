@@ -48,7 +48,7 @@ rule all:
         FIGURE_RESULTS,
 
 
-rule train_all:
+rule train:
     input:
         [f"results/models/{c.path}" for c in run_cells(config)],
 

@@ -64,6 +64,10 @@ def check_config(config: dict) -> None:
     backbones, trainsets, objectives = config["backbones"], config["trainsets"], config["objectives"]
     from aoe.losses.objectives import OBJECTIVES, resolve_format
 
+    for name, spec in objectives.items():
+        base = spec.get("base")
+        if base is not None and base not in objectives and base not in OBJECTIVES:
+            raise ConfigError(f"objectives.{name}.base: unknown objective {base!r}")
     for i, run in enumerate(config["runs"]):
         where = f"runs[{i}]"
         if run["backbone"] not in backbones:
@@ -110,10 +114,6 @@ def check_config(config: dict) -> None:
         splits = STS_SPLITS.get(sat["dataset"]) or SOURCES.get(sat["dataset"], {})
         if sat["split"] not in splits:
             raise ConfigError(f"analysis.saturation: dataset {sat['dataset']!r} has no split {sat['split']!r}")
-    for name, spec in objectives.items():
-        base = spec.get("base")
-        if base is not None and base not in objectives and base not in OBJECTIVES:
-            raise ConfigError(f"objectives.{name}.base: unknown objective {base!r}")
     trained_seeds = {}
     for c in run_cells(config):
         trained_seeds.setdefault((c.backbone, c.objective, c.trainset), set()).add(c.seed)

@@ -1,4 +1,4 @@
-rule train:
+rule train_model:
     input:
         tokens=get_trainset_tokens,
         table=get_trainset_table,

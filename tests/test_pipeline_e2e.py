@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from aoe.evaluate.sts import TASKS
-from tests.workflow_utils import copy_workflow, mirror_path, snakemake
+from tests.workflow_utils import copy_workflow, job_counts, mirror_path, snakemake
 
 MIRROR = mirror_path()
 
@@ -59,9 +59,13 @@ def test_tables_written_with_measured_numbers(ci_run):
     work, _ = ci_run
     tables = work / "results" / "tables"
     trained = json.loads((work / "results/eval/minilm-l6/aoe/stsb/seed1/sts.json").read_text())
-    tex = (tables / "table2_stsb.tex").read_text()
+    indomain = json.loads((work / "results/eval/minilm-l6/aoe/stsb/seed1/indomain_stsb.json").read_text())
+    # the in-domain rule scores STS-B test as the SentEval protocol does; it embeds STS-B's texts
+    # in other batches than the 7-task set, so only the last float bits may differ
+    assert indomain["spearman"] == pytest.approx(trained["tasks"]["STSB"]["spearman"], abs=0.02)
+    tex = (tables / "table2_indomain.tex").read_text()
     assert "\\toprule" in tex and "\\bottomrule" in tex
-    assert f"{trained['tasks']['STSB']['spearman']:.2f}" in tex
+    assert f"{indomain['spearman']:.2f}" in tex
     csv = pd.read_csv(tables / "table1_sts.csv")
     ours = csv[(csv.objective == "aoe")].iloc[0]
     assert ours["avg_mean"] == pytest.approx(trained["avg"]) and ours["n"] == 1
@@ -106,17 +110,6 @@ def test_rerun_has_nothing_to_do(ci_run):
     assert out.returncode == 0 and "Nothing to be done" in out.stdout, out.stdout[-3000:]
 
 
-def _planned_jobs(stdout: str) -> set[str]:
-    """Rule names of a dry run's "Job stats" table (header, dashes, rows, then a blank line)."""
-    lines = stdout.split("Job stats:")[1].strip("\n").splitlines()[2:]
-    rows = []
-    for line in lines:
-        if not line.strip():
-            break
-        rows.append(line.split()[0])
-    return set(rows) - {"total"}
-
-
 def test_changing_table_code_reruns_only_tables(ci_run):
     """Snakemake's code and params rerun triggers: rendering changes never retrain or re-embed."""
     work, env = ci_run
@@ -126,14 +119,14 @@ def test_changing_table_code_reruns_only_tables(ci_run):
         script.write_text(original + "\n# a rendering change\n")
         out = snakemake(work, "-n", "--configfile", "presets/ci.yaml", env=env)
         assert out.returncode == 0, out.stdout[-3000:]
-        jobs = _planned_jobs(out.stdout)
+        jobs = set(job_counts(out.stdout))
         assert jobs == {"table", "all"}, out.stdout[-3000:]
         assert "Code has changed since last execution" in out.stdout
         # a caption is a table parameter: the same, and only tables
-        (work / "caption.yaml").write_text("tables:\n  table2_stsb:\n    caption: another caption\n")
+        (work / "caption.yaml").write_text("tables:\n  table2_indomain:\n    caption: another caption\n")
         script.write_text(original)
         out = snakemake(work, "-n", "--configfile", "presets/ci.yaml", "caption.yaml", env=env)
         assert out.returncode == 0, out.stdout[-3000:]
-        assert _planned_jobs(out.stdout) == {"table", "all"}, out.stdout[-3000:]
+        assert set(job_counts(out.stdout)) == {"table", "all"}, out.stdout[-3000:]
     finally:
         script.write_text(original)

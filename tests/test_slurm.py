@@ -35,7 +35,7 @@ PROFILES = ("--profile", str(REPO / "slurm"), "--profile", str(REPO / "profiles"
 # Hard limit for one snakemake run; past it the whole process group is SIGKILLed.
 TIMEOUT_S = float(os.environ.get("AOE_SLURM_TEST_TIMEOUT", "600"))
 
-GPU_RULES = {"train", "evaluate_sts"}
+GPU_RULES = {"train_model", "evaluate_sts", "evaluate_indomain"}
 SUBMITTED = re.compile(r"Job (\d+) has been submitted with SLURM jobid (\d+) \(log: (\S+)\)\.")
 SBATCH = re.compile(r"^sbatch call: (sbatch .*?) --wrap=\"(.*)\"$", re.MULTILINE)
 
@@ -136,7 +136,10 @@ def slurm_run(cluster, tmp_path_factory):
     env = {"AOE_DATA_MIRROR": str(MIRROR), "HF_HUB_OFFLINE": "1"}
     # The scheduling is under test here; the extra evaluations of the CI preset are the
     # end-to-end test's business, and would only add minutes of single-node queueing.
-    (work / "slurm-light.yaml").write_text("evaluation: {suites: [sts]}\nanalysis: {saturation: {backbones: []}}\n")
+    (work / "slurm-light.yaml").write_text(
+        "evaluation: {suites: [sts]}\nanalysis: {saturation: {backbones: []}}\nfigures: {enabled: false}\n"
+        "tables:\n" + "".join(f"  {t}: {{enabled: false}}\n" for t in ("table3_transfer", "table4_ablation", "table5_nli", "table_train_time"))
+    )
     rc, text = run_slurm_snakemake(work, "--configfile", "presets/ci.yaml", "slurm-light.yaml", env=env)
     assert rc == 0, f"snakemake --profile slurm failed (rc {rc}):\n{text[-8000:]}"
     return work, text, submissions(text)
@@ -145,13 +148,13 @@ def slurm_run(cluster, tmp_path_factory):
 def test_all_outputs_built_on_slurm(slurm_run):
     work, _, jobs = slurm_run
     res = work / "results"
-    for table in ("table1_sts", "table2_stsb"):
+    for table in ("table1_sts", "table2_indomain"):
         assert (res / "tables" / f"{table}.tex").is_file() and (res / "tables" / f"{table}.csv").is_file(), table
     for cell in ("minilm-l6/aoe/stsb/seed1", "minilm-l6/pretrained/none/seed0"):
         assert (res / "eval" / cell / "sts.json").is_file(), cell
     assert (res / "models/minilm-l6/aoe/stsb/seed1/model.safetensors").is_file()
     ran = {job["rule"] for job in jobs}
-    assert {"prepare_sts", "tokenize", "train", "evaluate_sts", "table"} <= ran, ran
+    assert {"prepare_sts", "tokenize", "train_model", "evaluate_sts", "evaluate_indomain", "table"} <= ran, ran
     # Downloads stay on the submit host (local rules), never in a SLURM job.
     assert not ran & {"fetch_backbone", "download_senteval"}
 
@@ -178,7 +181,7 @@ def test_jobs_ran_under_slurm_with_this_python(slurm_run):
     job_of = {(job["rule"], Path(job["log"]).parent.name): job["jobid"] for job in jobs}
     train = json.loads((res / "models/minilm-l6/aoe/stsb/seed1/aoe_config.json").read_text())
     assert train["slurm_job_id"] is not None
-    assert train["slurm_job_id"] == job_of["train", "minilm-l6_aoe_stsb_1"]
+    assert train["slurm_job_id"] == job_of["train_model", "minilm-l6_aoe_stsb_1"]
     for cell, log_dir in (("minilm-l6/aoe/stsb/seed1", "minilm-l6_aoe_stsb_1"), ("minilm-l6/pretrained/none/seed0", "minilm-l6_pretrained_none_0")):
         result = json.loads((res / "eval" / cell / "sts.json").read_text())
         assert result["slurm_job_id"] is not None, cell
@@ -187,7 +190,7 @@ def test_jobs_ran_under_slurm_with_this_python(slurm_run):
         # The job runs `<this venv's python> -m snakemake`: same packages as the submitting process.
         assert job["command"].startswith(f"{sys.executable} -m snakemake "), job["command"][:200]
     # slurm-keep-successful-logs: the GPU job's log shows the GPU SLURM gave it.
-    (train_job,) = [job for job in jobs if job["rule"] == "train"]
+    (train_job,) = [job for job in jobs if job["rule"] == "train_model"]
     log = Path(train_job["log"]).read_text(errors="replace")
     assert "'CUDA_VISIBLE_DEVICES': '0'" in log
 

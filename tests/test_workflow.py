@@ -7,8 +7,19 @@ import textwrap
 import pytest
 import yaml
 
-from aoe.workflow import Cell, ConfigError, check_config, eval_cells, run_cells, table_cells, train_params
-from tests.workflow_utils import REPO, copy_workflow, mirror_path, snakemake
+from aoe.workflow import (
+    Cell,
+    ConfigError,
+    check_config,
+    eval_cells,
+    run_cells,
+    table_cells,
+    table_inputs,
+    table_rows,
+    table_target,
+    train_params,
+)
+from tests.workflow_utils import REPO, copy_workflow, job_counts, mirror_path, snakemake
 
 MIRROR = mirror_path()
 needs_mirror = pytest.mark.skipif(MIRROR is None, reason="data mirror (AOE_DATA_MIRROR or ../shared/data) not found")
@@ -27,10 +38,44 @@ def _validated_config(overrides: dict | None = None) -> dict:
 def test_cells_of_the_paper_grid():
     config = _validated_config()
     cells = run_cells(config)
-    assert [c.seed for c in cells] == [42, 43, 44, 45, 46]
-    assert all(c.path.startswith("bert-base-uncased/aoe/stsb/seed") for c in cells)
-    assert Cell("bert-base-uncased", "pretrained", "none", 0) in table_cells(config, "table2_stsb")
-    assert len(eval_cells(config)) == 6
+    assert {c.seed for c in cells} == {42, 43, 44, 45, 46}
+    by_backbone = {b: sum(c.backbone == b for c in cells) for b in ("bert-base-uncased", "llama-2-7b", "llama-2-13b")}
+    # BERT: 16 objectives on NLI, 5 on STS-B and GIS, 4 on MRPC, QQP, QNLI; LLaMA: 3 on NLI; x 5 seeds
+    assert by_backbone == {"bert-base-uncased": 5 * (16 + 5 + 5 + 3 * 4), "llama-2-7b": 15, "llama-2-13b": 15}
+    assert len(cells) == 220
+    assert Cell("bert-base-uncased", "pretrained", "none", 0) in table_cells(config, "table2_indomain")
+    assert Cell("llama-2-13b", "aoe", "nli", 46) in table_cells(config, "table1_sts")
+    # every trained cell plus BERT as downloaded (Tables 2, 3 and 5)
+    assert len(eval_cells(config)) == 221
+
+
+def test_table_rows_and_inputs():
+    config = _validated_config()
+    rows = table_rows(config, "table4_ablation")
+    assert [r.section for r in rows][:3] == ["objective"] * 3
+    fixed, varying = rows[-2], rows[-1]
+    assert fixed.seeds == (42,) and varying.seeds == (42, 43, 44, 45, 46)
+    # in-domain: a trained model on its own train set's eval split, the backbone on every column's
+    inputs = table_inputs(config, "table2_indomain")
+    assert "results/eval/bert-base-uncased/aoe/gis/seed43/indomain_gis.json" in inputs
+    assert "results/eval/bert-base-uncased/pretrained/none/seed0/indomain_stsb.json" in inputs
+    assert not any("aoe/gis/seed43/indomain_stsb" in f for f in inputs)
+    assert len(inputs) == 3 * 2 * 5 + 2
+    assert table_inputs(config, "table_gis_stats") == ["results/analysis/gis/stats.json"]
+    assert "results/benchmarks/train/bert-base-uncased/sbert/stsb/seed44.tsv" in table_inputs(config, "table_train_time")
+    assert [table_target(t) for t in ("table1_sts", "table_mteb", "angle_flickr30k")] == ["table1", "table_mteb", "angle_flickr30k"]
+
+
+def test_pooling_variant_trains_its_base_recipe():
+    config = _validated_config()
+    params = train_params(config, "bert-base-uncased", "aoe_pool_avg", "nli", 42)
+    assert params["objective"] == "aoe" and params["pooling"] == "avg"
+    # the base's NLI weights (ibn_w 30) come with it
+    assert params["objective_overrides"]["weights"] == {"angle": 1.0, "contrastive": 30.0}
+    assert "pooling" not in params["objective_overrides"] and "base" not in params["objective_overrides"]
+    from aoe.train import TrainConfig
+
+    TrainConfig(**params)
 
 
 def test_train_params_merge_trainset_backbone_and_objective():
@@ -66,7 +111,10 @@ def test_nli_recipe_is_the_official_one():
         ({"trainsets": {"nli": {"split": "dev"}}}, "trainsets.nli: dataset 'allnli' has no split 'dev'"),
         ({"trainsets": {"mrpc": {"formats": ["pairs", "triplets"]}}}, "trainsets.mrpc.formats: mrpc provides ['pairs'], not ['triplets']"),
         ({"analysis": {"saturation": {"backbones": ["nope"]}}}, "analysis.saturation.backbones: unknown backbone 'nope'"),
-        ({"tables": {"table2_stsb": {"backbones": ["minilm-l6"]}}}, "tables.table2_stsb: no run trains backbone 'minilm-l6'"),
+        ({"tables": {"table2_indomain": {"backbones": ["minilm-l6"]}}}, "tables.table2_indomain: no run trains backbone 'minilm-l6'"),
+        ({"tables": {"table2_x": {"kind": "stsb", "trainset": "stsb", "backbones": ["bert-base-uncased"], "objectives": ["aoe"]}}}, "its target 'table2' is also the target of tables.table2_indomain"),
+        ({"tables": {"table4_ablation": {"rows": [{"backbone": "bert-base-uncased", "objective": "aoe", "seeds": [7]}]}}}, "seeds [7] of 'aoe' on 'nli' are not trained"),
+        ({"objectives": {"aoe_pool_avg": {"base": "aoee"}}}, "objectives.aoe_pool_avg.base: unknown objective 'aoee'"),
     ],
 )
 def test_check_config_names_the_key(overrides, message):
@@ -123,22 +171,33 @@ def test_missing_mirror_file_is_named(tmp_path):
 
 @needs_mirror
 def test_one_table_plans_only_its_jobs(tmp_path):
-    out = _dry_run(tmp_path, "{}\n", "table2")  # the per-table target
+    out = _dry_run(tmp_path, "{}\n", "table2")  # the per-table target: in-domain STS-B in the CI preset
     assert out.returncode == 0, out.stdout[-3000:]
-    stats = out.stdout.split("Job stats:")[1]
-    # STS-B training set + 7 test tables; one trained model + the pretrained backbone
-    assert "prepare_sts           8" in stats and "train                 1" in stats
-    assert "evaluate_sts          2" in stats and "table                 1" in stats
-    assert "table2                1" in stats and "gis" not in stats and "saturation" not in stats
+    # STS-B train and test tables; one trained model and the backbone, each scored on STS-B test only
+    assert job_counts(out.stdout) == {
+        "fetch_backbone": 1,
+        "prepare_sts": 2,
+        "tokenize": 1,
+        "train_model": 1,
+        "evaluate_indomain": 2,
+        "table": 1,
+        "table2": 1,
+    }
 
 
 def test_full_paper_config_plans(tmp_path):
     work = copy_workflow(tmp_path / "wf")
     out = snakemake(work, "-n", env={"AOE_DATA_MIRROR": ""})
     assert out.returncode == 0, out.stdout[-3000:]
-    # no mirror: the SentEval archive is downloaded by a local rule; 5 seeds of BERT-base
-    assert "download_senteval        1" in out.stdout
-    assert "train                    5" in out.stdout
+    counts = job_counts(out.stdout)
+    # no mirror: the SentEval archive is downloaded by a local rule; the whole grid is trained
+    assert counts["download_senteval"] == 1 and counts["train_model"] == 220
+    assert counts["table"] == len([t for t, s in _validated_config()["tables"].items() if s.get("enabled", True)])
+    # one table of the paper grid: AoE Table 2 trains only BERT on STS-B and GIS (3 objectives x 5 seeds each)
+    out = snakemake(work, "-n", "table2", env={"AOE_DATA_MIRROR": ""})
+    assert out.returncode == 0, out.stdout[-3000:]
+    counts = job_counts(out.stdout)
+    assert counts["train_model"] == 30 and counts["evaluate_indomain"] == 32 and "evaluate_sts" not in counts
 
 
 def test_workflow_passes_snakemake_lint(tmp_path):

@@ -41,3 +41,16 @@ def snakemake(workdir: Path, *args: str, env: dict | None = None, timeout: float
         text=True,
         timeout=timeout,
     )
+
+
+def job_counts(stdout: str) -> dict[str, int]:
+    """Rule -> job count from a dry run's "Job stats" table (header, dashes, rows, then a blank line)."""
+    lines = stdout.split("Job stats:")[1].strip("\n").splitlines()[2:]
+    counts = {}
+    for line in lines:
+        if not line.strip():
+            break
+        rule, count = line.split()[:2]
+        counts[rule] = int(count)
+    counts.pop("total", None)
+    return counts
