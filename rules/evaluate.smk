@@ -77,8 +77,8 @@ rule saturation:
     resources:
         gpu=1,
         cpus_per_gpu=2,
-        mem_mb=16000,
-        runtime=60,
+        mem_mb=eval_resources("eval_mem_mb", 16000),
+        runtime=eval_resources("eval_runtime", 60),
     log:
         "results/logs/saturation/{backbone}/{dataset}-{split}.log",
     conda:
@@ -106,8 +106,8 @@ rule evaluate_flickr30k:
     resources:
         gpu=1,
         cpus_per_gpu=2,
-        mem_mb=16000,
-        runtime=30,
+        mem_mb=eval_resources("eval_mem_mb", 16000),
+        runtime=eval_resources("eval_runtime", 60, 0.5),
     log:
         "results/logs/evaluate_flickr30k/{backbone}/{objective}/{trainset}/seed{seed}.log",
     benchmark:
@@ -139,8 +139,8 @@ rule evaluate_transfer:
     resources:
         gpu=1,
         cpus_per_gpu=2,
-        mem_mb=32000,
-        runtime=240,  # SentEval's test mode: 10-fold CV with inner model selection, on the CPU side
+        mem_mb=eval_resources("eval_mem_mb", 16000, 2),
+        runtime=eval_resources("eval_runtime", 60, 4),  # SentEval's test mode: 10-fold CV with inner model selection, on the CPU side
     log:
         "results/logs/evaluate_transfer/{backbone}/{objective}/{trainset}/seed{seed}.log",
     benchmark:
@@ -172,8 +172,8 @@ rule evaluate_nli_probe:
     resources:
         gpu=1,
         cpus_per_gpu=2,
-        mem_mb=64000,
-        runtime=240,
+        mem_mb=eval_resources("eval_mem_mb", 16000, 4),
+        runtime=eval_resources("eval_runtime", 60, 4),
     log:
         "results/logs/evaluate_nli_probe/{backbone}/{objective}/{trainset}/seed{seed}.log",
     benchmark:

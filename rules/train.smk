@@ -9,6 +9,7 @@ rule train_model:
         train=get_train_params,
         # one process per GPU: accelerate launch spans them
         processes=lambda wildcards: max(1, config["backbones"][wildcards.backbone].get("resources", {}).get("gpus", 1)),
+        finetune=lambda wildcards: config["backbones"][wildcards.backbone].get("finetune", "full"),
     threads: 2  # data loading stays in the main process; the rest feeds torch's intra-op pool
     resources:
         gpu=train_resources("gpus", 1),  # snakemake-executor-plugin-slurm: sbatch --gpus=N
