@@ -53,7 +53,14 @@ SATURATION_RESULTS = [
 ]
 
 GIS_RESULTS = (
-    ["results/analysis/gis/stats.json", *(f"results/figures/{f}.{e}" for f in ("gis_fig8_ngram_overlap", "gis_fig9_token_lengths") for e in ("pdf", "png"))]
+    [
+        "results/analysis/gis/stats.json",
+        *(
+            f"results/figures/{f}.{e}"
+            for f in ("gis_fig8_ngram_overlap", "gis_fig9_token_lengths")
+            for e in ("pdf", "png")
+        ),
+    ]
     if config["analysis"]["gis"]["enabled"]
     else []
 )
@@ -64,7 +71,9 @@ STS_EVAL_DATASETS = [STS_TASKS[t] for t in config["evaluation"]["sts"]["tasks"]]
 
 wildcard_constraints:
     backbone="|".join(map(re.escape, config["backbones"])),
-    objective="|".join(map(re.escape, [PRETRAINED, *config["objectives"], *{o for r in config["runs"] for o in r["objectives"]}])),
+    objective="|".join(
+        map(re.escape, [PRETRAINED, *config["objectives"], *{o for r in config["runs"] for o in r["objectives"]}])
+    ),
     trainset="|".join(map(re.escape, ["none", *config["trainsets"]])),
     dataset="|".join([*STS_DATASETS, *SOURCES]),
     split="|".join(ALL_SPLITS),
@@ -163,7 +172,9 @@ def get_pairset_root(wildcards):
 
 def get_pairset_input(wildcards):
     if wildcards.split not in SOURCES[wildcards.dataset]:
-        raise WorkflowError(f"dataset {wildcards.dataset!r} has no split {wildcards.split!r}; it has {list(SOURCES[wildcards.dataset])}")
+        raise WorkflowError(
+            f"dataset {wildcards.dataset!r} has no split {wildcards.split!r}; it has {list(SOURCES[wildcards.dataset])}"
+        )
     src = SOURCES[wildcards.dataset][wildcards.split]
     if src.kind == "hub":
         return f"results/downloads/hub/{wildcards.dataset}"

@@ -9,14 +9,14 @@ localrules:
 rule download_senteval:
     output:
         "results/downloads/senteval/source.json",
-    params:
-        url=config["data"]["senteval_archive_url"],
-        sha256=config["data"]["senteval_archive_sha256"],
-        cache_dir=lambda wildcards, output: str(Path(output[0]).parent),
     log:
         "results/logs/download_senteval.log",
     conda:
         "../envs/data.yaml"
+    params:
+        url=config["data"]["senteval_archive_url"],
+        sha256=config["data"]["senteval_archive_sha256"],
+        cache_dir=lambda wildcards, output: str(Path(output[0]).parent),
     script:
         "../workflow_scripts/download_senteval.py"
 
@@ -27,14 +27,14 @@ rule prepare_sts:
     output:
         table="results/data/{dataset}/{split}.parquet",
         manifest="results/data/{dataset}/{split}.manifest.json",
-    wildcard_constraints:
-        dataset="|".join(STS_DATASETS),
-    params:
-        downstream=str(DOWNSTREAM) if DOWNSTREAM else None,
     log:
         "results/logs/prepare_sts/{dataset}-{split}.log",
+    wildcard_constraints:
+        dataset="|".join(STS_DATASETS),
     conda:
         "../envs/data.yaml"
+    params:
+        downstream=str(DOWNSTREAM) if DOWNSTREAM else None,
     script:
         "../workflow_scripts/prepare_sts.py"
 
@@ -42,14 +42,16 @@ rule prepare_sts:
 rule fetch_backbone:
     output:
         directory("results/backbones/{backbone}"),
-    params:
-        spec=lambda wildcards: {
-            k: v for k, v in config["backbones"][wildcards.backbone].items() if k in ("hf_id", "revision", "package", "path")
-        },
     log:
         "results/logs/fetch_backbone/{backbone}.log",
     conda:
         "../envs/torch.yaml"
+    params:
+        spec=lambda wildcards: {
+            k: v
+            for k, v in config["backbones"][wildcards.backbone].items()
+            if k in ("hf_id", "revision", "package", "path")
+        },
     script:
         "../workflow_scripts/fetch_backbone.py"
 
@@ -60,11 +62,11 @@ rule tokenize:
         backbone="results/backbones/{backbone}",
     output:
         directory("results/tokens/{backbone}-{max_len}/{dataset}/{table}"),
+    log:
+        "results/logs/tokenize/{backbone}-{max_len}-{dataset}-{table}.log",
     wildcard_constraints:
         # a split, or split.format for the triplet and 3-way NLI tables
         table=r"[a-z_]+(\.(triplets|nli3))?",
-    log:
-        "results/logs/tokenize/{backbone}-{max_len}-{dataset}-{table}.log",
     conda:
         "../envs/torch.yaml"
     script:
@@ -84,13 +86,13 @@ rule download_file:
     # mirror's), or AllNLI; the folder mimics the mirror's layout so the readers are shared.
     output:
         "results/downloads/files/{relpath}",
-    params:
-        url=lambda wildcards: file_url(wildcards.relpath),
-        sha256=lambda wildcards: file_sha256(wildcards.relpath),
     log:
         "results/logs/download_file/{relpath}.log",
     conda:
         "../envs/data.yaml"
+    params:
+        url=lambda wildcards: file_url(wildcards.relpath),
+        sha256=lambda wildcards: file_sha256(wildcards.relpath),
     script:
         "../workflow_scripts/download_file.py"
 
@@ -99,14 +101,14 @@ rule download_hub:
     # A Hugging Face dataset snapshot pinned to the commit its revision resolves to.
     output:
         directory("results/downloads/hub/{dataset}"),
-    params:
-        repo=lambda wildcards: HUB_PAIR_SETS[wildcards.dataset]["repo"],
-        subdir=lambda wildcards: HUB_PAIR_SETS[wildcards.dataset]["subdir"],
-        revision=lambda wildcards: config["data"]["hub_revisions"].get(wildcards.dataset, "main"),
     log:
         "results/logs/download_hub/{dataset}.log",
     conda:
         "../envs/data.yaml"
+    params:
+        repo=lambda wildcards: HUB_PAIR_SETS[wildcards.dataset]["repo"],
+        subdir=lambda wildcards: HUB_PAIR_SETS[wildcards.dataset]["subdir"],
+        revision=lambda wildcards: config["data"]["hub_revisions"].get(wildcards.dataset, "main"),
     script:
         "../workflow_scripts/download_hub.py"
 
@@ -119,14 +121,14 @@ rule prepare_nli:
         triplets="results/data/{dataset}/{split}.triplets.parquet",
         nli3="results/data/{dataset}/{split}.nli3.parquet",
         manifest="results/data/{dataset}/{split}.manifest.json",
-    wildcard_constraints:
-        dataset="|".join(NLI_DATASETS),
-    params:
-        root=get_pairset_root,
     log:
         "results/logs/prepare/{dataset}-{split}.log",
+    wildcard_constraints:
+        dataset="|".join(NLI_DATASETS),
     conda:
         "../envs/data.yaml"
+    params:
+        root=get_pairset_root,
     script:
         "../workflow_scripts/prepare_pairset.py"
 
@@ -137,13 +139,13 @@ rule prepare_pairs:
     output:
         table="results/data/{dataset}/{split}.parquet",
         manifest="results/data/{dataset}/{split}.manifest.json",
-    wildcard_constraints:
-        dataset="|".join(PAIR_DATASETS),
-    params:
-        root=get_pairset_root,
     log:
         "results/logs/prepare/{dataset}-{split}.log",
+    wildcard_constraints:
+        dataset="|".join(PAIR_DATASETS),
     conda:
         "../envs/data.yaml"
+    params:
+        root=get_pairset_root,
     script:
         "../workflow_scripts/prepare_pairset.py"

@@ -5,27 +5,29 @@ rule evaluate_sts:
         manifests=expand("results/data/{dataset}/test.manifest.json", dataset=STS_EVAL_DATASETS),
     output:
         "results/eval/{backbone}/{objective}/{trainset}/seed{seed}/sts.json",
-    params:
-        pooling=lambda wildcards: config["backbones"][wildcards.backbone].get("pooling", "cls")
-        if wildcards.objective == PRETRAINED
-        else None,
-        batch_size=config["evaluation"]["sts"]["batch_size"],
-        max_length=config["evaluation"]["sts"]["max_length"],
-        cell=lambda wildcards: dict(wildcards),
-        tasks=config["evaluation"]["sts"]["tasks"],
-        cache_root=config["evaluation"]["embedding_cache"],
-    threads: 2
-    resources:
-        gpu=1,  # snakemake-executor-plugin-slurm: sbatch --gpus=1
-        cpus_per_gpu=2,  # = threads
-        mem_mb=16000,
-        runtime=60,
     log:
         "results/logs/evaluate_sts/{backbone}/{objective}/{trainset}/seed{seed}.log",
     benchmark:
         "results/benchmarks/evaluate_sts/{backbone}/{objective}/{trainset}/seed{seed}.tsv"
     conda:
         "../envs/torch.yaml"
+    threads: 2
+    resources:
+        gpu=1,  # snakemake-executor-plugin-slurm: sbatch --gpus=1
+        cpus_per_gpu=2,  # = threads
+        mem_mb=16000,
+        runtime=60,
+    params:
+        pooling=lambda wildcards: (
+            config["backbones"][wildcards.backbone].get("pooling", "cls")
+            if wildcards.objective == PRETRAINED
+            else None
+        ),
+        batch_size=config["evaluation"]["sts"]["batch_size"],
+        max_length=config["evaluation"]["sts"]["max_length"],
+        cell=lambda wildcards: dict(wildcards),
+        tasks=config["evaluation"]["sts"]["tasks"],
+        cache_root=config["evaluation"]["embedding_cache"],
     script:
         "../workflow_scripts/evaluate_sts.py"
 
@@ -37,26 +39,28 @@ rule evaluate_indomain:
         manifest=lambda wildcards: get_indomain_split(wildcards) + ".manifest.json",
     output:
         "results/eval/{backbone}/{objective}/{trainset}/seed{seed}/indomain_{evalset}.json",
-    params:
-        pooling=lambda wildcards: config["backbones"][wildcards.backbone].get("pooling", "cls")
-        if wildcards.objective == PRETRAINED
-        else None,
-        batch_size=config["evaluation"]["sts"]["batch_size"],
-        max_length=config["evaluation"]["sts"]["max_length"],
-        cell=lambda wildcards: {k: wildcards[k] for k in ("backbone", "objective", "trainset", "seed")},
-        cache_root=config["evaluation"]["embedding_cache"],
-    threads: 2
-    resources:
-        gpu=1,
-        cpus_per_gpu=2,
-        mem_mb=eval_resources("eval_mem_mb", 16000),
-        runtime=eval_resources("eval_runtime", 60),
     log:
         "results/logs/evaluate_indomain/{backbone}/{objective}/{trainset}/seed{seed}/{evalset}.log",
     benchmark:
         "results/benchmarks/evaluate_indomain/{backbone}/{objective}/{trainset}/seed{seed}/{evalset}.tsv"
     conda:
         "../envs/torch.yaml"
+    threads: 2
+    resources:
+        gpu=1,
+        cpus_per_gpu=2,
+        mem_mb=eval_resources("eval_mem_mb", 16000),
+        runtime=eval_resources("eval_runtime", 60),
+    params:
+        pooling=lambda wildcards: (
+            config["backbones"][wildcards.backbone].get("pooling", "cls")
+            if wildcards.objective == PRETRAINED
+            else None
+        ),
+        batch_size=config["evaluation"]["sts"]["batch_size"],
+        max_length=config["evaluation"]["sts"]["max_length"],
+        cell=lambda wildcards: {k: wildcards[k] for k in ("backbone", "objective", "trainset", "seed")},
+        cache_root=config["evaluation"]["embedding_cache"],
     script:
         "../workflow_scripts/evaluate_indomain.py"
 
@@ -68,21 +72,21 @@ rule saturation:
         manifest="results/data/{dataset}/{split}.manifest.json",
     output:
         "results/analysis/saturation/{backbone}/{dataset}-{split}.json",
-    params:
-        pooling=lambda wildcards: config["backbones"][wildcards.backbone].get("pooling", "cls"),
-        max_pairs=config["analysis"]["saturation"]["max_pairs"],
-        max_length=config["analysis"]["saturation"]["max_length"],
-        batch_size=config["evaluation"]["sts"]["batch_size"],
+    log:
+        "results/logs/saturation/{backbone}/{dataset}-{split}.log",
+    conda:
+        "../envs/torch.yaml"
     threads: 2
     resources:
         gpu=1,
         cpus_per_gpu=2,
         mem_mb=eval_resources("eval_mem_mb", 16000),
         runtime=eval_resources("eval_runtime", 60),
-    log:
-        "results/logs/saturation/{backbone}/{dataset}-{split}.log",
-    conda:
-        "../envs/torch.yaml"
+    params:
+        pooling=lambda wildcards: config["backbones"][wildcards.backbone].get("pooling", "cls"),
+        max_pairs=config["analysis"]["saturation"]["max_pairs"],
+        max_length=config["analysis"]["saturation"]["max_length"],
+        batch_size=config["evaluation"]["sts"]["batch_size"],
     script:
         "../workflow_scripts/saturation.py"
 
@@ -94,26 +98,28 @@ rule evaluate_flickr30k:
         manifest="results/data/flickr30k/test.manifest.json",
     output:
         "results/eval/{backbone}/{objective}/{trainset}/seed{seed}/flickr30k.json",
-    params:
-        pooling=lambda wildcards: config["backbones"][wildcards.backbone].get("pooling", "cls")
-        if wildcards.objective == PRETRAINED
-        else None,
-        batch_size=config["evaluation"]["sts"]["batch_size"],
-        max_length=config["evaluation"]["sts"]["max_length"],
-        cell=lambda wildcards: dict(wildcards),
-        cache_root=config["evaluation"]["embedding_cache"],
-    threads: 2
-    resources:
-        gpu=1,
-        cpus_per_gpu=2,
-        mem_mb=eval_resources("eval_mem_mb", 16000),
-        runtime=eval_resources("eval_runtime", 60, 0.5),
     log:
         "results/logs/evaluate_flickr30k/{backbone}/{objective}/{trainset}/seed{seed}.log",
     benchmark:
         "results/benchmarks/evaluate_flickr30k/{backbone}/{objective}/{trainset}/seed{seed}.tsv"
     conda:
         "../envs/torch.yaml"
+    threads: 2
+    resources:
+        gpu=1,
+        cpus_per_gpu=2,
+        mem_mb=eval_resources("eval_mem_mb", 16000),
+        runtime=eval_resources("eval_runtime", 60, 0.5),
+    params:
+        pooling=lambda wildcards: (
+            config["backbones"][wildcards.backbone].get("pooling", "cls")
+            if wildcards.objective == PRETRAINED
+            else None
+        ),
+        batch_size=config["evaluation"]["sts"]["batch_size"],
+        max_length=config["evaluation"]["sts"]["max_length"],
+        cell=lambda wildcards: dict(wildcards),
+        cache_root=config["evaluation"]["embedding_cache"],
     script:
         "../workflow_scripts/evaluate_flickr30k.py"
 
@@ -124,29 +130,31 @@ rule evaluate_transfer:
         files=get_transfer_inputs,
     output:
         "results/eval/{backbone}/{objective}/{trainset}/seed{seed}/transfer.json",
-    params:
-        downstream=get_downstream_root,
-        tasks=config["evaluation"]["transfer"]["tasks"],
-        mode=config["evaluation"]["transfer"]["mode"],
-        pooling=lambda wildcards: config["backbones"][wildcards.backbone].get("pooling", "cls")
-        if wildcards.objective == PRETRAINED
-        else None,
-        batch_size=config["evaluation"]["sts"]["batch_size"],
-        max_length=config["evaluation"]["sts"]["max_length"],
-        cell=lambda wildcards: dict(wildcards),
-        cache_root=config["evaluation"]["embedding_cache"],
-    threads: 2
-    resources:
-        gpu=1,
-        cpus_per_gpu=2,
-        mem_mb=eval_resources("eval_mem_mb", 16000, 2),
-        runtime=eval_resources("eval_runtime", 60, 4),  # SentEval's test mode: 10-fold CV with inner model selection, on the CPU side
     log:
         "results/logs/evaluate_transfer/{backbone}/{objective}/{trainset}/seed{seed}.log",
     benchmark:
         "results/benchmarks/evaluate_transfer/{backbone}/{objective}/{trainset}/seed{seed}.tsv"
     conda:
         "../envs/torch.yaml"
+    threads: 2
+    resources:
+        gpu=1,
+        cpus_per_gpu=2,
+        mem_mb=eval_resources("eval_mem_mb", 16000, 2),
+        runtime=eval_resources("eval_runtime", 60, 4),  # SentEval's test mode: 10-fold CV with inner model selection, on the CPU side
+    params:
+        downstream=get_downstream_root,
+        tasks=config["evaluation"]["transfer"]["tasks"],
+        mode=config["evaluation"]["transfer"]["mode"],
+        pooling=lambda wildcards: (
+            config["backbones"][wildcards.backbone].get("pooling", "cls")
+            if wildcards.objective == PRETRAINED
+            else None
+        ),
+        batch_size=config["evaluation"]["sts"]["batch_size"],
+        max_length=config["evaluation"]["sts"]["max_length"],
+        cell=lambda wildcards: dict(wildcards),
+        cache_root=config["evaluation"]["embedding_cache"],
     script:
         "../workflow_scripts/evaluate_transfer.py"
 
@@ -157,28 +165,30 @@ rule evaluate_nli_probe:
         tables=[f"results/data/{t}.nli3.parquet" for t in probe_inputs(config["evaluation"]["nli_probe"]["protocol"])],
     output:
         "results/eval/{backbone}/{objective}/{trainset}/seed{seed}/nli_probe.json",
-    params:
-        protocol=config["evaluation"]["nli_probe"]["protocol"],
-        mode=config["evaluation"]["nli_probe"]["mode"],
-        max_rows=config["evaluation"]["nli_probe"]["max_rows"],
-        pooling=lambda wildcards: config["backbones"][wildcards.backbone].get("pooling", "cls")
-        if wildcards.objective == PRETRAINED
-        else None,
-        batch_size=config["evaluation"]["sts"]["batch_size"],
-        max_length=config["evaluation"]["sts"]["max_length"],
-        cell=lambda wildcards: dict(wildcards),
-        cache_root=config["evaluation"]["embedding_cache"],
-    threads: 2
-    resources:
-        gpu=1,
-        cpus_per_gpu=2,
-        mem_mb=eval_resources("eval_mem_mb", 16000, 4),
-        runtime=eval_resources("eval_runtime", 60, 4),
     log:
         "results/logs/evaluate_nli_probe/{backbone}/{objective}/{trainset}/seed{seed}.log",
     benchmark:
         "results/benchmarks/evaluate_nli_probe/{backbone}/{objective}/{trainset}/seed{seed}.tsv"
     conda:
         "../envs/torch.yaml"
+    threads: 2
+    resources:
+        gpu=1,
+        cpus_per_gpu=2,
+        mem_mb=eval_resources("eval_mem_mb", 16000, 4),
+        runtime=eval_resources("eval_runtime", 60, 4),
+    params:
+        protocol=config["evaluation"]["nli_probe"]["protocol"],
+        mode=config["evaluation"]["nli_probe"]["mode"],
+        max_rows=config["evaluation"]["nli_probe"]["max_rows"],
+        pooling=lambda wildcards: (
+            config["backbones"][wildcards.backbone].get("pooling", "cls")
+            if wildcards.objective == PRETRAINED
+            else None
+        ),
+        batch_size=config["evaluation"]["sts"]["batch_size"],
+        max_length=config["evaluation"]["sts"]["max_length"],
+        cell=lambda wildcards: dict(wildcards),
+        cache_root=config["evaluation"]["embedding_cache"],
     script:
         "../workflow_scripts/evaluate_nli_probe.py"

@@ -12,12 +12,12 @@ rule gis_collect:
     output:
         pairs="results/gis/collected/pairs.jsonl",
         stats="results/gis/collected/stats.json",
-    params:
-        collector=config["gis_collector"],
     log:
         "results/logs/gis/collect.log",
     conda:
         "../envs/data.yaml"
+    params:
+        collector=config["gis_collector"],
     script:
         "../workflow_scripts/gis_collect.py"
 

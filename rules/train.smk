@@ -5,22 +5,22 @@ rule train_model:
         backbone="results/backbones/{backbone}",
     output:
         directory("results/models/{backbone}/{objective}/{trainset}/seed{seed}"),
-    params:
-        train=get_train_params,
-        # one process per GPU: accelerate launch spans them
-        processes=lambda wildcards: max(1, config["backbones"][wildcards.backbone].get("resources", {}).get("gpus", 1)),
-        finetune=lambda wildcards: config["backbones"][wildcards.backbone].get("finetune", "full"),
-    threads: 2  # data loading stays in the main process; the rest feeds torch's intra-op pool
-    resources:
-        gpu=train_resources("gpus", 1),  # snakemake-executor-plugin-slurm: sbatch --gpus=N
-        mem_mb=train_resources("mem_mb", 32000),
-        runtime=train_resources("runtime", 240),
-        cpus_per_gpu=train_resources("cpus_per_gpu", 4),
     log:
         "results/logs/train/{backbone}/{objective}/{trainset}/seed{seed}.log",
     benchmark:
         "results/benchmarks/train/{backbone}/{objective}/{trainset}/seed{seed}.tsv"
     conda:
         "../envs/torch.yaml"
+    threads: 2  # data loading stays in the main process; the rest feeds torch's intra-op pool
+    resources:
+        gpu=train_resources("gpus", 1),  # snakemake-executor-plugin-slurm: sbatch --gpus=N
+        mem_mb=train_resources("mem_mb", 32000),
+        runtime=train_resources("runtime", 240),
+        cpus_per_gpu=train_resources("cpus_per_gpu", 4),
+    params:
+        train=get_train_params,
+        # one process per GPU: accelerate launch spans them
+        processes=lambda wildcards: max(1, config["backbones"][wildcards.backbone].get("resources", {}).get("gpus", 1)),
+        finetune=lambda wildcards: config["backbones"][wildcards.backbone].get("finetune", "full"),
     script:
         "../workflow_scripts/train.py"

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 import yaml
@@ -204,3 +206,13 @@ def test_workflow_passes_snakemake_lint(tmp_path):
     work = copy_workflow(tmp_path / "wf")
     out = snakemake(work, "--lint", env={"AOE_DATA_MIRROR": ""})
     assert out.returncode == 0 and "good condition" in out.stdout, out.stdout[-3000:]
+
+
+def test_workflow_is_snakefmt_clean():
+    import shutil
+    import subprocess
+
+    exe = shutil.which("snakefmt") or str(Path(sys.executable).parent / "snakefmt")
+    files = ["Snakefile", *sorted(str(p.relative_to(REPO)) for p in (REPO / "rules").glob("*.smk"))]
+    out = subprocess.run([exe, "--check", *files], cwd=REPO, capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout + out.stderr
