@@ -104,6 +104,17 @@ def test_nli_probe(ci_run):
     assert 36 < result["summary"]["SNLI"] < 90 and 30 < result["summary"]["MultiNLI"] < 90
 
 
+def test_html_report_is_built(ci_run):
+    """`snakemake --report`: one self-contained HTML page with every table and figure and its caption."""
+    work, env = ci_run
+    out = snakemake(work, "--report", "results/report.html", "--configfile", "presets/ci.yaml", env=env)
+    assert out.returncode == 0, out.stdout[-3000:]
+    html = (work / "results" / "report.html").read_text(errors="replace")
+    for table in ("table1_sts", "table2_indomain", "table3_transfer", "table5_nli"):
+        assert f"{table}.tex" in html, table
+    assert len(html) > 100_000  # Snakemake's page embeds its scripts and the results: no external files
+
+
 def test_rerun_has_nothing_to_do(ci_run):
     work, env = ci_run
     out = snakemake(work, "-n", "--configfile", "presets/ci.yaml", env=env)
