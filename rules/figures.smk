@@ -1,2 +1,206 @@
-# Figures from trained models' embeddings: being written.
-FIGURE_RESULTS = []
+# The paper's embedding figures (AoE Fig. 3, 4, 5, 10 and the gradient figure the paper argues):
+# config `figures`, code in aoe/figures/. They read model folders and never train.
+#
+#   figure_pairs   one job per model: the test pairs' embeddings (through the shared embedding
+#                  cache the model's STS evaluation filled), cosines, gradient norms -> .npz
+#   figure_tsne    t-SNE of the real and imaginary halves (saturation zone / all pairs) -> .npz
+#   fig3, fig10, fig4, fig5, fig_gradients   CPU-only plotting: PDF, PNG and a JSON of the numbers
+#
+# Each plotting rule is its own target (`snakemake fig4`); changing plot code reruns only it.
+
+from aoe.data.sts import SCORE_RANGE
+from aoe.figures import (
+    FIGURES,
+    check_figures,
+    figure_cells,
+    figure_inputs,
+    figure_results,
+    model_label,
+    pair_tables,
+    shares_eval_cache,
+    unavailable_figures,
+)
+
+try:
+    check_figures(config)
+except ConfigError as err:
+    raise WorkflowError(f"config: {err}") from None
+
+_FIG = config["figures"]
+_FIG_CELLS = figure_cells(config)
+FIGURE_RESULTS = figure_results(config)
+# the STS evaluation's embedding cache holds the figure dataset's pairs when it evaluates that dataset
+_FIG_SHARES_EVAL = shares_eval_cache(config, STS_EVAL_DATASETS)
+
+if _FIG["enabled"]:
+    for _name, _why in unavailable_figures(config).items():
+        print(f"figures: {_name} left out of the targets: {_why}", file=sys.stderr)
+
+
+rule figure_pairs:
+    input:
+        unpack(lambda wildcards: pair_tables(config, wildcards.dataset, STS_EVAL_DATASETS)),
+        model=get_model_dir,
+        # order only: the model's STS evaluation embeds the same text set first; this job reads it back
+        sts=lambda wildcards: (
+            f"results/eval/{wildcards.backbone}/{wildcards.objective}/{wildcards.trainset}/seed{wildcards.seed}/sts.json"
+            if _FIG_SHARES_EVAL
+            else []
+        ),
+    output:
+        "results/analysis/figures/{backbone}/{objective}/{trainset}/seed{seed}/{dataset}-test.npz",
+    log:
+        "results/logs/figures/pairs/{backbone}/{objective}/{trainset}/seed{seed}/{dataset}.log",
+    benchmark:
+        "results/benchmarks/figures/pairs/{backbone}/{objective}/{trainset}/seed{seed}/{dataset}.tsv"
+    conda:
+        "../envs/torch.yaml"
+    threads: 2
+    resources:
+        # a cache hit after the STS evaluation: no GPU needed (a miss embeds one STS test set)
+        mem_mb=8000,
+        runtime=30,
+    params:
+        pooling=lambda wildcards: (
+            config["backbones"][wildcards.backbone].get("pooling", "cls")
+            if wildcards.objective == PRETRAINED
+            else None
+        ),
+        batch_size=config["evaluation"]["sts"]["batch_size"],
+        max_length=config["evaluation"]["sts"]["max_length"],
+        # the evaluated tasks decide the text set, hence the cache entry; [] = the dataset's own texts
+        tasks=config["evaluation"]["sts"]["tasks"] if _FIG_SHARES_EVAL else [],
+        cache_root=config["evaluation"]["embedding_cache"],
+        cell=lambda wildcards: dict(wildcards),
+    script:
+        "../workflow_scripts/figure_pairs.py"
+
+
+rule figure_tsne:
+    input:
+        "results/analysis/figures/{backbone}/{objective}/{trainset}/seed{seed}/{dataset}-test.npz",
+    output:
+        "results/analysis/figures/{backbone}/{objective}/{trainset}/seed{seed}/{dataset}-test.tsne-{zone}.npz",
+    log:
+        "results/logs/figures/tsne/{backbone}/{objective}/{trainset}/seed{seed}/{dataset}-{zone}.log",
+    benchmark:
+        "results/benchmarks/figures/tsne/{backbone}/{objective}/{trainset}/seed{seed}/{dataset}-{zone}.tsv"
+    wildcard_constraints:
+        zone="saturation|all",
+    conda:
+        "../envs/report.yaml"
+    threads: 1
+    resources:
+        mem_mb=8000,
+        runtime=30,
+    params:
+        geometry={k: v for k, v in _FIG["sts_geometry"].items() if k not in ("model", "distance", "max_label_chars")},
+    script:
+        "../workflow_scripts/figure_tsne.py"
+
+
+rule fig3:
+    input:
+        unpack(lambda wildcards: figure_inputs(config, "fig3")),
+    output:
+        report(
+            multiext(f"results/figures/{FIGURES['fig3']}", ".pdf", ".png"),
+            caption="../report/fig3.rst",
+            category="Figures",
+        ),
+        json=f"results/figures/{FIGURES['fig3']}.json",
+    log:
+        "results/logs/figures/fig3.log",
+    conda:
+        "../envs/report.yaml"
+    params:
+        zone="saturation",
+        geometry=_FIG["sts_geometry"],
+        label=model_label(_FIG_CELLS["fig3"][0][1]),
+    script:
+        "../workflow_scripts/figure_geometry.py"
+
+
+rule fig10:
+    input:
+        unpack(lambda wildcards: figure_inputs(config, "fig10")),
+    output:
+        report(
+            multiext(f"results/figures/{FIGURES['fig10']}", ".pdf", ".png"),
+            caption="../report/fig10.rst",
+            category="Figures",
+        ),
+        json=f"results/figures/{FIGURES['fig10']}.json",
+    log:
+        "results/logs/figures/fig10.log",
+    conda:
+        "../envs/report.yaml"
+    params:
+        zone="all",
+        geometry=_FIG["sts_geometry"],
+        label=model_label(_FIG_CELLS["fig10"][0][1]),
+    script:
+        "../workflow_scripts/figure_geometry.py"
+
+
+rule fig4:
+    input:
+        unpack(lambda wildcards: figure_inputs(config, "fig4")),
+    output:
+        report(
+            multiext(f"results/figures/{FIGURES['fig4']}", ".pdf", ".png"),
+            caption="../report/fig4.rst",
+            category="Figures",
+        ),
+        json=f"results/figures/{FIGURES['fig4']}.json",
+    log:
+        "results/logs/figures/fig4.log",
+    conda:
+        "../envs/report.yaml"
+    params:
+        labels=[model_label(c) for _, c in _FIG_CELLS["fig4"]],
+        density=_FIG["similarity_density"],
+        score_range=list(SCORE_RANGE[_FIG["dataset"]]),
+    script:
+        "../workflow_scripts/figure_similarity.py"
+
+
+rule fig5:
+    input:
+        unpack(lambda wildcards: figure_inputs(config, "fig5")),
+    output:
+        report(
+            multiext(f"results/figures/{FIGURES['fig5']}", ".pdf", ".png"),
+            caption="../report/fig5.rst",
+            category="Figures",
+        ),
+    log:
+        "results/logs/figures/fig5.log",
+    conda:
+        "../envs/report.yaml"
+    params:
+        density=_FIG["similarity_density"],
+    script:
+        "../workflow_scripts/figure_gold.py"
+
+
+rule fig_gradients:
+    input:
+        unpack(lambda wildcards: figure_inputs(config, "fig_gradients")),
+    output:
+        report(
+            multiext(f"results/figures/{FIGURES['fig_gradients']}", ".pdf", ".png"),
+            caption="../report/fig_gradients.rst",
+            category="Figures",
+        ),
+        json=f"results/figures/{FIGURES['fig_gradients']}.json",
+    log:
+        "results/logs/figures/fig_gradients.log",
+    conda:
+        "../envs/report.yaml"
+    params:
+        gradients=_FIG["gradients"],
+        saturation_threshold=_FIG["sts_geometry"]["saturation_threshold"],
+        label=model_label(_FIG_CELLS["fig_gradients"][0][1]),
+    script:
+        "../workflow_scripts/figure_gradients.py"

@@ -1,0 +1,198 @@
+"""The paper's embedding figures: which models they read, which files they write (config ``figures``).
+
+Figures never train. Each one reads model folders of the grid (or a backbone as
+downloaded, objective ``pretrained``), embeds the test pairs of an STS dataset through
+the shared embedding cache (:mod:`aoe.figures.pairs`), and plots from those numbers:
+
+* ``fig3``: pairs in the cosine saturation zone, real vs imaginary halves (AoE Fig. 3);
+* ``fig10``: the same over every pair (AoE Fig. 10);
+* ``fig4``: cosine density per gold-rating group per objective, plus each model's
+  distance to the gold distribution (AoE Fig. 4);
+* ``fig5``: density of the gold scores (AoE Fig. 5);
+* ``fig_gradients``: per-pair gradient magnitude of the cosine and the angle score
+  against the pair's cosine (AoE §1/§3 argue it; the paper does not show it).
+
+Import-light on purpose (no torch, no matplotlib): the Snakefile imports it at DAG-build time.
+"""
+
+from __future__ import annotations
+
+from aoe.workflow import NO_TRAINSET, PRETRAINED, PRETRAINED_SEED, Cell, ConfigError, run_cells
+
+__all__ = [
+    "FIGURES",
+    "figure_cells",
+    "check_figures",
+    "unavailable_figures",
+    "figure_outputs",
+    "figure_results",
+    "figure_inputs",
+    "pairs_path",
+    "tsne_path",
+    "model_label",
+    "shares_eval_cache",
+    "pair_tables",
+]
+
+# target rule name -> output stem under results/figures/ (PDF, PNG, and for most a JSON of its numbers)
+FIGURES: dict[str, str] = {
+    "fig3": "fig3_saturation_geometry",
+    "fig10": "fig10_all_pairs_geometry",
+    "fig4": "fig4_similarity_density",
+    "fig5": "fig5_gold_density",
+    "fig_gradients": "fig_gradient_magnitude",
+}
+
+# the figures whose numbers are also written as results/figures/{stem}.json
+_WITH_JSON = ("fig3", "fig10", "fig4", "fig_gradients")
+
+
+def _cell(spec: dict) -> Cell:
+    if spec["objective"] == PRETRAINED:
+        return Cell(spec["backbone"], PRETRAINED, NO_TRAINSET, PRETRAINED_SEED)
+    return Cell(spec["backbone"], spec["objective"], spec["trainset"], int(spec["seed"]))
+
+
+def figure_cells(config: dict) -> dict[str, list[tuple[str, Cell]]]:
+    """Per figure, the (config key, model) pairs it reads; fig5 reads only the gold scores.
+
+    ``pretrained`` models are normalised to trainset ``none``, seed 0 whatever the config
+    gives for those keys (the backbone as downloaded has neither).
+    """
+    fig = config.get("figures", {})
+    geo = fig["sts_geometry"]["model"]
+    dens = fig["similarity_density"]
+    grad = fig["gradients"]["model"]
+    density_cells = [
+        (
+            f"figures.similarity_density.objectives[{i}]",
+            _cell({"backbone": dens["backbone"], "objective": obj, "trainset": dens["trainset"], "seed": dens["seed"]}),
+        )
+        for i, obj in enumerate(dens["objectives"])
+    ]
+    return {
+        "fig3": [("figures.sts_geometry.model", _cell(geo))],
+        "fig10": [("figures.sts_geometry.model", _cell(geo))],
+        "fig4": density_cells,
+        "fig5": [],
+        "fig_gradients": [("figures.gradients.model", _cell(grad))],
+    }
+
+
+def check_figures(config: dict) -> None:
+    """Config errors the schema cannot see: unknown backbones, train sets, objectives, bad bins or groups.
+
+    Raises :class:`aoe.workflow.ConfigError` naming the key. A known model that no run
+    trains is not an error here: :func:`unavailable_figures` reports it, and the figure
+    is left out of the targets.
+    """
+    fig = config.get("figures", {})
+    if not fig.get("enabled", True):
+        return
+    from aoe.losses.objectives import OBJECTIVES
+
+    objectives = set(config["objectives"]) | set(OBJECTIVES) | {PRETRAINED}
+    for name, pairs in figure_cells(config).items():
+        for key, cell in pairs:
+            if cell.backbone not in config["backbones"]:
+                raise ConfigError(f"{key}: unknown backbone {cell.backbone!r}; known: {sorted(config['backbones'])}")
+            if cell.objective not in objectives:
+                raise ConfigError(f"{key}: unknown objective {cell.objective!r}; known: {sorted(objectives)}")
+            if cell.trained and cell.trainset not in config["trainsets"]:
+                raise ConfigError(f"{key}: unknown train set {cell.trainset!r}; known: {sorted(config['trainsets'])}")
+    groups = fig["similarity_density"]["gold_groups"]
+    if any(b <= a for a, b in zip(groups, groups[1:])):
+        raise ConfigError(f"figures.similarity_density.gold_groups: edges must increase, got {groups}")
+    lo, hi = fig["gradients"]["bin_range"]
+    if not hi > lo:
+        raise ConfigError(f"figures.gradients.bin_range: must be increasing, got {[lo, hi]}")
+
+
+def unavailable_figures(config: dict) -> dict[str, str]:
+    """Figures whose models are not available, with the reason naming the config key.
+
+    A model is available when it is a run cell of the grid (:func:`aoe.workflow.run_cells`)
+    or the backbone as downloaded (objective ``pretrained``). Disabled figures are all unavailable.
+    """
+    if not config.get("figures", {}).get("enabled", True):
+        return {name: "figures.enabled is false" for name in FIGURES}
+    grid = set(run_cells(config))
+    out = {}
+    for name, pairs in figure_cells(config).items():
+        for key, cell in pairs:
+            if cell.trained and cell not in grid:
+                out[name] = (
+                    f"{key}: model {cell.path} is not trained by any entry of runs "
+                    "(add it to runs, or name a trained model or objective 'pretrained')"
+                )
+                break
+    return out
+
+
+def figure_outputs(name: str) -> list[str]:
+    """The files a figure's target rule builds."""
+    stem = FIGURES[name]
+    out = [f"results/figures/{stem}.pdf", f"results/figures/{stem}.png"]
+    if name in _WITH_JSON:
+        out.append(f"results/figures/{stem}.json")
+    return out
+
+
+def figure_results(config: dict) -> list[str]:
+    """Every output of every available figure (the value of FIGURE_RESULTS in rules/figures.smk)."""
+    missing = unavailable_figures(config)
+    return [f for name in FIGURES if name not in missing for f in figure_outputs(name)]
+
+
+def pairs_path(cell: Cell, dataset: str) -> str:
+    """The figure_pairs .npz of a model (embeddings, cosines, gradient norms of the test pairs)."""
+    return f"results/analysis/figures/{cell.path}/{dataset}-test.npz"
+
+
+def tsne_path(cell: Cell, dataset: str, zone: str) -> str:
+    """The figure_tsne .npz of a model: zone "saturation" (Fig. 3) or "all" (Fig. 10)."""
+    return f"results/analysis/figures/{cell.path}/{dataset}-test.tsne-{zone}.npz"
+
+
+def model_label(cell: Cell) -> str:
+    """How a figure names a model."""
+    if not cell.trained:
+        return f"{cell.backbone} (as downloaded)"
+    return f"{cell.backbone} {cell.objective} ({cell.trainset}, seed {cell.seed})"
+
+
+def figure_inputs(config: dict, name: str) -> dict[str, str | list[str]]:
+    """The files a figure's plotting rule reads; ConfigError naming the key when its models are not in the grid.
+
+    Called by the rule's input function, i.e. only when the figure is part of the DAG:
+    a figure left out of the targets fails only when asked for by name.
+    """
+    missing = unavailable_figures(config)
+    if name in missing:
+        raise ConfigError(f"figure {name}: {missing[name]}")
+    dataset = config["figures"]["dataset"]
+    cells = [cell for _, cell in figure_cells(config)[name]]
+    if name in ("fig3", "fig10"):
+        zone = "saturation" if name == "fig3" else "all"
+        return {"pairs": pairs_path(cells[0], dataset), "tsne": tsne_path(cells[0], dataset, zone)}
+    if name == "fig4":
+        return {"pairs": [pairs_path(c, dataset) for c in cells]}
+    if name == "fig_gradients":
+        return {"pairs": pairs_path(cells[0], dataset)}
+    if name == "fig5":
+        return {"table": f"results/data/{dataset}/test.parquet", "manifest": f"results/data/{dataset}/test.manifest.json"}
+    raise KeyError(f"unknown figure {name!r}; known: {list(FIGURES)}")
+
+
+def shares_eval_cache(config: dict, eval_datasets: list[str]) -> bool:
+    """Whether the STS evaluation's embedding cache holds the figure dataset's pairs (same text set)."""
+    return config["evaluation"].get("embedding_cache") is not None and config["figures"]["dataset"] in eval_datasets
+
+
+def pair_tables(config: dict, dataset: str, eval_datasets: list[str]) -> dict[str, list[str]]:
+    """Test tables figure_pairs reads: the STS evaluation's (to embed its very text set) or the dataset's own."""
+    datasets = sorted({*eval_datasets, dataset}) if shares_eval_cache(config, eval_datasets) else [dataset]
+    return {
+        "tables": [f"results/data/{d}/test.parquet" for d in datasets],
+        "manifests": [f"results/data/{d}/test.manifest.json" for d in datasets],
+    }

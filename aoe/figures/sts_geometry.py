@@ -1,0 +1,230 @@
+"""AoE Fig. 3 and Fig. 10: real vs imaginary halves of STS pairs, t-SNE and pair-distance KDE.
+
+An embedding X of size 2d is read as a complex vector (as the angle objective reads
+it, aoe.losses.angle.angle_scores): real half ``X[:d]``, imaginary half ``X[d:]``.
+
+Saturation zone (Fig. 3; the paper's "weighted similarity > 0.95"): the pairs whose
+cosine similarity of the *whole* 2d embeddings under the model is strictly above the
+threshold (0.95), i.e. where cos(u, v) and hence CoSENT's gradient saturates (AoE §1).
+The cosine is the one the STS evaluation uses (aoe.evaluate.sts.cosine_rows).
+Fig. 10 draws the same for every pair of the test set.
+
+Panels: t-SNE of the real halves and of the imaginary halves of both sentences of every
+selected pair (one t-SNE each, settings from config, deterministic given them), sample
+pairs joined by lines and numbered, their sentences printed below; and a KDE of the
+distances between the two sentences' real halves and between their imaginary halves,
+with their averages AVG_re and AVG_im.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = [
+    "split_halves",
+    "saturation_mask",
+    "select_pairs",
+    "half_distances",
+    "tsne_coords",
+    "sample_pair_indices",
+    "geometry_stats",
+    "compute_geometry",
+    "plot_geometry",
+]
+
+
+def split_halves(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(real, imaginary) halves of (N, 2d) embeddings: ``x[:, :d]`` and ``x[:, d:]``."""
+    x = np.asarray(x)
+    if x.ndim != 2 or x.shape[1] % 2:
+        raise ValueError(f"split_halves expects (N, 2d) embeddings with an even size, got {x.shape}")
+    d = x.shape[1] // 2
+    return x[:, :d], x[:, d:]
+
+
+def saturation_mask(cos: np.ndarray, threshold: float) -> np.ndarray:
+    """Pairs in the saturation zone: whole-embedding cosine strictly above ``threshold``."""
+    return np.asarray(cos) > threshold
+
+
+def select_pairs(cos: np.ndarray, zone: str, threshold: float, max_pairs: int | None = None, seed: int = 0) -> np.ndarray:
+    """Sorted pair indices of ``zone``: "saturation" (cos > threshold) or "all" (a seeded subset when capped)."""
+    if zone == "saturation":
+        idx = np.flatnonzero(saturation_mask(cos, threshold))
+    elif zone == "all":
+        idx = np.arange(len(cos))
+    else:
+        raise ValueError(f"unknown zone {zone!r} (saturation, all)")
+    if max_pairs is not None and idx.size > max_pairs:
+        idx = np.sort(np.random.default_rng(seed).choice(idx, size=max_pairs, replace=False))
+    return idx
+
+
+def half_distances(u: np.ndarray, v: np.ndarray) -> dict[str, np.ndarray]:
+    """Per pair, Euclidean and cosine distances between the real halves and between the imaginary halves."""
+    u_re, u_im = split_halves(np.asarray(u, dtype=np.float64))
+    v_re, v_im = split_halves(np.asarray(v, dtype=np.float64))
+    out = {}
+    for name, a, b in (("re", u_re, v_re), ("im", u_im, v_im)):
+        out[f"euclidean_{name}"] = np.linalg.norm(a - b, axis=1)
+        denom = np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            out[f"cosine_{name}"] = 1.0 - np.nan_to_num((a * b).sum(axis=1) / denom)
+    return out
+
+
+def tsne_coords(points: np.ndarray, tsne: dict) -> tuple[np.ndarray, dict]:
+    """2-D t-SNE of ``points`` with the config's settings; (coordinates, settings used).
+
+    Perplexity is capped at (n - 1) / 3 (scikit-learn needs perplexity < n); fewer than
+    5 points are placed by PCA instead (recorded as the method). Deterministic given
+    the points and the settings (fixed random_state, single-threaded neighbours).
+    """
+    points = np.asarray(points, dtype=np.float64)
+    n = len(points)
+    if n == 0:
+        return np.zeros((0, 2)), {"method": "none"}
+    if n < 5:
+        centred = points - points.mean(axis=0)
+        if n == 1 or not np.any(centred):
+            return np.zeros((n, 2)), {"method": "pca"}
+        _, _, vt = np.linalg.svd(centred, full_matrices=False)
+        xy = centred @ vt[:2].T
+        return np.pad(xy, ((0, 0), (0, 2 - xy.shape[1]))), {"method": "pca"}
+    from sklearn.manifold import TSNE
+
+    perplexity = float(min(tsne.get("perplexity", 30), (n - 1) / 3))
+    settings = {
+        "method": "tsne",
+        "perplexity": perplexity,
+        "random_state": int(tsne.get("seed", 0)),
+        "init": tsne.get("init", "pca"),
+        "max_iter": int(tsne.get("max_iter", 1000)),
+        "learning_rate": tsne.get("learning_rate", "auto"),
+        "metric": tsne.get("metric", "euclidean"),
+    }
+    model = TSNE(
+        n_components=2,
+        perplexity=perplexity,
+        random_state=settings["random_state"],
+        init=settings["init"],
+        max_iter=settings["max_iter"],
+        learning_rate=settings["learning_rate"],
+        metric=settings["metric"],
+        n_jobs=1,
+    )
+    return model.fit_transform(points), settings
+
+
+def sample_pair_indices(n_selected: int, k: int, seed: int) -> np.ndarray:
+    """Positions (into the selection) of the k sample pairs, seeded, sorted."""
+    k = min(k, n_selected)
+    if k <= 0:
+        return np.zeros(0, dtype=int)
+    return np.sort(np.random.default_rng(seed).choice(n_selected, size=k, replace=False))
+
+
+def geometry_stats(data: dict, idx: np.ndarray, distance: str) -> dict:
+    """AVG_re / AVG_im (mean pair distance of the halves, configured distance) and more, over ``idx``."""
+    dist = half_distances(data["u"][idx], data["v"][idx])
+    out = {"pairs": int(idx.size), "distance": distance}
+    if idx.size:
+        out["AVG_re"] = float(dist[f"{distance}_re"].mean())
+        out["AVG_im"] = float(dist[f"{distance}_im"].mean())
+        for kind in ("euclidean", "cosine"):
+            re, im = dist[f"{kind}_re"], dist[f"{kind}_im"]
+            out[kind] = {
+                "mean_re": float(re.mean()),
+                "mean_im": float(im.mean()),
+                "median_re": float(np.median(re)),
+                "median_im": float(np.median(im)),
+                "share_im_above_re": float((im > re).mean()),
+            }
+        out["cos"] = {"min": float(data["cos"][idx].min()), "mean": float(data["cos"][idx].mean())}
+        out["gold"] = {"mean": float(data["score"][idx].mean())}
+    else:
+        out["AVG_re"] = out["AVG_im"] = None
+    return out
+
+
+def compute_geometry(data: dict, zone: str, cfg: dict) -> dict[str, np.ndarray | dict]:
+    """Selection, t-SNE coordinates of both halves and sample pairs (the tsne .npz contents).
+
+    ``cfg`` is config figures.sts_geometry. Points are ordered [sentence1 of every
+    selected pair, then sentence2 of every selected pair].
+    """
+    idx = select_pairs(data["cos"], zone, cfg["saturation_threshold"], cfg.get("max_pairs_all") if zone == "all" else None, cfg.get("sample_seed", 0))
+    u_re, u_im = split_halves(data["u"][idx])
+    v_re, v_im = split_halves(data["v"][idx])
+    re_xy, used = tsne_coords(np.concatenate([u_re, v_re]), cfg["tsne"])
+    im_xy, _ = tsne_coords(np.concatenate([u_im, v_im]), cfg["tsne"])
+    sample = sample_pair_indices(idx.size, cfg["sample_pairs"], cfg.get("sample_seed", 0))
+    return {"idx": idx, "re_xy": re_xy, "im_xy": im_xy, "sample": sample, "settings": used}
+
+
+def _short(text: str, n: int) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def plot_geometry(data: dict, geo: dict, stats: dict, pdf, png=None, *, title: str = "", kde_bandwidth="scott", max_label_chars: int = 60) -> list:
+    """Three panels (t-SNE real, t-SNE imaginary, distance KDE) and the sample pairs' sentences below."""
+    from scipy.stats import gaussian_kde
+
+    from aoe.figures.style import HEIGHT, WIDTH, save_figure, series_style, style_context
+
+    idx, sample = np.asarray(geo["idx"]), np.asarray(geo["sample"])
+    n = idx.size
+    n_lines = len(sample)
+    with style_context():
+        from matplotlib.figure import Figure
+
+        text_height = 0.12 * n_lines + 0.05
+        fig = Figure(figsize=(WIDTH * 2.1, HEIGHT + text_height), layout="constrained")
+        grid = fig.add_gridspec(2, 3, height_ratios=[HEIGHT, text_height])
+        axes = [fig.add_subplot(grid[0, i]) for i in range(3)]
+        for ax, key, name in ((axes[0], "re_xy", "real part"), (axes[1], "im_xy", "imaginary part")):
+            xy = np.asarray(geo[key])
+            ax.set_title(f"t-SNE of the {name}")
+            ax.set_xticks([])
+            ax.set_yticks([])
+            if n == 0:
+                ax.text(0.5, 0.5, "no pairs", ha="center", va="center", transform=ax.transAxes)
+                continue
+            ax.scatter(xy[:n, 0], xy[:n, 1], s=4, c="0.65", marker="o", linewidths=0, label="sentence 1")
+            ax.scatter(xy[n:, 0], xy[n:, 1], s=5, c="0.35", marker="^", linewidths=0, label="sentence 2")
+            for k, j in enumerate(sample):
+                a, b = xy[j], xy[n + j]
+                ax.plot([a[0], b[0]], [a[1], b[1]], color="black", linestyle="-", linewidth=0.9, marker="o", markersize=2.5)
+                ax.annotate(str(k + 1), (a + b) / 2, fontsize=6.5, fontweight="bold", ha="center", va="bottom")
+            ax.legend(loc="best", markerscale=2)
+        ax = axes[2]
+        dist = half_distances(data["u"][idx], data["v"][idx]) if n else {}
+        kind = stats["distance"]
+        ax.set_title(f"{kind} distance within pairs")
+        for i, (part, label) in enumerate((("re", "real"), ("im", "imaginary"))):
+            st = series_style(i)
+            avg = stats[f"AVG_{part}"]
+            if n >= 2 and np.ptp(dist[f"{kind}_{part}"]) > 0:
+                values = dist[f"{kind}_{part}"]
+                grid_x = np.linspace(values.min() - 0.1 * np.ptp(values), values.max() + 0.1 * np.ptp(values), 256)
+                ax.plot(grid_x, gaussian_kde(values, bw_method=kde_bandwidth)(grid_x), color=st["color"], linestyle=st["linestyle"], label=f"{label}: AVG$_{{{part}}}$ = {avg:.3g}")
+            elif avg is not None:
+                ax.plot([], [], color=st["color"], linestyle=st["linestyle"], label=f"{label}: AVG$_{{{part}}}$ = {avg:.3g}")
+            if avg is not None:
+                ax.axvline(avg, color=st["color"], linestyle=st["linestyle"], linewidth=0.8)
+        ax.set_xlabel("distance")
+        ax.set_ylabel("density")
+        if n:
+            ax.legend(loc="upper left")
+        ax.set_ylim(top=ax.get_ylim()[1] * 1.25)  # room for the legend above the curves
+        text_ax = fig.add_subplot(grid[1, :])
+        text_ax.axis("off")
+        lines = [
+            f"{k + 1}. {_short(data['sentence1'][idx[j]], max_label_chars)}  |  {_short(data['sentence2'][idx[j]], max_label_chars)}  "
+            f"(gold {data['score'][idx[j]]:.2f}, cos {data['cos'][idx[j]]:.4f})"
+            for k, j in enumerate(sample)
+        ]
+        text_ax.text(0.0, 1.0, "\n".join(lines) if lines else "", ha="left", va="top", fontsize=6, transform=text_ax.transAxes)
+        fig.suptitle(title or f"{n} pairs")
+        return save_figure(fig, pdf, png)

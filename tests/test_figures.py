@@ -1,0 +1,285 @@
+"""The embedding figures (aoe.figures, rules/figures.smk): synthetic embeddings, then one Snakemake run."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import numpy as np
+import pytest
+import yaml
+
+from aoe.figures import check_figures, figure_cells, figure_inputs, figure_results, unavailable_figures
+from aoe.figures.gradients import bin_stats, gradient_summary, plot_gradients, score_gradient_norms
+from aoe.figures.similarity import distance_to_gold, group_index, plot_gold_density, plot_similarity_density, rank_normalise
+from aoe.figures.sts_geometry import (
+    compute_geometry,
+    geometry_stats,
+    half_distances,
+    plot_geometry,
+    saturation_mask,
+    select_pairs,
+    split_halves,
+    tsne_coords,
+)
+from aoe.workflow import ConfigError
+from tests.workflow_utils import REPO, copy_workflow, mirror_path, snakemake
+
+FIG_DEFAULTS = yaml.safe_load((REPO / "config.yaml").read_text())["figures"]
+
+
+def _pairs(n=60, dim=16, seed=0):
+    """Synthetic pair data: v = u + noise of growing size, so cosines spread from ~1 down."""
+    rng = np.random.default_rng(seed)
+    u = rng.normal(size=(n, dim))
+    noise = rng.normal(size=(n, dim)) * np.linspace(0.01, 2.0, n)[:, None]
+    v = u + noise
+    grads = score_gradient_norms(u, v)
+    return {
+        "u": u.astype(np.float32),
+        "v": v.astype(np.float32),
+        "cos": grads["cos"],
+        "grad_cos": grads["grad_cos"],
+        "grad_angle": grads["grad_angle"],
+        "score": np.clip(5 * (grads["cos"] + 1) / 2, 0, 5),
+        "sentence1": np.array([f"first sentence {i}" for i in range(n)]),
+        "sentence2": np.array([f"second sentence {i}" for i in range(n)]),
+        "meta": {},
+    }
+
+
+# -- halves, saturation, t-SNE ------------------------------------------------------------
+
+
+def test_split_halves_and_distances():
+    x = np.arange(12, dtype=float).reshape(2, 6)
+    re, im = split_halves(x)
+    assert re.tolist() == [[0, 1, 2], [6, 7, 8]] and im.tolist() == [[3, 4, 5], [9, 10, 11]]
+    with pytest.raises(ValueError, match="even"):
+        split_halves(np.zeros((2, 5)))
+    u = np.array([[1.0, 0.0, 0.0, 1.0]])
+    v = np.array([[1.0, 0.0, 1.0, 0.0]])
+    d = half_distances(u, v)
+    assert d["euclidean_re"][0] == 0 and d["euclidean_im"][0] == pytest.approx(np.sqrt(2))
+    assert d["cosine_re"][0] == pytest.approx(0) and d["cosine_im"][0] == pytest.approx(1)
+
+
+def test_saturation_selection_is_strict():
+    cos = np.array([0.2, 0.95, 0.951, 0.99, 1.0])
+    assert saturation_mask(cos, 0.95).tolist() == [False, False, True, True, True]
+    assert select_pairs(cos, "saturation", 0.95).tolist() == [2, 3, 4]
+    assert select_pairs(cos, "all", 0.95).tolist() == [0, 1, 2, 3, 4]
+    capped = select_pairs(cos, "all", 0.95, max_pairs=3, seed=1)
+    assert len(capped) == 3 and capped.tolist() == sorted(capped.tolist())
+    assert capped.tolist() == select_pairs(cos, "all", 0.95, max_pairs=3, seed=1).tolist()
+
+
+def test_tsne_is_deterministic_given_config():
+    points = np.random.default_rng(0).normal(size=(40, 8))
+    cfg = {"perplexity": 30, "seed": 0, "init": "pca", "max_iter": 250}
+    a, used = tsne_coords(points, cfg)
+    b, _ = tsne_coords(points, dict(cfg))
+    assert a.shape == (40, 2) and np.array_equal(a, b)
+    assert used["perplexity"] == pytest.approx(13.0)  # capped at (n - 1) / 3
+    c, _ = tsne_coords(points, {**cfg, "seed": 1, "init": "random"})
+    assert not np.allclose(a, c)
+    few, used = tsne_coords(points[:3], cfg)
+    assert few.shape == (3, 2) and used["method"] == "pca"
+
+
+def test_geometry_stats_and_plot(tmp_path):
+    data = _pairs()
+    cfg = {**FIG_DEFAULTS["sts_geometry"], "saturation_threshold": 0.9, "tsne": {**FIG_DEFAULTS["sts_geometry"]["tsne"], "max_iter": 250}}
+    geo = compute_geometry(data, "saturation", cfg)
+    assert set(geo["idx"].tolist()) == set(np.flatnonzero(data["cos"] > 0.9).tolist())
+    assert len(geo["sample"]) == min(5, len(geo["idx"])) and geo["re_xy"].shape == (2 * len(geo["idx"]), 2)
+    stats = geometry_stats(data, geo["idx"], "euclidean")
+    d = half_distances(data["u"][geo["idx"]], data["v"][geo["idx"]])
+    assert stats["AVG_re"] == pytest.approx(d["euclidean_re"].mean()) and stats["AVG_im"] == pytest.approx(d["euclidean_im"].mean())
+    pdf, png = plot_geometry(data, geo, stats, tmp_path / "g.pdf", title="synthetic")
+    assert pdf.stat().st_size > 1000 and png.stat().st_size > 1000
+    # an empty saturation zone still draws
+    empty = compute_geometry(data, "saturation", {**cfg, "saturation_threshold": 0.999999})
+    stats = geometry_stats(data, empty["idx"], "euclidean")
+    assert stats["pairs"] == 0 and stats["AVG_re"] is None
+    assert all(p.stat().st_size > 0 for p in plot_geometry(data, empty, stats, tmp_path / "e.pdf"))
+
+
+# -- similarity densities and the distance to gold --------------------------------------
+
+
+def test_gold_groups_and_rank_normalisation():
+    assert group_index(np.array([0.0, 0.99, 1.0, 4.5, 5.0, 5.5]), [0, 1, 2, 3, 4, 5]).tolist() == [0, 0, 1, 4, 4, -1]
+    assert rank_normalise(np.array([3.0, 1.0, 2.0, 2.0])).tolist() == [0.875, 0.125, 0.5, 0.5]
+
+
+def test_distance_to_gold_sanity():
+    rng = np.random.default_rng(0)
+    gold = rng.uniform(0, 5, size=500)
+    same = distance_to_gold(gold / 5, gold, [0, 1, 2, 3, 4, 5], (0, 5))
+    assert same["distance_to_gold"] == pytest.approx(0, abs=1e-12) and same["w1_raw"] == pytest.approx(0, abs=1e-12)
+    # any monotone map of the similarity keeps the rank distance at 0; only the raw W1 moves
+    squeezed = distance_to_gold(0.9 + 0.1 * (gold / 5) ** 3, gold, [0, 1, 2, 3, 4, 5], (0, 5))
+    assert squeezed["distance_to_gold"] == pytest.approx(0, abs=1e-12) and squeezed["w1_raw"] > 0.3
+    shifted = distance_to_gold(gold / 5 + 0.2, gold, [0, 1, 2, 3, 4, 5], (0, 5))
+    assert shifted["w1_raw"] == pytest.approx(0.2)
+    noisy = distance_to_gold(gold / 5 + rng.normal(0, 0.2, 500), gold, [0, 1, 2, 3, 4, 5], (0, 5))
+    random = distance_to_gold(rng.uniform(size=500), gold, [0, 1, 2, 3, 4, 5], (0, 5))
+    assert 0 < noisy["distance_to_gold"] < random["distance_to_gold"]
+    assert sum(g["n"] for g in random["groups"].values()) == 500
+
+
+def test_similarity_plots(tmp_path):
+    data = _pairs()
+    d = distance_to_gold(data["cos"], data["score"], [0, 1, 2, 3, 4, 5], (0, 5))
+    models = [{"label": "a", "cos": data["cos"], "gold": data["score"], "distance": d}] * 2
+    for path in plot_similarity_density(models, [0, 1, 2, 3, 4, 5], tmp_path / "f4.pdf") + plot_gold_density(data["score"], [0, 1, 2, 3, 4, 5], tmp_path / "f5.pdf"):
+        assert path.stat().st_size > 1000
+
+
+# -- gradients ----------------------------------------------------------------------------
+
+
+def _fd_grad_norm(fn, u, v, eps=1e-6):
+    g = np.zeros_like(u)
+    for k in range(u.size):
+        e = np.zeros_like(u)
+        e[k] = eps
+        g[k] = (fn(u + e, v) - fn(u - e, v)) / (2 * eps)
+    return np.linalg.norm(g)
+
+
+def _cos(u, v):
+    return u @ v / (np.linalg.norm(u) * np.linalg.norm(v))
+
+
+def _angle(u, v):
+    d = len(u) // 2
+    a, b, c, e = u[:d], u[d:], v[:d], v[d:]
+    return abs((a * c + b * e).sum() + (b * c - a * e).sum()) / (np.linalg.norm(u) * np.linalg.norm(v))
+
+
+def test_gradients_match_hand_and_finite_differences():
+    rng = np.random.default_rng(0)
+    u = rng.normal(size=(4, 6))
+    v = u + rng.normal(size=(4, 6)) * np.array([0.01, 0.1, 0.5, 1.0])[:, None]
+    g = score_gradient_norms(u, v)
+    for i in range(4):
+        cos = _cos(u[i], v[i])
+        assert g["cos"][i] == pytest.approx(cos)
+        # ||d cos / d u|| = sin(theta) / ||u||
+        assert g["grad_cos"][i] == pytest.approx(np.sqrt(1 - cos**2) / np.linalg.norm(u[i]), rel=1e-6)
+        assert g["grad_cos"][i] == pytest.approx(_fd_grad_norm(_cos, u[i], v[i]), rel=1e-5)
+        assert g["grad_angle"][i] == pytest.approx(_fd_grad_norm(_angle, u[i], v[i]), rel=1e-5)
+
+
+def test_cosine_gradient_vanishes_near_one_and_angle_does_not(tmp_path):
+    rng = np.random.default_rng(1)
+    u = rng.normal(size=(1, 8)).repeat(5, axis=0)
+    v = u + rng.normal(size=(1, 8)) * np.array([1.0, 0.3, 0.1, 0.01, 0.001])[:, None]
+    g = score_gradient_norms(u, v)
+    assert np.all(np.diff(g["cos"]) > 0)  # cos rises to ~1
+    assert np.all(np.diff(g["grad_cos"]) < 0) and g["grad_cos"][-1] < 1e-2 * g["grad_cos"][0]
+    assert g["grad_angle"][-1] > 0.5 / np.linalg.norm(u[0])  # the imaginary part keeps ~1 / ||u||
+    data = _pairs(n=200)
+    summary = gradient_summary(data, 10, (0.0, 1.0), 20.0, 0.95)
+    cos_bins = summary["objectives"]["cos"]["bins"]
+    assert sum(b["n"] for b in cos_bins) + summary["pairs_outside_range"] == 200
+    assert summary["saturation_zone_ratio_angle_over_cos"] > 1
+    assert all(p.stat().st_size > 1000 for p in plot_gradients(summary, tmp_path / "g.pdf"))
+
+
+def test_bin_stats_edges():
+    rows = bin_stats(np.array([0.0, 0.49, 0.5, 1.0]), np.array([1.0, 3.0, 5.0, 7.0]), np.array([0.0, 0.5, 1.0]))
+    assert [r["n"] for r in rows] == [2, 2] and rows[0]["median"] == 2.0 and rows[1]["median"] == 6.0
+
+
+# -- config -------------------------------------------------------------------------------
+
+
+def _config():
+    cfg = yaml.safe_load((REPO / "config.yaml").read_text())
+    return cfg
+
+
+def test_figure_cells_and_availability():
+    cfg = _config()
+    cfg["runs"] = [{"backbone": "minilm-l6", "trainset": "stsb", "objectives": ["aoe"], "seeds": [1]}]
+    cfg["figures"] = copy.deepcopy(FIG_DEFAULTS)
+    cfg["figures"]["sts_geometry"]["model"] = {"backbone": "minilm-l6", "objective": "aoe", "trainset": "stsb", "seed": 1}
+    cfg["figures"]["similarity_density"].update(backbone="minilm-l6", trainset="stsb", seed=1, objectives=["aoe", "pretrained"])
+    cfg["figures"]["gradients"]["model"] = {"backbone": "minilm-l6", "objective": "pretrained", "trainset": "whatever", "seed": 7}
+    check_figures(cfg)
+    cells = figure_cells(cfg)
+    assert cells["fig_gradients"][0][1].path == "minilm-l6/pretrained/none/seed0"
+    assert [c.path for _, c in cells["fig4"]] == ["minilm-l6/aoe/stsb/seed1", "minilm-l6/pretrained/none/seed0"]
+    assert unavailable_figures(cfg) == {}
+    assert len(figure_results(cfg)) == 14
+    assert figure_inputs(cfg, "fig3")["tsne"].endswith("minilm-l6/aoe/stsb/seed1/stsb-test.tsne-saturation.npz")
+    # a known model no run trains: the figure leaves the targets; asking for it names the key
+    cfg["figures"]["similarity_density"]["seed"] = 2
+    assert set(unavailable_figures(cfg)) == {"fig4"}
+    assert not any("fig4" in f for f in figure_results(cfg))
+    with pytest.raises(ConfigError, match=r"figures\.similarity_density\.objectives\[0\].*seed2"):
+        figure_inputs(cfg, "fig4")
+    # an unknown name is a config error at once
+    cfg["figures"]["gradients"]["model"]["backbone"] = "bert-huge"
+    with pytest.raises(ConfigError, match=r"figures\.gradients\.model: unknown backbone 'bert-huge'"):
+        check_figures(cfg)
+    cfg["figures"]["enabled"] = False
+    check_figures(cfg)
+    assert figure_results(cfg) == []
+
+
+# -- the rules, end to end ------------------------------------------------------------------
+
+MIRROR = mirror_path()
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(MIRROR is None, reason="data mirror (AOE_DATA_MIRROR or ../shared/data) not found")
+def test_figure_rules_end_to_end(tmp_path, tiny_bert):
+    """Every figure from a tiny random BERT as downloaded: STS-B test only, seconds."""
+    work = copy_workflow(tmp_path / "wf")
+    override = {
+        "backbones": {"tiny": {"path": str(tiny_bert), "pooling": "cls"}},
+        "runs": [],
+        "tables": {name: {"enabled": False} for name in yaml.safe_load((REPO / "config.yaml").read_text())["tables"]},
+        "analysis": {"saturation": {"backbones": []}, "gis": {"enabled": False}},
+        "evaluation": {"suites": ["sts"], "sts": {"tasks": ["STSB"], "max_length": 64}},
+        "figures": {
+            "sts_geometry": {
+                "model": {"backbone": "tiny", "objective": "pretrained", "trainset": "none", "seed": 0},
+                # a random tiny BERT puts every pair at cos ~ 0.99999: this keeps its top ~10%
+                "saturation_threshold": 0.999999,
+                "max_pairs_all": 150,
+                "tsne": {"max_iter": 250},
+            },
+            "similarity_density": {"backbone": "tiny", "trainset": "none", "seed": 0, "objectives": ["pretrained"]},
+            "gradients": {"model": {"backbone": "tiny", "objective": "pretrained", "trainset": "none", "seed": 0}},
+        },
+    }
+    (work / "fig.yaml").write_text(yaml.safe_dump(override))
+    env = {"AOE_DATA_MIRROR": str(MIRROR), "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+    out = snakemake(work, "figures", "--cores", "2", "--configfile", "config.yaml", "fig.yaml", env=env, timeout=600)
+    assert out.returncode == 0, out.stdout[-5000:]
+    figs = work / "results" / "figures"
+    for stem in ("fig3_saturation_geometry", "fig10_all_pairs_geometry", "fig4_similarity_density", "fig5_gold_density", "fig_gradient_magnitude"):
+        for ext in ("pdf", "png"):
+            assert (figs / f"{stem}.{ext}").stat().st_size > 1000, stem
+    fig3 = json.loads((figs / "fig3_saturation_geometry.json").read_text())
+    fig10 = json.loads((figs / "fig10_all_pairs_geometry.json").read_text())
+    assert fig10["pairs"] == 150 and fig10["pairs_total"] == 1379 and fig10["AVG_re"] > 0 and fig10["AVG_im"] > 0
+    assert fig3["zone"] == "saturation" and 0 < fig3["pairs"] < 400 and fig3["cos"]["min"] > 0.999999
+    fig4 = json.loads((figs / "fig4_similarity_density.json").read_text())
+    assert [m["distance_to_gold"] > 0 for m in fig4["models"].values()] == [True]
+    grads = json.loads((figs / "fig_gradient_magnitude.json").read_text())
+    assert grads["pairs"] == 1379 and len(grads["objectives"]["angle"]["bins"]) == 20
+    # the figure job read the embeddings the STS evaluation cached
+    log = (work / "results/logs/figures/pairs/tiny/pretrained/none/seed0/stsb.log").read_text()
+    assert "'hit': True" in log
+    # a plotting change reruns only that figure
+    script = work / "workflow_scripts" / "figure_gradients.py"
+    script.write_text(script.read_text() + "\n# a plotting change\n")
+    out = snakemake(work, "figures", "-n", "--configfile", "config.yaml", "fig.yaml", env=env)
+    assert out.returncode == 0 and "fig_gradients" in out.stdout and "figure_pairs" not in out.stdout, out.stdout[-3000:]

@@ -1,0 +1,53 @@
+"""Rules fig3 / fig10: real vs imaginary halves of STS pairs (t-SNE, sample pairs, distance KDE) and AVG_re / AVG_im."""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(snakemake.scriptdir).parent))
+from aoe.workflow import start_log
+
+start_log(snakemake.log[0])
+
+import json
+
+import numpy as np
+
+from aoe.figures.pairs import load_pairs
+from aoe.figures.sts_geometry import geometry_stats, plot_geometry
+from aoe.jsonio import write_json_atomic
+
+p = snakemake.params
+cfg = dict(p.geometry)
+data = load_pairs(snakemake.input.pairs)
+with np.load(snakemake.input.tsne, allow_pickle=False) as z:
+    geo = {k: z[k] for k in z.files}
+geo["settings"] = json.loads(str(geo["settings"]))
+stats = geometry_stats(data, geo["idx"], cfg["distance"])
+zone = p.zone
+where = f"cos > {cfg['saturation_threshold']:g}" if zone == "saturation" else "all pairs"
+plot_geometry(
+    data,
+    geo,
+    stats,
+    snakemake.output[0],
+    snakemake.output[1],
+    title=f"{p.label}: {data['meta']['data']['dataset']} test, {where} ({stats['pairs']} of {len(data['cos'])} pairs)",
+    max_label_chars=cfg["max_label_chars"],
+)
+stats.update(
+    {
+        "zone": zone,
+        "saturation_threshold": cfg["saturation_threshold"],
+        "pairs_total": int(len(data["cos"])),
+        "share_of_pairs": stats["pairs"] / max(len(data["cos"]), 1),
+        "tsne": geo["settings"],
+        "sample_pairs": [
+            {"sentence1": str(data["sentence1"][geo["idx"][j]]), "sentence2": str(data["sentence2"][geo["idx"][j]]), "gold": float(data["score"][geo["idx"][j]]), "cos": float(data["cos"][geo["idx"][j]])}
+            for j in geo["sample"]
+        ],
+        "model": data["meta"]["model"],
+        "data": data["meta"]["data"],
+    }
+)
+write_json_atomic(stats, snakemake.output.json)
+print(json.dumps({k: stats[k] for k in ("pairs", "AVG_re", "AVG_im")}))

@@ -1,0 +1,27 @@
+"""Rule figure_tsne: t-SNE of the real and imaginary halves of the selected pairs (AoE Fig. 3 / Fig. 10)."""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(snakemake.scriptdir).parent))
+from aoe.workflow import start_log
+
+start_log(snakemake.log[0])
+
+import json
+import os
+import tempfile
+
+import numpy as np
+
+from aoe.figures.pairs import load_pairs
+from aoe.figures.sts_geometry import compute_geometry
+
+data = load_pairs(snakemake.input[0])
+geo = compute_geometry(data, snakemake.wildcards.zone, dict(snakemake.params.geometry))
+out = Path(snakemake.output[0])
+fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.stem}.", suffix=".npz")
+with os.fdopen(fd, "wb") as fh:
+    np.savez(fh, idx=geo["idx"], re_xy=geo["re_xy"], im_xy=geo["im_xy"], sample=geo["sample"], settings=np.array(json.dumps(geo["settings"])))
+os.replace(tmp, out)
+print(f"{len(geo['idx'])} pairs, {geo['settings']}")
