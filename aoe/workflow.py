@@ -62,7 +62,7 @@ class Cell:
 def check_config(config: dict) -> None:
     """Cross-key checks the JSON schema cannot express; raise ConfigError naming the key."""
     backbones, trainsets, objectives = config["backbones"], config["trainsets"], config["objectives"]
-    from aoe.losses.objectives import OBJECTIVES, resolve_format
+    from aoe.recipes import OBJECTIVES, resolve_format
 
     for name, spec in objectives.items():
         base = spec.get("base")
@@ -349,7 +349,7 @@ def train_params(config: dict, backbone: str, objective: str, trainset: str, see
         **(ts.get("objective_settings", {}).get(objective, {}) if base != objective else {}),
     }
     overrides = {k: v for k, v in overrides.items() if k not in ("base", "pooling")}
-    from aoe.losses.objectives import resolve_format
+    from aoe.recipes import resolve_format
 
     pooling = config["objectives"].get(objective, {}).get("pooling") or config["backbones"][backbone].get("pooling", "cls")
     return {
