@@ -5,6 +5,7 @@ Import-light on purpose (no torch): the Snakefile imports it at DAG-build time.
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from dataclasses import dataclass
@@ -171,13 +172,14 @@ def enabled_tables(config: dict) -> dict[str, dict]:
 
 def run_cells(config: dict) -> list[Cell]:
     """Every trained model of the grid."""
-    cells = {
-        Cell(run["backbone"], obj, run["trainset"], seed)
-        for run in config["runs"]
-        for obj in run["objectives"]
-        for seed in run["seeds"]
-    }
-    return sorted(cells)
+    runs = tuple((r["backbone"], r["trainset"], tuple(r["objectives"]), tuple(r["seeds"])) for r in config["runs"])
+    return list(_run_cells(runs))
+
+
+@functools.lru_cache(maxsize=8)
+def _run_cells(runs: tuple) -> tuple[Cell, ...]:
+    # input functions ask for the grid once per job: planning the paper grid calls this ~300 times
+    return tuple(sorted({Cell(b, obj, t, seed) for b, t, objectives, seeds in runs for obj in objectives for seed in seeds}))
 
 
 def pretrained_cell(backbone: str) -> Cell:

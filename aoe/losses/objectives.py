@@ -27,6 +27,7 @@ from aoe.recipes import COMPONENTS, FORMATS, N_TEXTS, OBJECTIVES, objective_form
 
 __all__ = ["FORMATS", "COMPONENTS", "OBJECTIVES", "Objective", "get_objective", "resolve_format", "objective_formats"]
 
+
 @dataclass(frozen=True)
 class Objective:
     """A weighted sum of loss components over the embeddings of a batch in one data format.
