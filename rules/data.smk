@@ -64,6 +64,8 @@ rule tokenize:
         directory("results/tokens/{backbone}-{max_len}/{dataset}/{table}"),
     log:
         "results/logs/tokenize/{backbone}-{max_len}-{dataset}-{table}.log",
+    benchmark:
+        "results/benchmarks/tokenize/{backbone}-{max_len}-{dataset}-{table}.tsv"
     wildcard_constraints:
         # a split, or split.format for the triplet and 3-way NLI tables
         table=r"[a-z_]+(\.(triplets|nli3))?",
@@ -123,6 +125,8 @@ rule prepare_nli:
         manifest="results/data/{dataset}/{split}.manifest.json",
     log:
         "results/logs/prepare/{dataset}-{split}.log",
+    benchmark:
+        "results/benchmarks/prepare/{dataset}-{split}.tsv"
     wildcard_constraints:
         dataset="|".join(NLI_DATASETS),
     conda:
@@ -141,6 +145,8 @@ rule prepare_pairs:
         manifest="results/data/{dataset}/{split}.manifest.json",
     log:
         "results/logs/prepare/{dataset}-{split}.log",
+    benchmark:
+        "results/benchmarks/prepare/{dataset}-{split}.tsv"
     wildcard_constraints:
         dataset="|".join(PAIR_DATASETS),
     conda:

@@ -74,6 +74,8 @@ rule saturation:
         "results/analysis/saturation/{backbone}/{dataset}-{split}.json",
     log:
         "results/logs/saturation/{backbone}/{dataset}-{split}.log",
+    benchmark:
+        "results/benchmarks/saturation/{backbone}/{dataset}-{split}.tsv"
     conda:
         "../envs/torch.yaml"
     threads: 2

@@ -14,6 +14,8 @@ rule gis_collect:
         stats="results/gis/collected/stats.json",
     log:
         "results/logs/gis/collect.log",
+    benchmark:
+        "results/benchmarks/gis/collect.tsv"
     conda:
         "../envs/data.yaml"
     params:
@@ -30,6 +32,8 @@ rule gis_stats:
         "results/analysis/gis/stats.json",
     log:
         "results/logs/gis/stats.log",
+    benchmark:
+        "results/benchmarks/gis/stats.tsv"
     conda:
         "../envs/torch.yaml"
     script:
