@@ -269,7 +269,7 @@ def test_figure_rules_end_to_end(tmp_path, tiny_bert):
             assert (figs / f"{stem}.{ext}").stat().st_size > 1000, stem
     fig3 = json.loads((figs / "fig3_saturation_geometry.json").read_text())
     fig10 = json.loads((figs / "fig10_all_pairs_geometry.json").read_text())
-    assert fig10["pairs"] == 150 and fig10["pairs_total"] == 1379 and fig10["AVG_re"] > 0 and fig10["AVG_im"] > 0
+    assert fig10["tsne"]["pairs"] == 150 and fig10["pairs"] == fig10["pairs_total"] == 1379 and fig10["AVG_re"] > 0 and fig10["AVG_im"] > 0
     assert fig3["zone"] == "saturation" and 0 < fig3["pairs"] < 400 and fig3["cos"]["min"] > 0.999999
     fig4 = json.loads((figs / "fig4_similarity_density.json").read_text())
     assert [m["distance_to_gold"] > 0 for m in fig4["models"].values()] == [True]

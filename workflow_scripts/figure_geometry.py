@@ -13,7 +13,7 @@ import json
 import numpy as np
 
 from aoe.figures.pairs import load_pairs
-from aoe.figures.sts_geometry import geometry_stats, plot_geometry
+from aoe.figures.sts_geometry import geometry_stats, plot_geometry, select_pairs
 from aoe.jsonio import write_json_atomic
 
 p = snakemake.params
@@ -22,8 +22,10 @@ data = load_pairs(snakemake.input.pairs)
 with np.load(snakemake.input.tsne, allow_pickle=False) as z:
     geo = {k: z[k] for k in z.files}
 geo["settings"] = json.loads(str(geo["settings"]))
-stats = geometry_stats(data, geo["idx"], cfg["distance"])
 zone = p.zone
+# the distances (KDE, AVG_re, AVG_im) cover the whole zone even when t-SNE embeds a subset of it
+zone_idx = select_pairs(data["cos"], zone, cfg["saturation_threshold"])
+stats = geometry_stats(data, zone_idx, cfg["distance"])
 where = f"cos > {cfg['saturation_threshold']:g}" if zone == "saturation" else "all pairs"
 plot_geometry(
     data,
@@ -31,8 +33,10 @@ plot_geometry(
     stats,
     snakemake.output[0],
     snakemake.output[1],
-    title=f"{p.label}: {data['meta']['data']['dataset']} test, {where} ({stats['pairs']} of {len(data['cos'])} pairs)",
+    title=f"{p.label}: {data['meta']['data']['dataset']} test, {where} ({stats['pairs']} of {len(data['cos'])} pairs"
+    + (f"; t-SNE of {len(geo['idx'])})" if len(geo["idx"]) < stats["pairs"] else ")"),
     max_label_chars=cfg["max_label_chars"],
+    kde_idx=zone_idx,
 )
 stats.update(
     {
@@ -40,7 +44,7 @@ stats.update(
         "saturation_threshold": cfg["saturation_threshold"],
         "pairs_total": int(len(data["cos"])),
         "share_of_pairs": stats["pairs"] / max(len(data["cos"]), 1),
-        "tsne": geo["settings"],
+        "tsne": {**geo["settings"], "pairs": int(len(geo["idx"]))},
         "sample_pairs": [
             {"sentence1": str(data["sentence1"][geo["idx"][j]]), "sentence2": str(data["sentence2"][geo["idx"][j]]), "gold": float(data["score"][geo["idx"][j]]), "cos": float(data["cos"][geo["idx"][j]])}
             for j in geo["sample"]

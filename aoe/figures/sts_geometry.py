@@ -167,8 +167,14 @@ def _short(text: str, n: int) -> str:
     return text if len(text) <= n else text[: n - 1] + "…"
 
 
-def plot_geometry(data: dict, geo: dict, stats: dict, pdf, png=None, *, title: str = "", kde_bandwidth="scott", max_label_chars: int = 60) -> list:
-    """Three panels (t-SNE real, t-SNE imaginary, distance KDE) and the sample pairs' sentences below."""
+def plot_geometry(
+    data: dict, geo: dict, stats: dict, pdf, png=None, *, title: str = "", kde_bandwidth="scott", max_label_chars: int = 60, kde_idx=None
+) -> list:
+    """Three panels (t-SNE real, t-SNE imaginary, distance KDE) and the sample pairs' sentences below.
+
+    ``kde_idx``: the pairs of the KDE panel (default: those t-SNE embeds; Fig. 10 passes every pair
+    when t-SNE embeds a subset), the pairs ``stats`` was computed over.
+    """
     from scipy.stats import gaussian_kde
 
     from aoe.figures.style import HEIGHT, WIDTH, save_figure, series_style, style_context
@@ -199,13 +205,14 @@ def plot_geometry(data: dict, geo: dict, stats: dict, pdf, png=None, *, title: s
                 ax.annotate(str(k + 1), (a + b) / 2, fontsize=6.5, fontweight="bold", ha="center", va="bottom")
             ax.legend(loc="best", markerscale=2)
         ax = axes[2]
-        dist = half_distances(data["u"][idx], data["v"][idx]) if n else {}
+        kde_idx = idx if kde_idx is None else np.asarray(kde_idx)
+        dist = half_distances(data["u"][kde_idx], data["v"][kde_idx]) if kde_idx.size else {}
         kind = stats["distance"]
         ax.set_title(f"{kind} distance within pairs")
         for i, (part, label) in enumerate((("re", "real"), ("im", "imaginary"))):
             st = series_style(i)
             avg = stats[f"AVG_{part}"]
-            if n >= 2 and np.ptp(dist[f"{kind}_{part}"]) > 0:
+            if kde_idx.size >= 2 and np.ptp(dist[f"{kind}_{part}"]) > 0:
                 values = dist[f"{kind}_{part}"]
                 grid_x = np.linspace(values.min() - 0.1 * np.ptp(values), values.max() + 0.1 * np.ptp(values), 256)
                 ax.plot(grid_x, gaussian_kde(values, bw_method=kde_bandwidth)(grid_x), color=st["color"], linestyle=st["linestyle"], label=f"{label}: AVG$_{{{part}}}$ = {avg:.3g}")
