@@ -1,9 +1,19 @@
-"""LaTeX (booktabs) and CSV tables from evaluation JSON files. Tables never train or embed.
+"""Tables of both papers from result files: LaTeX (booktabs), CSV, Markdown and JSON. Tables never train or embed.
 
-Each cell is the mean ± sample std over the seeds that exist, with the seed count
-in the row label; the best mean per backbone among our rows is bold; the paper's
-reported numbers appear as labelled reference rows. A result that does not exist
-is printed as "–" and listed in the log, never as 0.
+Each cell is the mean ± sample std over the seeds that exist, with the seed count in
+the row label; the best mean per backbone among our rows is bold. A row with a paper
+counterpart (a row's ``paper`` key, or the table's ``paper`` mapping
+``{backbone: {objective: ref}}``) is followed by the paper's numbers and the
+difference Δ = ours − paper; the table's other ``paper_reference`` entries are
+reference rows at the bottom. A paired t-test (``scipy.stats.ttest_rel``) compares
+the treatment row (AoE / AnglE) with every other row of its backbone over matched
+seeds, per column and pooled over the dataset columns; the p-values go in a note
+under the table. A result that does not exist is printed as "–" and logged, never 0.
+
+Kinds (``aoe.workflow.TABLE_KINDS``): sts7, stsb, ablation (sts.json), indomain
+(indomain_{trainset}.json), transfer, nli_probe, mteb, flickr30k (their suite's
+JSON), train_time (the training jobs' benchmark TSV and model folder) and gis_stats
+(results/analysis/gis/stats.json; no seeds).
 """
 
 from __future__ import annotations
@@ -12,140 +22,830 @@ import json
 import logging
 import math
 import re
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import pandas as pd
 import yaml
 
 from aoe.evaluate.sts import TASKS
 
-__all__ = ["KINDS", "load_sts_results", "paper_reference", "build_table", "to_latex"]
+__all__ = [
+    "KINDS",
+    "OBJECTIVE_LABELS",
+    "Column",
+    "Row",
+    "Table",
+    "build_gis_table",
+    "build_table",
+    "load_results",
+    "load_sts_results",
+    "paired_ttest",
+    "paper_reference",
+    "render_table",
+    "spec_rows",
+    "to_frame",
+    "to_json",
+    "to_latex",
+    "to_markdown",
+]
 
 log = logging.getLogger(__name__)
 
-# table kind -> (columns shown, header labels)
-KINDS = {
-    "sts7": (list(TASKS) + ["avg"], ["STS12", "STS13", "STS14", "STS15", "STS16", "STS-B", "SICK-R", "Avg."]),
-    "stsb": (["STSB"], ["STS-B test"]),
+PRETRAINED = "pretrained"
+TRANSFER_TASKS = ["MR", "CR", "SUBJ", "MPQA", "SST2", "TREC", "MRPC"]
+MTEB_CATEGORIES = ["classification", "clustering", "pair_classification", "reranking", "retrieval", "sts", "summarization"]
+MTEB_HEADERS = {
+    "classification": "Class.",
+    "clustering": "Clust.",
+    "pair_classification": "PairClass.",
+    "reranking": "Rerank.",
+    "retrieval": "Retr.",
+    "sts": "STS",
+    "summarization": "Summ.",
 }
+TRAINSET_HEADERS = {"stsb": "STS-B", "gis": "GIS", "mrpc": "MRPC", "qqp": "QQP", "qnli": "QNLI", "nli": "NLI", "sickr": "SICK-R"}
+STS_HEADERS = ["STS12", "STS13", "STS14", "STS15", "STS16", "STS-B", "SICK-R"]
+# treatment objectives of the t-test, in order of preference (a table's `ttest.treatment` overrides)
+TREATMENTS = ("aoe", "angle_arxiv")
 
 OBJECTIVE_LABELS = {
-    "pretrained": "as downloaded",
+    PRETRAINED: "as downloaded",
     "aoe": "AoE",
     "angle_arxiv": "AnglE",
     "cosent": "CoSENT",
+    "sbert": "SBERT",
+    "simcse_sup": "SimCSE (sup.)",
     "only_angle": "only angle",
     "only_contrastive": "only contrastive",
+    "only_cosine": "only cosine",
+    "only_ibn": "only ibn",
+    "wo_ibn": "w/o ibn",
+    "wo_angle": "w/o angle",
 }
 
 
+@dataclass(frozen=True)
+class Column:
+    key: str
+    header: str
+    # the "avg" of a table is a derived column: no bold rule changes, but it is left out of the pooled t-test
+    summary: bool = False
+
+
 def _key(name: str) -> str:
-    return re.sub(r"[^a-z0-9]", "", name.lower())
+    return re.sub(r"[^a-z0-9]", "", str(name).lower())
+
+
+def kind_columns(kind: str, spec: dict, results: pd.DataFrame | None = None) -> list[Column]:
+    """The columns of a table kind (mteb: the categories found in the results, in MTEB's order)."""
+    if kind == "sts7":
+        return [Column(t, h) for t, h in zip(TASKS, STS_HEADERS)] + [Column("avg", "Avg.", True)]
+    if kind == "stsb":
+        return [Column("STSB", "STS-B test")]
+    if kind == "ablation":
+        return [Column("avg", "Avg. STS", True)]
+    if kind == "indomain":
+        ts = list(spec.get("trainsets") or [spec["trainset"]])
+        cols = [Column(t, TRAINSET_HEADERS.get(t, t)) for t in ts]
+        return cols + ([Column("avg", "Avg.", True)] if len(ts) > 1 else [])
+    if kind == "transfer":
+        return [Column(t, t) for t in TRANSFER_TASKS] + [Column("avg", "Avg.", True)]
+    if kind == "nli_probe":
+        return [Column("MultiNLI", "MultiNLI"), Column("SNLI", "SNLI"), Column("avg", "Avg.", True)]
+    if kind == "mteb":
+        found = set(results.column) if results is not None and not results.empty else set()
+        cats = [c for c in MTEB_CATEGORIES if c in found] + sorted(found - set(MTEB_CATEGORIES) - {"avg"})
+        return [Column(c, MTEB_HEADERS.get(c, c)) for c in cats] + [Column("avg", "Avg.", True)]
+    if kind == "flickr30k":
+        return [Column("strict_accuracy", "Strict acc."), Column("R@1", "R@1"), Column("R@4", "R@4"), Column("R@10", "R@10")]
+    if kind == "train_time":
+        return [
+            Column("sec_per_epoch", "s / epoch"),
+            Column("train_seconds", "train loop (s)"),
+            Column("job_seconds", "job (s)"),
+            Column("epochs", "epochs trained"),
+        ]
+    raise ValueError(f"unknown table kind {kind!r}")
+
+
+KINDS = ("sts7", "stsb", "ablation", "indomain", "transfer", "nli_probe", "mteb", "flickr30k", "train_time", "gis_stats")
+LOWER_IS_BETTER = {"sec_per_epoch", "train_seconds", "job_seconds"}
+NO_BOLD = {"epochs"}
+
+
+# ---------------------------------------------------------------------------
+# Loading result files into a long table (backbone, objective, trainset, seed, column, value).
+
+RESULT_COLUMNS = ["backbone", "objective", "trainset", "seed", "column", "value"]
+
+
+def _cell(result: dict, path: Path) -> dict:
+    try:
+        cell = dict(result["model"]["cell"])
+    except (KeyError, TypeError):
+        raise ValueError(f"{path}: no model.cell record") from None
+    cell["seed"] = int(cell["seed"])
+    return cell
+
+
+def _num(value) -> float | None:
+    if value is None:
+        return None
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        return None
+    return v if math.isfinite(v) else None
+
+
+def _sts_values(result: dict) -> dict[str, float]:
+    out = {t: _num((result["tasks"].get(t) or {}).get("spearman")) for t in TASKS}
+    out["avg"] = _num(result.get("avg"))
+    return out
+
+
+def _transfer_values(result: dict) -> dict[str, float]:
+    out = {t: _num((result["tasks"].get(t) or {}).get("acc")) for t in TRANSFER_TASKS}
+    out["avg"] = _num(result.get("avg"))
+    return out
+
+
+def _nli_values(result: dict) -> dict[str, float]:
+    summary = result.get("summary") or {}
+    out = {"MultiNLI": _num(summary.get("MultiNLI")), "SNLI": _num(summary.get("SNLI"))}
+    out["avg"] = (out["MultiNLI"] + out["SNLI"]) / 2 if None not in (out["MultiNLI"], out["SNLI"]) else None
+    return out
+
+
+def _mteb_values(result: dict) -> dict[str, float]:
+    out = {c: _num(v) for c, v in (result.get("categories") or {}).items()}
+    out["avg"] = _num(result.get("avg"))
+    return out
+
+
+def _flickr_values(result: dict) -> dict[str, float]:
+    out = {"strict_accuracy": _num(result.get("strict_accuracy"))}
+    for k, v in (result.get("recall") or {}).items():
+        out[f"R{k}" if k.startswith("@") else k] = _num(v)
+    return out
+
+
+def _indomain_values(result: dict, path: Path) -> dict[str, float]:
+    evalset = result.get("evalset") or re.fullmatch(r"indomain_(.+)\.json", path.name).group(1)
+    return {evalset: _num(result.get("spearman"))}
+
+
+def load_results(kind: str, paths: list[str | Path]) -> pd.DataFrame:
+    """Long table of every value in the result files of a table kind; null values are left out."""
+    if kind == "train_time":
+        return load_train_times(paths)
+    readers = {
+        "sts7": _sts_values,
+        "stsb": _sts_values,
+        "ablation": _sts_values,
+        "transfer": _transfer_values,
+        "nli_probe": _nli_values,
+        "mteb": _mteb_values,
+        "flickr30k": _flickr_values,
+    }
+    rows = []
+    for path in map(Path, paths):
+        result = json.loads(path.read_text())
+        cell = _cell(result, path)
+        values = _indomain_values(result, path) if kind == "indomain" else readers[kind](result)
+        for column, value in values.items():
+            if value is not None:  # null on purpose (task not evaluated): no row, printed as "–"
+                rows.append({**cell, "column": column, "value": value})
+    return pd.DataFrame(rows, columns=RESULT_COLUMNS)
 
 
 def load_sts_results(paths: list[str | Path]) -> pd.DataFrame:
     """Long table (backbone, objective, trainset, seed, task, spearman) from sts.json files."""
-    rows = []
-    for path in paths:
-        result = json.loads(Path(path).read_text())
-        cell = result["model"]["cell"]
-        # tasks evaluated on purpose are null, and so is the average then: no row, printed as "–"
-        scores = {task: result["tasks"][task]["spearman"] for task in TASKS if result["tasks"].get(task)}
-        if result.get("avg") is not None:
-            scores["avg"] = result["avg"]
-        for task, value in scores.items():
-            rows.append({**cell, "seed": int(cell["seed"]), "task": task, "spearman": value})
-    return pd.DataFrame(rows, columns=["backbone", "objective", "trainset", "seed", "task", "spearman"])
+    return load_results("sts7", paths).rename(columns={"column": "task", "value": "spearman"})
 
 
-def paper_reference(ref: str, numbers_file: str | Path | None = None) -> tuple[str, dict[str, float], dict[str, float]]:
-    """A reference row of paper_numbers.yaml: (label, {task: value}, {task: std}).
+def train_time(benchmark: str | Path, model_dir: str | Path) -> dict[str, Any]:
+    """One training job's times: Snakemake's benchmark ``s`` (the whole job), the training loop's
+    seconds (aoe_config.json summary) and the epochs trained (examples seen / train rows).
 
-    ``ref`` is ``'<table key>/<row>'`` for tables with ``rows``, or
-    ``'<table key>/<group>/<row>'`` for tables with ``groups`` (e.g. a backbone).
+    ``sec_per_epoch`` = train-loop seconds / epochs trained, where epochs trained =
+    examples seen (steps x batch size x accumulation, as logged) / rows of the train set.
     """
+    bench = pd.read_csv(benchmark, sep="\t")
+    job_seconds = float(bench["s"].iloc[-1])
+    config = json.loads((Path(model_dir) / "aoe_config.json").read_text())
+    summary = config.get("summary") or {}
+    train = config.get("train") or {}
+    rows = (config.get("token_cache") or {}).get("n_examples")
+    seen = summary.get("examples_seen")
+    if seen is None and summary.get("steps") is not None:
+        seen = summary["steps"] * train.get("batch_size", 1) * train.get("gradient_accumulation_steps", 1)
+    if seen is None:
+        metrics = Path(model_dir) / "metrics.jsonl"
+        steps = [json.loads(line).get("step", 0) for line in metrics.read_text().splitlines() if line.strip()] if metrics.is_file() else []
+        if steps:
+            seen = max(steps) * train.get("batch_size", 1) * train.get("gradient_accumulation_steps", 1)
+    epochs = seen / rows if seen and rows else None
+    train_seconds = _num(summary.get("train_seconds"))
+    loop = train_seconds if train_seconds is not None else job_seconds
+    return {
+        "cell": config.get("cell"),
+        "job_seconds": job_seconds,
+        "train_seconds": train_seconds,
+        "epochs": epochs,
+        "sec_per_epoch": loop / epochs if epochs else None,
+    }
+
+
+def load_train_times(paths: list[str | Path]) -> pd.DataFrame:
+    """train_time rows from the inputs of a train_time table: benchmark TSVs and model folders, paired by cell path."""
+    paths = [Path(p) for p in paths]
+    benches = {p.with_suffix("").parts[-4:]: p for p in paths if p.suffix == ".tsv"}
+    models = {p.parts[-4:]: p for p in paths if p.suffix != ".tsv"}
+    rows = []
+    for parts, bench in sorted(benches.items()):
+        model = models.get(parts)
+        if model is None:
+            log.warning("no model folder for benchmark %s: skipped", bench)
+            continue
+        t = train_time(bench, model)
+        cell = t["cell"] or dict(zip(("backbone", "objective", "trainset"), parts[:3]), seed=parts[3].removeprefix("seed"))
+        for column in ("sec_per_epoch", "train_seconds", "job_seconds", "epochs"):
+            if t[column] is not None:
+                rows.append({**cell, "seed": int(cell["seed"]), "column": column, "value": float(t[column])})
+    return pd.DataFrame(rows, columns=RESULT_COLUMNS)
+
+
+# ---------------------------------------------------------------------------
+# Paper numbers.
+
+
+def _numbers(numbers_file: str | Path | None) -> dict:
     text = (
         Path(numbers_file).read_text()
         if numbers_file
         else resources.files("aoe.resources").joinpath("paper_numbers.yaml").read_text()
     )
-    numbers = yaml.safe_load(text)
+    return yaml.safe_load(text)
+
+
+def paper_reference(
+    ref: str, numbers_file: str | Path | None = None, columns: list[str] | None = None
+) -> tuple[str, dict[str, float], dict[str, float]]:
+    """A reference row of paper_numbers.yaml: (label, {column: value}, {column: std}).
+
+    ``ref`` is ``'<table key>/<row>'`` for tables with ``rows``, ``'<table key>/<group>/<row>'``
+    for tables with ``groups`` (e.g. a backbone) or rows in sections, or a path to a single
+    number (then the value of column ``avg``). The paper's column names are matched to
+    ``columns`` (default: the STS tasks and avg) ignoring case and punctuation
+    (``STS-B`` = ``STSB``); an entry's own ``std`` number is the std of its ``avg``.
+    """
+    numbers = _numbers(numbers_file)
     parts = ref.split("/")
-    entry = numbers.get(parts[0]) if len(parts) in (2, 3) else None
-    try:
-        if len(parts) == 2:
-            values, stds = entry["rows"][parts[1]], entry.get("std", {}).get(parts[1], {})
-        else:
-            values = entry["groups"][parts[1]][parts[2]]
-            stds = entry.get("std", {}).get(parts[1], {}).get(parts[2], {})
-    except (KeyError, TypeError):
-        raise KeyError(f"paper reference {ref!r} not found in paper_numbers.yaml") from None
-    wanted = {_key(t): t for t in [*TASKS, "avg"]}
+    entry = numbers.get(parts[0])
+    if not isinstance(entry, dict) or len(parts) < 2:
+        raise KeyError(f"paper reference {ref!r} not found in paper_numbers.yaml")
+    values: Any = None
+    stds: Any = {}
+    for container in ("rows", "groups", None):
+        node: Any = entry.get(container) if container else entry
+        std_node: Any = entry.get("std", {}) if container else {}
+        try:
+            for p in parts[1:]:
+                node = node[p]
+                std_node = std_node.get(p, {}) if isinstance(std_node, dict) else {}
+        except (KeyError, TypeError):
+            continue
+        values, stds = node, std_node
+        break
+    if values is None or not isinstance(values, (dict, int, float)) or isinstance(values, bool):
+        raise KeyError(f"paper reference {ref!r} not found in paper_numbers.yaml")
+    if not isinstance(values, dict):
+        values = {"avg": values}
+    else:
+        values = dict(values)
+        if isinstance(values.get("std"), (int, float)):
+            stds = {**(stds if isinstance(stds, dict) else {}), "avg": values.pop("std")}
+    wanted = {_key(t): t for t in (columns if columns is not None else [*TASKS, "avg"])}
 
     def pick(d: dict) -> dict[str, float]:
-        return {wanted[_key(k)]: float(v) for k, v in d.items() if _key(k) in wanted and isinstance(v, (int, float))}
+        return {
+            wanted[_key(k)]: float(v)
+            for k, v in (d or {}).items()
+            if _key(k) in wanted and isinstance(v, (int, float)) and not isinstance(v, bool)
+        }
 
     source = entry.get("short") or entry.get("source", parts[0]).split(":")[0]
-    return f"{parts[-1]} (paper: {source})", pick(values), pick(stds)
+    return f"{parts[-1]} (paper: {source})", pick(values), pick(stds if isinstance(stds, dict) else {})
+
+
+# ---------------------------------------------------------------------------
+# Building a table.
+
+
+@dataclass
+class Row:
+    label: str
+    backbone: str
+    objective: str
+    trainsets: list[str]
+    seeds: list[int] | None  # None: every seed found
+    section: str = ""
+    values: dict[str, dict[int, float]] = field(default_factory=dict)  # column -> seed -> value
+    paper_ref: str | None = None
+    paper_label: str = ""
+    paper: dict[str, float] = field(default_factory=dict)
+    paper_std: dict[str, float] = field(default_factory=dict)
+    reference: bool = False  # a paper row with no counterpart among ours
+
+    @property
+    def n(self) -> int:
+        return len({s for v in self.values.values() for s in v})
+
+    def mean(self, col: str) -> float:
+        v = list(self.values.get(col, {}).values())
+        return float(np.mean(v)) if v else math.nan
+
+    def std(self, col: str) -> float:
+        v = list(self.values.get(col, {}).values())
+        return float(np.std(v, ddof=1)) if len(v) > 1 else math.nan
+
+    def count(self, col: str) -> int:
+        return len(self.values.get(col, {}))
+
+    def delta(self, col: str) -> float:
+        return self.mean(col) - self.paper[col] if col in self.paper and self.values.get(col) else math.nan
+
+
+@dataclass
+class TTest:
+    backbone: str
+    treatment: str
+    baseline: str
+    column: str  # a column key, or "pooled"
+    n: int
+    p: float | None
+    statistic: float | None
+    note: str = ""  # why there is no p-value, or what was pooled
+
+    def text(self) -> str:
+        if self.p is None:
+            return self.note
+        return f"p = {_fmt_p(self.p)} (n = {self.n}{', ' + self.note if self.note else ''})"
+
+
+@dataclass
+class Table:
+    name: str
+    kind: str
+    caption: str
+    columns: list[Column]
+    rows: list[Row]
+    references: list[Row]
+    ttests: list[TTest] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    extra: dict = field(default_factory=dict)  # gis_stats: the body rows
+
+
+def spec_rows(spec: dict) -> list[dict]:
+    """Row dicts from a table spec without a config (tests, ad-hoc use): seeds None = every seed found.
+
+    The workflow passes ``aoe.workflow.table_rows(...)`` dicts instead, with seeds resolved.
+    """
+    default_ts = list(spec.get("trainsets") or ([spec["trainset"]] if "trainset" in spec else []))
+    if spec.get("rows"):
+        entries = spec["rows"]
+    else:
+        objectives = ([PRETRAINED] if spec.get("include_pretrained", True) else []) + list(spec.get("objectives", []))
+        entries = [{"backbone": b, "objective": o} for b in spec.get("backbones", []) for o in objectives]
+    out = []
+    for e in entries:
+        ts = list(e.get("trainsets") or ([e["trainset"]] if "trainset" in e else default_ts))
+        out.append(
+            {
+                "backbone": e["backbone"],
+                "objective": e["objective"],
+                "trainsets": ts,
+                "seeds": list(e["seeds"]) if "seeds" in e else None,
+                "label": e.get("label"),
+                "section": e.get("section", ""),
+            }
+        )
+    return out
+
+
+def _row_paper_refs(spec: dict, rows: list[dict]) -> list[str | None]:
+    """The paper reference of each row: its own ``paper`` (explicit rows, same order), else the
+    table's ``paper`` mapping ``{backbone: {objective: ref}}``."""
+    explicit = spec.get("rows") or []
+    mapping = spec.get("paper") or {}
+    refs = []
+    for i, row in enumerate(rows):
+        ref = None
+        if i < len(explicit) and explicit[i].get("objective") == row["objective"] and explicit[i].get("backbone") == row["backbone"]:
+            ref = explicit[i].get("paper")
+        if ref is None:
+            ref = (mapping.get(row["backbone"]) or {}).get(row["objective"])
+        refs.append(ref)
+    return refs
+
+
+def _label(row: dict) -> str:
+    if row.get("label"):
+        return row["label"]
+    name = OBJECTIVE_LABELS.get(row["objective"], row["objective"])
+    if row["objective"] == PRETRAINED:
+        return name
+    return name
 
 
 def build_table(
     results: pd.DataFrame,
     spec: dict,
-    kind: str,
+    kind: str | None = None,
     references: list[str] | None = None,
     numbers_file: str | Path | None = None,
-) -> pd.DataFrame:
-    """Rows of a table: one per (backbone, objective), mean/std/n per column; then reference rows.
+    rows: list[dict] | None = None,
+    name: str = "table",
+) -> Table:
+    """A table of a kind from the long results: one Row per row spec (mean/std/n per column),
+    the paper's numbers on matched rows, the other references, and the t-tests.
 
-    ``numbers_file`` replaces the packaged paper_numbers.yaml for the reference rows.
+    ``rows``: TableRow dicts (``aoe.workflow.table_rows``); default :func:`spec_rows`.
+    ``references``: extra reference rows (default the spec's ``paper_reference``).
+    ``numbers_file`` replaces the packaged paper_numbers.yaml.
     """
-    columns, _ = KINDS[kind]
-    objectives = (["pretrained"] if spec.get("include_pretrained", True) else []) + list(spec["objectives"])
+    kind = kind or spec["kind"]
+    if "column" not in results.columns and "task" in results.columns:  # load_sts_results' shape
+        results = results.rename(columns={"task": "column", "spearman": "value"})
+    columns = kind_columns(kind, spec, results)
+    col_keys = [c.key for c in columns]
+    rows = rows if rows is not None else spec_rows(spec)
+    refs = _row_paper_refs(spec, rows)
+    table = Table(name, kind, spec.get("caption", ""), columns, [], [])
+    for row_spec, ref in zip(rows, refs):
+        row = Row(
+            label=_label(row_spec),
+            backbone=row_spec["backbone"],
+            objective=row_spec["objective"],
+            trainsets=list(row_spec.get("trainsets") or []),
+            seeds=list(row_spec["seeds"]) if row_spec.get("seeds") is not None else None,
+            section=row_spec.get("section") or "",
+            paper_ref=ref,
+        )
+        pre = row.objective == PRETRAINED
+        sel = results[(results.backbone == row.backbone) & (results.objective == row.objective)]
+        if pre:
+            sel = sel[sel.trainset == "none"]
+        elif row.trainsets:
+            sel = sel[sel.trainset.isin(row.trainsets)]
+        if row.seeds is not None:
+            sel = sel[sel.seed.isin(row.seeds)]
+        for col in col_keys:
+            if kind == "indomain" and col != "avg":
+                cs = sel[sel.column == col]
+                if not pre:
+                    cs = cs[cs.trainset == col]
+            else:
+                cs = sel[sel.column == col]
+            row.values[col] = {int(s): float(v) for s, v in zip(cs.seed, cs.value)}
+        if kind == "indomain" and "avg" in col_keys:
+            # the per-seed average over the dataset columns, where a seed has all of them
+            data_cols = [c for c in col_keys if c != "avg"]
+            seeds = set.intersection(*(set(row.values[c]) for c in data_cols)) if data_cols else set()
+            row.values["avg"] = {s: float(np.mean([row.values[c][s] for c in data_cols])) for s in sorted(seeds)}
+        for col in col_keys:
+            if not row.values[col]:
+                where = f"{row.backbone}/{row.objective}/{'none' if pre else ','.join(row.trainsets)}"
+                msg = f"{where}{f' [{row.label}]' if row_spec.get('label') else ''} {col}"
+                table.missing.append(msg)
+                log.warning("missing result: %s (printed as –)", msg)
+        if ref:
+            row.paper_label, row.paper, row.paper_std = paper_reference(ref, numbers_file, col_keys)
+        table.rows.append(row)
+    used = {r.paper_ref for r in table.rows if r.paper_ref}
+    extra = list(references if references is not None else spec.get("paper_reference", []))
+    # a table's paper mapping entries whose row is not in this table (e.g. a preset with other backbones)
+    for by_obj in (spec.get("paper") or {}).values():
+        extra.extend(by_obj.values())
+    for r in spec.get("rows") or []:
+        if r.get("paper"):
+            extra.append(r["paper"])
+    seen = set()
+    for ref in extra:
+        if ref in used or ref in seen:
+            continue
+        seen.add(ref)
+        label, values, stds = paper_reference(ref, numbers_file, col_keys)
+        table.references.append(
+            Row(label=label, backbone="", objective="paper", trainsets=[], seeds=None, paper_ref=ref,
+                paper_label=label, paper=values, paper_std=stds, reference=True)
+        )
+    table.ttests = ttests(table, spec)
+    if table.missing:
+        log.warning("%s: %d missing cell(s) printed as –: %s", name, len(table.missing), "; ".join(table.missing))
+    return table
+
+
+# ---------------------------------------------------------------------------
+# Paired t-tests.
+
+
+def paired_ttest(a: list[float], b: list[float]) -> tuple[float | None, float | None, str]:
+    """scipy.stats.ttest_rel(a, b): (p, t, note); p None when it is undefined (fewer than 2 pairs, constant differences)."""
+    from scipy import stats
+
+    n = len(a)
+    if n < 2:
+        return None, None, f"n/a ({n} seed{'s' if n != 1 else ''})"
+    diff = np.asarray(a, float) - np.asarray(b, float)
+    if np.allclose(diff, diff[0], rtol=0, atol=1e-12):
+        return None, None, "n/a (identical differences)" if diff[0] else "n/a (no difference)"
+    res = stats.ttest_rel(a, b)
+    return float(res.pvalue), float(res.statistic), ""
+
+
+def _pairs(t: Row, b: Row, col: str) -> tuple[list[float], list[float], list[int]]:
+    tv, bv = t.values.get(col, {}), b.values.get(col, {})
+    if b.objective == PRETRAINED and len(bv) == 1:
+        # the backbone as downloaded does not depend on the seed: its one value pairs with every seed
+        only = next(iter(bv.values()))
+        bv = {s: only for s in tv}
+    seeds = sorted(set(tv) & set(bv))
+    return [tv[s] for s in seeds], [bv[s] for s in seeds], seeds
+
+
+def ttests(table: Table, spec: dict) -> list[TTest]:
+    """Treatment row vs every other objective's row of the same backbone: per column over matched
+    seeds, and pooled over (seed, dataset column) pairs when there are several dataset columns."""
+    if table.kind in ("train_time", "gis_stats"):
+        return []
+    setting = spec.get("ttest") or {}
+    if setting.get("enabled", True) is False:
+        return []
+    objectives = {r.objective for r in table.rows}
+    treatment = setting.get("treatment") or next((t for t in TREATMENTS if t in objectives), None)
+    if treatment is None:
+        return []
+    out = []
+    by_backbone: dict[str, list[Row]] = {}
+    for r in table.rows:
+        by_backbone.setdefault(r.backbone, []).append(r)
+    data_cols = [c.key for c in table.columns if not c.summary]
+    for backbone, rows in by_backbone.items():
+        # the first row of the treatment (ablations repeat it in other sections, or on a seed subset)
+        treat = next((r for r in rows if r.objective == treatment), None)
+        if treat is None:
+            continue
+        done = set()
+        for base in rows:
+            if base.objective == treatment or (base.objective, base.label) in done:
+                continue
+            done.add((base.objective, base.label))
+            for col in [c.key for c in table.columns]:
+                a, b, seeds = _pairs(treat, base, col)
+                if not a and not b:
+                    continue
+                p, t, note = paired_ttest(a, b)
+                out.append(TTest(backbone, treat.label, base.label, col, len(seeds), p, t, note))
+            if len(data_cols) > 1:
+                a_all, b_all, n_seeds, n_cols = [], [], set(), 0
+                for col in data_cols:
+                    a, b, seeds = _pairs(treat, base, col)
+                    if seeds:
+                        n_cols += 1
+                    a_all += a
+                    b_all += b
+                    n_seeds.update(seeds)
+                if a_all:
+                    p, t, note = paired_ttest(a_all, b_all)
+                    if p is not None:
+                        note = f"{n_cols} dataset{'s' if n_cols != 1 else ''} x {len(n_seeds)} seed{'s' if len(n_seeds) != 1 else ''}"
+                    elif len(a_all) < 2:
+                        note = f"n/a ({len(a_all)} pair)"
+                    out.append(TTest(backbone, treat.label, base.label, "pooled", len(a_all), p, t, note))
+    return out
+
+
+def _fmt_p(p: float) -> str:
+    return f"{p:.2g}" if p < 0.001 else f"{p:.3f}"
+
+
+# ---------------------------------------------------------------------------
+# GIS statistics (AnglE Table 7).
+
+
+def build_gis_table(stats: dict, spec: dict, name: str = "table_gis_stats", numbers_file: str | Path | None = None) -> Table:
+    """Split sizes (positive / negative / total) and the share of texts over the token threshold,
+    from results/analysis/gis/stats.json, next to the recorded published values."""
+    threshold = stats.get("long_threshold", 512)
+    columns = [
+        Column("positive", "positive"),
+        Column("negative", "negative"),
+        Column("total", "total"),
+        Column("long_share", f"texts > {threshold} tokens (%)"),
+    ]
+    paper_share = stats.get("paper_long_text_share") or {}
+    card = {}
+    try:
+        card = ((_numbers(numbers_file).get("gis_dataset_card") or {}).get("rows")) or {}
+    except (OSError, yaml.YAMLError):
+        card = {}
     rows = []
-    for backbone in spec["backbones"]:
-        for objective in objectives:
-            trainset = "none" if objective == "pretrained" else spec["trainset"]
-            sel = results[
-                (results.backbone == backbone) & (results.objective == objective) & (results.trainset == trainset)
-            ]
-            row = {"backbone": backbone, "objective": objective, "trainset": trainset, "reference": False}
-            n_seeds = sel.seed.nunique()
-            row["n"] = n_seeds
-            for col in columns:
-                vals = sel[sel.task == col].spearman
-                if vals.empty:
-                    log.warning("missing result: %s/%s/%s %s (printed as –)", backbone, objective, trainset, col)
-                row[f"{col}_mean"] = float(vals.mean()) if len(vals) else math.nan
-                row[f"{col}_std"] = float(vals.std(ddof=1)) if len(vals) > 1 else math.nan
-            rows.append(row)
-    for ref in references or []:
-        label, values, stds = paper_reference(ref, numbers_file)
-        row = {"backbone": label, "objective": "paper", "trainset": "", "reference": True, "n": math.nan}
-        for col in columns:
-            row[f"{col}_mean"] = values.get(col, math.nan)
-            row[f"{col}_std"] = stds.get(col, math.nan)
+    for split, counts in (stats.get("table7") or {}).items():
+        share = (stats.get("long_text_share") or {}).get(split)
+        row = Row(label=split, backbone="GIS", objective="stats", trainsets=[], seeds=None)
+        for col in ("positive", "negative", "total"):
+            row.values[col] = {0: float(counts[col])} if counts.get(col) is not None else {}
+        row.values["long_share"] = {0: 100 * float(share)} if share is not None else {}
+        if split in paper_share:
+            row.paper["long_share"] = 100 * float(paper_share[split])
+        if isinstance(card.get(split), dict) and card[split].get("total") is not None:
+            row.paper["total"] = float(card[split]["total"])
+        if row.paper:
+            row.paper_label = f"{split} (published)"
         rows.append(row)
-    return pd.DataFrame(rows)
+    table = Table(name, "gis_stats", spec.get("caption", ""), columns, rows, [])
+    table.notes.append(f"Token lengths: {stats.get('tokenizer', 'unknown tokenizer')}; one seed-free measurement of the published dataset.")
+    if paper_share:
+        table.notes.append(
+            "Reference share of long texts: as recorded in aoe/gis/stats.py (AnglE appendix, 61.03 / 60.85 / 60.50 %); "
+            "not in paper_numbers.yaml, whose sources do not hold that table."
+        )
+    if card:
+        table.notes.append("Reference split sizes: the published dataset card (paper_numbers.yaml gis_dataset_card), not a paper table.")
+    for row in rows:
+        for col in ("positive", "negative", "total", "long_share"):
+            if not row.values[col]:
+                table.missing.append(f"GIS {row.label} {col}")
+                log.warning("missing result: GIS %s %s (printed as –)", row.label, col)
+    return table
 
 
-def _fmt(mean: float, std: float, bold: bool) -> str:
-    if math.isnan(mean):
-        return "–"
-    text = f"{mean:.2f}" if math.isnan(std) else f"{mean:.2f} $\\pm$ {std:.2f}"
-    return f"\\textbf{{{text}}}" if bold else text
+# ---------------------------------------------------------------------------
+# Rendering.
+
+
+def _digits(table: Table, col: str) -> int:
+    if table.kind == "gis_stats" and col in ("positive", "negative", "total"):
+        return 0
+    if table.kind == "train_time" and col == "epochs":
+        return 3
+    if table.kind == "train_time":
+        return 1
+    return 2
+
+
+def _num_text(value: float, digits: int) -> str:
+    return f"{value:.{digits}f}"
+
+
+# characters of labels and notes that pdflatex needs spelled out (no newunicodechar needed)
+_LATEX_CHARS = {"–": "--", "—": "---", "†": "\\textdagger{}", "‡": "\\textdaggerdbl{}", "⋆": "$\\star$",
+                "♢": "$\\diamondsuit$", "±": "$\\pm$", "Δ": "$\\Delta$", "−": "$-$", "×": "$\\times$", "≥": "$\\geq$",
+                "≤": "$\\leq$", "ρ": "$\\rho$"}
 
 
 def _escape(text: str) -> str:
-    return re.sub(r"([_%&#$])", r"\\\1", text)
+    text = str(text).replace("\\", "\\textbackslash{}")
+    text = re.sub(r"([_%&#$])", r"\\\1", text)
+    text = text.replace("~", "\\textasciitilde{}").replace("^", "\\textasciicircum{}")
+    for char, tex in _LATEX_CHARS.items():
+        text = text.replace(char, tex)
+    return text
 
 
-def to_latex(table: pd.DataFrame, kind: str, caption: str, label: str, note: str = "") -> str:
-    """A standalone-compilable LaTeX document holding the booktabs table."""
-    columns, headers = KINDS[kind]
+def _best(table: Table, group: list[Row], col: str) -> float | None:
+    if len(group) < 2 or col in NO_BOLD or table.kind == "gis_stats":
+        return None
+    means = [r.mean(col) for r in group if not math.isnan(r.mean(col))]
+    if len(means) < 2:
+        return None
+    return min(means) if col in LOWER_IS_BETTER else max(means)
+
+
+def _groups(table: Table) -> list[tuple[str, list[Row]]]:
+    """Rows grouped by backbone (bold within a backbone); ablations: by backbone, sections kept in order."""
+    groups: dict[str, list[Row]] = {}
+    for r in table.rows:
+        groups.setdefault(r.backbone, []).append(r)
+    return list(groups.items())
+
+
+def _row_name(table: Table, row: Row, latex: bool) -> str:
+    esc = _escape if latex else (lambda s: s)
+    if table.kind == "gis_stats":
+        return esc(row.label)
+    seeds = f"n={row.n}"
+    if row.objective == PRETRAINED:
+        train = ""
+    elif table.kind == "indomain":
+        train = ", in-domain"
+    else:
+        train = f", {','.join(row.trainsets)}" if row.trainsets else ""
+    return f"{esc(row.backbone)} {esc(row.label)}{esc(train)} ({seeds})"
+
+
+def _cell_text(table: Table, row: Row, col: str, bold: bool, latex: bool) -> str:
+    mean = row.mean(col)
+    if math.isnan(mean):
+        return "–"
+    d = _digits(table, col)
+    pm = " $\\pm$ " if latex else " ± "
+    std = row.std(col)
+    text = _num_text(mean, d) if math.isnan(std) else f"{_num_text(mean, d)}{pm}{_num_text(std, d)}"
+    if bold:
+        return f"\\textbf{{{text}}}" if latex else f"**{text}**"
+    return text
+
+
+def _paper_text(table: Table, values: dict, stds: dict, col: str, latex: bool) -> str:
+    if col not in values:
+        return "–"
+    d = _digits(table, col)
+    pm = " $\\pm$ " if latex else " ± "
+    return _num_text(values[col], d) + (f"{pm}{_num_text(stds[col], d)}" if col in stds else "")
+
+
+def _delta_text(table: Table, row: Row, col: str, latex: bool) -> str:
+    delta = row.delta(col)
+    if math.isnan(delta):
+        return "–"
+    text = f"{delta:+.{_digits(table, col)}f}"
+    return f"${text}$" if latex else text
+
+
+def _body(table: Table, latex: bool) -> list[tuple[str, list[str], str]]:
+    """Body lines (kind, cells incl. the row name, style) with 'rule' separators between backbones."""
+    out: list[tuple[str, list[str], str]] = []
+    cols = [c.key for c in table.columns]
+    for gi, (backbone, group) in enumerate(_groups(table)):
+        if gi:
+            out.append(("rule", [], ""))
+        best = {c: _best(table, group, c) for c in cols}
+        section = None
+        for row in group:
+            if row.section and row.section != section:
+                section = row.section
+                out.append(("section", [_escape(section) if latex else section], ""))
+            cells = [_cell_text(table, row, c, best[c] is not None and row.mean(c) == best[c], latex) for c in cols]
+            out.append(("row", [_row_name(table, row, latex), *cells], ""))
+            if row.paper:
+                src = row.paper_label
+                out.append(("paper", [("\\quad " + _escape(src)) if latex else f"  {src}",
+                                      *[_paper_text(table, row.paper, row.paper_std, c, latex) for c in cols]], "paper"))
+                out.append(("delta", ["\\quad $\\Delta$ (ours $-$ paper)" if latex else "  Δ (ours − paper)",
+                                      *[_delta_text(table, row, c, latex) for c in cols]], "delta"))
+    if table.references:
+        out.append(("rule", [], ""))
+        for ref in table.references:
+            name = f"\\textit{{{_escape(ref.label)}}}" if latex else f"*{ref.label}*"
+            out.append(("ref", [name, *[_paper_text(table, ref.paper, ref.paper_std, c, latex) for c in cols]], ""))
+    return out
+
+
+def _notes(table: Table, latex: bool) -> list[str]:
+    notes = list(table.notes)
+    if table.kind not in ("gis_stats",):
+        notes.insert(0, "Our rows: mean ± sample std over the seeds that exist (n = seed count); bold: best per backbone; "
+                     "'paper' lines: the paper's number (± its std where printed); Δ = ours − paper; –: no result.")
+    if table.kind == "train_time":
+        notes.append("s / epoch = training-loop seconds (aoe_config.json summary) / epochs trained, "
+                     "epochs trained = examples seen (steps x batch size) / train-set rows; job (s) = the Snakemake benchmark's wall time of the whole training job.")
+    if not any(r.paper for r in table.rows) and not table.references and table.kind != "gis_stats":
+        notes.append("No paper numbers for this table (none configured; paper_numbers.yaml lists what was not found in a readable source): no reference rows, no Δ.")
+    if table.ttests:
+        by_pair: dict[tuple[str, str, str], list[TTest]] = {}
+        for t in table.ttests:
+            by_pair.setdefault((t.backbone, t.treatment, t.baseline), []).append(t)
+        headers = {c.key: c.header for c in table.columns} | {"pooled": "pooled"}
+        parts = []
+        for (backbone, treat, base), tests in by_pair.items():
+            cells = "; ".join(f"{headers.get(t.column, t.column)} {t.text()}" for t in tests)
+            parts.append(f"{backbone}: {treat} vs {base}: {cells}")
+        notes.append("Paired t-test (scipy.stats.ttest_rel over matched seeds; 'pooled': over every (seed, dataset) pair; "
+                     "the paper claims p < 0.05): " + " | ".join(parts) + ".")
+    if table.missing:
+        notes.append(f"Missing ({len(table.missing)}): " + "; ".join(table.missing) + ".")
+    if latex:
+        return [_escape(n) for n in notes]
+    return notes
+
+
+def to_latex(table: Table, caption: str | None = None, label: str | None = None) -> str:
+    """A standalone-compilable LaTeX document holding the booktabs table and its notes."""
+    cols = table.columns
+    caption = table.caption if caption is None else caption
+    label = label or table.name
+    width = len(cols) + 1
     lines = [
         "\\documentclass{article}",
+        "\\usepackage[T1]{fontenc}",
         "\\usepackage{booktabs}",
         "\\usepackage[margin=1cm,landscape]{geometry}",
         "\\pagestyle{empty}",
@@ -153,36 +853,149 @@ def to_latex(table: pd.DataFrame, kind: str, caption: str, label: str, note: str
         "\\begin{table}[t]",
         "\\centering",
         "\\small",
-        f"\\begin{{tabular}}{{l{'c' * len(columns)}}}",
+        f"\\begin{{tabular}}{{l{'c' * len(cols)}}}",
         "\\toprule",
-        "Model & " + " & ".join(headers) + " \\\\",
+        "Model & " + " & ".join(_escape(c.header) for c in cols) + " \\\\",
         "\\midrule",
     ]
-    ours = table[~table.reference]
-    for backbone, group in ours.groupby("backbone", sort=False):
-        best = {c: group[f"{c}_mean"].max() for c in columns}
-        for _, row in group.iterrows():
-            name = OBJECTIVE_LABELS.get(row.objective, row.objective)
-            seeds = f"n={int(row.n)}" if row.n else "n=0"
-            train = "" if row.objective == "pretrained" else f", {row.trainset}"
-            cells = [
-                _fmt(row[f"{c}_mean"], row[f"{c}_std"], bold=len(group) > 1 and row[f"{c}_mean"] == best[c]) for c in columns
-            ]
-            lines.append(f"{_escape(backbone)} {_escape(name)}{_escape(train)} ({seeds}) & " + " & ".join(cells) + " \\\\")
-        lines.append("\\midrule")
-    refs = table[table.reference]
-    for _, row in refs.iterrows():
-        cells = " & ".join(_fmt(row[f"{c}_mean"], row[f"{c}_std"], False) for c in columns)
-        lines.append(f"\\textit{{{_escape(row.backbone)}}} & " + cells + " \\\\")
-    if refs.empty:
-        lines.pop()  # the last \midrule
+    for kind, cells, _ in _body(table, latex=True):
+        if kind == "rule":
+            lines.append("\\midrule")
+        elif kind == "section":
+            lines.append(f"\\multicolumn{{{width}}}{{l}}{{\\textit{{{cells[0]}}}}} \\\\")
+        else:
+            lines.append(" & ".join(cells) + " \\\\")
+    lines += ["\\bottomrule", "\\end{tabular}"]
+    notes = _notes(table, latex=True)
+    if notes:
+        lines.append("\\par\\smallskip")
+        lines.append("\\parbox{0.95\\linewidth}{\\footnotesize " + " \\\\ ".join(notes) + "}")
     lines += [
-        "\\bottomrule",
-        "\\end{tabular}",
-        f"\\caption{{{caption}{(' ' + note) if note else ''}}}",
-        f"\\label{{tab:{label}}}",
+        f"\\caption{{{_escape(caption)}}}",
+        f"\\label{{tab:{_escape(label)}}}",
         "\\end{table}",
         "\\end{document}",
         "",
     ]
     return "\n".join(lines)
+
+
+def _md_cell(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def to_markdown(table: Table, caption: str | None = None) -> str:
+    """The Markdown twin: the same rows, cells and notes as the LaTeX table."""
+    caption = table.caption if caption is None else caption
+    cols = table.columns
+    lines = [f"### {table.name}", ""]
+    if caption:
+        lines += [caption, ""]
+    lines += ["| Model | " + " | ".join(c.header for c in cols) + " |", "|---" * (len(cols) + 1) + "|"]
+    for kind, cells, _ in _body(table, latex=False):
+        if kind == "rule":
+            continue
+        if kind == "section":
+            lines.append(f"| *{_md_cell(cells[0])}* |" + " |" * len(cols))
+        else:
+            lines.append("| " + " | ".join(_md_cell(c) for c in cells) + " |")
+    lines.append("")
+    for note in _notes(table, latex=False):
+        lines.append(f"- {note}")
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def to_frame(table: Table) -> pd.DataFrame:
+    """The CSV twin: one line per row (ours, then reference rows); per column mean, std, n, paper, paper_std, delta."""
+    records = []
+    for row in [*table.rows, *table.references]:
+        rec: dict[str, Any] = {
+            "section": row.section,
+            "label": row.label,
+            "backbone": row.backbone,
+            "objective": row.objective,
+            "trainset": "none" if row.objective == PRETRAINED else ",".join(row.trainsets),
+            "reference": row.reference,
+            "n": math.nan if row.reference else row.n,
+            "paper_ref": row.paper_ref or "",
+        }
+        for c in table.columns:
+            k = c.key
+            if row.reference:
+                rec[f"{k}_mean"], rec[f"{k}_std"], rec[f"{k}_n"] = row.paper.get(k, math.nan), row.paper_std.get(k, math.nan), math.nan
+            else:
+                rec[f"{k}_mean"], rec[f"{k}_std"], rec[f"{k}_n"] = row.mean(k), row.std(k), row.count(k)
+            rec[f"{k}_paper"] = row.paper.get(k, math.nan)
+            rec[f"{k}_paper_std"] = row.paper_std.get(k, math.nan)
+            rec[f"{k}_delta"] = math.nan if row.reference else row.delta(k)
+        records.append(rec)
+    return pd.DataFrame(records)
+
+
+def _jsonable(x):
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    if isinstance(x, dict):
+        return {str(k): _jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_jsonable(v) for v in x]
+    return x
+
+
+def to_json(table: Table) -> dict:
+    """Everything the summary report needs: columns, rows (values per seed, paper, Δ), t-tests, notes."""
+    rows = []
+    for row in [*table.rows, *table.references]:
+        rows.append(
+            {
+                "label": row.label,
+                "section": row.section,
+                "backbone": row.backbone,
+                "objective": row.objective,
+                "trainsets": row.trainsets,
+                "reference": row.reference,
+                "n": None if row.reference else row.n,
+                "values": {c: {str(s): v for s, v in vals.items()} for c, vals in row.values.items()},
+                "mean": {c.key: row.mean(c.key) for c in table.columns} if not row.reference else {},
+                "std": {c.key: row.std(c.key) for c in table.columns} if not row.reference else {},
+                "count": {c.key: row.count(c.key) for c in table.columns} if not row.reference else {},
+                "paper_ref": row.paper_ref,
+                "paper_label": row.paper_label,
+                "paper": row.paper,
+                "paper_std": row.paper_std,
+                "delta": {c.key: row.delta(c.key) for c in table.columns} if not row.reference else {},
+            }
+        )
+    return _jsonable(
+        {
+            "name": table.name,
+            "kind": table.kind,
+            "caption": table.caption,
+            "columns": [{"key": c.key, "header": c.header, "summary": c.summary} for c in table.columns],
+            "rows": rows,
+            "ttests": [t.__dict__ | {"text": t.text()} for t in table.ttests],
+            "missing": table.missing,
+            "notes": _notes(table, latex=False),
+        }
+    )
+
+
+def render_table(name: str, spec: dict, inputs: list[str | Path], rows: list[dict] | None = None,
+                 numbers_file: str | Path | None = None) -> Table:
+    """The table a rule renders: its kind's loader on the inputs, then :func:`build_table` (or the GIS table)."""
+    kind = spec["kind"]
+    if kind == "gis_stats":
+        stats = json.loads(Path(inputs[0]).read_text())
+        return build_gis_table(stats, spec, name, numbers_file)
+    results = load_results(kind, inputs)
+    return build_table(results, spec, kind, numbers_file=numbers_file, rows=rows, name=name)
+
+
+def write_table(table: Table, tex: str | Path, csv_path: str | Path, md: str | Path, json_path: str | Path | None = None) -> None:
+    Path(tex).write_text(to_latex(table))
+    to_frame(table).to_csv(csv_path, index=False)
+    Path(md).write_text(to_markdown(table))
+    if json_path:
+        Path(json_path).write_text(json.dumps(to_json(table), indent=2, ensure_ascii=False) + "\n")
+
+

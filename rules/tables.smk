@@ -4,6 +4,8 @@ rule table:
     output:
         tex=report("results/tables/{table}.tex", caption="../report/table.rst", category="Tables"),
         csv="results/tables/{table}.csv",
+        md=report("results/tables/{table}.md", caption="../report/table_md.rst", category="Tables"),
+        json="results/tables/{table}.json",
     params:
         spec=lambda wildcards: config["tables"][wildcards.table],
         rows=lambda wildcards: [r.as_dict() for r in table_rows(config, wildcards.table)],

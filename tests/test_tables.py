@@ -1,4 +1,5 @@
-"""Tables from sts.json files: mean ± sample std over seeds, missing cells, LaTeX, paper reference rows."""
+"""Tables from result files: every kind, mean ± sample std over seeds, bold, missing cells, the paper's
+numbers and Δ, paired t-tests, LaTeX / Markdown / CSV / JSON twins."""
 
 from __future__ import annotations
 
@@ -11,9 +12,22 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from scipy import stats
 
 from aoe.evaluate.sts import TASKS
-from aoe.tables import build_table, load_sts_results, paper_reference, to_latex
+from aoe.tables import (
+    build_gis_table,
+    build_table,
+    load_sts_results,
+    paired_ttest,
+    paper_reference,
+    render_table,
+    to_frame,
+    to_latex,
+    to_markdown,
+    train_time,
+    write_table,
+)
 
 COLUMNS = [*TASKS, "avg"]
 
@@ -28,145 +42,87 @@ STSB = {
 }
 
 
+# -- fixture builders ---------------------------------------------------------------------------
+
+
+def _cell(backbone, objective, trainset, seed):
+    # as written by the evaluation rules: the cell comes from the wildcards, all strings
+    return {"model": {"cell": {"backbone": backbone, "objective": objective, "trainset": trainset, "seed": str(seed)}}}
+
+
+def _write(root: Path, backbone, objective, trainset, seed, name, result) -> Path:
+    path = root / backbone / objective / trainset / f"seed{seed}" / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({**result, **_cell(backbone, objective, trainset, seed)}))
+    return path
+
+
+def write_sts(root, backbone, objective, trainset, seed, scores: dict[str, float | None]) -> Path:
+    tasks = {t: (None if scores.get(t) is None else {"spearman": scores[t], "pearson": scores[t] - 1, "n": 10}) for t in TASKS}
+    full = all(scores.get(t) is not None for t in TASKS)
+    avg = float(np.mean([scores[t] for t in TASKS])) if full else None
+    return _write(root, backbone, objective, trainset, seed, "sts.json", {"tasks": tasks, "avg": avg})
+
+
+def write_transfer(root, backbone, objective, trainset, seed, accs: dict[str, float | None]) -> Path:
+    names = ["MR", "CR", "SUBJ", "MPQA", "SST2", "TREC", "MRPC"]
+    tasks = {t: (None if accs.get(t) is None else {"acc": accs[t], "devacc": accs[t] + 1, "ndev": 5, "ntest": 5}) for t in names}
+    avg = float(np.mean([accs[t] for t in names])) if all(accs.get(t) is not None for t in names) else None
+    return _write(root, backbone, objective, trainset, seed, "transfer.json", {"tasks": tasks, "avg": avg})
+
+
+def write_nli(root, backbone, objective, trainset, seed, snli, mnli) -> Path:
+    return _write(root, backbone, objective, trainset, seed, "nli_probe.json", {"sets": {}, "summary": {"SNLI": snli, "MultiNLI": mnli}})
+
+
+def write_indomain(root, backbone, objective, trainset, seed, evalset, spearman) -> Path:
+    result = {"evalset": evalset, "dataset": evalset, "split": "test", "spearman": spearman, "pearson": spearman, "n": 9}
+    return _write(root, backbone, objective, trainset, seed, f"indomain_{evalset}.json", result)
+
+
+def write_mteb(root, backbone, objective, trainset, seed, categories: dict[str, float | None], avg) -> Path:
+    tasks = {f"T_{c}": {"main_score": v, "category": c} for c, v in categories.items()}
+    return _write(root, backbone, objective, trainset, seed, "mteb.json", {"tasks": tasks, "categories": categories, "avg": avg})
+
+
+def write_flickr(root, backbone, objective, trainset, seed, strict, r1) -> Path:
+    result = {"strict_accuracy": strict, "recall": {"@1": r1, "@4": r1 + 5, "@10": r1 + 9}, "queries": 100}
+    return _write(root, backbone, objective, trainset, seed, "flickr30k.json", result)
+
+
+def write_train_job(root: Path, backbone, objective, trainset, seed, job_s, train_s, steps, batch, rows) -> tuple[Path, Path]:
+    bench = root / "benchmarks" / backbone / objective / trainset / f"seed{seed}.tsv"
+    bench.parent.mkdir(parents=True, exist_ok=True)
+    bench.write_text("s\th:m:s\tmax_rss\n" f"{job_s}\t0:00:10\t100.0\n")
+    model = root / "models" / backbone / objective / trainset / f"seed{seed}"
+    model.mkdir(parents=True, exist_ok=True)
+    config = {
+        "train": {"batch_size": batch, "gradient_accumulation_steps": 1, "epochs": 1, "max_steps": steps},
+        "token_cache": {"n_examples": rows},
+        "summary": {"steps": steps, "examples_seen": steps * batch, "train_seconds": train_s},
+        "cell": {"backbone": backbone, "objective": objective, "trainset": trainset, "seed": str(seed)},
+    }
+    (model / "aoe_config.json").write_text(json.dumps(config))
+    (model / "metrics.jsonl").write_text("".join(json.dumps({"step": s}) + "\n" for s in range(10, steps + 1, 10)))
+    return bench, model
+
+
 def _scores(stsb: float, seed: int) -> dict[str, float]:
     # distinct values per task and seed, so a column or seed mix-up shows
-    return {task: stsb + k + 0.1 * seed for k, task in enumerate(TASKS)}
+    s = {task: stsb + k + 0.1 * seed for k, task in enumerate(TASKS)}
+    s["STSB"] = stsb
+    return s
 
 
 def _write_results(root: Path) -> list[Path]:
-    paths = []
-    for (backbone, objective, trainset), seeds in STSB.items():
-        for seed, stsb in seeds.items():
-            scores = _scores(stsb, seed)
-            scores["STSB"] = stsb
-            result = {
-                "tasks": {t: {"spearman": v, "pearson": v - 1, "n": 10, "subsets": {}} for t, v in scores.items()},
-                "avg": float(np.mean(list(scores.values()))),
-                # as written by the evaluate_sts rule: the cell comes from the wildcards, all strings
-                "model": {"cell": {"backbone": backbone, "objective": objective, "trainset": trainset, "seed": str(seed)}},
-            }
-            path = root / backbone / objective / trainset / f"seed{seed}" / "sts.json"
-            path.parent.mkdir(parents=True)
-            path.write_text(json.dumps(result))
-            paths.append(path)
-    return paths
+    return [
+        write_sts(root, backbone, objective, trainset, seed, _scores(stsb, seed))
+        for (backbone, objective, trainset), seeds in STSB.items()
+        for seed, stsb in seeds.items()
+    ]
 
 
 SPEC = {"backbones": ["tiny_a", "tiny_b"], "objectives": ["aoe", "cosent"], "trainset": "stsb", "kind": "sts7"}
-
-
-@pytest.fixture
-def results(tmp_path) -> pd.DataFrame:
-    return load_sts_results(_write_results(tmp_path / "eval"))
-
-
-def _row(table: pd.DataFrame, backbone: str, objective: str) -> pd.Series:
-    sel = table[(table.backbone == backbone) & (table.objective == objective)]
-    assert len(sel) == 1
-    return sel.iloc[0]
-
-
-def test_load_sts_results_long_format(results):
-    n_files = sum(len(s) for s in STSB.values())
-    assert len(results) == n_files * len(COLUMNS)
-    assert results.seed.dtype.kind == "i"
-    one = results[(results.backbone == "tiny_a") & (results.objective == "aoe") & (results.seed == 2)]
-    assert one.set_index("task").spearman["STSB"] == 82.0
-    assert one.set_index("task").spearman["STS13"] == pytest.approx(82.0 + 1 + 0.2)
-
-
-def test_build_table_mean_std_n(results, caplog):
-    with caplog.at_level(logging.WARNING, logger="aoe.tables"):
-        table = build_table(results, SPEC, "sts7")
-    assert len(table) == 6  # 2 backbones x (pretrained, aoe, cosent)
-    for (backbone, objective, _), seeds in STSB.items():
-        row = _row(table, backbone, objective)
-        assert row.n == len(seeds)
-        for col in COLUMNS:
-            values = []
-            for seed, stsb in seeds.items():
-                s = _scores(stsb, seed)
-                s["STSB"] = stsb
-                values.append(np.mean(list(s.values())) if col == "avg" else s[col])
-            assert row[f"{col}_mean"] == pytest.approx(np.mean(values)), (backbone, objective, col)
-            if len(values) > 1:
-                assert row[f"{col}_std"] == pytest.approx(np.std(values, ddof=1)), (backbone, objective, col)
-            else:
-                assert math.isnan(row[f"{col}_std"])
-    # the aoe STSB std by hand: values 80, 82, 84.5, mean 82.1667, squares sum 10.1667, / 2 -> sqrt(5.0833)
-    assert _row(table, "tiny_a", "aoe")["STSB_std"] == pytest.approx(math.sqrt(5.083333333), abs=1e-6)
-
-    missing = _row(table, "tiny_b", "cosent")
-    assert missing.n == 0
-    assert all(math.isnan(missing[f"{c}_mean"]) for c in COLUMNS)
-    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
-    assert any("tiny_b/cosent/stsb" in m for m in warnings)
-    assert not any("tiny_a" in m for m in warnings)
-
-
-def test_build_table_without_pretrained(results):
-    table = build_table(results, {**SPEC, "include_pretrained": False}, "stsb")
-    assert list(table.objective) == ["aoe", "cosent", "aoe", "cosent"]
-    assert [c for c in table.columns if c.endswith("_mean")] == ["STSB_mean"]
-
-
-def _latex_rows(tex: str) -> dict[str, list[str]]:
-    """Body rows of the tabular: label -> cells."""
-    body = tex.split("\\midrule", 1)[1].split("\\bottomrule")[0]
-    rows = {}
-    for line in body.splitlines():
-        line = line.strip()
-        if line.endswith("\\\\"):
-            label, *cells = [c.strip() for c in line[:-2].split(" & ")]
-            rows[label] = cells
-    return rows
-
-
-def test_to_latex_bold_missing_and_format(results):
-    tex = to_latex(build_table(results, SPEC, "sts7"), "sts7", caption="STS results", label="sts7")
-    for rule in ("\\toprule", "\\midrule", "\\bottomrule"):
-        assert rule in tex
-    assert tex.index("\\toprule") < tex.index("\\midrule") < tex.index("\\bottomrule")
-    assert "\\label{tab:sts7}" in tex and "\\caption{STS results}" in tex
-    assert "STS-B" in tex and "SICK-R" in tex and "Avg." in tex
-
-    rows = _latex_rows(tex)
-    aoe_a = rows["tiny\\_a AoE, stsb (n=3)"]
-    cosent_a = rows["tiny\\_a CoSENT, stsb (n=2)"]
-    pre_a = rows["tiny\\_a as downloaded (n=1)"]
-    cosent_b = rows["tiny\\_b CoSENT, stsb (n=0)"]
-    aoe_b = rows["tiny\\_b AoE, stsb (n=2)"]
-    pre_b = rows["tiny\\_b as downloaded (n=1)"]
-    assert all(len(r) == len(COLUMNS) for r in rows.values())
-
-    stsb = COLUMNS.index("STSB")
-    # tiny_a STSB: aoe mean 82.17 beats cosent 79.50 and pretrained 60.00; std 2.25 (= sqrt(5.0833))
-    assert aoe_a[stsb] == "\\textbf{82.17 $\\pm$ 2.25}"
-    assert cosent_a[stsb] == "79.50 $\\pm$ 2.12"
-    assert pre_a[stsb] == "60.00"  # one seed: no std
-    # tiny_b is bolded within tiny_b, independently of tiny_a's better numbers
-    assert aoe_b[stsb] == "\\textbf{75.50 $\\pm$ 0.71}"
-    assert pre_b[stsb] == "70.00"
-    # the missing cell prints as a dash in every column, never as 0
-    assert cosent_b == ["–"] * len(COLUMNS)
-    # exactly one bold per column per backbone
-    for group in ((aoe_a, cosent_a, pre_a), (aoe_b, cosent_b, pre_b)):
-        for c in range(len(COLUMNS)):
-            assert sum(r[c].startswith("\\textbf") for r in group) == 1
-    # every number has two decimals
-    for cells in rows.values():
-        for cell in cells:
-            if cell != "–":
-                assert re.fullmatch(r"(\\textbf\{)?-?\d+\.\d\d( \$\\pm\$ \d+\.\d\d)?\}?", cell), cell
-
-
-def test_no_bold_for_a_single_row():
-    res = pd.DataFrame(
-        [{"backbone": "b", "objective": "aoe", "trainset": "t", "seed": 1, "task": "STSB", "spearman": 70.0}]
-    )
-    table = build_table(res, {"backbones": ["b"], "objectives": ["aoe"], "trainset": "t", "include_pretrained": False}, "stsb")
-    assert "\\textbf" not in to_latex(table, "stsb", "c", "l")
-
 
 PAPER_YAML = """\
 aoe_table2:
@@ -190,7 +146,27 @@ aoe_table1:
   std:
     BERT-base:
       AoE-BERT: {STS12: 0.04}
+indomain:
+  short: In-domain
+  rows:
+    AoE: {STS-B: 86.0, GIS: 70.0, avg: 78.0}
+  std:
+    AoE: {STS-B: 0.2, GIS: 0.3}
+ablation:
+  short: Abl.
+  rows:
+    objective:
+      AoE: {avg: 82.43, std: 0.08}
+claims:
+  short: Claims
+  mteb:
+    AoE_avg: 64.64
 """
+
+
+@pytest.fixture
+def results(tmp_path) -> pd.DataFrame:
+    return load_sts_results(_write_results(tmp_path / "eval"))
 
 
 @pytest.fixture
@@ -198,6 +174,164 @@ def numbers_file(tmp_path) -> Path:
     path = tmp_path / "paper_numbers.yaml"
     path.write_text(PAPER_YAML)
     return path
+
+
+def _row(frame: pd.DataFrame, backbone: str, objective: str) -> pd.Series:
+    sel = frame[(frame.backbone == backbone) & (frame.objective == objective)]
+    assert len(sel) == 1
+    return sel.iloc[0]
+
+
+def _latex_rows(tex: str) -> dict[str, list[str]]:
+    """Body rows of the tabular: label -> cells."""
+    body = tex.split("\\midrule", 1)[1].split("\\bottomrule")[0]
+    rows = {}
+    for line in body.splitlines():
+        line = line.strip()
+        if line.endswith("\\\\") and not line.startswith("\\multicolumn"):
+            label, *cells = [c.strip() for c in line[:-2].split(" & ")]
+            rows[label] = cells
+    return rows
+
+
+def _md_rows(md: str) -> dict[str, list[str]]:
+    rows = {}
+    for line in md.splitlines():
+        if line.startswith("| ") and not line.startswith("| Model"):
+            label, *cells = [c.strip() for c in line.strip("|").split(" | ")]
+            rows[label] = cells
+    return rows
+
+
+# -- STS tables: mean / std / n, bold, missing --------------------------------------------------
+
+
+def test_load_sts_results_long_format(results):
+    n_files = sum(len(s) for s in STSB.values())
+    assert len(results) == n_files * len(COLUMNS)
+    assert results.seed.dtype.kind == "i"
+    one = results[(results.backbone == "tiny_a") & (results.objective == "aoe") & (results.seed == 2)]
+    assert one.set_index("task").spearman["STSB"] == 82.0
+    assert one.set_index("task").spearman["STS13"] == pytest.approx(82.0 + 1 + 0.2)
+
+
+def test_build_table_mean_std_n(results, caplog):
+    with caplog.at_level(logging.WARNING, logger="aoe.tables"):
+        frame = to_frame(build_table(results, SPEC, "sts7"))
+    assert len(frame) == 6  # 2 backbones x (pretrained, aoe, cosent)
+    for (backbone, objective, _), seeds in STSB.items():
+        row = _row(frame, backbone, objective)
+        assert row.n == len(seeds)
+        for col in COLUMNS:
+            values = [np.mean(list(_scores(v, s).values())) if col == "avg" else _scores(v, s)[col] for s, v in seeds.items()]
+            assert row[f"{col}_mean"] == pytest.approx(np.mean(values)), (backbone, objective, col)
+            if len(values) > 1:
+                assert row[f"{col}_std"] == pytest.approx(np.std(values, ddof=1)), (backbone, objective, col)
+            else:
+                assert math.isnan(row[f"{col}_std"])
+    # the aoe STSB std by hand: values 80, 82, 84.5, mean 82.1667, squares sum 10.1667, / 2 -> sqrt(5.0833)
+    assert _row(frame, "tiny_a", "aoe")["STSB_std"] == pytest.approx(math.sqrt(5.083333333), abs=1e-6)
+
+    missing = _row(frame, "tiny_b", "cosent")
+    assert missing.n == 0
+    assert all(math.isnan(missing[f"{c}_mean"]) for c in COLUMNS)
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert any("missing result: tiny_b/cosent/stsb STS12" in m for m in warnings)
+    assert not any("tiny_a" in m for m in warnings)
+
+
+def test_build_table_without_pretrained(results):
+    frame = to_frame(build_table(results, {**SPEC, "include_pretrained": False}, "stsb"))
+    assert list(frame.objective) == ["aoe", "cosent", "aoe", "cosent"]
+    assert [c for c in frame.columns if c.endswith("_mean")] == ["STSB_mean"]
+
+
+def test_latex_bold_missing_and_format(results):
+    tex = to_latex(build_table(results, {**SPEC, "caption": "STS results"}, "sts7", name="sts7"))
+    for rule in ("\\toprule", "\\midrule", "\\bottomrule"):
+        assert rule in tex
+    assert tex.index("\\toprule") < tex.index("\\midrule") < tex.index("\\bottomrule")
+    assert "\\label{tab:sts7}" in tex and "\\caption{STS results}" in tex
+    assert "STS-B" in tex and "SICK-R" in tex and "Avg." in tex
+
+    rows = _latex_rows(tex)
+    aoe_a = rows["tiny\\_a AoE, stsb (n=3)"]
+    cosent_a = rows["tiny\\_a CoSENT, stsb (n=2)"]
+    pre_a = rows["tiny\\_a as downloaded (n=1)"]
+    cosent_b = rows["tiny\\_b CoSENT, stsb (n=0)"]
+    aoe_b = rows["tiny\\_b AoE, stsb (n=2)"]
+    pre_b = rows["tiny\\_b as downloaded (n=1)"]
+
+    stsb = COLUMNS.index("STSB")
+    # tiny_a STSB: aoe mean 82.17 beats cosent 79.50 and pretrained 60.00; std 2.25 (= sqrt(5.0833))
+    assert aoe_a[stsb] == "\\textbf{82.17 $\\pm$ 2.25}"
+    assert cosent_a[stsb] == "79.50 $\\pm$ 2.12"
+    assert pre_a[stsb] == "60.00"  # one seed: no std
+    # tiny_b is bolded within tiny_b, independently of tiny_a's better numbers
+    assert aoe_b[stsb] == "\\textbf{75.50 $\\pm$ 0.71}"
+    assert pre_b[stsb] == "70.00"
+    # the missing cell prints as a dash in every column, never as 0; and the notes list it
+    assert cosent_b == ["–"] * len(COLUMNS)
+    assert "Missing (8): tiny\\_b/cosent/stsb STS12" in tex
+    for group in ((aoe_a, cosent_a, pre_a), (aoe_b, cosent_b, pre_b)):
+        for c in range(len(COLUMNS)):
+            assert sum(r[c].startswith("\\textbf") for r in group) == 1
+    for cells in (aoe_a, cosent_a, pre_a, aoe_b, cosent_b, pre_b):
+        for cell in cells:
+            if cell != "–":
+                assert re.fullmatch(r"(\\textbf\{)?-?\d+\.\d\d( \$\\pm\$ \d+\.\d\d)?\}?", cell), cell
+
+
+def test_latex_is_a_standalone_document_with_escapes(results):
+    spec = {**SPEC, "caption": "100% of runs_x & more"}
+    tex = to_latex(build_table(results, spec, "sts7", name="my_table"))
+    lines = tex.splitlines()
+    assert lines[0] == "\\documentclass{article}" and "\\usepackage{booktabs}" in lines
+    assert lines.count("\\begin{document}") == 1 and lines[-1] == "\\end{document}"
+    assert tex.count("\\begin{tabular}") == tex.count("\\end{tabular}") == 1
+    assert tex.count("\\begin{table}") == tex.count("\\end{table}") == 1
+    assert "\\caption{100\\% of runs\\_x \\& more}" in tex and "\\label{tab:my\\_table}" in tex
+    # every row has as many cells as the header; no unescaped specials outside math and commands
+    header = next(line for line in lines if line.startswith("Model & "))
+    n = header.count(" & ")
+    for line in _latex_rows(tex):
+        assert "_" not in line.replace("\\_", "")
+    body = tex.split("\\midrule", 1)[1].split("\\bottomrule")[0]
+    for line in body.splitlines():
+        if line.endswith("\\\\") and not line.startswith("\\multicolumn"):
+            assert line.count(" & ") == n, line
+    assert "ttest\\_rel" in tex and "ttest_rel" not in tex.replace("ttest\\_rel", "")
+    assert not re.search(r"(?<!\\)%", tex)  # a bare % would comment out the rest of a line
+    assert "Δ" not in tex and "±" not in tex and "†" not in tex
+
+
+def test_no_bold_for_a_single_row():
+    res = pd.DataFrame([{"backbone": "b", "objective": "aoe", "trainset": "t", "seed": 1, "column": "STSB", "value": 70.0}])
+    table = build_table(res, {"backbones": ["b"], "objectives": ["aoe"], "trainset": "t", "include_pretrained": False}, "stsb")
+    assert "\\textbf" not in to_latex(table) and "**" not in to_markdown(table)
+
+
+def test_rows_with_seed_subsets_and_sections(results):
+    spec = {
+        "kind": "ablation",
+        "trainset": "stsb",
+        "rows": [
+            {"section": "objective", "backbone": "tiny_a", "objective": "aoe", "label": "AoE"},
+            {"section": "objective", "backbone": "tiny_a", "objective": "cosent", "label": "CoSENT"},
+            {"section": "random seed", "backbone": "tiny_a", "objective": "aoe", "seeds": [2], "label": "fixed seed 2"},
+        ],
+    }
+    table = build_table(results, spec)
+    assert [r.n for r in table.rows] == [3, 2, 1]
+    assert table.rows[2].mean("avg") == pytest.approx(np.mean(list(_scores(82.0, 2).values())))
+    md = to_markdown(table)
+    assert "| *objective* |" in md and "| *random seed* |" in md
+    assert md.index("*objective*") < md.index("CoSENT") < md.index("*random seed*") < md.index("fixed seed 2")
+    tex = to_latex(table)
+    assert "\\multicolumn{2}{l}{\\textit{random seed}} \\\\" in tex
+
+
+# -- the paper's numbers, Δ, reference rows --------------------------------------------------
 
 
 def test_paper_reference_from_a_numbers_file(numbers_file):
@@ -208,43 +342,314 @@ def test_paper_reference_from_a_numbers_file(numbers_file):
     label, values, stds = paper_reference("aoe_table1/BERT-base/AoE-BERT", numbers_file)
     assert label == "AoE-BERT (paper: Li & Li, AoE, ACL 2024, Table 1)"
     assert values == {"STS12": 75.26, "avg": 82.43} and stds == {"STS12": 0.04}
-    with pytest.raises(KeyError, match="aoe_table1/LLaMA/AoE-BERT"):
-        paper_reference("aoe_table1/LLaMA/AoE-BERT", numbers_file)
-    with pytest.raises(KeyError, match="aoe_table2/Nope"):
-        paper_reference("aoe_table2/Nope", numbers_file)
-    with pytest.raises(KeyError, match="other/AoE-BERT"):
-        paper_reference("other/AoE-BERT", numbers_file)
+    # other columns: in-domain train sets; an entry's own std number is its avg's std; a single number is an avg
+    assert paper_reference("indomain/AoE", numbers_file, ["stsb", "gis", "avg"])[1:] == (
+        {"stsb": 86.0, "gis": 70.0, "avg": 78.0},
+        {"stsb": 0.2, "gis": 0.3},
+    )
+    assert paper_reference("ablation/objective/AoE", numbers_file, ["avg"])[1:] == ({"avg": 82.43}, {"avg": 0.08})
+    assert paper_reference("claims/mteb/AoE_avg", numbers_file, ["sts", "avg"])[1:] == ({"avg": 64.64}, {})
+    for bad in ("aoe_table1/LLaMA/AoE-BERT", "aoe_table2/Nope", "other/AoE-BERT"):
+        with pytest.raises(KeyError, match=bad):
+            paper_reference(bad, numbers_file)
 
 
-def test_reference_rows_in_table_and_latex(results, numbers_file):
-    table = build_table(results, SPEC, "sts7", ["aoe_table2/AoE-BERT", "aoe_table2/AnglE-BERT"], numbers_file=numbers_file)
-    refs = table[table.reference]
-    assert list(refs.backbone) == ["AoE-BERT (paper: AoE Tab. 2)", "AnglE-BERT (paper: AoE Tab. 2)"]
-    aoe = refs.iloc[0]
-    assert aoe["STSB_mean"] == 86.26 and aoe["avg_mean"] == 82.43 and math.isnan(aoe["STS12_mean"])
-    tex = to_latex(table, "sts7", "c", "l")
-    ref_line = next(line for line in tex.splitlines() if line.startswith("\\textit{AoE-BERT"))
-    cells = [c.strip() for c in ref_line.rstrip("\\ ").split(" & ")[1:]]
-    assert cells[COLUMNS.index("STSB")] == "86.26 $\\pm$ 0.19"
-    assert cells[COLUMNS.index("STS12")] == "–"
+def test_paper_rows_and_delta(results, numbers_file):
+    spec = {
+        **SPEC,
+        "paper": {"tiny_a": {"aoe": "aoe_table2/AoE-BERT"}, "bert": {"aoe": "aoe_table1/BERT-base/AoE-BERT"}},
+        "paper_reference": ["aoe_table2/AnglE-BERT", "aoe_table2/AoE-BERT"],
+    }
+    table = build_table(results, spec, numbers_file=numbers_file)
+    aoe = next(r for r in table.rows if (r.backbone, r.objective) == ("tiny_a", "aoe"))
+    assert aoe.paper == {"STSB": 86.26, "SICKR": 80.1, "avg": 82.43}
+    assert aoe.delta("STSB") == pytest.approx(82.1666667 - 86.26)
+    assert math.isnan(aoe.delta("STS12"))  # no paper number
+    # a used reference is not repeated; the mapping's entry for a backbone not in the table is a reference row
+    assert [r.label for r in table.references] == ["AnglE-BERT (paper: AoE Tab. 2)", "AoE-BERT (paper: Li & Li, AoE, ACL 2024, Table 1)"]
+    frame = to_frame(table)
+    ours = _row(frame, "tiny_a", "aoe")
+    assert ours["STSB_paper"] == 86.26 and ours["STSB_paper_std"] == 0.19
+    assert ours["STSB_delta"] == pytest.approx(82.1666667 - 86.26)
+    assert frame.reference.sum() == 2
+    ref = frame[frame.reference].iloc[0]
+    assert ref["STSB_mean"] == 85.0 and ref["STS12_mean"] == 75.09 and math.isnan(ref["n"])
+
+    md = _md_rows(to_markdown(table))
+    assert md["AoE-BERT (paper: AoE Tab. 2)"][COLUMNS.index("STSB")] == "86.26 ± 0.19"
+    assert md["Δ (ours − paper)"][COLUMNS.index("STSB")] == "-4.09"
+    assert md["Δ (ours − paper)"][COLUMNS.index("STS12")] == "–"
+    tex = to_latex(table)
+    ref_line = next(line for line in tex.splitlines() if line.startswith("\\textit{AnglE-BERT"))
     assert "\\textbf" not in ref_line  # reference rows never compete for bold
-    # paper rows do not change which of our rows is bold
-    rows = _latex_rows(tex)
-    assert rows["tiny\\_a AoE, stsb (n=3)"][COLUMNS.index("STSB")].startswith("\\textbf")
-    assert tex.count("\\midrule") == 3  # header, after tiny_a, after tiny_b; then the reference rows
+    assert "\\quad $\\Delta$ (ours $-$ paper)" in tex and "$-4.09$" in tex
+    assert _latex_rows(tex)["tiny\\_a AoE, stsb (n=3)"][COLUMNS.index("STSB")].startswith("\\textbf")
+
+
+def test_explicit_row_paper_key(results, numbers_file):
+    spec = {"kind": "stsb", "trainset": "stsb", "rows": [{"backbone": "tiny_b", "objective": "aoe", "paper": "aoe_table2/AoE-BERT"}]}
+    table = build_table(results, spec, numbers_file=numbers_file)
+    assert table.rows[0].paper == {"STSB": 86.26} and table.references == []
+    assert table.rows[0].delta("STSB") == pytest.approx(75.5 - 86.26)
+
+
+def test_no_paper_numbers_note(results):
+    md = to_markdown(build_table(results, SPEC))
+    assert "No paper numbers for this table" in md
+
+
+# -- paired t-tests ----------------------------------------------------------------------------
+
+
+def test_paired_ttest_matches_scipy():
+    a, b = [82.1, 83.0, 82.6, 81.9], [80.2, 81.5, 81.0, 80.9]
+    p, t, note = paired_ttest(a, b)
+    ref = stats.ttest_rel(a, b)
+    assert p == pytest.approx(ref.pvalue) and t == pytest.approx(ref.statistic) and note == ""
+    assert paired_ttest([1.0], [2.0]) == (None, None, "n/a (1 seed)")
+    assert paired_ttest([], []) == (None, None, "n/a (0 seeds)")
+    assert paired_ttest([1.0, 2.0], [1.0, 2.0])[0] is None
+
+
+def test_table_ttests_over_matched_seeds(results):
+    table = build_table(results, SPEC)
+    tests = {(t.backbone, t.baseline, t.column): t for t in table.ttests}
+    # tiny_a: aoe seeds 1,2,3 vs cosent seeds 1,2 -> matched seeds 1,2
+    t = tests[("tiny_a", "CoSENT", "STSB")]
+    ref = stats.ttest_rel([80.0, 82.0], [81.0, 78.0])
+    assert t.n == 2 and t.p == pytest.approx(ref.pvalue)
+    # pooled over (seed, dataset) pairs of the 7 dataset columns (not the avg)
+    pooled = tests[("tiny_a", "CoSENT", "pooled")]
+    a = [_scores(v, s)[c] for c in TASKS for s, v in {1: 80.0, 2: 82.0}.items()]
+    b = [_scores(v, s)[c] for c in TASKS for s, v in {1: 81.0, 2: 78.0}.items()]
+    assert pooled.n == 14 and pooled.p == pytest.approx(stats.ttest_rel(a, b).pvalue)
+    assert "7 datasets x 2 seeds" in pooled.text()
+    # the backbone as downloaded is seed-free: its one value pairs with every seed (a one-sample test)
+    pre = tests[("tiny_a", "as downloaded", "STSB")]
+    assert pre.n == 3 and pre.p == pytest.approx(stats.ttest_rel([80.0, 82.0, 84.5], [60.0] * 3).pvalue)
+    # tiny_b: cosent is missing -> no test; tiny_b vs as downloaded exists
+    assert ("tiny_b", "CoSENT", "STSB") not in tests and ("tiny_b", "as downloaded", "STSB") in tests
+    md = to_markdown(table)
+    assert "Paired t-test" in md and f"p = {ref.pvalue:.3f} (n = 2)" in md
+
+
+def test_ttest_one_seed_is_na(tmp_path):
+    root = tmp_path / "eval"
+    files = [write_sts(root, "b", o, "t", 1, {"STSB": v}) for o, v in (("aoe", 80.0), ("sbert", 78.0))]
+    table = render_table("x", {"kind": "stsb", "trainset": "t", "backbones": ["b"], "objectives": ["aoe", "sbert"], "include_pretrained": False}, files)
+    (t,) = table.ttests
+    assert t.p is None and t.text() == "n/a (1 seed)"
+    assert "n/a (1 seed)" in to_markdown(table) and "n/a (1 seed)" in to_latex(table)
+
+
+def test_ttest_treatment_and_disable(results):
+    table = build_table(results, {**SPEC, "ttest": {"treatment": "cosent"}})
+    assert {t.treatment for t in table.ttests} == {"CoSENT"}
+    assert build_table(results, {**SPEC, "ttest": {"enabled": False}}).ttests == []
+
+
+# -- other kinds -----------------------------------------------------------------------------
+
+
+def test_indomain_columns_avg_and_pretrained(tmp_path, numbers_file):
+    root = tmp_path / "eval"
+    files = [
+        write_indomain(root, "b", "aoe", "stsb", 1, "stsb", 85.0),
+        write_indomain(root, "b", "aoe", "stsb", 2, "stsb", 86.0),
+        write_indomain(root, "b", "aoe", "gis", 1, "gis", 70.0),
+        write_indomain(root, "b", "aoe", "gis", 2, "gis", 72.0),
+        write_indomain(root, "b", "pretrained", "none", 0, "stsb", 60.0),
+        write_indomain(root, "b", "pretrained", "none", 0, "gis", 50.0),
+        # a model trained on stsb and scored on gis is not an in-domain cell: never read
+        write_indomain(root, "b", "aoe", "stsb", 1, "gis", 1.0),
+    ]
+    spec = {"kind": "indomain", "trainsets": ["stsb", "gis"], "backbones": ["b"], "objectives": ["aoe"], "paper": {"b": {"aoe": "indomain/AoE"}}}
+    table = render_table("t2", spec, files, numbers_file=numbers_file)
+    assert [c.key for c in table.columns] == ["stsb", "gis", "avg"]
+    assert [c.header for c in table.columns] == ["STS-B", "GIS", "Avg."]
+    pre, aoe = table.rows
+    assert pre.values == {"stsb": {0: 60.0}, "gis": {0: 50.0}, "avg": {0: 55.0}}
+    assert aoe.values["gis"] == {1: 70.0, 2: 72.0}
+    assert aoe.values["avg"] == {1: 77.5, 2: 79.0}  # per seed, then mean ± std
+    assert aoe.mean("avg") == 78.25 and aoe.delta("avg") == pytest.approx(0.25)
+    assert aoe.paper_std == {"stsb": 0.2, "gis": 0.3}
+    md = _md_rows(to_markdown(table))
+    assert md["b AoE, in-domain (n=2)"] == ["**85.50 ± 0.71**", "**71.00 ± 1.41**", "**78.25 ± 1.06**"]
+
+
+def test_transfer_null_tasks_are_dashes(tmp_path, caplog):
+    root = tmp_path / "eval"
+    files = [
+        write_transfer(root, "b", "aoe", "stsb", 1, {"TREC": 80.0, "MRPC": 70.0}),
+        write_transfer(root, "b", "aoe", "stsb", 2, {"TREC": 82.0, "MRPC": 71.0}),
+        write_transfer(root, "b", "pretrained", "none", 0, {"TREC": 60.0, "MRPC": 68.0}),
+    ]
+    spec = {"kind": "transfer", "trainset": "stsb", "rows": [{"backbone": "b", "objective": "pretrained"}, {"backbone": "b", "objective": "aoe"}]}
+    with caplog.at_level(logging.WARNING, logger="aoe.tables"):
+        table = render_table("t3", spec, files)
+    assert [c.key for c in table.columns] == ["MR", "CR", "SUBJ", "MPQA", "SST2", "TREC", "MRPC", "avg"]
+    md = _md_rows(to_markdown(table))
+    assert md["b AoE, stsb (n=2)"] == ["–"] * 5 + ["**81.00 ± 1.41**", "**70.50 ± 0.71**", "–"]
+    assert any("missing result: b/aoe/stsb MR" in r.getMessage() for r in caplog.records)
+    assert any("missing result: b/pretrained/none avg" in r.getMessage() for r in caplog.records)
+    assert not re.search(r"(?<![\d.])0\.00", to_latex(table))  # a missing value is never printed as 0
+
+
+def test_nli_probe_average(tmp_path):
+    root = tmp_path / "eval"
+    files = [write_nli(root, "b", "aoe", "nli", s, snli, mnli) for s, snli, mnli in ((1, 60.0, 50.0), (2, 62.0, 54.0))]
+    table = render_table("t5", {"kind": "nli_probe", "trainset": "nli", "backbones": ["b"], "objectives": ["aoe"], "include_pretrained": False}, files)
+    (row,) = table.rows
+    assert row.values == {"MultiNLI": {1: 50.0, 2: 54.0}, "SNLI": {1: 60.0, 2: 62.0}, "avg": {1: 55.0, 2: 58.0}}
+
+
+def test_mteb_categories(tmp_path, numbers_file):
+    root = tmp_path / "eval"
+    files = [
+        write_mteb(root, "b", "aoe", "nli", 42, {"sts": 80.0, "classification": 70.0, "retrieval": None}, None),
+        write_mteb(root, "c", "aoe", "nli", 42, {"sts": 82.0, "classification": 68.0, "retrieval": 40.0}, 63.3),
+    ]
+    spec = {"kind": "mteb", "rows": [{"backbone": "b", "objective": "aoe", "trainset": "nli"}, {"backbone": "c", "objective": "aoe", "trainset": "nli"}],
+            "paper_reference": ["claims/mteb/AoE_avg"]}
+    table = render_table("mteb", spec, files, numbers_file=numbers_file)
+    # MTEB's category order, then the average; a category nobody has is not a column
+    assert [c.key for c in table.columns] == ["classification", "retrieval", "sts", "avg"]
+    assert [c.header for c in table.columns] == ["Class.", "Retr.", "STS", "Avg."]
+    md = _md_rows(to_markdown(table))
+    assert md["b AoE, nli (n=1)"] == ["70.00", "–", "80.00", "–"]
+    assert md["c AoE, nli (n=1)"] == ["68.00", "40.00", "82.00", "63.30"]
+    assert md["*AoE_avg (paper: Claims)*"] == ["–", "–", "–", "64.64"]
+
+
+def test_flickr30k(tmp_path):
+    root = tmp_path / "eval"
+    files = [write_flickr(root, "b", o, "nli", 1, s, r) for o, s, r in (("angle_arxiv", 12.0, 30.0), ("sbert", 5.0, 20.0))]
+    table = render_table("f", {"kind": "flickr30k", "trainset": "nli", "backbones": ["b"], "objectives": ["sbert", "angle_arxiv"], "include_pretrained": False}, files)
+    md = _md_rows(to_markdown(table))
+    assert md["b AnglE, nli (n=1)"] == ["**12.00**", "**30.00**", "**35.00**", "**39.00**"]
+    assert {t.treatment for t in table.ttests} == {"AnglE"}  # no aoe row: AnglE is the treatment
+    assert "No paper numbers" in to_markdown(table)
+
+
+def test_train_time_from_benchmark_and_model(tmp_path):
+    bench, model = write_train_job(tmp_path, "b", "aoe", "stsb", 1, job_s=130.0, train_s=100.0, steps=50, batch=32, rows=800)
+    t = train_time(bench, model)
+    assert t["job_seconds"] == 130.0 and t["train_seconds"] == 100.0
+    assert t["epochs"] == pytest.approx(50 * 32 / 800) and t["sec_per_epoch"] == pytest.approx(50.0)
+    inputs = [str(p) for p in (bench, model)]
+    for obj, job, loop in (("sbert", 70.0, 40.0), ("simcse_sup", 90.0, 60.0)):
+        inputs += [str(p) for p in write_train_job(tmp_path, "b", obj, "stsb", 1, job, loop, 50, 32, 800)]
+    inputs += [str(p) for p in write_train_job(tmp_path, "b", "aoe", "stsb", 2, 140.0, 110.0, 50, 32, 800)]
+    spec = {"kind": "train_time", "trainset": "stsb", "backbones": ["b"], "objectives": ["sbert", "simcse_sup", "aoe"], "include_pretrained": False}
+    table = render_table("tt", spec, inputs)
+    assert [c.key for c in table.columns] == ["sec_per_epoch", "train_seconds", "job_seconds", "epochs"]
+    aoe = table.rows[2]
+    assert aoe.values["sec_per_epoch"] == {1: 50.0, 2: 55.0} and aoe.values["job_seconds"] == {1: 130.0, 2: 140.0}
+    md = _md_rows(to_markdown(table))
+    assert md["b SBERT, stsb (n=1)"][0] == "**20.0**"  # fastest is bold (lower is better)
+    assert md["b AoE, stsb (n=2)"][0] == "52.5 ± 3.5"
+    assert md["b AoE, stsb (n=2)"][3] == "2.000 ± 0.000"  # epochs: never bold
+    assert table.ttests == []
+    assert "epochs trained = examples seen" in to_markdown(table)
+
+
+def test_train_time_from_metrics_when_no_summary(tmp_path):
+    bench, model = write_train_job(tmp_path, "b", "aoe", "stsb", 1, 30.0, 20.0, 40, 16, 320)
+    cfg = json.loads((model / "aoe_config.json").read_text())
+    del cfg["summary"]
+    (model / "aoe_config.json").write_text(json.dumps(cfg))
+    t = train_time(bench, model)
+    assert t["epochs"] == pytest.approx(40 * 16 / 320) and t["train_seconds"] is None
+    assert t["sec_per_epoch"] == pytest.approx(30.0 / 2)  # the job's wall time when the loop time is unknown
+
+
+GIS_STATS = {
+    "pairs": 30,
+    "splits": ["train", "valid", "test"],
+    "tokenizer": "bert-base-uncased",
+    "long_threshold": 512,
+    "table7": {
+        "train": {"positive": 10, "negative": 8, "total": 18},
+        "valid": {"positive": 3, "negative": 3, "total": 6},
+        "test": {"positive": 2, "negative": 4, "total": 6},
+        "all": {"positive": 15, "negative": 15, "total": 30},
+    },
+    "long_text_share": {"train": 0.6, "valid": 0.5, "test": 0.25},
+    "paper_long_text_share": {"train": 0.6103, "valid": 0.6085, "test": 0.6050},
+}
+
+
+def test_gis_stats(tmp_path):
+    path = tmp_path / "stats.json"
+    path.write_text(json.dumps(GIS_STATS))
+    table = render_table("table_gis_stats", {"kind": "gis_stats", "caption": "GIS"}, [path])
+    assert [r.label for r in table.rows] == ["train", "valid", "test", "all"]
+    train = table.rows[0]
+    assert train.values["total"] == {0: 18.0} and train.values["long_share"] == {0: 60.0}
+    assert train.paper == {"long_share": pytest.approx(61.03), "total": 18565.0}  # the packaged dataset card's size
+    assert train.delta("long_share") == pytest.approx(-1.03)
+    md = _md_rows(to_markdown(table))
+    assert md["train"] == ["10", "8", "18", "60.00"]
+    assert md["all"] == ["15", "15", "30", "–"]
+    assert md["Δ (ours − paper)"] == ["–", "–", "-1542", "-35.50"]  # the last Δ line: the test split
+    assert "\\textbf" not in to_latex(table)
+    assert table.ttests == []
+
+
+def test_gis_stats_without_reference(tmp_path):
+    stats_ = {k: v for k, v in GIS_STATS.items() if k != "paper_long_text_share"}
+    table = build_gis_table(stats_, {"caption": ""}, numbers_file=tmp_path / "none.yaml")
+    assert all(not r.paper for r in table.rows)
+
+
+# -- files -----------------------------------------------------------------------------------------
+
+
+def test_write_table_twins(results, tmp_path, numbers_file):
+    spec = {**SPEC, "caption": "c", "paper": {"tiny_a": {"aoe": "aoe_table2/AoE-BERT"}}}
+    table = build_table(results, spec, numbers_file=numbers_file, name="t")
+    out = tmp_path / "out"
+    out.mkdir()
+    write_table(table, out / "t.tex", out / "t.csv", out / "t.md", out / "t.json")
+    frame = pd.read_csv(out / "t.csv")
+    assert {"objective", "n", "avg_mean", "avg_std", "STSB_paper", "STSB_delta"} <= set(frame.columns)
+    md = (out / "t.md").read_text()
+    assert md.startswith("### t\n") and "| Model | STS12 |" in md
+    data = json.loads((out / "t.json").read_text())
+    assert data["name"] == "t" and data["kind"] == "sts7" and len(data["rows"]) == 6
+    aoe = next(r for r in data["rows"] if r["backbone"] == "tiny_a" and r["objective"] == "aoe")
+    assert aoe["values"]["STSB"] == {"1": 80.0, "2": 82.0, "3": 84.5}
+    assert aoe["paper_std"] == {"STSB": 0.19} and aoe["delta"]["STSB"] == pytest.approx(82.1666667 - 86.26)
+    assert aoe["delta"]["STS12"] is None  # NaN is null in JSON
+    assert data["ttests"] and all("text" in t for t in data["ttests"])
+    # the Markdown and LaTeX twins show the same numbers
+    for cell in ("82.17 ± 2.25", "86.26 ± 0.19", "-4.09"):
+        assert cell in md
+        assert cell.replace(" ± ", " $\\pm$ ").replace("-4.09", "$-4.09$") in (out / "t.tex").read_text()
 
 
 def test_every_configured_paper_reference_exists():
-    """config.yaml's reference rows all resolve in the packaged paper_numbers.yaml."""
+    """config.yaml's reference rows and paper mappings all resolve in the packaged paper_numbers.yaml."""
     import yaml
 
+    from aoe.tables import kind_columns
     from tests.workflow_utils import REPO
 
     config = yaml.safe_load((REPO / "config.yaml").read_text())
-    refs = [r for t in config["tables"].values() for r in t.get("paper_reference", [])]
-    assert refs
-    for ref in refs:
-        _, values, _ = paper_reference(ref)
-        assert values, ref
-    _, values, stds = paper_reference("acl2024_table2/AoE")
-    assert values["STSB"] == 86.28 and stds == {"STSB": 0.19}
+    n = 0
+    for name, table in config["tables"].items():
+        refs = list(table.get("paper_reference", []))
+        refs += [ref for by_obj in (table.get("paper") or {}).values() for ref in by_obj.values()]
+        refs += [r["paper"] for r in table.get("rows", []) if r.get("paper")]
+        if table["kind"] == "gis_stats":
+            continue
+        cols = [c.key for c in kind_columns(table["kind"], table, pd.DataFrame({"column": ["sts", "classification"]}))]
+        for ref in refs:
+            _, values, _ = paper_reference(ref, columns=cols)
+            assert values, (name, ref)
+            n += 1
+        for objective_map in (table.get("paper") or {}).values():
+            assert set(objective_map) <= {"pretrained", *table.get("objectives", [])}, name
+    assert n >= 20
+    _, values, stds = paper_reference("acl2024_table2/AoE", columns=["stsb", "gis", "avg"])
+    assert values == {"stsb": 86.28, "gis": 70.59, "avg": 78.44} and stds == {"stsb": 0.19, "gis": 0.35}

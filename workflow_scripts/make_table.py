@@ -1,4 +1,4 @@
-"""Rule table: evaluation JSON files -> results/tables/{table}.tex and .csv."""
+"""Rule table: result files -> results/tables/{table}.tex, .csv, .md (and .json for the summary report)."""
 
 import logging
 import sys
@@ -10,11 +10,9 @@ from aoe.workflow import start_log
 start_log(snakemake.log[0])
 logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(levelname)s %(message)s")
 
-from aoe.tables import build_table, load_sts_results, to_latex
+from aoe.tables import render_table, write_table
 
-spec = snakemake.params.spec
-results = load_sts_results(snakemake.input)
-table = build_table(results, spec, spec["kind"], spec.get("paper_reference", []))
-note = f"Rows: our runs (mean $\\pm$ sample std over n seeds; fine-tuned on {spec['trainset']}) and the paper's reported numbers."
-Path(snakemake.output.tex).write_text(to_latex(table, spec["kind"], spec.get("caption", ""), snakemake.params.name, note))
-table.to_csv(snakemake.output.csv, index=False)
+table = render_table(snakemake.params.name, snakemake.params.spec, list(snakemake.input), rows=snakemake.params.rows)
+write_table(table, snakemake.output.tex, snakemake.output.csv, snakemake.output.md, snakemake.output.json)
+logging.getLogger("aoe.tables").info("%s: %d rows, %d reference rows, %d t-tests, %d missing cells", table.name, len(table.rows),
+             len(table.references), len(table.ttests), len(table.missing))

@@ -1,0 +1,22 @@
+"""Rule report_md: the tables' JSON twins (and any results/figures/*.json) -> results/REPORT.md."""
+
+import logging
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(snakemake.scriptdir).parent))
+from aoe.workflow import start_log
+
+start_log(snakemake.log[0])
+logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(levelname)s %(message)s")
+
+from aoe.report import build_report, git_commit
+
+text = build_report(
+    list(snakemake.input.tables),
+    configfiles=snakemake.params.configfiles,
+    commit=git_commit(Path(snakemake.scriptdir).parent),
+    figures_dir=snakemake.params.figures_dir,
+)
+Path(snakemake.output[0]).write_text(text)
+logging.getLogger("aoe.report").info("wrote %s (%d tables)", snakemake.output[0], len(snakemake.input.tables))
