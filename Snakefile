@@ -36,6 +36,7 @@ include: "rules/tables.smk"
 include: "rules/gis.smk"
 include: "rules/mteb.smk"
 include: "rules/figures.smk"
+include: "rules/report.smk"
 
 
 rule all:
@@ -46,6 +47,7 @@ rule all:
         SATURATION_RESULTS,
         GIS_RESULTS,
         FIGURE_RESULTS,
+        "results/REPORT.md",
 
 
 rule train:

@@ -4,14 +4,16 @@
 rule report_md:
     input:
         tables=expand("results/tables/{table}.json", table=enabled_tables(config)),
+        # the numbers behind the figures (Fig. 3/4/10, gradients), so the summary waits for them
+        figures=[f for f in FIGURE_RESULTS if f.endswith(".json")],
     output:
         report("results/REPORT.md", caption="../report/report_md.rst", category="Summary"),
-    params:
-        configfiles=[os.path.relpath(f) for f in workflow.configfiles],
-        figures_dir="results/figures",
     log:
         "results/logs/report_md.log",
     conda:
         "../envs/report.yaml"
+    params:
+        configfiles=[os.path.relpath(f) for f in workflow.configfiles],
+        figures_dir="results/figures",
     script:
         "../workflow_scripts/make_report.py"

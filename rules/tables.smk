@@ -6,13 +6,13 @@ rule table:
         csv="results/tables/{table}.csv",
         md=report("results/tables/{table}.md", caption="../report/table_md.rst", category="Tables"),
         json="results/tables/{table}.json",
-    params:
-        spec=lambda wildcards: config["tables"][wildcards.table],
-        rows=lambda wildcards: [r.as_dict() for r in table_rows(config, wildcards.table)],
-        name=lambda wildcards: wildcards.table,
     log:
         "results/logs/tables/{table}.log",
     conda:
         "../envs/report.yaml"
+    params:
+        spec=lambda wildcards: config["tables"][wildcards.table],
+        rows=lambda wildcards: [r.as_dict() for r in table_rows(config, wildcards.table)],
+        name=lambda wildcards: wildcards.table,
     script:
         "../workflow_scripts/make_table.py"

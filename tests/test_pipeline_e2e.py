@@ -131,13 +131,13 @@ def test_changing_table_code_reruns_only_tables(ci_run):
         out = snakemake(work, "-n", "--configfile", "presets/ci.yaml", env=env)
         assert out.returncode == 0, out.stdout[-3000:]
         jobs = set(job_counts(out.stdout))
-        assert jobs == {"table", "all"}, out.stdout[-3000:]
+        assert jobs == {"table", "report_md", "all"}, out.stdout[-3000:]
         assert "Code has changed since last execution" in out.stdout
         # a caption is a table parameter: the same, and only tables
         (work / "caption.yaml").write_text("tables:\n  table2_indomain:\n    caption: another caption\n")
         script.write_text(original)
         out = snakemake(work, "-n", "--configfile", "presets/ci.yaml", "caption.yaml", env=env)
         assert out.returncode == 0, out.stdout[-3000:]
-        assert set(job_counts(out.stdout)) == {"table", "all"}, out.stdout[-3000:]
+        assert set(job_counts(out.stdout)) == {"table", "report_md", "all"}, out.stdout[-3000:]
     finally:
         script.write_text(original)

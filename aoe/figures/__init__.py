@@ -89,7 +89,7 @@ def check_figures(config: dict) -> None:
     fig = config.get("figures", {})
     if not fig.get("enabled", True):
         return
-    from aoe.losses.objectives import OBJECTIVES
+    from aoe.recipes import OBJECTIVES  # torch-free: this runs when the DAG is built
 
     objectives = set(config["objectives"]) | set(OBJECTIVES) | {PRETRAINED}
     for name, pairs in figure_cells(config).items():
