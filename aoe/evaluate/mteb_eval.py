@@ -1,0 +1,608 @@
+"""MTEB through the ``mteb`` package (AoE §5: the English MTEB, ``MTEB(eng, v1)``, 56 datasets).
+
+Three parts, all evaluation logic being mteb's own (never re-implemented here):
+
+* :class:`AoEMtebEncoder` - mteb 2.x's encoder protocol on top of
+  :func:`aoe.evaluate.run.cached_encoder`: the same model loading, pooling,
+  truncation and on-disk embedding cache as the SentEval STS evaluation. Serves
+  encoder models (``cls``/``avg``/... pooling) and LLMs (``last`` pooling with a
+  prompt template such as AoE's ``Summarize sentence "{text}" in one word:"``).
+  A ``query_instruction`` is prefixed to queries only (``prompt_type`` query:
+  retrieval and reranking queries), for models trained with one.
+* Local tasks (:data:`LOCAL_TASKS`): mteb task classes whose data come from the
+  data mirror or the pipeline's prepared tables, never the hub (CI, CPU presets):
+  the 7 STS test sets (``STSBenchmarkLocal``, ``SICKRLocal``, ``STS12Local`` ...)
+  and SentEval's TREC as a classification task (``TRECLocal``).
+* :func:`summarize` / :func:`run_mteb_evaluation` - per task main score x100,
+  per category average, overall average (the MTEB leaderboard's mean over all
+  tasks); a missing task is an explicit null and then so are its category's
+  average and the overall average, never a smaller average.
+
+``mteb`` is imported lazily: the Snakefile imports this module for
+:data:`LOCAL_TASKS` without needing mteb in its environment.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+import numpy as np
+
+__all__ = [
+    "AOE_PROMPT",
+    "CATEGORIES",
+    "LOCAL_TASKS",
+    "MtebEvalError",
+    "AoEMtebEncoder",
+    "apply_prompt",
+    "benchmark_tasks",
+    "local_task",
+    "local_task_inputs",
+    "local_transfer_inputs",
+    "local_downstream_root",
+    "run_mteb_evaluation",
+    "summarize",
+]
+
+# AoE §4.1 / the official angle-emb --query_prompt for LLaMA backbones.
+AOE_PROMPT = 'Summarize sentence "{text}" in one word:"'
+
+# mteb task type -> category of the MTEB(eng, v1) leaderboard.
+CATEGORIES: dict[str, str] = {
+    "Classification": "classification",
+    "Clustering": "clustering",
+    "PairClassification": "pair_classification",
+    "Reranking": "reranking",
+    "Retrieval": "retrieval",
+    "STS": "sts",
+    "Summarization": "summarization",
+}
+
+
+class MtebEvalError(RuntimeError):
+    """An MTEB evaluation that cannot give a complete, trustworthy result (names the task or file)."""
+
+
+# ---------------------------------------------------------------------------
+# Local tasks: what each one reads (no mteb import needed to plan a workflow).
+
+
+@dataclass(frozen=True)
+class LocalTaskSpec:
+    """A local task: ``kind`` "sts" reads results/data/{dataset}/test.parquet (or the mirror);
+    "classification" reads SentEval transfer task ``dataset`` from the downstream folder."""
+
+    kind: str
+    dataset: str
+    description: str
+
+
+LOCAL_TASKS: dict[str, LocalTaskSpec] = {
+    **{
+        f"STS{y}Local": LocalTaskSpec("sts", f"sts{y}", f"STS{y} test (SentEval files, all subsets), from the data mirror")
+        for y in (12, 13, 14, 15, 16)
+    },
+    "STSBenchmarkLocal": LocalTaskSpec("sts", "stsb", "STS Benchmark test (SentEval's sts-test.csv), from the data mirror"),
+    "SICKRLocal": LocalTaskSpec("sts", "sickr", "SICK relatedness test (SentEval's SICK_test_annotated.txt), from the data mirror"),
+    "TRECLocal": LocalTaskSpec(
+        "classification", "TREC", "TREC question type (6 coarse classes; SentEval's train_5500 / TREC_10), from the data mirror"
+    ),
+}
+
+# mteb's classification protocol on TRECLocal: logistic regression on n_experiments
+# seeded draws of samples_per_label training samples per class (mteb's defaults are 10 / 8;
+# 32 per class keeps the 6-class few-shot score stable on 500 test questions).
+TREC_N_EXPERIMENTS = 10
+TREC_SAMPLES_PER_LABEL = 32
+
+
+def _check_local(names: Iterable[str]) -> list[str]:
+    names = list(names)
+    unknown = [n for n in names if n not in LOCAL_TASKS]
+    if unknown:
+        raise MtebEvalError(f"unknown local MTEB task(s) {unknown}; known: {sorted(LOCAL_TASKS)}")
+    return names
+
+
+def local_task_inputs(names: Iterable[str]) -> dict[str, list[str]]:
+    """What the named local tasks read: {"sts": [STS dataset keys], "transfer": [SentEval transfer tasks]}."""
+    names = _check_local(names)
+    return {
+        "sts": [LOCAL_TASKS[n].dataset for n in names if LOCAL_TASKS[n].kind == "sts"],
+        "transfer": [LOCAL_TASKS[n].dataset for n in names if LOCAL_TASKS[n].kind == "classification"],
+    }
+
+
+def local_transfer_inputs(names: Iterable[str], downstream: str | os.PathLike | None) -> list[str] | str:
+    """Workflow input of the local classification tasks: SentEval files under ``downstream``
+    (the mirror), or the downloaded archive's record when there is no mirror; [] if none is asked."""
+    from aoe.data.transfer import transfer_files
+
+    transfer = local_task_inputs(names)["transfer"]
+    if not transfer:
+        return []
+    if downstream is not None:
+        return [str(Path(downstream) / f) for t in transfer for f in transfer_files(t)]
+    return "results/downloads/senteval/source.json"
+
+
+def local_downstream_root(names: Iterable[str], downstream: str | os.PathLike | None, files) -> str | None:
+    """The downstream folder the local classification tasks read (None when none is asked)."""
+    if not local_task_inputs(names)["transfer"]:
+        return None
+    if downstream is not None:
+        return str(downstream)
+    record = files if isinstance(files, (str, os.PathLike)) else files[0]
+    return json.loads(Path(record).read_text())["downstream"]
+
+
+def _metadata(name: str, spec: LocalTaskSpec, task_type: str, main_score: str, eval_splits: list[str]):
+    from mteb.abstasks.task_metadata import TaskMetadata
+
+    return TaskMetadata(
+        name=name,
+        dataset={"path": f"local/{name}", "revision": "local"},  # never loaded from the hub: load_data is overridden
+        description=spec.description,
+        reference="https://github.com/princeton-nlp/SimCSE/tree/main/SentEval",
+        type=task_type,
+        category="t2t",
+        modalities=["text"],
+        eval_splits=eval_splits,
+        eval_langs=["eng-Latn"],
+        main_score=main_score,
+        date=("2012-01-01", "2017-12-31"),
+        domains=["Written"],
+        task_subtypes=[],
+        license="not specified",
+        annotations_creators="human-annotated",
+        dialect=[],
+        sample_creation="found",
+        bibtex_citation="",
+    )
+
+
+@lru_cache(maxsize=None)
+def _task_classes() -> dict[str, type]:
+    """One mteb task class per local task (built on first use: importing mteb takes seconds)."""
+    from mteb.abstasks.classification import AbsTaskClassification
+    from mteb.abstasks.sts import AbsTaskSTS
+
+    class _Local:
+        """Data from local files, set by the constructor's ``loader``; mteb never touches the hub."""
+
+        def __init__(self, loader, files: dict[str, str], **kwargs):
+            super().__init__(**kwargs)
+            self._loader = loader
+            self.files = files  # path -> sha256 (or a manifest's table_sha256): recorded in the result
+
+        def load_data(self, num_proc: int | None = None, **kwargs) -> None:
+            if self.data_loaded:
+                return
+            self.dataset = self._loader()
+            self.data_loaded = True
+
+    classes: dict[str, type] = {}
+    for name, spec in LOCAL_TASKS.items():
+        if spec.kind == "sts":
+            lo, hi = (1, 5) if spec.dataset == "sickr" else (0, 5)
+            attrs = {"metadata": _metadata(name, spec, "STS", "cosine_spearman", ["test"]), "min_score": lo, "max_score": hi}
+            classes[name] = type(name, (_Local, AbsTaskSTS), attrs)
+        else:
+            attrs = {
+                "metadata": _metadata(name, spec, "Classification", "accuracy", ["test"]),
+                "n_experiments": TREC_N_EXPERIMENTS,
+                "samples_per_label": TREC_SAMPLES_PER_LABEL,
+            }
+            classes[name] = type(name, (_Local, AbsTaskClassification), attrs)
+    return classes
+
+
+def local_task(
+    name: str,
+    *,
+    tables: Mapping[str, tuple[str | os.PathLike, str | os.PathLike]] | None = None,
+    downstream: str | os.PathLike | None = None,
+):
+    """An mteb task object for local task ``name``.
+
+    STS tasks read the prepared table of their dataset when ``tables`` (dataset ->
+    (parquet, manifest)) has it, else SentEval's files under ``downstream`` (read with
+    :func:`aoe.data.sts.read_sts`, the same rows). TRECLocal reads ``downstream``.
+    """
+    import datasets
+    import pandas as pd
+
+    from aoe.data.io import sha256_file
+
+    spec = LOCAL_TASKS[_check_local([name])[0]]
+    cls = _task_classes()[name]
+    if spec.kind == "sts":
+        if tables and spec.dataset in tables:
+            table, manifest = (Path(p) for p in tables[spec.dataset])
+            for p in (table, manifest):
+                if not p.is_file():
+                    raise MtebEvalError(f"{name}: missing {p}")
+            meta = json.loads(manifest.read_text())
+            if (meta.get("dataset"), meta.get("split")) != (spec.dataset, "test"):
+                raise MtebEvalError(f"{name}: {manifest} describes {meta.get('dataset')}/{meta.get('split')}, not {spec.dataset}/test")
+            files = {str(table): meta["table_sha256"]}
+            read = lambda: pd.read_parquet(table)  # noqa: E731
+        elif downstream is not None:
+            from aoe.data.sts import read_sts, sts_files
+
+            files = {str(Path(downstream) / f): sha256_file(Path(downstream) / f) for f in sts_files(spec.dataset, "test") if (Path(downstream) / f).is_file()}
+            read = lambda: read_sts(downstream, spec.dataset, "test")  # noqa: E731
+        else:
+            raise MtebEvalError(f"{name}: no prepared table for {spec.dataset!r} and no downstream folder given")
+
+        def loader():
+            df = read()
+            missing = {"sentence1", "sentence2", "score"} - set(df.columns)
+            if missing:
+                raise MtebEvalError(f"{name}: table lacks columns {sorted(missing)}")
+            ds = datasets.Dataset.from_dict(
+                {"sentence1": df["sentence1"].tolist(), "sentence2": df["sentence2"].tolist(), "score": df["score"].astype(float).tolist()}
+            )
+            return datasets.DatasetDict({"test": ds})
+
+        return cls(loader=loader, files=files)
+
+    if downstream is None:
+        raise MtebEvalError(f"{name}: needs SentEval's downstream folder (data mirror) for {spec.dataset}")
+    from aoe.data.transfer import read_transfer, transfer_files
+
+    root = Path(downstream)
+    files = {str(root / f): sha256_file(root / f) for f in transfer_files(spec.dataset) if (root / f).is_file()}
+
+    def loader():
+        data = read_transfer(root, spec.dataset)
+        return datasets.DatasetDict(
+            {
+                split: datasets.Dataset.from_dict({"text": data.splits[split].sentences, "label": data.splits[split].labels})
+                for split in ("train", "test")
+            }
+        )
+
+    return cls(loader=loader, files=files)
+
+
+def benchmark_tasks(benchmark: str | None = None, tasks: list[str] | None = None) -> list:
+    """mteb task objects of ``benchmark`` (e.g. "MTEB(eng, v1)"), or of the named ``tasks``.
+
+    Resolving uses the task metadata shipped in the mteb package (no hub access);
+    the data are downloaded when a task runs.
+    """
+    import mteb
+
+    if tasks:
+        try:
+            return list(mteb.get_tasks(tasks=list(tasks)))
+        except Exception as exc:  # mteb raises KeyError/ValueError for unknown names
+            raise MtebEvalError(f"mteb cannot resolve task(s) {list(tasks)}: {exc}") from exc
+    if not benchmark:
+        raise MtebEvalError("MTEB evaluation: give a benchmark, tasks or local_tasks")
+    try:
+        return list(mteb.get_benchmark(benchmark).tasks)
+    except Exception as exc:
+        raise MtebEvalError(f"mteb has no benchmark {benchmark!r}: {exc}") from exc
+
+
+# ---------------------------------------------------------------------------
+# The encoder wrapper.
+
+
+def apply_prompt(text: str, template: str | None) -> str:
+    """``template`` with ``{text}`` replaced by ``text`` (plain replacement: braces in texts are safe)."""
+    if template is None:
+        return text
+    return template.replace("{text}", text)
+
+
+def _resolve_prompt(model_dir: Path, prompt: str | None) -> str | None:
+    """The prompt template: the one recorded by training (aoe_config.json "prompt") or the argument."""
+    recorded = model_dir / "aoe_config.json"
+    if recorded.is_file():
+        trained = json.loads(recorded.read_text()).get("prompt")
+        if trained is not None:
+            if prompt is not None and prompt != trained:
+                raise MtebEvalError(f"{model_dir} was trained with prompt {trained!r}, asked for {prompt!r}")
+            prompt = trained
+    if prompt is not None and "{text}" not in prompt:
+        raise MtebEvalError(f"prompt template {prompt!r} has no {{text}} placeholder")
+    return prompt
+
+
+def _ensure_pad_token(tokenizer) -> None:
+    """LLaMA tokenizers ship without a pad token: pad with EOS (or UNK); last-token pooling skips padding anyway."""
+    if tokenizer.pad_token is None:
+        fallback = tokenizer.eos_token or tokenizer.unk_token
+        if fallback is None:
+            raise MtebEvalError("tokenizer has no pad, eos or unk token to pad batches with")
+        tokenizer.pad_token = fallback
+
+
+@lru_cache(maxsize=None)
+def _wrapper_class() -> type:
+    from mteb.models.abs_encoder import AbsEncoder
+    from mteb.types import PromptType
+
+    class AoEMtebEncoderImpl(AbsEncoder):
+        __doc__ = AoEMtebEncoder.__doc__
+
+        def __init__(
+            self,
+            model_dir,
+            pooling: str | None = None,
+            batch_size: int = 64,
+            max_length: int = 512,
+            cache_root=None,
+            device: str | None = None,
+            prompt: str | None = None,
+            query_instruction: str | None = None,
+            name: str | None = None,
+        ):
+            from aoe.evaluate.run import cached_encoder
+
+            self.model_dir = Path(model_dir)
+            self.prompt = _resolve_prompt(self.model_dir, prompt)
+            self.query_instruction = query_instruction or None
+            self.batch_size = batch_size
+            self.max_length = max_length
+            self.encoder, self._encode, self.cache = cached_encoder(
+                self.model_dir, pooling, batch_size, max_length, cache_root, device
+            )
+            _ensure_pad_token(self.encoder.tokenizer)
+            self.model = self.encoder.model
+            self.texts_embedded = 0  # distinct texts handed to the encoder (after deduplication)
+            self.mteb_model_meta = _model_meta(self, name)
+
+        def format(self, text: str, prompt_type=None) -> str:
+            """The text the model sees: instruction (queries only), then the prompt template around it."""
+            if self.query_instruction and prompt_type == PromptType.query:
+                text = self.query_instruction + text
+            return apply_prompt(text, self.prompt)
+
+        def encode(self, inputs, *, task_metadata, hf_split, hf_subset, prompt_type=None, **kwargs) -> np.ndarray:
+            texts = [self.format(t, prompt_type) for batch in inputs for t in batch["text"]]
+            unique = list(dict.fromkeys(texts))  # the cache takes distinct texts; one embedding per text
+            emb = np.asarray(self._encode(unique), dtype=np.float32) if unique else np.zeros((0, self.model.config.hidden_size), np.float32)
+            self.texts_embedded += len(unique)
+            row = {t: i for i, t in enumerate(unique)}
+            return emb[[row[t] for t in texts]]
+
+    return AoEMtebEncoderImpl
+
+
+def _model_meta(wrapper, name: str | None):
+    from mteb.models.model_meta import ModelMeta, ScoringFunction
+
+    from aoe.evaluate.embcache import model_key
+
+    key, _ = model_key(
+        wrapper.model_dir,
+        pooling=wrapper.encoder.pooling,
+        max_length=wrapper.max_length,
+        prompt=wrapper.prompt,
+        query_instruction=wrapper.query_instruction,
+    )
+    cfg = wrapper.model.config
+    return ModelMeta.create_empty(
+        overwrites={
+            "name": name or f"aoe-repro/{wrapper.model_dir.name}",
+            "revision": key,  # model files + embedding settings
+            "embed_dim": int(cfg.hidden_size),
+            "max_tokens": float(wrapper.max_length),
+            "n_parameters": int(sum(p.numel() for p in wrapper.model.parameters())),
+            "similarity_fn_name": ScoringFunction.COSINE,
+            "use_instructions": bool(wrapper.query_instruction),
+            "framework": ["PyTorch"],
+            "open_weights": True,
+            "languages": ["eng-Latn"],
+        }
+    )
+
+
+class AoEMtebEncoder:
+    """mteb encoder protocol over our :class:`aoe.models.Encoder` and embedding cache.
+
+    ``AoEMtebEncoder(model_dir, pooling=None, batch_size=64, max_length=512,
+    cache_root=None, device=None, prompt=None, query_instruction=None, name=None)``
+    returns an instance of a subclass of mteb's ``AbsEncoder`` (built lazily), whose
+    ``encode(inputs, *, task_metadata, hf_split, hf_subset, prompt_type)`` takes mteb's
+    DataLoader of ``{"text": [...]}`` batches, formats each text (``query_instruction``
+    prefixed when ``prompt_type`` is query, then the ``prompt`` template's ``{text}``
+    replaced), embeds the distinct texts once through ``cached_encoder`` and returns
+    one float32 row per input. The prompt comes from the model's aoe_config.json
+    ("prompt") or the argument; they must agree.
+    """
+
+    def __new__(cls, *args, **kwargs):
+        return _wrapper_class()(*args, **kwargs)
+
+
+# ---------------------------------------------------------------------------
+# Results.
+
+
+def _finite(x) -> float | None:
+    return float(x) if x is not None and math.isfinite(float(x)) else None
+
+
+def _json_safe(obj):
+    """mteb's score dicts with non-finite floats (e.g. a metric undefined for a class) as null."""
+    if isinstance(obj, dict):
+        return {k: _json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_json_safe(v) for v in obj]
+    if isinstance(obj, (float, np.floating)):
+        return float(obj) if math.isfinite(obj) else None
+    if isinstance(obj, np.integer):
+        return int(obj)
+    return obj
+
+
+def summarize(task_scores: Mapping[str, float | None], task_types: Mapping[str, str]) -> dict:
+    """Category averages and the overall average of main scores (x100).
+
+    ``task_scores``: task -> main score, or None for a task that did not run;
+    ``task_types``: task -> mteb task type (every task of ``task_scores``).
+    A category's average is the mean of its tasks' scores, null if any is missing;
+    the overall average is the mean over all tasks (the MTEB leaderboard's
+    convention, not a mean of categories), null if any task is missing.
+    """
+    unknown = {t: task_types.get(t) for t in task_scores if task_types.get(t) not in CATEGORIES}
+    if unknown:
+        raise MtebEvalError(f"task type(s) with no MTEB category: {unknown}; known types: {sorted(CATEGORIES)}")
+    by_cat: dict[str, list[float | None]] = {}
+    for task, score in task_scores.items():
+        by_cat.setdefault(CATEGORIES[task_types[task]], []).append(_finite(score))
+
+    def mean(values):
+        return float(np.mean(values)) if values and all(v is not None for v in values) else None
+
+    categories = {c: mean(v) for c, v in sorted(by_cat.items())}
+    return {
+        "categories": categories,
+        "avg": mean([_finite(s) for s in task_scores.values()]),
+        "n_tasks": len(task_scores),
+        "n_missing": sum(_finite(s) is None for s in task_scores.values()),
+        "tasks_per_category": {c: len(v) for c, v in sorted(by_cat.items())},
+    }
+
+
+def _task_data_record(task) -> dict:
+    files = getattr(task, "files", None)
+    if files is not None:
+        return {"source": "local", "files": dict(files)}
+    ds = dict(task.metadata.dataset)
+    return {"source": "huggingface", "path": ds.get("path"), "revision": ds.get("revision")}
+
+
+def run_mteb_evaluation(
+    model_dir: str | os.PathLike,
+    out: str | os.PathLike,
+    *,
+    benchmark: str | None = "MTEB(eng, v1)",
+    tasks: list[str] | None = None,
+    local_tasks: list[str] | None = None,
+    tables: list[str] | None = None,
+    manifests: list[str] | None = None,
+    downstream: str | os.PathLike | None = None,
+    pooling: str | None = None,
+    batch_size: int = 64,
+    max_length: int = 512,
+    prompt: str | None = None,
+    query_instruction: str | None = None,
+    cell: dict | None = None,
+    cache_root: str | os.PathLike | None = None,
+    device: str | None = None,
+) -> dict:
+    """Evaluate ``model_dir`` with mteb and write ``out`` (mteb.json).
+
+    Tasks: ``local_tasks`` when non-empty (no hub; STS tables from ``tables`` /
+    ``manifests`` or SentEval files under ``downstream``), else the named mteb
+    ``tasks``, else ``benchmark``'s tasks. A task that fails is an error naming it
+    (raised after all tasks ran, so one broken dataset does not hide the others;
+    the partial result is written beside ``out`` as ``*.failed.json``).
+    """
+    import mteb
+    import sklearn
+
+    from aoe.evaluate.run import _finish
+    from aoe.jsonio import write_json_atomic
+
+    start = time.perf_counter()
+    local_tasks = list(local_tasks or [])
+    if local_tasks:
+        table_map: dict[str, tuple[str, str]] = {}
+        for table, manifest in zip(tables or [], manifests or [], strict=True):
+            table_map[json.loads(Path(manifest).read_text())["dataset"]] = (table, manifest)
+        task_objs = [local_task(n, tables=table_map, downstream=downstream) for n in local_tasks]
+        benchmark_name = None
+    else:
+        task_objs = benchmark_tasks(None if tasks else benchmark, tasks)
+        benchmark_name = None if tasks else benchmark
+    names = [t.metadata.name for t in task_objs]
+    types = {t.metadata.name: t.metadata.type for t in task_objs}
+    summarize({n: None for n in names}, types)  # unknown task types fail before any encoding
+
+    wrapper = AoEMtebEncoder(
+        model_dir,
+        pooling=pooling,
+        batch_size=batch_size,
+        max_length=max_length,
+        cache_root=cache_root,
+        device=device,
+        prompt=prompt,
+        query_instruction=query_instruction,
+    )
+    model_result = mteb.evaluate(
+        wrapper,
+        task_objs,
+        encode_kwargs={"batch_size": batch_size},
+        cache=None,  # our embedding cache makes reruns cheap; mteb's result cache would key on a name we invent
+        raise_error=False,
+        overwrite_strategy="always",
+        show_progress_bar=False,
+    )
+    by_name = {r.task_name: r for r in model_result.task_results}
+    errors = {e.task_name: e.exception for e in (model_result.exceptions or [])}
+    per_task: dict[str, dict] = {}
+    for task in task_objs:
+        n = task.metadata.name
+        r = by_name.get(n)
+        entry: dict[str, Any] = {"category": CATEGORIES[types[n]], "type": types[n], "main_metric": task.metadata.main_score}
+        if r is None:
+            entry.update(main_score=None, scores=None, error=errors.get(n, "no result returned by mteb"))
+            errors.setdefault(n, entry["error"])
+        else:
+            splits = [s for s in task.metadata.eval_splits if s in r.scores]
+            entry.update(
+                main_score=_finite(100 * r.get_score(splits=splits)) if splits else None,
+                scores=_json_safe(r.to_dict()["scores"]),
+                evaluation_seconds=r.evaluation_time,
+            )
+            if entry["main_score"] is None:
+                errors.setdefault(n, f"no finite main score on splits {task.metadata.eval_splits}")
+        per_task[n] = entry
+
+    summary = summarize({n: e["main_score"] for n, e in per_task.items()}, types)
+    result = {
+        "tasks": per_task,
+        "categories": summary["categories"],
+        "avg": summary["avg"],
+        "n_tasks": summary["n_tasks"],
+        "n_missing": summary["n_missing"],
+        "protocol": {
+            "name": "mteb",
+            "benchmark": benchmark_name,
+            "tasks": names,
+            "local_tasks": local_tasks,
+            "mteb_version": mteb.__version__,
+            "scikit_learn_version": sklearn.__version__,
+            "main_score": "mteb main_score of each task x100, mean over its eval splits and subsets",
+            "avg": "mean of the main scores of all tasks (MTEB leaderboard); categories: mean of their tasks; null if any missing",
+            "similarity": "cosine",
+            "query_instruction": wrapper.query_instruction,
+            "prompt": wrapper.prompt,
+            "batch_size": batch_size,
+            "local_classification": {"n_experiments": TREC_N_EXPERIMENTS, "samples_per_label": TREC_SAMPLES_PER_LABEL}
+            if any(LOCAL_TASKS[n].kind == "classification" for n in local_tasks)
+            else None,
+        },
+        "data": {t.metadata.name: _task_data_record(t) for t in task_objs},
+        "embedding": {"distinct_texts_embedded": wrapper.texts_embedded},
+        "errors": errors or None,
+    }
+    if errors:
+        failed = Path(str(out) + ".failed.json")
+        write_json_atomic(result, failed)
+        raise MtebEvalError(f"MTEB: {len(errors)} task(s) failed: {sorted(errors)} (partial result: {failed}); first: {next(iter(errors.values()))}")
+    return _finish(result, model_dir, cell, wrapper.encoder, wrapper.cache, max_length, start, out)
