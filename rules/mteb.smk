@@ -19,31 +19,33 @@ rule evaluate_mteb:
         files=lambda wildcards: local_transfer_inputs(MTEB["local_tasks"], DOWNSTREAM),
     output:
         "results/eval/{backbone}/{objective}/{trainset}/seed{seed}/mteb.json",
-    params:
-        benchmark=MTEB["benchmark"],
-        tasks=MTEB["tasks"],
-        local_tasks=MTEB["local_tasks"],
-        downstream=lambda wildcards, input: local_downstream_root(MTEB["local_tasks"], DOWNSTREAM, input.files),
-        pooling=lambda wildcards: config["backbones"][wildcards.backbone].get("pooling", "cls")
-        if wildcards.objective == PRETRAINED
-        else None,
-        prompt=lambda wildcards: config["backbones"][wildcards.backbone].get("prompt"),
-        query_instruction=MTEB["query_instruction"],
-        batch_size=MTEB["batch_size"],
-        max_length=MTEB["max_length"],
-        cell=lambda wildcards: dict(wildcards),
-        cache_root=config["evaluation"]["embedding_cache"],
-    threads: 2
-    resources:
-        gpu=1,  # snakemake-executor-plugin-slurm: sbatch --gpus=1
-        cpus_per_gpu=2,  # = threads
-        mem_mb=16000 if MTEB["local_tasks"] else 128000,
-        runtime=60 if MTEB["local_tasks"] else 2880,  # the 56 datasets of MTEB(eng, v1): hours on a GPU
     log:
         "results/logs/evaluate_mteb/{backbone}/{objective}/{trainset}/seed{seed}.log",
     benchmark:
         "results/benchmarks/evaluate_mteb/{backbone}/{objective}/{trainset}/seed{seed}.tsv"
     conda:
         "../envs/mteb.yaml"
+    threads: 2
+    resources:
+        gpu=1,  # snakemake-executor-plugin-slurm: sbatch --gpus=1
+        cpus_per_gpu=2,  # = threads
+        mem_mb=16000 if MTEB["local_tasks"] else 128000,
+        runtime=60 if MTEB["local_tasks"] else 2880,  # the 56 datasets of MTEB(eng, v1): hours on a GPU
+    params:
+        benchmark=MTEB["benchmark"],
+        tasks=MTEB["tasks"],
+        local_tasks=MTEB["local_tasks"],
+        downstream=lambda wildcards, input: local_downstream_root(MTEB["local_tasks"], DOWNSTREAM, input.files),
+        pooling=lambda wildcards: (
+            config["backbones"][wildcards.backbone].get("pooling", "cls")
+            if wildcards.objective == PRETRAINED
+            else None
+        ),
+        prompt=lambda wildcards: config["backbones"][wildcards.backbone].get("prompt"),
+        query_instruction=MTEB["query_instruction"],
+        batch_size=MTEB["batch_size"],
+        max_length=MTEB["max_length"],
+        cell=lambda wildcards: dict(wildcards),
+        cache_root=config["evaluation"]["embedding_cache"],
     script:
         "../workflow_scripts/evaluate_mteb.py"
