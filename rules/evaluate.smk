@@ -1,3 +1,7 @@
+# evaluation.backend senteval: SimCSE's SentEval, installed by its own env (not on PyPI)
+SUITE_ENV = "../envs/senteval.yaml" if config["evaluation"]["backend"] == "senteval" else "../envs/torch.yaml"
+
+
 rule evaluate_sts:
     input:
         model=get_model_dir,
@@ -10,7 +14,7 @@ rule evaluate_sts:
     benchmark:
         "results/benchmarks/evaluate_sts/{backbone}/{objective}/{trainset}/seed{seed}.tsv"
     conda:
-        "../envs/torch.yaml"
+        SUITE_ENV
     threads: 2
     resources:
         gpu=1,  # snakemake-executor-plugin-slurm: sbatch --gpus=1
@@ -28,6 +32,8 @@ rule evaluate_sts:
         cell=lambda wildcards: dict(wildcards),
         tasks=config["evaluation"]["sts"]["tasks"],
         cache_root=config["evaluation"]["embedding_cache"],
+        backend=config["evaluation"]["backend"],
+        downstream=lambda wildcards: str(DOWNSTREAM) if DOWNSTREAM else None,
     script:
         "../workflow_scripts/evaluate_sts.py"
 
@@ -137,7 +143,7 @@ rule evaluate_transfer:
     benchmark:
         "results/benchmarks/evaluate_transfer/{backbone}/{objective}/{trainset}/seed{seed}.tsv"
     conda:
-        "../envs/torch.yaml"
+        SUITE_ENV
     threads: 2
     resources:
         gpu=1,
@@ -157,6 +163,7 @@ rule evaluate_transfer:
         max_length=config["evaluation"]["sts"]["max_length"],
         cell=lambda wildcards: dict(wildcards),
         cache_root=config["evaluation"]["embedding_cache"],
+        backend=config["evaluation"]["backend"],
     script:
         "../workflow_scripts/evaluate_transfer.py"
 

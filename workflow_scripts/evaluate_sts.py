@@ -21,4 +21,6 @@ run_sts_evaluation(
     cell=snakemake.params.cell,
     tasks=snakemake.params.tasks,
     cache_root=snakemake.params.get("cache_root"),
+    backend=snakemake.params.backend,
+    downstream=snakemake.params.downstream,
 )

@@ -22,4 +22,5 @@ run_transfer_evaluation(
     max_length=p.max_length,
     cell=p.cell,
     cache_root=p.cache_root,
+    backend=p.backend,
 )

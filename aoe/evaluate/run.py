@@ -28,13 +28,21 @@ def run_sts_evaluation(
     device: str | None = None,
     tasks: list[str] | None = None,
     cache_root: str | os.PathLike | None = None,
+    backend: str = "builtin",
+    downstream: str | os.PathLike | None = None,
 ) -> dict:
     """Evaluate ``model_dir`` on the 7 STS test tables and write ``out`` (sts.json).
 
     With ``cache_root``, the embeddings go through the model's on-disk cache
     (:mod:`aoe.evaluate.embcache`), where the STS figures of the same model find them.
+    ``backend="senteval"`` runs SimCSE's SentEval itself on its data folder ``downstream``
+    (:mod:`aoe.evaluate.senteval_backend`) through the same encoder.
     """
     start = time.perf_counter()
+    if backend == "senteval":
+        return _run_senteval_suite("sts", model_dir, downstream, out, tasks, "test", pooling, batch_size, max_length, cell, device, start)
+    if backend != "builtin":
+        raise ValueError(f"evaluation.backend must be builtin or senteval, got {backend!r}")
     by_dataset = {}
     for table, manifest in zip(tables, manifests, strict=True):
         meta = json.loads(Path(manifest).read_text())
@@ -119,6 +127,33 @@ def cached_encoder(model_dir, pooling, batch_size, max_length, cache_root, devic
     return encoder, cache.encode, cache
 
 
+def _run_senteval_suite(suite, model_dir, downstream, out, tasks, mode, pooling, batch_size, max_length, cell, device, start):
+    """sts.json or transfer.json from SimCSE's SentEval itself, through the same encoder (no cache)."""
+    from aoe.evaluate import senteval_backend as se
+    from aoe.models import Encoder
+
+    if downstream is None:
+        raise ValueError("evaluation.backend senteval reads SentEval's own data folder: no downstream folder given")
+    if suite == "sts":
+        from aoe.evaluate.sts import TASKS as SUITE_TASKS
+    else:
+        from aoe.evaluate.transfer import TASKS as SUITE_TASKS
+    wanted = [t for t in SUITE_TASKS if tasks is None or t in tasks]
+    encoder = Encoder(model_dir, pooling=pooling, device=device)
+    raw = se.run_senteval(lambda texts: encoder.encode(texts, batch_size=batch_size, max_length=max_length), wanted, downstream, mode)
+    result = se.sts_from_senteval(raw, wanted) if suite == "sts" else se.transfer_from_senteval(raw, wanted)
+    result["protocol"] = {
+        "name": f"senteval-{suite}",
+        "backend": "senteval",
+        "package": se.SIMCSE_SENTEVAL,
+        "mode": mode,
+        "params": se.senteval_params(Path(downstream).parent, mode),
+        "batch_size": batch_size,
+    }
+    result["data"] = {"root": str(downstream)}
+    return _finish(result, model_dir, cell, encoder, None, max_length, start, out)
+
+
 def _model_record(model_dir, cell) -> dict:
     recorded = Path(model_dir) / "aoe_config.json"
     backbone = Path(model_dir) / "backbone.json"
@@ -179,6 +214,7 @@ def run_transfer_evaluation(
     cell: dict | None = None,
     cache_root: str | os.PathLike | None = None,
     device: str | None = None,
+    backend: str = "builtin",
 ) -> dict:
     """SentEval transfer tasks (aoe.evaluate.transfer) on ``model_dir``, written to ``out`` (transfer.json)."""
     from aoe.data.io import sha256_file
@@ -187,6 +223,10 @@ def run_transfer_evaluation(
     from aoe.evaluate.transfer import evaluate_transfer
 
     start = time.perf_counter()
+    if backend == "senteval":
+        return _run_senteval_suite("transfer", model_dir, downstream, out, tasks, mode, pooling, batch_size, max_length, cell, device, start)
+    if backend != "builtin":
+        raise ValueError(f"evaluation.backend must be builtin or senteval, got {backend!r}")
     root = resolve_transfer_root(downstream)
     wanted = list(TRANSFER_TASKS) if tasks is None else list(tasks)
     data = {t: read_transfer(root, t) for t in wanted}
