@@ -165,11 +165,9 @@ def _scalars(obj: Any, prefix: str = "", depth: int = 0, out: list | None = None
     return out
 
 
-def figure_section(figures_dir: str | Path | None) -> str:
-    """The numbers of every results/figures/*.json found (scalars up to 4 levels deep; lists skipped)."""
-    if figures_dir is None or not Path(figures_dir).is_dir():
-        return ""
-    files = sorted(Path(figures_dir).glob("*.json"))
+def figure_section(figure_files: list[str | Path] | None) -> str:
+    """The numbers of the figures' JSON files (scalars up to 4 levels deep; lists skipped)."""
+    files = sorted(Path(f) for f in figure_files or [])
     if not files:
         return ""
     lines = ["## Figures (numbers from their JSON files)", ""]
@@ -194,7 +192,7 @@ def build_report(
     table_files: list[str | Path],
     configfiles: list[str | Path] | None = None,
     commit: str | None = None,
-    figures_dir: str | Path | None = None,
+    figure_files: list[str | Path] | None = None,
 ) -> str:
     """The whole REPORT.md text."""
     configfiles = [str(c) for c in configfiles or []]
@@ -228,7 +226,7 @@ def build_report(
         "",
     ]
     lines += sections
-    figures = figure_section(figures_dir)
+    figures = figure_section(figure_files)
     if figures:
         lines.append(figures)
     return "\n".join(lines).rstrip() + "\n"

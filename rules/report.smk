@@ -1,5 +1,5 @@
 # results/REPORT.md: every reproduced number next to the paper's (aoe.report). Reads the tables'
-# JSON twins; results/figures/*.json are read when present, never required. The config files of
+# JSON twins and the figures' numbers. The config files of
 # the run (config.yaml, then the preset) are a param: the report names the preset behind each table.
 rule report_md:
     input:
@@ -14,6 +14,5 @@ rule report_md:
         "../envs/report.yaml"
     params:
         configfiles=[os.path.relpath(f) for f in workflow.configfiles],
-        figures_dir="results/figures",
     script:
         "../workflow_scripts/make_report.py"

@@ -66,7 +66,7 @@ def test_report_flags_and_numbers(table_json, tmp_path):
     (tmp_path / "config.yaml").write_text("tables:\n  table2_x: {kind: stsb}\n  other: {kind: sts7}\n")
     (tmp_path / "preset.yaml").write_text("tables:\n  table2_x: {caption: x}\n")
     configs = [str(tmp_path / "config.yaml"), str(tmp_path / "preset.yaml")]
-    text = build_report([table_json], configs, commit="abc123", figures_dir=tmp_path / "no_figures")
+    text = build_report([table_json], configs, commit="abc123", figure_files=[])
     rows = _report_rows(text)
     # Column, Ours, Seeds, Paper, Δ, Flag
     assert rows["b AoE"] == ["STS-B test", "86.00 ± 0.50", "3", "85.00 ± 0.50", "+1.00", ""]
@@ -88,10 +88,10 @@ def test_report_figures_and_sources(table_json, tmp_path):
     figs.mkdir()
     (figs / "fig3.json").write_text(json.dumps({"pairs": 12, "kde": {"re": 0.25, "im": 0.5, "curve": [1, 2]}, "name": "x"}))
     (figs / "broken.json").write_text("{")
-    section = figure_section(figs)
+    section = figure_section(sorted(figs.glob("*.json")))
     assert "### fig3" in section and "- `pairs`: 12" in section and "- `kde.re`: 0.25" in section
     assert "curve" not in section and "broken.json`: unreadable" in section
-    text = build_report([table_json], [], figures_dir=figs)
+    text = build_report([table_json], [], figure_files=[figs / "fig3.json"])
     assert "## Figures" in text and "Git commit: `unknown`" in text
     (tmp_path / "a.yaml").write_text("tables:\n  t1: {}\n")
     (tmp_path / "b.yaml").write_text("evaluation: {}\n")

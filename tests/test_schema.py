@@ -8,7 +8,11 @@ from tests.workflow_utils import REPO
 # objective has): a default would be wrong, not missing.
 NO_DEFAULT = {"hf_id", "package", "path", "weights", "angle", "contrastive", "cosine", "angle_tau", "cosine_tau",
               "contrastive_tau", "contrastive_threshold", "detect_identical", "cosine_mse", "softmax", "simcse",
-              "simcse_tau", "by_format"}
+              "simcse_tau", "by_format",
+              # absent = "not a variant" / "the backbone's pooling" / "no in-domain evaluation"
+              "base", "pooling", "eval_split",
+              # a table's rows and references: absent = none, or the table's own value
+              "trainset", "trainsets", "backbones", "objectives", "rows", "seeds", "label", "paper", "treatment"}
 
 
 def _walk(node, path, required=()):

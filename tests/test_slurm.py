@@ -138,7 +138,7 @@ def slurm_run(cluster, tmp_path_factory):
     # end-to-end test's business, and would only add minutes of single-node queueing.
     (work / "slurm-light.yaml").write_text(
         "evaluation: {suites: [sts]}\nanalysis: {saturation: {backbones: []}}\nfigures: {enabled: false}\n"
-        "tables:\n" + "".join(f"  {t}: {{enabled: false}}\n" for t in ("table3_transfer", "table4_ablation", "table5_nli", "table_train_time"))
+        "tables:\n" + "".join(f"  {t}: {{enabled: false}}\n" for t in ("table3_transfer", "table4_ablation", "table5_nli", "table_train_time", "table_mteb"))
     )
     rc, text = run_slurm_snakemake(work, "--configfile", "presets/ci.yaml", "slurm-light.yaml", env=env)
     assert rc == 0, f"snakemake --profile slurm failed (rc {rc}):\n{text[-8000:]}"

@@ -1,4 +1,4 @@
-"""Rule report_md: the tables' JSON twins (and any results/figures/*.json) -> results/REPORT.md."""
+"""Rule report_md: the tables' and figures' JSON files -> results/REPORT.md."""
 
 import logging
 import sys
@@ -16,7 +16,7 @@ text = build_report(
     list(snakemake.input.tables),
     configfiles=snakemake.params.configfiles,
     commit=git_commit(Path(snakemake.scriptdir).parent),
-    figures_dir=snakemake.params.figures_dir,
+    figure_files=list(snakemake.input.figures),
 )
 Path(snakemake.output[0]).write_text(text)
 logging.getLogger("aoe.report").info("wrote %s (%d tables)", snakemake.output[0], len(snakemake.input.tables))
