@@ -11,12 +11,13 @@ Figures' JSON numbers (results/figures/*.json) are listed when present. Reads fi
 from __future__ import annotations
 
 import json
-import math
 import subprocess
 from pathlib import Path
 from typing import Any
 
 import yaml
+
+from aoe.tables import finite_or_none
 
 __all__ = ["FLAG", "NO_STD", "build_report", "figure_section", "flag", "git_commit", "table_section", "table_sources"]
 
@@ -25,19 +26,10 @@ NO_STD = "no std reported"
 FLAG_SIGMAS = 2.0
 
 
-def _finite(x) -> float | None:
-    if x is None:
-        return None
-    try:
-        v = float(x)
-    except (TypeError, ValueError):
-        return None
-    return v if math.isfinite(v) else None
-
 
 def flag(delta: float | None, paper_std: float | None) -> str:
     """``⚠`` where |Δ| > 2 × the paper's std; ``no std reported`` without a paper std; '' otherwise (or without Δ)."""
-    delta, paper_std = _finite(delta), _finite(paper_std)
+    delta, paper_std = finite_or_none(delta), finite_or_none(paper_std)
     if delta is None:
         return ""
     if paper_std is None:
@@ -73,7 +65,7 @@ def table_sources(configfiles: list[str | Path]) -> dict[str, list[str]]:
 
 
 def _fmt(x: float | None, digits: int = 2) -> str:
-    x = _finite(x)
+    x = finite_or_none(x)
     return "–" if x is None else f"{x:.{digits}f}"
 
 
@@ -99,15 +91,15 @@ def table_section(table: dict, sources: list[str] | None = None) -> tuple[str, d
             label = f"{row['section']}: {label}"
         for col in table["columns"]:
             key = col["key"]
-            mean = _finite(row["mean"].get(key))
-            paper = _finite((row.get("paper") or {}).get(key))
+            mean = finite_or_none(row["mean"].get(key))
+            paper = finite_or_none((row.get("paper") or {}).get(key))
             if mean is None and paper is None:
                 continue
             counts["ours"] += mean is not None
-            std = _finite(row["std"].get(key))
+            std = finite_or_none(row["std"].get(key))
             n = row["count"].get(key, 0)
-            p_std = _finite((row.get("paper_std") or {}).get(key))
-            delta = _finite(row["delta"].get(key))
+            p_std = finite_or_none((row.get("paper_std") or {}).get(key))
+            delta = finite_or_none(row["delta"].get(key))
             f = flag(delta, p_std)
             if delta is not None:
                 counts["compared"] += 1

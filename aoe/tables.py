@@ -152,7 +152,8 @@ def _cell(result: dict, path: Path) -> dict:
     return cell
 
 
-def _num(value) -> float | None:
+def finite_or_none(value) -> float | None:
+    """A finite float, or None for a missing, non-numeric or non-finite value (printed as –, never 0)."""
     if value is None:
         return None
     try:
@@ -163,40 +164,40 @@ def _num(value) -> float | None:
 
 
 def _sts_values(result: dict) -> dict[str, float]:
-    out = {t: _num((result["tasks"].get(t) or {}).get("spearman")) for t in TASKS}
-    out["avg"] = _num(result.get("avg"))
+    out = {t: finite_or_none((result["tasks"].get(t) or {}).get("spearman")) for t in TASKS}
+    out["avg"] = finite_or_none(result.get("avg"))
     return out
 
 
 def _transfer_values(result: dict) -> dict[str, float]:
-    out = {t: _num((result["tasks"].get(t) or {}).get("acc")) for t in TRANSFER_TASKS}
-    out["avg"] = _num(result.get("avg"))
+    out = {t: finite_or_none((result["tasks"].get(t) or {}).get("acc")) for t in TRANSFER_TASKS}
+    out["avg"] = finite_or_none(result.get("avg"))
     return out
 
 
 def _nli_values(result: dict) -> dict[str, float]:
     summary = result.get("summary") or {}
-    out = {"MultiNLI": _num(summary.get("MultiNLI")), "SNLI": _num(summary.get("SNLI"))}
+    out = {"MultiNLI": finite_or_none(summary.get("MultiNLI")), "SNLI": finite_or_none(summary.get("SNLI"))}
     out["avg"] = (out["MultiNLI"] + out["SNLI"]) / 2 if None not in (out["MultiNLI"], out["SNLI"]) else None
     return out
 
 
 def _mteb_values(result: dict) -> dict[str, float]:
-    out = {c: _num(v) for c, v in (result.get("categories") or {}).items()}
-    out["avg"] = _num(result.get("avg"))
+    out = {c: finite_or_none(v) for c, v in (result.get("categories") or {}).items()}
+    out["avg"] = finite_or_none(result.get("avg"))
     return out
 
 
 def _flickr_values(result: dict) -> dict[str, float]:
-    out = {"strict_accuracy": _num(result.get("strict_accuracy"))}
+    out = {"strict_accuracy": finite_or_none(result.get("strict_accuracy"))}
     for k, v in (result.get("recall") or {}).items():
-        out[f"R{k}" if k.startswith("@") else k] = _num(v)
+        out[f"R{k}" if k.startswith("@") else k] = finite_or_none(v)
     return out
 
 
 def _indomain_values(result: dict, path: Path) -> dict[str, float]:
     evalset = result.get("evalset") or re.fullmatch(r"indomain_(.+)\.json", path.name).group(1)
-    return {evalset: _num(result.get("spearman"))}
+    return {evalset: finite_or_none(result.get("spearman"))}
 
 
 def load_results(kind: str, paths: list[str | Path]) -> pd.DataFrame:
@@ -250,7 +251,7 @@ def train_time(benchmark: str | Path, model_dir: str | Path) -> dict[str, Any]:
         if steps:
             seen = max(steps) * train.get("batch_size", 1) * train.get("gradient_accumulation_steps", 1)
     epochs = seen / rows if seen and rows else None
-    train_seconds = _num(summary.get("train_seconds"))
+    train_seconds = finite_or_none(summary.get("train_seconds"))
     loop = train_seconds if train_seconds is not None else job_seconds
     return {
         "cell": config.get("cell"),
@@ -417,14 +418,11 @@ def spec_rows(spec: dict) -> list[dict]:
 
     The workflow passes ``aoe.workflow.table_rows(...)`` dicts instead, with seeds resolved.
     """
+    from aoe.workflow import row_entries
+
     default_ts = list(spec.get("trainsets") or ([spec["trainset"]] if "trainset" in spec else []))
-    if spec.get("rows"):
-        entries = spec["rows"]
-    else:
-        objectives = ([PRETRAINED] if spec.get("include_pretrained", True) else []) + list(spec.get("objectives", []))
-        entries = [{"backbone": b, "objective": o} for b in spec.get("backbones", []) for o in objectives]
     out = []
-    for e in entries:
+    for e in row_entries(spec):
         ts = list(e.get("trainsets") or ([e["trainset"]] if "trainset" in e else default_ts))
         out.append(
             {

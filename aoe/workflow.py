@@ -23,6 +23,7 @@ __all__ = [
     "TABLE_KINDS",
     "TableRow",
     "table_rows",
+    "row_entries",
     "table_inputs",
     "suite_results",
     "table_target",
@@ -239,6 +240,14 @@ def _spec_trainsets(spec: dict) -> list[str]:
     return [spec["trainset"]] if "trainset" in spec else []
 
 
+def row_entries(spec: dict) -> list[dict]:
+    """A table spec's row entries: its explicit ``rows``, or backbones x (pretrained +) objectives."""
+    if spec.get("rows"):
+        return list(spec["rows"])
+    objectives = ([PRETRAINED] if spec.get("include_pretrained", True) else []) + list(spec.get("objectives", []))
+    return [{"backbone": b, "objective": o} for b in spec.get("backbones", []) for o in objectives]
+
+
 def table_rows(config: dict, table: str) -> list[TableRow]:
     """The rows of a table, from its explicit ``rows`` or the cross product backbones x objectives.
 
@@ -247,13 +256,8 @@ def table_rows(config: dict, table: str) -> list[TableRow]:
     """
     spec = config["tables"][table]
     default_ts = _spec_trainsets(spec)
-    if spec.get("rows"):
-        entries = spec["rows"]
-    else:
-        objectives = ([PRETRAINED] if spec.get("include_pretrained", True) else []) + list(spec.get("objectives", []))
-        entries = [{"backbone": b, "objective": o} for b in spec.get("backbones", []) for o in objectives]
     rows = []
-    for entry in entries:
+    for entry in row_entries(spec):
         obj = entry["objective"]
         trainsets = tuple(entry.get("trainsets") or ([entry["trainset"]] if "trainset" in entry else default_ts))
         if obj == PRETRAINED:

@@ -26,31 +26,47 @@ def minilm_dir() -> Path:
     return Path(gt.MODEL_DIR)
 
 
-@pytest.fixture(scope="session")
-def tiny_bert(tmp_path_factory: pytest.TempPathFactory, minilm_dir: Path) -> Path:
-    """A folder with a tiny randomly initialised BERT (seed 0) and MiniLM's tokenizer.
-
-    Read-only by convention: tests that modify a model folder copy it first.
-    """
+def _tiny_model(out: Path, minilm_dir: Path, config_cls, model_cls, **extra) -> Path:
+    """A randomly initialised transformer (hidden 32, 2 layers, seed 0) beside MiniLM's tokenizer files."""
     import torch
-    from transformers import BertConfig, BertModel
 
-    out = tmp_path_factory.mktemp("tiny_bert")
     for name in _TOKENIZER_FILES:
         if (minilm_dir / name).is_file():
             shutil.copy2(minilm_dir / name, out / name)
     vocab_size = sum(1 for _ in (minilm_dir / "vocab.txt").open(encoding="utf-8"))
-    config = BertConfig(
+    config = config_cls(
         vocab_size=vocab_size,
         hidden_size=32,
         num_hidden_layers=2,
         num_attention_heads=2,
         intermediate_size=64,
         max_position_embeddings=128,
+        **extra,
     )
     torch.manual_seed(0)
-    BertModel(config).save_pretrained(out, safe_serialization=True)
+    model_cls(config).save_pretrained(out, safe_serialization=True)
     return out
+
+
+@pytest.fixture(scope="session")
+def tiny_bert(tmp_path_factory: pytest.TempPathFactory, minilm_dir: Path) -> Path:
+    """A folder with a tiny randomly initialised BERT (seed 0) and MiniLM's tokenizer.
+
+    Read-only by convention: tests that modify a model folder copy it first.
+    """
+    from transformers import BertConfig, BertModel
+
+    return _tiny_model(tmp_path_factory.mktemp("tiny_bert"), minilm_dir, BertConfig, BertModel)
+
+
+@pytest.fixture(scope="session")
+def tiny_llama(tmp_path_factory: pytest.TempPathFactory, minilm_dir: Path) -> Path:
+    """A tiny random LLaMA (hidden 32, 2 layers) with MiniLM's tokenizer (right padding, [PAD] = 0)."""
+    from transformers import LlamaConfig, LlamaModel
+
+    return _tiny_model(
+        tmp_path_factory.mktemp("tiny_llama"), minilm_dir, LlamaConfig, LlamaModel, num_key_value_heads=2, pad_token_id=0
+    )
 
 
 @pytest.fixture(scope="session")

@@ -30,8 +30,6 @@ from aoe.evaluate.mteb_eval import (  # noqa: E402
     summarize,
 )
 
-_TOKENIZER_FILES = ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
-
 
 def _batches(texts, size=3):
     """What mteb hands to encode: an iterable of {"text": [...]} batches (a DataLoader in mteb)."""
@@ -165,32 +163,6 @@ def test_prompt_must_have_placeholder_and_agree_with_training(tiny_bert, tmp_pat
     with pytest.raises(MtebEvalError, match="trained with prompt"):
         AoEMtebEncoder(model, device="cpu", prompt=AOE_PROMPT)
     assert apply_prompt("x", None) == "x"
-
-
-@pytest.fixture(scope="module")
-def tiny_llama(tmp_path_factory, minilm_dir) -> Path:
-    """A tiny random LLaMA (hidden 32, 2 layers) with MiniLM's tokenizer (right padding, [PAD])."""
-    import torch
-    from transformers import LlamaConfig, LlamaModel
-
-    out = tmp_path_factory.mktemp("tiny_llama")
-    for name in _TOKENIZER_FILES:
-        if (minilm_dir / name).is_file():
-            shutil.copy2(minilm_dir / name, out / name)
-    vocab_size = sum(1 for _ in (minilm_dir / "vocab.txt").open(encoding="utf-8"))
-    config = LlamaConfig(
-        vocab_size=vocab_size,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=2,
-        max_position_embeddings=128,
-        pad_token_id=0,
-    )
-    torch.manual_seed(0)
-    LlamaModel(config).save_pretrained(out, safe_serialization=True)
-    return out
 
 
 def test_llm_last_token_pooling_with_prompt(tiny_llama):
