@@ -13,6 +13,13 @@ rule report_md:
     conda:
         "../envs/report.yaml"
     params:
-        configfiles=[os.path.relpath(f) for f in workflow.configfiles],
+        # config.yaml first, then the --configfile files that override it (the preset)
+        configfiles=[
+            os.path.relpath(f)
+            for f in sorted(
+                workflow.configfiles,
+                key=lambda f: Path(f).resolve() in {Path(o).resolve() for o in workflow.overwrite_configfiles},
+            )
+        ],
     script:
         "../workflow_scripts/make_report.py"
