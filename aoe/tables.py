@@ -870,7 +870,7 @@ def to_latex(table: Table, caption: str | None = None, label: str | None = None)
         lines.append("\\parbox{0.95\\linewidth}{\\footnotesize " + " \\\\ ".join(notes) + "}")
     lines += [
         f"\\caption{{{_escape(caption)}}}",
-        f"\\label{{tab:{_escape(label)}}}",
+        f"\\label{{tab:{label}}}",  # a name, not text: escaping its underscores breaks LaTeX's .aux file
         "\\end{table}",
         "\\end{document}",
         "",

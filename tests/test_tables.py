@@ -290,7 +290,7 @@ def test_latex_is_a_standalone_document_with_escapes(results):
     assert lines.count("\\begin{document}") == 1 and lines[-1] == "\\end{document}"
     assert tex.count("\\begin{tabular}") == tex.count("\\end{tabular}") == 1
     assert tex.count("\\begin{table}") == tex.count("\\end{table}") == 1
-    assert "\\caption{100\\% of runs\\_x \\& more}" in tex and "\\label{tab:my\\_table}" in tex
+    assert "\\caption{100\\% of runs\\_x \\& more}" in tex and "\\label{tab:my_table}" in tex
     # every row has as many cells as the header; no unescaped specials outside math and commands
     header = next(line for line in lines if line.startswith("Model & "))
     n = header.count(" & ")
@@ -653,3 +653,28 @@ def test_every_configured_paper_reference_exists():
     assert n >= 20
     _, values, stds = paper_reference("acl2024_table2/AoE", columns=["stsb", "gis", "avg"])
     assert values == {"stsb": 86.28, "gis": 70.59, "avg": 78.44} and stds == {"stsb": 0.19, "gis": 0.35}
+
+
+def test_latex_compiles_with_pdflatex(results, tmp_path, numbers_file):
+    """Each table is a standalone document: pdflatex turns it into a PDF (CI installs Debian's TeX)."""
+    import os
+    import shutil
+    import subprocess
+
+    exe = shutil.which("pdflatex")
+    if exe is None:
+        if os.environ.get("CI"):
+            pytest.fail("pdflatex not found: .ci/run installs texlive-latex-base and texlive-latex-recommended")
+        pytest.skip("pdflatex not installed")
+    spec = {
+        **SPEC,
+        "caption": "100% of runs_x & more: † ⋆ ± Δ",
+        "paper": {"tiny_a": {"aoe": "aoe_table2/AoE-BERT"}},
+        "paper_reference": ["aoe_table2/AnglE-BERT"],
+    }
+    # an underscore in the name: the label must survive LaTeX's .aux round trip
+    write_table(build_table(results, spec, numbers_file=numbers_file, name="table_x_1"), *(tmp_path / f"t.{e}" for e in ("tex", "csv", "md", "json")))
+    for _ in range(2):  # the second pass reads the .aux the first wrote
+        out = subprocess.run([exe, "-interaction=nonstopmode", "-halt-on-error", "t.tex"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stdout[-3000:]
+    assert (tmp_path / "t.pdf").stat().st_size > 1000
