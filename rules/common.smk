@@ -136,6 +136,12 @@ def train_resources(key, default):
     return lambda wildcards: config["backbones"][wildcards.backbone].get("resources", {}).get(key, default)
 
 
+def library_code(*modules):
+    """Package modules a rendering job runs, as inputs: Snakemake's code trigger sees only the job's
+    own script, so an edit of aoe/tables.py would otherwise leave every table stale."""
+    return [str(Path(workflow.basedir) / "aoe" / m) for m in modules]
+
+
 def eval_resources(key, default, scale=1):
     """A GPU evaluation job's resource from its backbone's config (LLaMA needs more than BERT)."""
     return lambda wildcards: int(config["backbones"][wildcards.backbone].get("resources", {}).get(key, default) * scale)

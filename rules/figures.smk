@@ -102,6 +102,7 @@ rule figure_tsne:
 rule fig3:
     input:
         unpack(lambda wildcards: figure_inputs(config, "fig3")),
+        code=library_code("figures/sts_geometry.py", "figures/style.py"),
     output:
         report(
             multiext(f"results/figures/{FIGURES['fig3']}", ".pdf", ".png"),
@@ -124,6 +125,7 @@ rule fig3:
 rule fig10:
     input:
         unpack(lambda wildcards: figure_inputs(config, "fig10")),
+        code=library_code("figures/sts_geometry.py", "figures/style.py"),
     output:
         report(
             multiext(f"results/figures/{FIGURES['fig10']}", ".pdf", ".png"),
@@ -146,6 +148,7 @@ rule fig10:
 rule fig4:
     input:
         unpack(lambda wildcards: figure_inputs(config, "fig4")),
+        code=library_code("figures/similarity.py", "figures/style.py"),
     output:
         report(
             multiext(f"results/figures/{FIGURES['fig4']}", ".pdf", ".png"),
@@ -168,6 +171,7 @@ rule fig4:
 rule fig5:
     input:
         unpack(lambda wildcards: figure_inputs(config, "fig5")),
+        code=library_code("figures/similarity.py", "figures/style.py"),
     output:
         report(
             multiext(f"results/figures/{FIGURES['fig5']}", ".pdf", ".png"),
@@ -187,6 +191,7 @@ rule fig5:
 rule fig_gradients:
     input:
         unpack(lambda wildcards: figure_inputs(config, "fig_gradients")),
+        code=library_code("figures/gradients.py", "figures/style.py"),
     output:
         report(
             multiext(f"results/figures/{FIGURES['fig_gradients']}", ".pdf", ".png"),

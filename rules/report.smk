@@ -6,6 +6,7 @@ rule report_md:
         tables=expand("results/tables/{table}.json", table=enabled_tables(config)),
         # the numbers behind the figures (Fig. 3/4/10, gradients), so the summary waits for them
         figures=[f for f in FIGURE_RESULTS if f.endswith(".json")],
+        code=library_code("report.py", "tables.py"),
     output:
         report("results/REPORT.md", caption="../report/report_md.rst", category="Summary"),
     log:

@@ -1,6 +1,7 @@
 rule table:
     input:
-        get_table_inputs,
+        results=get_table_inputs,
+        code=library_code("tables.py"),
     output:
         tex=report("results/tables/{table}.tex", caption="../report/table.rst", category="Tables"),
         csv="results/tables/{table}.csv",
