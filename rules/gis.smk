@@ -76,3 +76,20 @@ rule gis_collected_figures:
         "../envs/report.yaml"
     script:
         "../workflow_scripts/gis_figures.py"
+
+
+# One target per GIS figure of the AnglE appendix. Fig. 7 (pairs per repository) exists only for
+# our own collection (needs the GitHub API); Fig. 8 and 9 come from the published dataset.
+rule gis_fig7:
+    input:
+        multiext("results/figures/gis_collected_fig7_pairs_per_repo", ".pdf", ".png"),
+
+
+rule gis_fig8:
+    input:
+        multiext("results/figures/gis_fig8_ngram_overlap", ".pdf", ".png"),
+
+
+rule gis_fig9:
+    input:
+        multiext("results/figures/gis_fig9_token_lengths", ".pdf", ".png"),
