@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from aoe.tables import finite_or_none
+from aoe.jsonio import finite_or_none
 
 __all__ = ["FLAG", "NO_STD", "build_report", "figure_section", "flag", "git_commit", "table_section", "table_sources"]
 

@@ -32,6 +32,7 @@ import pandas as pd
 import yaml
 
 from aoe.evaluate.sts import TASKS
+from aoe.jsonio import finite_or_none, json_safe
 
 __all__ = [
     "KINDS",
@@ -150,17 +151,6 @@ def _cell(result: dict, path: Path) -> dict:
         raise ValueError(f"{path}: no model.cell record") from None
     cell["seed"] = int(cell["seed"])
     return cell
-
-
-def finite_or_none(value) -> float | None:
-    """A finite float, or None for a missing, non-numeric or non-finite value (printed as –, never 0)."""
-    if value is None:
-        return None
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        return None
-    return v if math.isfinite(v) else None
 
 
 def _sts_values(result: dict) -> dict[str, float]:
@@ -930,16 +920,6 @@ def to_frame(table: Table) -> pd.DataFrame:
     return pd.DataFrame(records)
 
 
-def _jsonable(x):
-    if isinstance(x, float) and not math.isfinite(x):
-        return None
-    if isinstance(x, dict):
-        return {str(k): _jsonable(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_jsonable(v) for v in x]
-    return x
-
-
 def to_json(table: Table) -> dict:
     """Everything the summary report needs: columns, rows (values per seed, paper, Δ), t-tests, notes."""
     rows = []
@@ -964,7 +944,7 @@ def to_json(table: Table) -> dict:
                 "delta": {c.key: row.delta(c.key) for c in table.columns} if not row.reference else {},
             }
         )
-    return _jsonable(
+    return json_safe(
         {
             "name": table.name,
             "kind": table.kind,

@@ -25,7 +25,6 @@ Three parts, all evaluation logic being mteb's own (never re-implemented here):
 from __future__ import annotations
 
 import json
-import math
 import os
 import time
 from dataclasses import dataclass
@@ -34,6 +33,8 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 import numpy as np
+
+from aoe.jsonio import finite_or_none, json_safe, write_json_atomic
 
 __all__ = [
     "AOE_PROMPT",
@@ -431,23 +432,6 @@ class AoEMtebEncoder:
 # Results.
 
 
-def _finite(x) -> float | None:
-    return float(x) if x is not None and math.isfinite(float(x)) else None
-
-
-def _json_safe(obj):
-    """mteb's score dicts with non-finite floats (e.g. a metric undefined for a class) as null."""
-    if isinstance(obj, dict):
-        return {k: _json_safe(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_json_safe(v) for v in obj]
-    if isinstance(obj, (float, np.floating)):
-        return float(obj) if math.isfinite(obj) else None
-    if isinstance(obj, np.integer):
-        return int(obj)
-    return obj
-
-
 def summarize(task_scores: Mapping[str, float | None], task_types: Mapping[str, str]) -> dict:
     """Category averages and the overall average of main scores (x100).
 
@@ -462,7 +446,7 @@ def summarize(task_scores: Mapping[str, float | None], task_types: Mapping[str, 
         raise MtebEvalError(f"task type(s) with no MTEB category: {unknown}; known types: {sorted(CATEGORIES)}")
     by_cat: dict[str, list[float | None]] = {}
     for task, score in task_scores.items():
-        by_cat.setdefault(CATEGORIES[task_types[task]], []).append(_finite(score))
+        by_cat.setdefault(CATEGORIES[task_types[task]], []).append(finite_or_none(score))
 
     def mean(values):
         return float(np.mean(values)) if values and all(v is not None for v in values) else None
@@ -470,9 +454,9 @@ def summarize(task_scores: Mapping[str, float | None], task_types: Mapping[str, 
     categories = {c: mean(v) for c, v in sorted(by_cat.items())}
     return {
         "categories": categories,
-        "avg": mean([_finite(s) for s in task_scores.values()]),
+        "avg": mean([finite_or_none(s) for s in task_scores.values()]),
         "n_tasks": len(task_scores),
-        "n_missing": sum(_finite(s) is None for s in task_scores.values()),
+        "n_missing": sum(finite_or_none(s) is None for s in task_scores.values()),
         "tasks_per_category": {c: len(v) for c, v in sorted(by_cat.items())},
     }
 
@@ -516,7 +500,6 @@ def run_mteb_evaluation(
     import sklearn
 
     from aoe.evaluate.run import _finish
-    from aoe.jsonio import write_json_atomic
 
     start = time.perf_counter()
     local_tasks = list(local_tasks or [])
@@ -565,8 +548,8 @@ def run_mteb_evaluation(
         else:
             splits = [s for s in task.metadata.eval_splits if s in r.scores]
             entry.update(
-                main_score=_finite(100 * r.get_score(splits=splits)) if splits else None,
-                scores=_json_safe(r.to_dict()["scores"]),
+                main_score=finite_or_none(100 * r.get_score(splits=splits)) if splits else None,
+                scores=json_safe(r.to_dict()["scores"]),
                 evaluation_seconds=r.evaluation_time,
             )
             if entry["main_score"] is None:
