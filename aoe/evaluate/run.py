@@ -76,7 +76,7 @@ def run_indomain_evaluation(
     AoE Table 2 and AnglE Table 2 score every dataset this way, binary labels
     (GIS, MRPC, QQP, QNLI) included; each unique text is embedded once.
     """
-    from aoe.evaluate.sts import cosine_rows, sts_scores
+    from aoe.evaluate.sts import cosine_rows, pair_embeddings, sts_scores, unique_texts
 
     start = time.perf_counter()
     meta = json.loads(Path(manifest).read_text())
@@ -89,10 +89,8 @@ def run_indomain_evaluation(
     if "subset" not in pairs.columns:
         pairs = pairs.assign(subset=meta["dataset"])
     encoder, encode, cache = cached_encoder(model_dir, pooling, batch_size, max_length, cache_root, device)
-    unique = pd.unique(pd.concat([pairs["sentence1"], pairs["sentence2"]], ignore_index=True))
-    emb = encode(list(unique))
-    row = {text: i for i, text in enumerate(unique)}
-    sims = cosine_rows(emb[pairs["sentence1"].map(row).to_numpy()], emb[pairs["sentence2"].map(row).to_numpy()])
+    unique = unique_texts([pairs])
+    sims = cosine_rows(*pair_embeddings(encode(unique), unique, pairs))
     task = f"{meta['dataset']}/{meta['split']}"
     scores = sts_scores(sims, pairs, task)
     result = {

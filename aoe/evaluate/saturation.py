@@ -16,7 +16,7 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from aoe.evaluate.sts import cosine_rows
+from aoe.evaluate.sts import cosine_rows, pair_embeddings, unique_texts
 from aoe.jsonio import write_json_atomic
 from aoe.provenance import library_versions
 
@@ -44,12 +44,8 @@ def saturation_stats(
     """
     if table.empty:
         raise ValueError("saturation statistics of an empty table")
-    texts = pd.unique(pd.concat([table["sentence1"], table["sentence2"]], ignore_index=True))
-    index = {t: i for i, t in enumerate(texts)}
-    emb = np.asarray(encode(list(texts)), dtype=np.float64)
-    a = emb[table["sentence1"].map(index).to_numpy()]
-    b = emb[table["sentence2"].map(index).to_numpy()]
-    cos = cosine_rows(a, b)
+    texts = unique_texts([table])
+    cos = cosine_rows(*pair_embeddings(np.asarray(encode(texts), dtype=np.float64), texts, table))
     result = {"unique_texts": len(texts), "all": _summary(cos, thresholds), "by_label": {}}
     if "score" in table:
         for label, idx in table.groupby("score").indices.items():

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Mapping
+from typing import Iterable, Mapping
 
 import numpy as np
 import pandas as pd
@@ -24,7 +24,7 @@ from scipy.stats import pearsonr, spearmanr
 
 from aoe.data.sts import STS_TASKS as TASKS
 
-__all__ = ["TASKS", "PROTOCOL", "cosine_rows", "sts_scores", "evaluate_sts"]
+__all__ = ["TASKS", "PROTOCOL", "unique_texts", "pair_embeddings", "cosine_rows", "sts_scores", "evaluate_sts"]
 
 PROTOCOL = {
     "name": "senteval-sts-all",
@@ -34,6 +34,21 @@ PROTOCOL = {
     "stsb_sickr": "spearman on the test split",
     "reference": "SimCSE evaluation.py --mode test --task_set sts (SentEval fork)",
 }
+
+
+def unique_texts(tables: Iterable[pd.DataFrame]) -> list[str]:
+    """The distinct sentences of pair tables, first seen first (each table's sentence1, then sentence2).
+
+    A model embeds this set once; it is also the key of the embedding cache, so every
+    job that wants the STS evaluation's embeddings must build it this same way.
+    """
+    return list(pd.unique(pd.concat([pd.concat([t["sentence1"], t["sentence2"]]) for t in tables], ignore_index=True)))
+
+
+def pair_embeddings(emb: np.ndarray, texts: list[str], table: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """The rows of ``emb`` (one per text of ``texts``) for each pair's sentence1 and sentence2."""
+    index = {s: i for i, s in enumerate(texts)}
+    return emb[table["sentence1"].map(index).to_numpy()], emb[table["sentence2"].map(index).to_numpy()]
 
 
 def cosine_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -97,20 +112,17 @@ def evaluate_sts(encode, tables: Mapping[str, pd.DataFrame], tasks: list[str] | 
     if missing:
         raise KeyError(f"STS evaluation needs all of {wanted}; missing {missing}")
     used = [tables[t] for t in wanted]
-    unique = pd.unique(pd.concat([pd.concat([t["sentence1"], t["sentence2"]]) for t in used], ignore_index=True))
+    unique = unique_texts(used)
     n_total = sum(2 * len(t) for t in used)
     start = time.perf_counter()
-    emb = encode(list(unique))
+    emb = encode(unique)
     encode_seconds = time.perf_counter() - start
-    row = {s: i for i, s in enumerate(unique)}
     results: dict[str, dict | None] = {}
     for task in TASKS:
         if task not in wanted:
             results[task] = None
             continue
-        t = tables[task]
-        sims = cosine_rows(emb[t["sentence1"].map(row).to_numpy()], emb[t["sentence2"].map(row).to_numpy()])
-        results[task] = sts_scores(sims, t, task)
+        results[task] = sts_scores(cosine_rows(*pair_embeddings(emb, unique, tables[task])), tables[task], task)
     avg = float(np.mean([results[t]["spearman"] for t in TASKS])) if len(wanted) == len(TASKS) else None
     return {
         "tasks": results,

@@ -36,24 +36,22 @@ def eval_text_set(tables: Mapping[str, pd.DataFrame], tasks: list[str] | None, d
     otherwise it is the table's own deduplicated sentences.
     """
     from aoe.data.sts import STS_TASKS
+    from aoe.evaluate.sts import unique_texts
 
     wanted = [t for t in STS_TASKS if tasks is None or t in tasks]
     datasets = [STS_TASKS[t] for t in wanted]
     if dataset not in datasets or any(d not in tables for d in datasets):
         datasets = [dataset]
     used = [tables[d] for d in datasets]
-    return list(pd.unique(pd.concat([pd.concat([t["sentence1"], t["sentence2"]]) for t in used], ignore_index=True)))
+    return unique_texts(used)
 
 
 def pair_arrays(encode: Callable[[list[str]], np.ndarray], texts: list[str], table: pd.DataFrame) -> dict[str, np.ndarray]:
     """Embed ``texts`` once and return the per-pair arrays of ``table`` (see the module docstring)."""
-    from aoe.evaluate.sts import cosine_rows
+    from aoe.evaluate.sts import cosine_rows, pair_embeddings
     from aoe.figures.gradients import score_gradient_norms
 
-    emb = np.asarray(encode(texts))
-    row = {s: i for i, s in enumerate(texts)}
-    u = emb[table["sentence1"].map(row).to_numpy()]
-    v = emb[table["sentence2"].map(row).to_numpy()]
+    u, v = pair_embeddings(np.asarray(encode(texts)), texts, table)
     grads = score_gradient_norms(u, v)
     return {
         "sentence1": table["sentence1"].to_numpy(dtype=str),
