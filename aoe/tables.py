@@ -410,15 +410,13 @@ def spec_rows(spec: dict) -> list[dict]:
     """
     from aoe.workflow import row_entries
 
-    default_ts = list(spec.get("trainsets") or ([spec["trainset"]] if "trainset" in spec else []))
     out = []
     for e in row_entries(spec):
-        ts = list(e.get("trainsets") or ([e["trainset"]] if "trainset" in e else default_ts))
         out.append(
             {
                 "backbone": e["backbone"],
                 "objective": e["objective"],
-                "trainsets": ts,
+                "trainsets": e["trainsets"],
                 "seeds": list(e["seeds"]) if "seeds" in e else None,
                 "label": e.get("label"),
                 "section": e.get("section", ""),

@@ -116,9 +116,6 @@ def check_config(config: dict) -> None:
         splits = STS_SPLITS.get(sat["dataset"]) or SOURCES.get(sat["dataset"], {})
         if sat["split"] not in splits:
             raise ConfigError(f"analysis.saturation: dataset {sat['dataset']!r} has no split {sat['split']!r}")
-    trained_seeds = {}
-    for c in run_cells(config):
-        trained_seeds.setdefault((c.backbone, c.objective, c.trainset), set()).add(c.seed)
     targets: dict[str, str] = {}
     for name in enabled_tables(config):
         target = table_target(name)
@@ -129,7 +126,7 @@ def check_config(config: dict) -> None:
         targets[target] = name
     for name, table in enabled_tables(config).items():
         kind = table["kind"]
-        if kind in ("gis_stats",):
+        if kind == "gis_stats":
             continue
         for ts in _spec_trainsets(table):
             if ts not in trainsets:
@@ -148,7 +145,7 @@ def check_config(config: dict) -> None:
             if not row.trainsets:
                 raise ConfigError(f"{where}: no train set (give trainset or trainsets)")
             for ts in row.trainsets:
-                have = trained_seeds.get((row.backbone, row.objective, ts), set())
+                have = set(_trained_seeds(config, row.backbone, row.objective, ts))
                 if not have:
                     raise ConfigError(
                         f"{where}: no run trains backbone {row.backbone!r} with objective {row.objective!r} on {ts!r}; "
@@ -241,11 +238,15 @@ def _spec_trainsets(spec: dict) -> list[str]:
 
 
 def row_entries(spec: dict) -> list[dict]:
-    """A table spec's row entries: its explicit ``rows``, or backbones x (pretrained +) objectives."""
+    """A table spec's row entries: its explicit ``rows``, or backbones x (pretrained +) objectives,
+    each with ``trainsets`` resolved (its own ``trainset(s)``, else the table's)."""
     if spec.get("rows"):
-        return list(spec["rows"])
-    objectives = ([PRETRAINED] if spec.get("include_pretrained", True) else []) + list(spec.get("objectives", []))
-    return [{"backbone": b, "objective": o} for b in spec.get("backbones", []) for o in objectives]
+        entries = spec["rows"]
+    else:
+        objectives = ([PRETRAINED] if spec.get("include_pretrained", True) else []) + list(spec.get("objectives", []))
+        entries = [{"backbone": b, "objective": o} for b in spec.get("backbones", []) for o in objectives]
+    default_ts = _spec_trainsets(spec)
+    return [{**e, "trainsets": list(e.get("trainsets") or ([e["trainset"]] if "trainset" in e else default_ts))} for e in entries]
 
 
 def table_rows(config: dict, table: str) -> list[TableRow]:
@@ -254,20 +255,17 @@ def table_rows(config: dict, table: str) -> list[TableRow]:
     A row's seeds default to every seed the grid trains for it; its train sets to the
     table's (``trainsets``: one column each, in-domain tables; else ``trainset``).
     """
-    spec = config["tables"][table]
-    default_ts = _spec_trainsets(spec)
     rows = []
-    for entry in row_entries(spec):
+    for entry in row_entries(config["tables"][table]):
         obj = entry["objective"]
-        trainsets = tuple(entry.get("trainsets") or ([entry["trainset"]] if "trainset" in entry else default_ts))
+        trainsets = tuple(entry["trainsets"])
         if obj == PRETRAINED:
-            trainsets_row, seeds = trainsets, (PRETRAINED_SEED,)
+            seeds = (PRETRAINED_SEED,)
+        elif "seeds" in entry:
+            seeds = tuple(entry["seeds"])
         else:
-            trainsets_row = trainsets
-            seeds = tuple(entry["seeds"]) if "seeds" in entry else tuple(
-                sorted({s for t in trainsets for s in _trained_seeds(config, entry["backbone"], obj, t)})
-            )
-        rows.append(TableRow(entry["backbone"], obj, trainsets_row, seeds, entry.get("label"), entry.get("section", "")))
+            seeds = tuple(sorted({s for t in trainsets for s in _trained_seeds(config, entry["backbone"], obj, t)}))
+        rows.append(TableRow(entry["backbone"], obj, trainsets, seeds, entry.get("label"), entry.get("section", "")))
     return rows
 
 

@@ -97,6 +97,13 @@ def get_model_dir(wildcards):
     return f"results/models/{wildcards.backbone}/{wildcards.objective}/{wildcards.trainset}/seed{wildcards.seed}"
 
 
+def get_eval_pooling(wildcards):
+    """The backbone's pooling for a model evaluated as downloaded; None for a trained one (its folder records it)."""
+    if wildcards.objective == PRETRAINED:
+        return config["backbones"][wildcards.backbone].get("pooling", "cls")
+    return None
+
+
 def get_train_params(wildcards):
     return train_params(config, wildcards.backbone, wildcards.objective, wildcards.trainset, int(wildcards.seed))
 

@@ -22,11 +22,7 @@ rule evaluate_sts:
         mem_mb=16000,
         runtime=60,
     params:
-        pooling=lambda wildcards: (
-            config["backbones"][wildcards.backbone].get("pooling", "cls")
-            if wildcards.objective == PRETRAINED
-            else None
-        ),
+        pooling=get_eval_pooling,
         batch_size=config["evaluation"]["sts"]["batch_size"],
         max_length=config["evaluation"]["sts"]["max_length"],
         cell=lambda wildcards: dict(wildcards),
@@ -58,11 +54,7 @@ rule evaluate_indomain:
         mem_mb=eval_resources("eval_mem_mb", 16000),
         runtime=eval_resources("eval_runtime", 60),
     params:
-        pooling=lambda wildcards: (
-            config["backbones"][wildcards.backbone].get("pooling", "cls")
-            if wildcards.objective == PRETRAINED
-            else None
-        ),
+        pooling=get_eval_pooling,
         batch_size=config["evaluation"]["sts"]["batch_size"],
         max_length=config["evaluation"]["sts"]["max_length"],
         cell=lambda wildcards: {k: wildcards[k] for k in ("backbone", "objective", "trainset", "seed")},
@@ -119,11 +111,7 @@ rule evaluate_flickr30k:
         mem_mb=eval_resources("eval_mem_mb", 16000),
         runtime=eval_resources("eval_runtime", 60, 0.5),
     params:
-        pooling=lambda wildcards: (
-            config["backbones"][wildcards.backbone].get("pooling", "cls")
-            if wildcards.objective == PRETRAINED
-            else None
-        ),
+        pooling=get_eval_pooling,
         batch_size=config["evaluation"]["sts"]["batch_size"],
         max_length=config["evaluation"]["sts"]["max_length"],
         cell=lambda wildcards: dict(wildcards),
@@ -154,11 +142,7 @@ rule evaluate_transfer:
         downstream=get_downstream_root,
         tasks=config["evaluation"]["transfer"]["tasks"],
         mode=config["evaluation"]["transfer"]["mode"],
-        pooling=lambda wildcards: (
-            config["backbones"][wildcards.backbone].get("pooling", "cls")
-            if wildcards.objective == PRETRAINED
-            else None
-        ),
+        pooling=get_eval_pooling,
         batch_size=config["evaluation"]["sts"]["batch_size"],
         max_length=config["evaluation"]["sts"]["max_length"],
         cell=lambda wildcards: dict(wildcards),
@@ -190,11 +174,7 @@ rule evaluate_nli_probe:
         protocol=config["evaluation"]["nli_probe"]["protocol"],
         mode=config["evaluation"]["nli_probe"]["mode"],
         max_rows=config["evaluation"]["nli_probe"]["max_rows"],
-        pooling=lambda wildcards: (
-            config["backbones"][wildcards.backbone].get("pooling", "cls")
-            if wildcards.objective == PRETRAINED
-            else None
-        ),
+        pooling=get_eval_pooling,
         batch_size=config["evaluation"]["sts"]["batch_size"],
         max_length=config["evaluation"]["sts"]["max_length"],
         cell=lambda wildcards: dict(wildcards),

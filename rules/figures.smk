@@ -61,11 +61,7 @@ rule figure_pairs:
         mem_mb=8000,
         runtime=30,
     params:
-        pooling=lambda wildcards: (
-            config["backbones"][wildcards.backbone].get("pooling", "cls")
-            if wildcards.objective == PRETRAINED
-            else None
-        ),
+        pooling=get_eval_pooling,
         batch_size=config["evaluation"]["sts"]["batch_size"],
         max_length=config["evaluation"]["sts"]["max_length"],
         # the evaluated tasks decide the text set, hence the cache entry; [] = the dataset's own texts

@@ -36,11 +36,7 @@ rule evaluate_mteb:
         tasks=MTEB["tasks"],
         local_tasks=MTEB["local_tasks"],
         downstream=lambda wildcards, input: local_downstream_root(MTEB["local_tasks"], DOWNSTREAM, input.files),
-        pooling=lambda wildcards: (
-            config["backbones"][wildcards.backbone].get("pooling", "cls")
-            if wildcards.objective == PRETRAINED
-            else None
-        ),
+        pooling=get_eval_pooling,
         prompt=lambda wildcards: config["backbones"][wildcards.backbone].get("prompt"),
         query_instruction=MTEB["query_instruction"],
         batch_size=MTEB["batch_size"],
