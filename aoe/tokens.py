@@ -7,7 +7,8 @@ The cache is a ``datasets`` Arrow folder with one row per pair::
     score                      the table's gold score, unchanged
 
 and ``cache.json`` recording what it was built from (the table's sha256, the
-tokenizer's fingerprint, max_length). :func:`load_token_cache` refuses a cache
+tokenizer's fingerprint, max_length, and an LLM backbone's prompt: texts are
+wrapped in it here, by the same function the evaluation Encoder uses). :func:`load_token_cache` refuses a cache
 whose recorded identity differs from the current table or tokenizer, so a
 changed dataset or tokenizer never trains on stale tokens.
 """
@@ -21,7 +22,7 @@ import pandas as pd
 
 from aoe.data.io import DataError, sha256_file
 from aoe.fsutil import atomic_dir
-from aoe.models import tokenizer_fingerprint
+from aoe.models import ensure_pad_token, tokenize_texts, tokenizer_fingerprint
 
 __all__ = ["text_columns", "build_token_cache", "load_token_cache", "StaleCacheError", "CACHE_FORMAT"]
 
@@ -40,7 +41,9 @@ def text_columns(df: pd.DataFrame) -> list[str]:
     return cols
 
 
-def build_token_cache(table: str | Path, tokenizer_dir: str | Path, max_length: int, out_dir: str | Path) -> dict:
+def build_token_cache(
+    table: str | Path, tokenizer_dir: str | Path, max_length: int, out_dir: str | Path, prompt: str | None = None
+) -> dict:
     """Tokenize ``table`` into ``out_dir``; return its identity.
 
     The table has text columns ``sentence1 .. sentenceK`` (K = 2 for pairs and NLI
@@ -56,12 +59,12 @@ def build_token_cache(table: str | Path, tokenizer_dir: str | Path, max_length: 
     cols = text_columns(df)
     if len(cols) < 2:
         raise DataError(f"{table}: needs text columns sentence1 and sentence2, has {list(df.columns)}")
-    tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
+    tokenizer = ensure_pad_token(AutoTokenizer.from_pretrained(tokenizer_dir))
     # Each distinct text is tokenized once and gets one id, which the contrastive
     # loss uses to recognise identical texts inside a batch.
     texts = pd.unique(pd.concat([df[c] for c in cols], ignore_index=True))
     text_id = {t: i for i, t in enumerate(texts)}
-    ids = tokenizer(list(texts), truncation=True, max_length=max_length)["input_ids"]
+    ids = tokenize_texts(tokenizer, list(texts), max_length, prompt)
     columns: dict[str, list] = {}
     for k, col in enumerate(cols, start=1):
         tid = df[col].map(text_id).to_numpy()
@@ -76,6 +79,7 @@ def build_token_cache(table: str | Path, tokenizer_dir: str | Path, max_length: 
         "tokenizer": str(tokenizer_dir),
         "tokenizer_sha256": tokenizer_fingerprint(tokenizer_dir),
         "max_length": int(max_length),
+        "prompt": prompt,
         "n_examples": len(ds),
         "texts_per_example": len(cols),
         "n_texts": len(texts),
@@ -88,7 +92,9 @@ def build_token_cache(table: str | Path, tokenizer_dir: str | Path, max_length: 
     return identity
 
 
-def load_token_cache(cache_dir: str | Path, table: str | Path, tokenizer_dir: str | Path, max_length: int):
+def load_token_cache(
+    cache_dir: str | Path, table: str | Path, tokenizer_dir: str | Path, max_length: int, prompt: str | None = None
+):
     """The cached ``datasets.Dataset``, after checking it was built from this table and tokenizer."""
     import datasets
 
@@ -102,6 +108,7 @@ def load_token_cache(cache_dir: str | Path, table: str | Path, tokenizer_dir: st
         "table_sha256": sha256_file(table),
         "tokenizer_sha256": tokenizer_fingerprint(tokenizer_dir),
         "max_length": int(max_length),
+        "prompt": prompt,
     }
     stale = {k: (meta.get(k), v) for k, v in expected.items() if meta.get(k) != v}
     if stale:

@@ -45,7 +45,9 @@ import torch
 from aoe.fsutil import atomic_dir
 from aoe.losses import get_objective
 from aoe.losses.objectives import FORMATS
-from aoe.models import POOLINGS, embed
+from aoe.lora import FINETUNES, build_lora_model, quantization_settings, relative_base, trainable_names
+from aoe.models import POOLINGS, embed, ensure_pad_token
+from aoe.prompts import check_prompt
 from aoe.provenance import library_versions
 from aoe.tokens import load_token_cache
 
@@ -77,8 +79,14 @@ class TrainConfig:
     length_grouped: bool = False  # batches of similar length (less padding; order still seeded)
     log_every: int = 10
     checkpoint_every: int = 0  # steps between checkpoints; 0 = none
+    finetune: str = "full"  # full | lora | qlora (aoe.lora)
+    lora: dict = field(default_factory=dict)  # r, alpha, dropout, target_modules (finetune lora / qlora)
+    prompt: str | None = None  # an LLM backbone's template around every text (applied by the token cache)
 
     def __post_init__(self) -> None:
+        if self.finetune not in FINETUNES:
+            raise ValueError(f"finetune must be one of {FINETUNES}, got {self.finetune!r}")
+        check_prompt(self.prompt)
         if self.pooling not in POOLINGS:
             raise ValueError(f"unknown pooling {self.pooling!r}; known: {sorted(POOLINGS)}")
         if self.mixed_precision not in ("no", "fp16", "bf16"):
@@ -203,8 +211,8 @@ def train(
     local = micro // n_proc
     set_seed(cfg.seed)  # python, numpy, torch (and cuda) RNGs: dropout masks, head init
 
-    tokenizer = AutoTokenizer.from_pretrained(backbone_dir)
-    data = load_token_cache(cache_dir, table, backbone_dir, cfg.max_length)
+    tokenizer = ensure_pad_token(AutoTokenizer.from_pretrained(backbone_dir))
+    data = load_token_cache(cache_dir, table, backbone_dir, cfg.max_length, cfg.prompt)
     if len(data) < cfg.batch_size:
         raise ValueError(f"{table}: {len(data)} training examples, fewer than one batch of {cfg.batch_size}")
     n_texts = objective.n_texts
@@ -214,12 +222,18 @@ def train(
     lengths = [len(x) for x in data["input_ids_1"]] if cfg.length_grouped else None
     collate = _Collator(tokenizer, cfg, n_texts)
 
-    encoder = AutoModel.from_pretrained(backbone_dir)
-    if cfg.gradient_checkpointing:
-        encoder.gradient_checkpointing_enable()
+    if cfg.finetune == "full":
+        encoder = AutoModel.from_pretrained(backbone_dir)
+        if cfg.gradient_checkpointing:
+            encoder.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    else:
+        # each process holds its own (quantized) copy on its own device, as QLoRA under DDP does
+        encoder = build_lora_model(
+            backbone_dir, cfg.finetune, cfg.lora, cfg.mixed_precision, cfg.gradient_checkpointing, accelerator.device
+        )
     module = _Trainee(encoder, objective.make_head(encoder.config.hidden_size), cfg.pooling)
     no_decay = ("bias", "LayerNorm.weight", "layer_norm", "norm.weight")
-    params = list(module.named_parameters())
+    params = [(n, p) for n, p in module.named_parameters() if p.requires_grad]  # LoRA: the adapters only
     groups = [
         {"params": [p for n, p in params if not any(k in n for k in no_decay)], "weight_decay": cfg.weight_decay},
         {"params": [p for n, p in params if any(k in n for k in no_decay)], "weight_decay": 0.0},
@@ -232,12 +246,22 @@ def train(
     # registered for checkpointing (a prepared scheduler would step once per process).
     module, optimizer = accelerator.prepare(module, optimizer)
     accelerator.register_for_checkpointing(scheduler)
+    if cfg.finetune != "full":
+        # A checkpoint holds what trains (adapters, head): the frozen base is reloaded from the
+        # backbone folder, bit for bit, and would cost GBs per checkpoint for LLaMA-2.
+        def _trainable_only(models, weights, output_dir):
+            for model, state in zip(models, weights):
+                keep = trainable_names(model)
+                for name in [k for k in state if k not in keep]:
+                    del state[name]
+
+        accelerator.register_save_state_pre_hook(_trainable_only)
 
     out_dir.parent.mkdir(parents=True, exist_ok=True)  # checkpoints and the model go here
     state = {"step": 0, "epoch": 0, "batch": 0, "examples_seen": 0, "train_seconds": 0.0}
     ckpt_root = checkpoint_dir(out_dir)
     metrics_lines: list[str] = []
-    resumed_from = _try_resume(accelerator, ckpt_root, cfg, state, metrics_lines)
+    resumed_from = _try_resume(accelerator, ckpt_root, cfg, state, metrics_lines, partial=cfg.finetune != "full")
 
     bar = tqdm(total=total_steps, initial=state["step"], desc=f"train {cfg.objective} seed {cfg.seed}",
                mininterval=5, disable=not accelerator.is_main_process)
@@ -320,12 +344,15 @@ def train(
             # everything is written at the end (metrics are kept in memory), into a folder
             # that replaces out_dir only when complete
             with atomic_dir(out_dir) as work:
+                # full fine-tuning: the whole transformer; LoRA: peft writes the adapter only
                 accelerator.unwrap_model(module).encoder.save_pretrained(work, safe_serialization=True)
                 tokenizer.save_pretrained(work)
                 (work / "metrics.jsonl").write_text("".join(line + "\n" for line in metrics_lines))
                 backbone_info = Path(backbone_dir) / "backbone.json"
                 record = {
                     "pooling": cfg.pooling,
+                    "prompt": cfg.prompt,
+                    "finetune": cfg.finetune,
                     "objective": asdict(objective),
                     "train": asdict(cfg),
                     "backbone": json.loads(backbone_info.read_text()) if backbone_info.is_file() else str(backbone_dir),
@@ -333,6 +360,10 @@ def train(
                     "summary": summary,
                     **(extra_record or {}),
                 }
+                if cfg.finetune != "full":
+                    record["base_model"] = relative_base(out_dir, backbone_dir)
+                    record["quantization"] = quantization_settings(cfg.finetune, cfg.mixed_precision)
+                    record["lora"] = cfg.lora
                 (work / "aoe_config.json").write_text(json.dumps(record, indent=2) + "\n")
                 (work / "versions.json").write_text(json.dumps(library_versions(), indent=2) + "\n")
             shutil.rmtree(ckpt_root, ignore_errors=True)
@@ -363,8 +394,13 @@ def _save_checkpoint(accelerator, root: Path, cfg: TrainConfig, state: dict, met
     accelerator.wait_for_everyone()
 
 
-def _try_resume(accelerator, root: Path, cfg: TrainConfig, state: dict, metrics_lines: list[str]) -> int | None:
-    """Load the newest checkpoint of this exact configuration; return its step, or None (fresh start)."""
+def _try_resume(
+    accelerator, root: Path, cfg: TrainConfig, state: dict, metrics_lines: list[str], partial: bool = False
+) -> int | None:
+    """Load the newest checkpoint of this exact configuration; return its step, or None (fresh start).
+
+    ``partial``: the checkpoint holds the trainable parameters only (LoRA), the rest is as loaded.
+    """
     latest = root / "latest"
     if not (latest / "trainer_state.json").is_file():
         return None
@@ -375,7 +411,7 @@ def _try_resume(accelerator, root: Path, cfg: TrainConfig, state: dict, metrics_
         if accelerator.is_main_process:
             shutil.rmtree(root, ignore_errors=True)
         return None
-    accelerator.load_state(str(latest.resolve()))
+    accelerator.load_state(str(latest.resolve()), **({"strict": False} if partial else {}))
     state.update(saved)
     metrics_lines.extend(line for line in (latest / "metrics.jsonl").read_text().splitlines() if line)
     accelerator.print(f"resumed from {latest.resolve()} at step {state['step']}")

@@ -351,13 +351,18 @@ def train_params(config: dict, backbone: str, objective: str, trainset: str, see
         **ts.get("objective_overrides", {}),
         **ts.get("objective_settings", {}).get(base, {}),
         **(ts.get("objective_settings", {}).get(objective, {}) if base != objective else {}),
+        # a backbone's own recipe on this train set wins (official LLaMA NLI recipe: in-batch weight 35, BERT 30)
+        **config["backbones"][backbone].get("objective_settings", {}).get(trainset, {}).get(base, {}),
     }
     overrides = {k: v for k, v in overrides.items() if k not in ("base", "pooling")}
     from aoe.recipes import resolve_format
 
-    pooling = config["objectives"].get(objective, {}).get("pooling") or config["backbones"][backbone].get("pooling", "cls")
+    bb = config["backbones"][backbone]
+    pooling = config["objectives"].get(objective, {}).get("pooling") or bb.get("pooling", "cls")
+    llm = {"finetune": bb.get("finetune", "full"), "lora": bb.get("lora", {}), "prompt": bb.get("prompt")}
     return {
         **params,
+        **llm,
         "objective": base,
         "format": resolve_format(base, ts.get("formats", ["pairs"]), overrides or None),
         "objective_overrides": overrides,

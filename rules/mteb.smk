@@ -37,7 +37,7 @@ rule evaluate_mteb:
         local_tasks=MTEB["local_tasks"],
         downstream=lambda wildcards, input: local_downstream_root(MTEB["local_tasks"], DOWNSTREAM, input.files),
         pooling=get_eval_pooling,
-        prompt=lambda wildcards: config["backbones"][wildcards.backbone].get("prompt"),
+        prompt=get_prompt,
         query_instruction=MTEB["query_instruction"],
         batch_size=MTEB["batch_size"],
         max_length=MTEB["max_length"],

@@ -21,6 +21,5 @@ rule train_model:
         train=get_train_params,
         # one process per GPU: accelerate launch spans them
         processes=lambda wildcards: max(1, config["backbones"][wildcards.backbone].get("resources", {}).get("gpus", 1)),
-        finetune=lambda wildcards: config["backbones"][wildcards.backbone].get("finetune", "full"),
     script:
         "../workflow_scripts/train.py"

@@ -6,7 +6,7 @@ from tests.workflow_utils import REPO
 
 # Keys whose absence means something (which source a backbone comes from, which weights an
 # objective has): a default would be wrong, not missing.
-NO_DEFAULT = {"hf_id", "package", "path", "weights", "angle", "contrastive", "cosine", "angle_tau", "cosine_tau",
+NO_DEFAULT = {"hf_id", "package", "gguf_package", "path", "weights", "angle", "contrastive", "cosine", "angle_tau", "cosine_tau",
               "contrastive_tau", "contrastive_threshold", "detect_identical", "cosine_mse", "softmax", "simcse",
               "simcse_tau", "by_format",
               # absent = "not a variant" / "the backbone's pooling" / "no in-domain evaluation"

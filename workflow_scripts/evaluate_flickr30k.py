@@ -17,6 +17,7 @@ run_retrieval_evaluation(
     manifest=snakemake.input.manifest,
     out=snakemake.output[0],
     pooling=p.pooling,
+    prompt=p.prompt,
     batch_size=p.batch_size,
     max_length=p.max_length,
     cell=p.cell,

@@ -17,6 +17,7 @@ run_indomain_evaluation(
     out=snakemake.output[0],
     evalset=snakemake.wildcards.evalset,
     pooling=snakemake.params.pooling,
+    prompt=snakemake.params.prompt,
     batch_size=snakemake.params.batch_size,
     max_length=snakemake.params.max_length,
     cell=snakemake.params.cell,

@@ -19,6 +19,7 @@ run_nli_probe(
     mode=p.mode,
     max_rows=p.max_rows,
     pooling=p.pooling,
+    prompt=p.prompt,
     batch_size=p.batch_size,
     max_length=p.max_length,
     cell=p.cell,

@@ -16,6 +16,7 @@ run_sts_evaluation(
     manifests=snakemake.input.manifests,
     out=snakemake.output[0],
     pooling=snakemake.params.pooling,
+    prompt=snakemake.params.prompt,
     batch_size=snakemake.params.batch_size,
     max_length=snakemake.params.max_length,
     cell=snakemake.params.cell,

@@ -18,6 +18,7 @@ run_transfer_evaluation(
     tasks=p.tasks,
     mode=p.mode,
     pooling=p.pooling,
+    prompt=p.prompt,
     batch_size=p.batch_size,
     max_length=p.max_length,
     cell=p.cell,

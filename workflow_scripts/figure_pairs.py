@@ -18,6 +18,7 @@ meta = run_figure_pairs(
     snakemake.wildcards.dataset,
     snakemake.output[0],
     pooling=p.pooling,
+    prompt=p.prompt,
     batch_size=p.batch_size,
     max_length=p.max_length,
     tasks=list(p.tasks),

@@ -17,6 +17,7 @@ run_saturation(
     snakemake.input.manifest,
     snakemake.output[0],
     pooling=p.pooling,
+    prompt=p.prompt,
     batch_size=p.batch_size,
     max_length=p.max_length,
     max_pairs=p.max_pairs,

@@ -12,6 +12,10 @@ start_log(snakemake.log[0])
 from aoe.tokens import build_token_cache
 
 identity = build_token_cache(
-    snakemake.input.table, snakemake.input.backbone, int(snakemake.wildcards.max_len), snakemake.output[0]
+    snakemake.input.table,
+    snakemake.input.backbone,
+    int(snakemake.wildcards.max_len),
+    snakemake.output[0],
+    prompt=snakemake.params.prompt,
 )
 print(json.dumps(identity, indent=2))

@@ -14,13 +14,6 @@ start_log(snakemake.log[0])
 
 from aoe.train import TrainConfig, train
 
-if snakemake.params.finetune != "full":
-    # The grid plans the LLaMA-2 QLoRA cells (resources, targets); their trainer is separate work.
-    raise NotImplementedError(
-        f"backbones.{snakemake.wildcards.backbone}.finetune is {snakemake.params.finetune!r}: this pipeline "
-        "version trains full fine-tuning only (aoe.train); QLoRA (peft + bitsandbytes) is not implemented yet"
-    )
-
 cfg = TrainConfig(**snakemake.params.train)
 record = {"cell": dict(snakemake.wildcards), "slurm_job_id": os.environ.get("SLURM_JOB_ID")}
 args = (snakemake.input.tokens, snakemake.input.table, snakemake.input.backbone, snakemake.output[0])

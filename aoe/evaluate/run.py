@@ -22,6 +22,7 @@ def run_sts_evaluation(
     manifests: list[str],
     out: str | os.PathLike,
     pooling: str | None = None,
+    prompt: str | None = None,
     batch_size: int = 64,
     max_length: int = 512,
     cell: dict | None = None,
@@ -40,7 +41,7 @@ def run_sts_evaluation(
     """
     start = time.perf_counter()
     if backend == "senteval":
-        return _run_senteval_suite("sts", model_dir, downstream, out, tasks, "test", pooling, batch_size, max_length, cell, device, start)
+        return _run_senteval_suite("sts", model_dir, downstream, out, tasks, "test", pooling, batch_size, max_length, cell, device, start, prompt)
     if backend != "builtin":
         raise ValueError(f"evaluation.backend must be builtin or senteval, got {backend!r}")
     by_dataset = {}
@@ -51,7 +52,7 @@ def run_sts_evaluation(
     missing = [TASKS[t] for t in wanted if TASKS.get(t) not in by_dataset]
     if missing:
         raise KeyError(f"STS evaluation: no prepared test table for {missing}")
-    encoder, encode, cache = cached_encoder(model_dir, pooling, batch_size, max_length, cache_root, device)
+    encoder, encode, cache = cached_encoder(model_dir, pooling, batch_size, max_length, cache_root, device, prompt=prompt)
     result = evaluate_sts(encode, {task: by_dataset[TASKS[task]][0] for task in wanted}, tasks=wanted)
     result["protocol"] = {**result["protocol"], "batch_size": batch_size}  # PROTOCOL itself stays untouched
     result["data"] = {d: {"table_sha256": m["table_sha256"], "rows": m["rows"]} for d, (_, m) in by_dataset.items()}
@@ -65,6 +66,7 @@ def run_indomain_evaluation(
     out: str | os.PathLike,
     evalset: str,
     pooling: str | None = None,
+    prompt: str | None = None,
     batch_size: int = 64,
     max_length: int = 512,
     cell: dict | None = None,
@@ -88,7 +90,7 @@ def run_indomain_evaluation(
         raise ValueError(f"{table}: {int(pairs['score'].isna().sum())} rows without a gold score (first row {int(pairs['score'].isna().idxmax())})")
     if "subset" not in pairs.columns:
         pairs = pairs.assign(subset=meta["dataset"])
-    encoder, encode, cache = cached_encoder(model_dir, pooling, batch_size, max_length, cache_root, device)
+    encoder, encode, cache = cached_encoder(model_dir, pooling, batch_size, max_length, cache_root, device, prompt=prompt)
     unique = unique_texts([pairs])
     sims = cosine_rows(*pair_embeddings(encode(unique), unique, pairs))
     task = f"{meta['dataset']}/{meta['split']}"
@@ -136,7 +138,7 @@ def cached_encoder(model_dir, pooling, batch_size, max_length, cache_root, devic
     return encoder, cache.encode, cache
 
 
-def _run_senteval_suite(suite, model_dir, downstream, out, tasks, mode, pooling, batch_size, max_length, cell, device, start):
+def _run_senteval_suite(suite, model_dir, downstream, out, tasks, mode, pooling, batch_size, max_length, cell, device, start, prompt=None):
     """sts.json or transfer.json from SimCSE's SentEval itself, through the same encoder (no cache)."""
     from aoe.evaluate import senteval_backend as se
     from aoe.models import Encoder
@@ -148,7 +150,7 @@ def _run_senteval_suite(suite, model_dir, downstream, out, tasks, mode, pooling,
     else:
         from aoe.evaluate.transfer import TASKS as SUITE_TASKS
     wanted = [t for t in SUITE_TASKS if tasks is None or t in tasks]
-    encoder = Encoder(model_dir, pooling=pooling, device=device)
+    encoder = Encoder(model_dir, pooling=pooling, device=device, prompt=prompt)
     raw = se.run_senteval(lambda texts: encoder.encode(texts, batch_size=batch_size, max_length=max_length), wanted, downstream, mode)
     result = se.sts_from_senteval(raw, wanted) if suite == "sts" else se.transfer_from_senteval(raw, wanted)
     result["protocol"] = {
@@ -194,6 +196,7 @@ def run_retrieval_evaluation(
     manifest: str | os.PathLike,
     out: str | os.PathLike,
     pooling: str | None = None,
+    prompt: str | None = None,
     batch_size: int = 64,
     max_length: int = 512,
     cell: dict | None = None,
@@ -205,7 +208,7 @@ def run_retrieval_evaluation(
 
     start = time.perf_counter()
     meta = json.loads(Path(manifest).read_text())
-    encoder, encode, cache = cached_encoder(model_dir, pooling, batch_size, max_length, cache_root, device)
+    encoder, encode, cache = cached_encoder(model_dir, pooling, batch_size, max_length, cache_root, device, prompt=prompt)
     result = flickr_strict_accuracy(encode, pd.read_parquet(table))
     result["data"] = {"dataset": meta["dataset"], "split": meta["split"], "tables": meta["tables"]}
     return _finish(result, model_dir, cell, encoder, cache, max_length, start, out)
@@ -218,6 +221,7 @@ def run_transfer_evaluation(
     tasks: list[str] | None = None,
     mode: str = "test",
     pooling: str | None = None,
+    prompt: str | None = None,
     batch_size: int = 64,
     max_length: int = 512,
     cell: dict | None = None,
@@ -233,13 +237,13 @@ def run_transfer_evaluation(
 
     start = time.perf_counter()
     if backend == "senteval":
-        return _run_senteval_suite("transfer", model_dir, downstream, out, tasks, mode, pooling, batch_size, max_length, cell, device, start)
+        return _run_senteval_suite("transfer", model_dir, downstream, out, tasks, mode, pooling, batch_size, max_length, cell, device, start, prompt)
     if backend != "builtin":
         raise ValueError(f"evaluation.backend must be builtin or senteval, got {backend!r}")
     root = resolve_transfer_root(downstream)
     wanted = list(TRANSFER_TASKS) if tasks is None else list(tasks)
     data = {t: read_transfer(root, t) for t in wanted}
-    encoder, encode, cache = cached_encoder(model_dir, pooling, batch_size, max_length, cache_root, device)
+    encoder, encode, cache = cached_encoder(model_dir, pooling, batch_size, max_length, cache_root, device, prompt=prompt)
     result = evaluate_transfer(encode, wanted, mode=mode, data=data)
     # tasks left out on purpose are explicit nulls, and then so is the average of all seven
     for t in TRANSFER_TASKS:
@@ -261,6 +265,7 @@ def run_nli_probe(
     mode: str = "test",
     max_rows: int | None = None,
     pooling: str | None = None,
+    prompt: str | None = None,
     batch_size: int = 64,
     max_length: int = 512,
     cell: dict | None = None,
@@ -274,7 +279,7 @@ def run_nli_probe(
     start = time.perf_counter()
     by_name = {f"{Path(t).parent.name}/{Path(t).name.split('.')[0]}": pd.read_parquet(t) for t in tables}
     sets = probe_sets(protocol, by_name, max_rows=max_rows)
-    encoder, encode, cache = cached_encoder(model_dir, pooling, batch_size, max_length, cache_root, device)
+    encoder, encode, cache = cached_encoder(model_dir, pooling, batch_size, max_length, cache_root, device, prompt=prompt)
     result = nli_probe(encode, sets, sep=encoder.tokenizer.sep_token, mode=mode)
     result["protocol"]["split_protocol"] = protocol
     result["protocol"]["max_rows"] = max_rows

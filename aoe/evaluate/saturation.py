@@ -59,6 +59,7 @@ def run_saturation(
     manifest: str | os.PathLike,
     out: str | os.PathLike,
     pooling: str | None = None,
+    prompt: str | None = None,
     batch_size: int = 64,
     max_length: int = 128,
     max_pairs: int | None = None,
@@ -76,7 +77,7 @@ def run_saturation(
     df = pd.read_parquet(table)
     if max_pairs is not None and len(df) > max_pairs:
         df = df.sample(n=max_pairs, random_state=seed).sort_index()
-    encoder, encode, _ = cached_encoder(model_dir, pooling, batch_size, max_length, cache_root=None)
+    encoder, encode, _ = cached_encoder(model_dir, pooling, batch_size, max_length, cache_root=None, prompt=prompt)
     result = saturation_stats(encode, df)
     meta = json.loads(Path(manifest).read_text())
     result.update(

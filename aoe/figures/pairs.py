@@ -73,6 +73,7 @@ def run_figure_pairs(
     dataset: str,
     out: str | os.PathLike,
     pooling: str | None = None,
+    prompt: str | None = None,
     batch_size: int = 64,
     max_length: int = 512,
     tasks: list[str] | None = None,
@@ -92,7 +93,7 @@ def run_figure_pairs(
     if dataset not in frames:
         raise KeyError(f"figure pairs: no prepared test table for {dataset!r} among {sorted(frames)}")
     texts = eval_text_set(frames, tasks, dataset)
-    encoder, encode, cache = cached_encoder(model_dir, pooling, batch_size, max_length, cache_root)
+    encoder, encode, cache = cached_encoder(model_dir, pooling, batch_size, max_length, cache_root, prompt=prompt)
     arrays = pair_arrays(encode, texts, frames[dataset])
     meta = {
         "model": {"path": str(model_dir), "cell": cell, "pooling": encoder.pooling, "max_length": max_length},

@@ -1,0 +1,88 @@
+"""LoRA and QLoRA (peft + bitsandbytes) for LLM backbones: the model the trainer optimises, and its saved form.
+
+``finetune: qlora`` loads the base in 4-bit NF4 with double quantization (QLoRA,
+Dettmers et al. 2023; AoE §4.1 trains LLaMA-2 this way), compute dtype from the
+run's mixed precision (bf16 on GPUs, float32 on the CPU), prepares it with
+``prepare_model_for_kbit_training`` and adds LoRA adapters; ``finetune: lora`` adds
+the same adapters to the base in full precision. Only the adapters train.
+
+The saved model folder holds the adapter (``adapter_config.json``,
+``adapter_model.safetensors``), the tokenizer and ``aoe_config.json`` whose
+``base_model`` (relative path), ``quantization``, ``prompt`` and ``pooling`` let
+:class:`aoe.models.Encoder` rebuild exactly the trained model.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import torch
+
+from aoe.models import load_base_model
+
+__all__ = ["FINETUNES", "quantization_settings", "build_lora_model", "trainable_names"]
+
+FINETUNES = ("full", "lora", "qlora")
+_COMPUTE_DTYPE = {"no": "float32", "bf16": "bfloat16", "fp16": "float16"}
+
+
+def quantization_settings(finetune: str, mixed_precision: str) -> dict | None:
+    """BitsAndBytesConfig kwargs (JSON-able) of a run: NF4 + double quantization for qlora, None otherwise."""
+    if finetune != "qlora":
+        return None
+    return {
+        "load_in_4bit": True,
+        "bnb_4bit_quant_type": "nf4",
+        "bnb_4bit_use_double_quant": True,
+        "bnb_4bit_compute_dtype": _COMPUTE_DTYPE[mixed_precision],
+    }
+
+
+def build_lora_model(
+    base_dir: str | Path,
+    finetune: str,
+    lora: dict,
+    mixed_precision: str,
+    gradient_checkpointing: bool,
+    device: torch.device | str,
+):
+    """The base model (4-bit for qlora) with LoRA adapters on ``lora['target_modules']`` (default: all linear layers)."""
+    from peft import LoraConfig, get_peft_model, prepare_model_for_kbit_training
+
+    if finetune not in ("lora", "qlora"):
+        raise ValueError(f"finetune must be lora or qlora here, got {finetune!r}")
+    quant = quantization_settings(finetune, mixed_precision)
+    model = load_base_model(base_dir, quant, device)
+    ckpt_kwargs = {"use_reentrant": False}  # reentrant checkpointing drops gradients of frozen-input blocks
+    if quant:
+        # float32 layer norms and input gradients for the frozen 4-bit layers (peft's recipe)
+        model = prepare_model_for_kbit_training(
+            model, use_gradient_checkpointing=gradient_checkpointing, gradient_checkpointing_kwargs=ckpt_kwargs
+        )
+    elif gradient_checkpointing:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=ckpt_kwargs)
+        model.enable_input_require_grads()
+    targets = list(lora.get("target_modules") or []) or "all-linear"
+    config = LoraConfig(
+        r=int(lora.get("r", 8)),
+        lora_alpha=float(lora.get("alpha", 8)),
+        lora_dropout=float(lora.get("dropout", 0.0)),
+        target_modules=targets,
+        bias="none",
+    )
+    try:
+        model = get_peft_model(model, config)
+    except ValueError as exc:  # peft names the module it could not find
+        raise ValueError(f"{base_dir}: LoRA target_modules {targets!r}: {exc}") from exc
+    return model
+
+
+def trainable_names(module: torch.nn.Module) -> set[str]:
+    """Names of the parameters that train (adapters, an objective's head): all a checkpoint needs to hold."""
+    return {n for n, p in module.named_parameters() if p.requires_grad}
+
+
+def relative_base(model_dir: str | Path, base_dir: str | Path) -> str:
+    """``base_dir`` relative to ``model_dir`` (results/ moves as a whole; absolute paths would not)."""
+    return os.path.relpath(Path(base_dir).resolve(), Path(model_dir).resolve())
