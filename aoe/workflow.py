@@ -11,6 +11,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from aoe.prompts import check_prompt
+
 __all__ = [
     "ConfigError",
     "Cell",
@@ -89,9 +91,16 @@ def check_config(config: dict) -> None:
             except ValueError as err:
                 raise ConfigError(f"{where}: {err} (trainsets.{run['trainset']}.formats)") from None
     for name, spec in backbones.items():
-        sources = [k for k in ("hf_id", "package", "path") if k in spec]
+        # the same four sources as aoe.models.materialize_backbone (which imports torch: not while planning)
+        sources = [k for k in ("hf_id", "package", "gguf_package", "path") if k in spec]
         if len(sources) != 1:
-            raise ConfigError(f"backbones.{name}: give exactly one of hf_id, package, path (got {sources or 'none'})")
+            raise ConfigError(
+                f"backbones.{name}: give exactly one of hf_id, package, gguf_package, path (got {sources or 'none'})"
+            )
+        try:
+            check_prompt(spec.get("prompt"))
+        except ValueError as err:
+            raise ConfigError(f"backbones.{name}.prompt: {err}") from None
     from aoe.data.pairsets import SOURCES
     from aoe.data.sts import SPLITS as STS_SPLITS
 

@@ -31,6 +31,8 @@ rule evaluate_sts:
         cache_root=config["evaluation"]["embedding_cache"],
         backend=config["evaluation"]["backend"],
         downstream=lambda wildcards: str(DOWNSTREAM) if DOWNSTREAM else None,
+        max_pairs=config["evaluation"]["sts"]["max_pairs"],
+        uncapped_tasks=config["evaluation"]["sts"]["uncapped_tasks"],
     script:
         "../workflow_scripts/evaluate_sts.py"
 

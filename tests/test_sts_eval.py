@@ -275,3 +275,25 @@ def test_run_sts_evaluation_writes_the_result(tables, tiny_bert, tmp_path):
 
     with pytest.raises(KeyError, match="sickr"):
         run_sts_evaluation(tiny_bert, table_paths[:-1], manifests[:-1], tmp_path / "x.json", pooling="cls", device="cpu")
+
+    # a CPU budget: a seeded subset of every task but the uncapped ones, recorded in the protocol
+    capped = run_sts_evaluation(
+        tiny_bert, table_paths, manifests, tmp_path / "capped.json", pooling="cls", batch_size=4, max_length=32,
+        device="cpu", max_pairs=5, uncapped_tasks=["STSB"],
+    )
+    sub = capped["protocol"]["subsample"]
+    assert sub["max_pairs_per_task"] == 5 and sub["uncapped_tasks"] == ["STSB"]
+    assert sub["pairs"]["STSB"] == len(tables["STSB"]) and all(
+        n == min(5, len(tables[t])) for t, n in sub["pairs"].items() if t != "STSB"
+    )
+    assert capped["tasks"]["STSB"] == result["tasks"]["STSB"]
+    assert capped["tasks"]["STS12"]["n"] == min(5, len(tables["STS12"]))
+
+
+def test_cap_pairs_is_seeded_and_keeps_order():
+    from aoe.evaluate.sts import cap_pairs
+
+    t = pd.DataFrame({"sentence1": list("abcdefghij"), "sentence2": list("klmnopqrst"), "score": range(10)})
+    a, b = cap_pairs(t, 4), cap_pairs(t, 4)
+    assert len(a) == 4 and a.equals(b) and list(a.index) == sorted(a.index)
+    assert cap_pairs(t, 20) is t

@@ -24,4 +24,6 @@ run_sts_evaluation(
     cache_root=snakemake.params.get("cache_root"),
     backend=snakemake.params.backend,
     downstream=snakemake.params.downstream,
+    max_pairs=snakemake.params.max_pairs,
+    uncapped_tasks=snakemake.params.uncapped_tasks,
 )

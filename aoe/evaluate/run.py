@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from aoe.evaluate.sts import TASKS, evaluate_sts
+from aoe.evaluate.sts import CAP_SEED, TASKS, cap_pairs, evaluate_sts
 from aoe.jsonio import write_json_atomic
 from aoe.provenance import library_versions
 
@@ -31,8 +31,14 @@ def run_sts_evaluation(
     cache_root: str | os.PathLike | None = None,
     backend: str = "builtin",
     downstream: str | os.PathLike | None = None,
+    max_pairs: int | None = None,
+    uncapped_tasks: list[str] | None = None,
 ) -> dict:
     """Evaluate ``model_dir`` on the 7 STS test tables and write ``out`` (sts.json).
+
+    ``max_pairs`` evaluates a seeded random subset of each task's pairs (but those of
+    ``uncapped_tasks``): a CPU budget for LLM backbones, recorded in the protocol; the
+    paper's protocol is every pair (None).
 
     With ``cache_root``, the embeddings go through the model's on-disk cache
     (:mod:`aoe.evaluate.embcache`), where the STS figures of the same model find them.
@@ -53,8 +59,19 @@ def run_sts_evaluation(
     if missing:
         raise KeyError(f"STS evaluation: no prepared test table for {missing}")
     encoder, encode, cache = cached_encoder(model_dir, pooling, batch_size, max_length, cache_root, device, prompt=prompt)
-    result = evaluate_sts(encode, {task: by_dataset[TASKS[task]][0] for task in wanted}, tasks=wanted)
+    task_tables = {task: by_dataset[TASKS[task]][0] for task in wanted}
+    if max_pairs is not None:
+        keep = set(uncapped_tasks or [])
+        task_tables = {t: df if t in keep else cap_pairs(df, max_pairs) for t, df in task_tables.items()}
+    result = evaluate_sts(encode, task_tables, tasks=wanted)
     result["protocol"] = {**result["protocol"], "batch_size": batch_size}  # PROTOCOL itself stays untouched
+    if max_pairs is not None:
+        result["protocol"]["subsample"] = {
+            "max_pairs_per_task": int(max_pairs),
+            "uncapped_tasks": sorted(set(uncapped_tasks or [])),
+            "seed": CAP_SEED,
+            "pairs": {t: int(len(df)) for t, df in task_tables.items()},
+        }
     result["data"] = {d: {"table_sha256": m["table_sha256"], "rows": m["rows"]} for d, (_, m) in by_dataset.items()}
     return _finish(result, model_dir, cell, encoder, cache, max_length, start, out)
 

@@ -96,6 +96,16 @@ def sts_scores(sims: np.ndarray, table: pd.DataFrame, task: str = "") -> dict:
     return result
 
 
+CAP_SEED = 0
+
+
+def cap_pairs(table: pd.DataFrame, max_pairs: int, seed: int = CAP_SEED) -> pd.DataFrame:
+    """A seeded random subset of at most ``max_pairs`` rows, in the table's order (the same rows for every model)."""
+    if len(table) <= max_pairs:
+        return table
+    return table.sample(n=max_pairs, random_state=seed).sort_index()
+
+
 def evaluate_sts(encode, tables: Mapping[str, pd.DataFrame], tasks: list[str] | None = None) -> dict:
     """Evaluate ``encode`` (list[str] -> (N, H) array) on the task tables.
 
