@@ -30,6 +30,7 @@ configfile: "config.yaml"
 
 include: "rules/common.smk"
 include: "rules/data.smk"
+include: "rules/llm_supervised.smk"
 include: "rules/train.smk"
 include: "rules/evaluate.smk"
 include: "rules/tables.smk"

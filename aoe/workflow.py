@@ -103,9 +103,11 @@ def check_config(config: dict) -> None:
             raise ConfigError(f"backbones.{name}.prompt: {err}") from None
     from aoe.data.pairsets import SOURCES
     from aoe.data.sts import SPLITS as STS_SPLITS
+    from aoe.llm_supervised import GENERATED_SPLITS
 
     for name, spec in trainsets.items():
-        splits = STS_SPLITS.get(spec["dataset"]) or SOURCES.get(spec["dataset"], {})
+        # generated: built by the pipeline itself (rules/llm_supervised.smk), not read from a source
+        splits = STS_SPLITS.get(spec["dataset"]) or SOURCES.get(spec["dataset"]) or GENERATED_SPLITS.get(spec["dataset"], ())
         if spec["split"] not in splits:
             raise ConfigError(
                 f"trainsets.{name}: dataset {spec['dataset']!r} has no split {spec['split']!r}; it has {sorted(splits)}"

@@ -25,6 +25,7 @@ from aoe.data.nli import NLI_MIRROR_FILES
 from aoe.data.transfer import transfer_files
 from aoe.evaluate.nli_probe import probe_inputs
 from aoe.data.pairsets import ALLNLI_FILE, SOURCES, mirror_sources, upstream_url
+from aoe.llm_supervised import GENERATED_SPLITS
 
 validate(config, workflow.source_path("../schemas/config.schema.yaml"))
 try:
@@ -75,7 +76,7 @@ wildcard_constraints:
         map(re.escape, [PRETRAINED, *config["objectives"], *{o for r in config["runs"] for o in r["objectives"]}])
     ),
     trainset="|".join(map(re.escape, ["none", *config["trainsets"]])),
-    dataset="|".join([*STS_DATASETS, *SOURCES]),
+    dataset="|".join([*STS_DATASETS, *SOURCES, *GENERATED_SPLITS]),
     split="|".join(ALL_SPLITS),
     seed=r"\d+",
     max_len=r"\d+",

@@ -1,0 +1,117 @@
+# LLM-supervised training data (AnglE arXiv §4.5, Figure 5, Table 4): config `llm_supervised`, code in
+# aoe/llm_supervised/. The tables it writes are prepared tables like the others, so `trainsets` entries
+# on dataset stsb_llm / stsb_self train through tokenize and train_model, and tables read the usual
+# evaluation results.
+#
+#   llm_sample_texts   the source column's unique texts (a seeded sample for CPU presets)
+#   llm_generate       the generator writes a similar and a dissimilar sentence per text (GPU job;
+#                      cached per text under llm_supervised.cache, so a rerun generates nothing)
+#   llm_pairs          malformed outputs counted by reason and dropped; (text, similar) 1, (text, dissimilar) 0
+#   llm_self_pairs     (text, text) 1: the unsupervised SimCSE-style baseline on the same texts
+
+from aoe.llm_supervised import LLM_DATASET, SELF_DATASET, SPLIT
+
+_LLM = config["llm_supervised"]
+_LLM_SOURCE = f"results/data/{_LLM['source']['dataset']}/{_LLM['source']['split']}"
+
+
+def _llm_generator_resource(key, default):
+    return config["backbones"].get(_LLM["generator"], {}).get("resources", {}).get(key, default)
+
+
+if (
+    any(ts["dataset"] == LLM_DATASET for ts in config["trainsets"].values())
+    and _LLM["generator"] not in config["backbones"]
+):
+    raise WorkflowError(
+        f"config: llm_supervised.generator: unknown backbone {_LLM['generator']!r}; known: {sorted(config['backbones'])}"
+    )
+
+
+localrules:
+    llm_sample_texts,
+    llm_pairs,
+    llm_self_pairs,
+
+
+rule llm_sample_texts:
+    input:
+        table=f"{_LLM_SOURCE}.parquet",
+        manifest=f"{_LLM_SOURCE}.manifest.json",
+    output:
+        texts="results/llm_supervised/texts.parquet",
+        manifest="results/llm_supervised/texts.manifest.json",
+    log:
+        "results/logs/llm_supervised/sample_texts.log",
+    conda:
+        "../envs/data.yaml"
+    params:
+        column=_LLM["source"]["column"],
+        n_texts=_LLM["n_texts"],
+        seed=_LLM["sample_seed"],
+    script:
+        "../workflow_scripts/llm_sample_texts.py"
+
+
+rule llm_generate:
+    input:
+        texts="results/llm_supervised/texts.parquet",
+        backbone=f"results/backbones/{_LLM['generator']}",
+        code=library_code("llm_supervised/generate.py", "llm_supervised/prompts.py"),
+    output:
+        generations="results/llm_supervised/generations.jsonl",
+        summary="results/llm_supervised/generations.json",
+    log:
+        "results/logs/llm_supervised/generate.log",
+    benchmark:
+        "results/benchmarks/llm_supervised/generate.tsv"
+    conda:
+        "../envs/torch.yaml"
+    threads: 2
+    resources:
+        gpu=1,  # snakemake-executor-plugin-slurm: sbatch --gpus=1
+        cpus_per_gpu=2,  # = threads
+        mem_mb=_llm_generator_resource("eval_mem_mb", 16000),
+        runtime=_llm_generator_resource("eval_runtime", 60),
+    params:
+        generator=_LLM["generator"],
+        prompts=_LLM["prompts"],
+        size=_LLM["size"],
+        generation=_LLM["generation"],
+        cache=_LLM["cache"],
+    script:
+        "../workflow_scripts/llm_generate.py"
+
+
+rule llm_pairs:
+    input:
+        generations="results/llm_supervised/generations.jsonl",
+        summary="results/llm_supervised/generations.json",
+        texts_manifest="results/llm_supervised/texts.manifest.json",
+        code=library_code("llm_supervised/pairs.py", "llm_supervised/prompts.py"),
+    output:
+        table=f"results/data/{LLM_DATASET}/{SPLIT}.parquet",
+        manifest=f"results/data/{LLM_DATASET}/{SPLIT}.manifest.json",
+        generations=f"results/data/{LLM_DATASET}/{SPLIT}.generations.jsonl",
+    log:
+        "results/logs/llm_supervised/pairs.log",
+    conda:
+        "../envs/data.yaml"
+    script:
+        "../workflow_scripts/llm_pairs.py"
+
+
+rule llm_self_pairs:
+    input:
+        texts="results/llm_supervised/texts.parquet",
+        texts_manifest="results/llm_supervised/texts.manifest.json",
+        code=library_code("llm_supervised/pairs.py"),
+    output:
+        table=f"results/data/{SELF_DATASET}/{SPLIT}.parquet",
+        manifest=f"results/data/{SELF_DATASET}/{SPLIT}.manifest.json",
+    log:
+        "results/logs/llm_supervised/self_pairs.log",
+    conda:
+        "../envs/data.yaml"
+    script:
+        "../workflow_scripts/llm_self_pairs.py"
