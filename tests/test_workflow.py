@@ -216,3 +216,31 @@ def test_workflow_is_snakefmt_clean():
     files = ["Snakefile", *sorted(str(p.relative_to(REPO)) for p in (REPO / "rules").glob("*.smk"))]
     out = subprocess.run([exe, "--check", *files], cwd=REPO, capture_output=True, text=True)
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_llama_cells_train_through_qlora_with_their_own_recipe():
+    from aoe.train import TrainConfig
+
+    config = _validated_config()
+    for backbone in ("llama-2-7b", "llama-2-13b"):
+        params = train_params(config, backbone, "aoe", "nli", 42)
+        assert params["finetune"] == "qlora" and params["pooling"] == "last"
+        assert params["prompt"] == 'Summarize sentence "{text}" in one word:"'
+        assert params["lora"]["r"] == 32 and params["lora"]["alpha"] == 32 and params["lora"]["dropout"] == 0.1
+        # official LLaMA NLI recipe: in-batch weight 35 where BERT's is 30
+        assert params["objective_overrides"]["weights"] == {"angle": 1.0, "contrastive": 35.0}
+        assert params["learning_rate"] == 1e-4 and params["max_length"] == 50 and params["mixed_precision"] == "bf16"
+        TrainConfig(**params)
+        # SBERT / SimCSE on the same backbone keep their own objective
+        assert "weights" not in train_params(config, backbone, "sbert", "nli", 42)["objective_overrides"]
+    assert train_params(config, "bert-base-uncased", "aoe", "nli", 42)["finetune"] == "full"
+
+
+def test_a_llama_cell_plans_a_4_gpu_training_job(tmp_path):
+    work = copy_workflow(tmp_path / "wf")
+    out = snakemake(work, "-n", "results/models/llama-2-7b/aoe/nli/seed42", env={"AOE_DATA_MIRROR": ""})
+    assert out.returncode == 0, out.stdout[-3000:]
+    block = out.stdout.split("rule train_model:")[1].split("\n\n")[0]
+    resources = dict(kv.split("=") for kv in block.split("resources:")[1].strip().splitlines()[0].split(", "))
+    assert resources["gpu"] == "4" and resources["mem_mb"] == "128000" and resources["runtime"] == "1440"
+    assert "not implemented" not in out.stdout

@@ -1,0 +1,85 @@
+"""End to end: a QLoRA cell of a (tiny, random) LLM through the real DAG to its STS result and table.
+
+The same rules, scripts and config path as the LLaMA-2 cells of config.yaml and
+presets/llm-cpu.yaml: a `path` backbone with finetune qlora, last-token pooling
+and AoE's prompt; STS-B train from the mirror; the 7-task evaluation on a
+seeded subset. A hidden-64 model keeps it to about a minute on 2 cores.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+import yaml
+
+from tests.workflow_utils import copy_workflow, mirror_path, snakemake
+
+MIRROR = mirror_path()
+PROMPT = 'Summarize sentence "{text}" in one word:"'
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(MIRROR is None, reason="data mirror (AOE_DATA_MIRROR or ../shared/data) not found"),
+]
+
+
+@pytest.fixture(scope="module")
+def llm_run(tmp_path_factory, minilm_dir):
+    import torch
+    from transformers import LlamaConfig, LlamaModel
+
+    pytest.importorskip("bitsandbytes")
+    root = tmp_path_factory.mktemp("llm_e2e")
+    backbone = root / "tiny-llm"
+    backbone.mkdir()
+    for name in ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
+        if (minilm_dir / name).is_file():
+            shutil.copy2(minilm_dir / name, backbone / name)
+    vocab = sum(1 for _ in (minilm_dir / "vocab.txt").open(encoding="utf-8"))
+    torch.manual_seed(0)
+    LlamaModel(
+        LlamaConfig(vocab_size=vocab, hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                    intermediate_size=128, max_position_embeddings=128, pad_token_id=0)
+    ).save_pretrained(backbone, safe_serialization=True)
+    work = copy_workflow(root / "wf")
+    override = {
+        "backbones": {
+            "tiny-llm": {
+                "path": str(backbone), "finetune": "qlora", "pooling": "last", "prompt": PROMPT,
+                "lora": {"r": 4, "alpha": 8, "dropout": 0.0, "target_modules": []},
+                "train_overrides": {"max_steps": 6, "batch_size": 8, "learning_rate": 5e-3, "max_length": 50,
+                                    "log_every": 2, "checkpoint_every": 3},
+            }
+        },
+        "runs": [{"backbone": "tiny-llm", "trainset": "stsb", "objectives": ["aoe"], "seeds": [1]}],
+        "evaluation": {"sts": {"max_pairs": 40, "uncapped_tasks": []}},
+        "tables": {
+            "table1_sts": {"backbones": ["tiny-llm"], "objectives": ["aoe"]},
+            "table_train_time": {"backbones": ["tiny-llm"], "objectives": ["aoe"]},
+        },
+    }
+    (work / "override.yaml").write_text(yaml.safe_dump(override))
+    env = {"AOE_DATA_MIRROR": str(MIRROR), "HF_HUB_OFFLINE": "1"}
+    out = snakemake(work, "--cores", "2", "--configfile", "presets/llm-cpu.yaml", "override.yaml", env=env, timeout=1800)
+    assert out.returncode == 0, out.stdout[-5000:]
+    return work
+
+
+def test_qlora_cell_reaches_its_sts_result(llm_run):
+    res = llm_run / "results"
+    model = res / "models" / "tiny-llm" / "aoe" / "stsb" / "seed1"
+    assert (model / "adapter_model.safetensors").is_file() and not (model / "model.safetensors").exists()
+    record = json.loads((model / "aoe_config.json").read_text())
+    assert record["finetune"] == "qlora" and record["prompt"] == PROMPT and record["pooling"] == "last"
+    assert record["quantization"]["bnb_4bit_quant_type"] == "nf4" and record["summary"]["steps"] == 6
+    assert (model / record["base_model"]).resolve() == (res / "backbones" / "tiny-llm").resolve()
+    cache = json.loads((res / "tokens" / "tiny-llm-50" / "stsb" / "train" / "cache.json").read_text())
+    assert cache["prompt"] == PROMPT
+    for cell in ("aoe/stsb/seed1", "pretrained/none/seed0"):
+        sts = json.loads((res / "eval" / "tiny-llm" / cell / "sts.json").read_text())
+        assert sts["protocol"]["pooling"] == "last" and sts["protocol"]["subsample"]["max_pairs_per_task"] == 40
+        assert all(t["n"] == 40 for t in sts["tasks"].values()) and sts["avg"] is not None
+    table = (res / "tables" / "table1_sts.md").read_text()
+    assert "tiny-llm" in table
