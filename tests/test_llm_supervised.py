@@ -90,6 +90,12 @@ def test_paper_prompt_is_figure_5():
         (" Output:\n", "stop", [("", "unparsable")]),
         (" A jet departs from the runway while the", "length", [("A jet departs from the runway while the", "truncated")]),
         (" A jet departs from the runway while the", "eos", [("A jet departs from the runway while the", "ok")]),
+        # a base model goes on with sentences of its own on the same line: the first one is the answer
+        (" the jet departs. You are a highly intelligent system", "length", [("the jet departs.", "ok")]),
+        (" 1. A jet departs. 2. A plane leaves", "length", [("A jet departs.", "ok")]),
+        # no sentence end after a title, an initialism or before lowercase
+        (" Mr. Smith flies to the U.S. Friday at 7 p.m. and lands. Then", "stop", [("Mr. Smith flies to the U.S. Friday at 7 p.m. and lands.", "ok")]),
+        (" the dow eased 0.47 percent . to 9,543\n", "stop", [("the dow eased 0.47 percent . to 9,543", "ok")]),
     ],
 )
 def test_parse_completion(completion, finish, expected):
@@ -105,6 +111,8 @@ def test_parse_completion_size_two_and_duplicates():
 
 def test_rows_stop_after_their_sentences():
     assert not completed_items(" A jet departs", 1)
+    assert not completed_items(" A jet departs.", 1)  # the next token may be more of it ("departs.com")
+    assert completed_items(" A jet departs. The", 1)
     assert completed_items(" A jet departs\n", 1)
     assert completed_items(" A jet departs. Input sentence:", 1)
     assert not completed_items("\n\n Output:\n A jet", 1)  # blank lines and a bare label are not sentences
@@ -145,11 +153,19 @@ def test_label_generations_counts_and_drops_malformed():
 # ---------------------------------------------------------------------------- generation
 
 
+def test_token_limit_scales_with_the_text():
+    settings = GenerationSettings(max_new_tokens=20, length_ratio=1.5)
+    assert [settings.token_limit(n) for n in (2, 4, 10)] == [11, 14, 20]
+    assert GenerationSettings(max_new_tokens=20, length_ratio=0).token_limit(2) == 20
+
+
 def test_batching_does_not_change_outputs(tiny_lm):
-    """Left padding and per-output noise: a text's completion is the same alone or in a padded batch."""
-    alone, _ = generate_all(TEXTS, tiny_lm, PAPER_PROMPTS, 1, _settings(batch_size=1), None, device="cpu", progress=False)
-    batched, summary = generate_all(TEXTS, tiny_lm, PAPER_PROMPTS, 1, _settings(batch_size=4), None, device="cpu", progress=False)
+    """Left padding, per-output noise and per-output limits: a text's completion is the same alone or in a padded batch."""
+    mixed = {"max_new_tokens": 24, "length_ratio": 1.0}  # limits from 14 to 24 tokens in one batch
+    alone, _ = generate_all(TEXTS, tiny_lm, PAPER_PROMPTS, 1, _settings(batch_size=1, **mixed), None, device="cpu", progress=False)
+    batched, summary = generate_all(TEXTS, tiny_lm, PAPER_PROMPTS, 1, _settings(batch_size=4, **mixed), None, device="cpu", progress=False)
     assert _completions(alone) == _completions(batched)
+    assert len({r["limit"] for r in batched}) > 2 and all(r["new_tokens"] <= r["limit"] for r in batched)
     assert summary["generated"] == 2 * len(TEXTS) and summary["cached"] == 0
     assert [(r["text"], r["kind"]) for r in batched] == [(t, k) for t in TEXTS for k in KINDS]
     assert len({r["completion"] for r in batched}) > 1  # the random model does write different things

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import time
 from dataclasses import asdict, dataclass
@@ -40,16 +41,25 @@ __all__ = [
 ]
 
 # bump when a change of this module changes what a cached key would generate
-CACHE_VERSION = 1
+CACHE_VERSION = 2
+_LIMIT_SLACK = 8
 
 
 @dataclass(frozen=True)
 class GenerationSettings:
     """How completions are drawn (config ``llm_supervised.generation``).
 
-    do_sample false: greedy decoding. ``dtype`` auto: the checkpoint's dtype on a GPU,
-    float32 on the CPU (half-precision matmuls are slow or missing there).
+    do_sample false: greedy decoding. A completion gets at most ``length_ratio`` x its
+    text's token count + 8 new tokens (the 8: a leading label or list number, and the line
+    end), and never more than ``max_new_tokens``; 0 leaves only ``max_new_tokens``. ``dtype``
+    auto: the checkpoint's dtype on a GPU, float32 on the CPU (half-precision matmuls are slow
+    or missing there).
     """
+
+    def token_limit(self, text_tokens: int) -> int:
+        if self.length_ratio <= 0:
+            return self.max_new_tokens
+        return min(self.max_new_tokens, math.ceil(self.length_ratio * text_tokens) + _LIMIT_SLACK)
 
     seed: int = 42
     do_sample: bool = True
@@ -58,6 +68,7 @@ class GenerationSettings:
     top_p: float = 0.9
     repetition_penalty: float = 1.0
     max_new_tokens: int = 64
+    length_ratio: float = 2.0
     batch_size: int = 16
     dtype: str = "auto"
     chat_template: bool = False
@@ -187,25 +198,32 @@ class _RowGumbel:
         import torch
 
         step = input_ids.shape[1] - self.prompt_len
-        noise = torch.empty(scores.shape, dtype=torch.float64)
+        out = scores.clone()
+        allowed = torch.isfinite(scores).cpu()
         for b, seed in enumerate(self.row_seeds):
             g = torch.Generator().manual_seed((seed * 1_000_003 + step) % (2**63 - 1))
-            u = torch.rand(scores.shape[1], generator=g, dtype=torch.float64).clamp_(min=1e-300)
-            noise[b] = -torch.log(-torch.log(u))
-        return scores + noise.to(device=scores.device, dtype=scores.dtype)
+            # one uniform per vocabulary entry, always the same draw whatever top-k/top-p left; the
+            # logarithms only where a token can still win (top-p leaves a handful of 262k)
+            idx = allowed[b].nonzero().squeeze(1)
+            u = torch.rand(scores.shape[1], generator=g, dtype=torch.float64)[idx].clamp_(min=1e-300)
+            out[b, idx.to(scores.device)] += (-torch.log(-torch.log(u))).to(device=scores.device, dtype=scores.dtype)
+        return out
 
 
 class _RowsDone:
-    """Stopping criterion: a row is done once it holds ``size`` finished sentences (a base model goes on otherwise)."""
+    """Stopping criterion: a row is done once it holds ``size`` finished sentences (a base model
+    goes on otherwise) or reaches its own token limit (so its output does not depend on its batch)."""
 
-    def __init__(self, tokenizer, prompt_len: int, size: int):
-        self.tokenizer, self.prompt_len, self.size = tokenizer, prompt_len, size
+    def __init__(self, tokenizer, prompt_len: int, size: int, limits: list[int]):
+        self.tokenizer, self.prompt_len, self.size, self.limits = tokenizer, prompt_len, size, limits
 
     def __call__(self, input_ids, scores, **kwargs):
         import torch
 
+        new = input_ids.shape[1] - self.prompt_len
         texts = self.tokenizer.batch_decode(input_ids[:, self.prompt_len :], skip_special_tokens=True)
-        return torch.tensor([completed_items(t, self.size) for t in texts], dtype=torch.bool, device=input_ids.device)
+        done = [new >= limit or completed_items(t, self.size) for t, limit in zip(texts, self.limits)]
+        return torch.tensor(done, dtype=torch.bool, device=input_ids.device)
 
 
 def _eos_ids(model, tokenizer) -> list[int]:
@@ -216,7 +234,7 @@ def _eos_ids(model, tokenizer) -> list[int]:
     return ids
 
 
-def _generation_config(model, tokenizer, settings: GenerationSettings):
+def _generation_config(model, tokenizer, settings: GenerationSettings, max_new_tokens: int):
     """Every value that selects a logits processor is set here, so the checkpoint's own
     generation_config.json (which fills unset values) cannot change the decoding."""
     from transformers import GenerationConfig
@@ -225,7 +243,7 @@ def _generation_config(model, tokenizer, settings: GenerationSettings):
         do_sample=False,  # sampling is the argmax over Gumbel-perturbed scores (_RowGumbel)
         num_beams=1,
         num_return_sequences=1,
-        max_new_tokens=settings.max_new_tokens,
+        max_new_tokens=max_new_tokens,
         min_new_tokens=0,
         repetition_penalty=settings.repetition_penalty,
         no_repeat_ngram_size=0,
@@ -250,7 +268,10 @@ def _processors(settings: GenerationSettings, row_seeds: list[int], prompt_len: 
     return procs
 
 
-def _generate_batch(model, tokenizer, prompts: list[str], keys: list[str], settings: GenerationSettings, size: int, add_special_tokens: bool) -> list[dict]:
+def _generate_batch(
+    model, tokenizer, prompts: list[str], keys: list[str], limits: list[int], settings: GenerationSettings, size: int,
+    add_special_tokens: bool,
+) -> list[dict]:
     import torch
     from transformers import StoppingCriteriaList
 
@@ -259,13 +280,14 @@ def _generate_batch(model, tokenizer, prompts: list[str], keys: list[str], setti
     with torch.inference_mode():
         out = model.generate(
             **enc,
-            generation_config=_generation_config(model, tokenizer, settings),
+            generation_config=_generation_config(model, tokenizer, settings, max(limits)),
             logits_processor=_processors(settings, [_row_seed(k) for k in keys], prompt_len),
-            stopping_criteria=StoppingCriteriaList([_RowsDone(tokenizer, prompt_len, size)]),
+            stopping_criteria=StoppingCriteriaList([_RowsDone(tokenizer, prompt_len, size, limits)]),
         )
     eos = set(_eos_ids(model, tokenizer))
     results = []
-    for row in out[:, prompt_len:].tolist():
+    for row, limit in zip(out[:, prompt_len:].tolist(), limits):
+        row = row[:limit]  # past its limit a row holds padding (the EOS id, for tokenizers without a pad token)
         cut = next((i for i, t in enumerate(row) if t in eos), None)
         tokens = row if cut is None else row[:cut]
         completion = tokenizer.decode(tokens, skip_special_tokens=True)
@@ -292,7 +314,7 @@ def generate_all(
     """One record per (text, kind) in text order (kinds: :data:`aoe.llm_supervised.KINDS`), and a summary.
 
     A record: text, kind, prompt, completion, finish (``stop``: the sentences ended; ``eos``;
-    ``length``: the token limit), new_tokens, key, cached (true: read from the cache).
+    ``length``: the token limit), new_tokens, limit, key, cached (true: read from the cache).
     """
     import torch
 
@@ -314,12 +336,13 @@ def generate_all(
             prompt = tokenizer.apply_chat_template([{"role": "user", "content": prompt}], tokenize=False, add_generation_prompt=True)
         return prompt
 
+    text_tokens = tokenizer(list(texts), add_special_tokens=False)["input_ids"] if texts else []
     requests = []
-    for text in texts:
+    for text, ids in zip(texts, text_tokens):
         for kind in KINDS:
             prompt = full_prompt(templates[kind], text)
             key = _digest({"v": CACHE_VERSION, "model": identity, "prompt": prompt, "settings": key_settings, "text": text})
-            requests.append({"text": text, "kind": kind, "prompt": prompt, "key": key})
+            requests.append({"text": text, "kind": kind, "prompt": prompt, "key": key, "limit": settings.token_limit(len(ids))})
     cache = GenerationCache(Path(cache_dir) / f"{_digest(identity)[:16]}.jsonl" if cache_dir else None)
     pending = [r for r in requests if cache.get(r["key"]) is None]
     summary = {
@@ -339,7 +362,8 @@ def generate_all(
         t0 = time.perf_counter()
         model = load_generator(model_dir, dtype, device)
         summary["model_load_seconds"] = round(time.perf_counter() - t0, 2)
-        summary["generation_config"] = _generation_config(model, tokenizer, settings).to_diff_dict()
+        # max_new_tokens there is the cap; each batch asks for its rows' largest limit
+        summary["generation_config"] = _generation_config(model, tokenizer, settings, settings.max_new_tokens).to_diff_dict()
         summary["model_generation_defaults"] = model.generation_config.to_diff_dict()
         # longest prompts first, batched by length: less padding; outputs do not depend on the grouping
         lengths = [len(ids) for ids in tokenizer([r["prompt"] for r in pending], add_special_tokens=not settings.chat_template)["input_ids"]]
@@ -354,7 +378,8 @@ def generate_all(
             batch = [pending[i] for i in order[start : start + settings.batch_size]]
             tb = time.perf_counter()
             outs = _generate_batch(
-                model, tokenizer, [r["prompt"] for r in batch], [r["key"] for r in batch], settings, size,
+                model, tokenizer, [r["prompt"] for r in batch], [r["key"] for r in batch], [r["limit"] for r in batch],
+                settings, size,
                 add_special_tokens=not settings.chat_template,
             )
             seconds = time.perf_counter() - tb
@@ -380,6 +405,7 @@ def generate_all(
                 "completion": rec["completion"],
                 "finish": rec["finish"],
                 "new_tokens": rec["new_tokens"],
+                "limit": r["limit"],
                 "key": r["key"],
                 "cached": r["key"] not in pending_keys,
             }
