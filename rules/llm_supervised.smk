@@ -15,9 +15,8 @@ _LLM = config["llm_supervised"]
 _LLM_SOURCE = f"results/data/{_LLM['source']['dataset']}/{_LLM['source']['split']}"
 
 
-def _llm_generator_resource(key, default):
-    return config["backbones"].get(_LLM["generator"], {}).get("resources", {}).get(key, default)
-
+# sized like an evaluation job of the generator (one forward pass per token, no gradients)
+_LLM_RESOURCES = config["backbones"].get(_LLM["generator"], {}).get("resources", {})
 
 if (
     any(ts["dataset"] == LLM_DATASET for ts in config["trainsets"].values())
@@ -71,8 +70,8 @@ rule llm_generate:
     resources:
         gpu=1,  # snakemake-executor-plugin-slurm: sbatch --gpus=1
         cpus_per_gpu=2,  # = threads
-        mem_mb=_llm_generator_resource("eval_mem_mb", 16000),
-        runtime=_llm_generator_resource("eval_runtime", 60),
+        mem_mb=_LLM_RESOURCES.get("eval_mem_mb", 16000),
+        runtime=_LLM_RESOURCES.get("eval_runtime", 60),
     params:
         generator=_LLM["generator"],
         prompts=_LLM["prompts"],
