@@ -1,12 +1,13 @@
 """A fake GitHub REST API on 127.0.0.1 for the GIS collector's tests.
 
-It serves the three endpoints the collector uses (issue list, issue comments,
-issue timeline) for synthetic repositories, the way GitHub does: page-number
-pagination with ``Link`` headers (pages capped at ``max_per_page`` so a handful
-of issues spans several pages), ``since``/``sort``/``direction`` on the list,
-weak ETags and ``304 Not Modified``, rate-limit headers, ``401 Bad
-credentials`` for a wrong token, ``404`` for unknown repositories and issues,
-``body_html`` for the HTML media type. Faults are scripted per (path, page):
+It serves the four endpoints the collector uses (issue list, issue comments,
+issue timeline, the repository-wide issue events) for synthetic repositories,
+the way GitHub does: page-number pagination with ``Link`` headers (pages capped
+at ``max_per_page`` so a handful of issues spans several pages),
+``since``/``sort``/``direction`` on the list, weak ETags and ``304 Not
+Modified``, rate-limit headers, ``401 Bad credentials`` for a wrong token,
+``404`` for unknown repositories and issues, ``body_html`` for the HTML media
+type. Faults are scripted per (path, page):
 each request to that page consumes the next scripted fault, then it answers
 normally. Every request is logged with its conditional header and outcome.
 """
@@ -104,11 +105,33 @@ class FakeRepo:
             }
             for i, (assoc, text) in enumerate(comments)
         ]
+        stamped = []
+        for i, event in enumerate(events or []):
+            # After the comments, one minute apart: the order in which they happened.
+            event = dict(event)
+            event.setdefault("id", number * 1000 + 500 + i)
+            event.setdefault("created_at", stamp(created + timedelta(minutes=len(comments) + i + 1)))
+            stamped.append(event)
         self.timeline[number] = [
             {"event": "commented", "body": c["body"], "author_association": c["author_association"]}
             for c in self.comments[number]
-        ] + list(events or [])
+        ] + stamped
         return item
+
+    def issue_events(self) -> list[dict[str, Any]]:
+        """``GET /repos/{owner}/{repo}/issues/events``: every issue's events (comments are not events), newest first.
+
+        Each carries the ``issue`` it happened on, as GitHub's repository-wide listing does.
+        """
+        listed = []
+        for number, events in self.timeline.items():
+            item = self.items[number]
+            issue = {k: item[k] for k in ("url", "html_url", "number", "title", "state", "state_reason") if k in item}
+            if "pull_request" in item:
+                issue["pull_request"] = item["pull_request"]
+            listed += [dict(event, issue=issue) for event in events if event.get("event") != "commented"]
+        listed.sort(key=lambda e: (e["created_at"], e["id"]), reverse=True)
+        return listed
 
     def add_comment(self, number: int, association: str, text: str) -> None:
         """A new comment: bumps ``updated_at`` and the comment count, as GitHub does."""
@@ -122,8 +145,11 @@ class FakeRepo:
 
 
 def marked_as_duplicate(canonical: int | None = None, repo: str = "acme/widgets") -> dict[str, Any]:
-    """A timeline ``marked_as_duplicate`` event; with ``canonical``, carrying that issue."""
-    event: dict[str, Any] = {"event": "marked_as_duplicate", "actor": {"login": "maintainer"}, "created_at": stamp(BASE_TIME)}
+    """A timeline ``marked_as_duplicate`` event; with ``canonical``, carrying that issue.
+
+    ``add_issue`` stamps it with an id and a time.
+    """
+    event: dict[str, Any] = {"event": "marked_as_duplicate", "actor": {"login": "maintainer"}}
     if canonical is not None:
         event["canonical"] = {"number": canonical, "html_url": f"https://github.com/{repo}/issues/{canonical}"}
     return event
@@ -319,6 +345,8 @@ class FakeGitHub:
                     if "full" not in accept:
                         item.pop("body")
             return self._paginate(route, query, items)
+        if len(parts) == 5 and parts[4] == "events":
+            return self._paginate(route, query, repo.issue_events())
         if len(parts) == 6 and parts[5] in ("comments", "timeline"):
             number = int(parts[4]) if parts[4].isdigit() else -1
             if number not in repo.items:

@@ -14,6 +14,7 @@ import traceback
 from collections import defaultdict
 from datetime import timedelta
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -34,7 +35,8 @@ from aoe.gis import (
     rows_from_splits,
 )
 from aoe.gis.__main__ import main as cli_main
-from aoe.gis.collect import DuplicateReference, RepoHarvest
+from aoe.gis.client import cache_namespace
+from aoe.gis.collect import DuplicateReference, RepoHarvest, default_cache_dir
 from aoe.gis.stats import ngram_overlap
 from tests.fake_github import (
     BASE_TIME,
@@ -239,11 +241,14 @@ def test_collects_exactly_the_expected_pairs(github: FakeGitHub, tmp_path: Path,
     assert counts["evidence:comment+marked_as_duplicate"] == 1
     assert stats["collection"]["pairs"]["positives_dropped_empty_text"] == 1
     assert stats["collection"]["pairs"]["mutual_markings_merged"] == 1
-    # API economy: no comments for the PR or for comment-less issues, timelines only when needed.
+    # API economy: no comments for the PR or for comment-less issues; duplicate events come from
+    # one pass over each repository's events listing, never from a timeline per issue.
     assert not github.requests_to("/issues/13/")
     assert not github.requests_to("/issues/1/comments")
-    timelines = {int(e.route.split("/")[5]) for e in github.requests_to("/timeline")}
-    assert timelines == {8, 10, 11, 12, 16}
+    assert not github.requests_to("/timeline")
+    for repo in (REPO, OTHER):
+        pages = [e.page for e in github.requests_to(f"/repos/{repo}/issues/events?")]
+        assert pages == list(range(1, stats["collection"]["repositories"][repo]["issue_event_pages"] + 1))
     # Negatives: balanced per repository and split, never linked, never a known duplicate.
     comp = components(EXPECTED_WIDGETS)
     for split in ("train", "valid", "test"):
@@ -346,6 +351,153 @@ def test_html_bodies(github: FakeGitHub, tmp_path: Path, clock: FakeClock) -> No
     assert all("html" not in e.accept for e in github.requests_to("/comments"))
 
 
+RECALL_REPO = "acme/recall"
+CLOSED_DUPLICATE = {"state": "closed", "state_reason": "duplicate"}
+
+
+def populate_recall(github: FakeGitHub) -> tuple[set[tuple[int, int]], set[int]]:
+    """One repository with every marking style: the (duplicate, original) pairs to find, and issues that must not pair.
+
+    Issues 1-10 are originals, 40 a pull request; 11-35 are duplicates, 41-47 are not
+    (or not resolvable) and must yield no pair.
+    """
+    r = github.repo(RECALL_REPO)
+    for n in range(1, 11):
+        r.add_issue(n)
+    r.add_issue(40, pull_request=True)
+    expected: set[tuple[int, int]] = set()
+
+    def dup(number: int, original: int, **kwargs) -> None:
+        r.add_issue(number, **kwargs)
+        expected.add((number, original))
+
+    def event(canonical: int | None = None) -> dict:
+        return marked_as_duplicate(canonical, RECALL_REPO)
+
+    # A maintainer's (or bot's) comment in the usual phrasings.
+    dup(11, 1, comments=[("MEMBER", "Duplicate of #1")])
+    dup(12, 2, comments=[("OWNER", "Thanks! Closing as a duplicate of #2.")], **CLOSED_DUPLICATE)
+    dup(13, 3, comments=[("COLLABORATOR", "dup of #3")])
+    dup(14, 4, comments=[("MEMBER", "dupe of acme/recall#4")])
+    dup(15, 5, comments=[("MEMBER", "This duplicates #5.")])
+    dup(16, 6, comments=[("MEMBER", "Duplicate of https://github.com/acme/recall/issues/6")])
+    dup(17, 7, comments=[("NONE", "Duplicate of #7")], bot_comments=(0,))
+    # Anyone's comment, corroborated by the close reason, a label, the closing itself or GitHub's event.
+    dup(18, 8, comments=[("NONE", "duplicate of #8")], **CLOSED_DUPLICATE)
+    dup(19, 9, comments=[("CONTRIBUTOR", "Duplicate of #9")], labels=("duplicate",))
+    dup(20, 10, comments=[("CONTRIBUTOR", "Closing as duplicate of #10")], state="closed", state_reason="completed")
+    dup(21, 1, comments=[("NONE", "Duplicate of #1")], events=[event()])
+    # The event names the canonical issue.
+    dup(22, 2, events=[event(2)], **CLOSED_DUPLICATE)
+    # Only the event: no comment, no close reason (older issues have none), or the wrong one.
+    dup(23, 3, state="closed", events=[event(3)])
+    dup(24, 4, state="closed", state_reason="completed", events=[event(4)])
+    dup(25, 5, events=[event(5)])
+    dup(26, 6, state="closed", events=[event(7), UNMARKED, event(6)])  # re-marked: the last marking holds
+    # Closed as duplicate; a maintainer's bare reference names the original.
+    dup(27, 7, comments=[("MEMBER", "Same as #7")], **CLOSED_DUPLICATE)
+    dup(28, 8, comments=[("OWNER", "→ #8")], **CLOSED_DUPLICATE)
+    dup(29, 9, comments=[("MEMBER", "#9")], **CLOSED_DUPLICATE)
+    dup(30, 10, comments=[("NONE", "+1"), ("MEMBER", "See acme/recall#10, closing.")], **CLOSED_DUPLICATE)
+    dup(31, 1, comments=[("MEMBER", "Tracked in https://github.com/acme/recall/issues/1")], **CLOSED_DUPLICATE)
+    dup(32, 2, comments=[("MEMBER", "Same as #2")], labels=("duplicate",))
+    dup(33, 3, state="closed", comments=[("MEMBER", "Same as #3")], events=[event()])
+    dup(34, 4, comments=[("MEMBER", "Same as #4; the fix is in #40, and this is #34.")], **CLOSED_DUPLICATE)
+    dup(35, 5, comments=[("MEMBER", "> is it #1?\n\nSame as #5")], **CLOSED_DUPLICATE)
+    # Not duplicates, or duplicates whose original cannot be told: no pair, and no guess.
+    r.add_issue(41, comments=[("MEMBER", "Same as #1 or #2, not sure which")], **CLOSED_DUPLICATE)
+    r.add_issue(42, comments=[("NONE", "Same as #3")], **CLOSED_DUPLICATE)
+    r.add_issue(43, comments=[("MEMBER", "See #4 for background")])
+    r.add_issue(44, comments=[("MEMBER", "Fixed by #40")], state="closed", state_reason="completed")
+    r.add_issue(45, state="closed", events=[event(5), UNMARKED])
+    r.add_issue(46, comments=[("MEMBER", "This is not the same as #6. Closing anyway.")], **CLOSED_DUPLICATE)
+    r.add_issue(47, comments=[("MEMBER", "Same as #8")], labels=("possible duplicate",))
+    return expected, {41, 42, 43, 44, 45, 46, 47}
+
+
+def test_recall_over_every_marking_style(github: FakeGitHub, tmp_path: Path, clock: FakeClock) -> None:
+    expected, not_pairs = populate_recall(github)
+    stats, rows = run(github, tmp_path, clock, repos=(RECALL_REPO,))
+    found = positives(rows, RECALL_REPO)
+    missed = sorted(expected - found)
+    recall = len(expected & found) / len(expected)
+    assert recall == 1.0, f"recall {recall:.2f}: missed {missed}"
+    assert found == expected, f"spurious pairs {sorted(found - expected)}"
+    counts = stats["collection"]["repositories"][RECALL_REPO]
+    assert counts["ambiguous_references"] == 1  # 41
+    assert counts["duplicate_without_target"] == 3  # 41, 42, 46
+    assert counts["evidence:marked_as_duplicate"] == 5  # 22-26
+    assert counts["evidence:reference+state_reason"] == 7  # 27-31, 34, 35
+    assert counts["evidence:reference+label"] == 1 and counts["evidence:reference+marked_as_duplicate"] == 1
+    assert not {r["issue1"] for r in rows if r["label"] == 1} & not_pairs
+    # One pass over the events listing replaces every per-issue timeline request.
+    assert not github.requests_to("/timeline")
+    event_pages = -(-len(github.repo(RECALL_REPO).issue_events()) // 5)
+    assert counts["issue_event_pages"] == event_pages > 1
+    assert len(github.requests_to(f"/repos/{RECALL_REPO}/issues/events?")) == event_pages
+    assert {int(e.route.split("/")[5]) for e in github.requests_to("/comments")} == {
+        n for n, item in github.repo(RECALL_REPO).items.items() if item["comments"]
+    }
+
+
+def test_timelines_replace_an_unavailable_events_listing(github: FakeGitHub, tmp_path: Path, clock: FakeClock) -> None:
+    # A GitHub-compatible server without the repository-wide listing: the per-issue timelines decide.
+    github.fail(f"/repos/{REPO}/issues/events", 404)
+    stats, rows = run(github, tmp_path, clock, repos=(REPO,))
+    assert positives(rows) == EXPECTED_WIDGETS
+    counts = stats["collection"]["repositories"][REPO]
+    assert counts["issue_events_incomplete"] == 1
+    assert {int(e.route.split("/")[5]) for e in github.requests_to("/timeline")} == {8, 10, 11, 12, 16}
+
+
+def test_events_listing_cut_short_falls_back_to_timelines(github: FakeGitHub, tmp_path: Path, clock: FakeClock) -> None:
+    expected, _ = populate_recall(github)
+    # A capped listing answers 422 past its deepest page.
+    github.fail(f"/repos/{RECALL_REPO}/issues/events", 422, page=2)
+    stats, rows = run(github, tmp_path, clock, repos=(RECALL_REPO,))
+    counts = stats["collection"]["repositories"][RECALL_REPO]
+    assert counts["issue_events_incomplete"] == 1 and counts["issue_event_pages"] == 1
+    found = positives(rows, RECALL_REPO)
+    assert found <= expected
+    # The first (newest) page still reveals the event-only markings it holds; the timeline confirms them.
+    first_page = {e["issue"]["number"] for e in github.repo(RECALL_REPO).issue_events()[:5]}
+    timelines = {int(e.route.split("/")[5]) for e in github.requests_to("/timeline")}
+    assert first_page <= timelines
+    assert {(d, o) for d, o in expected if d in first_page} <= found
+
+
+@pytest.mark.parametrize(
+    ("event", "on_issue", "expected"),
+    [
+        # Timeline shape: the issue is the timeline's own.
+        ({"event": "marked_as_duplicate", "canonical": {"number": 4}}, 9, (9, 4)),
+        ({"event": "marked_as_duplicate"}, 9, (9, None)),
+        # Repository-listing shape: the issue is named in the event.
+        ({"event": "marked_as_duplicate", "issue": {"number": 9}, "canonical": {"number": 4}}, None, (9, 4)),
+        ({"event": "marked_as_duplicate", "issue": {"number": 9, "html_url": "https://github.com/acme/widgets/issues/9"}}, None, (9, None)),
+        # An explicit duplicate side overrides the issue the event is listed under.
+        ({"event": "marked_as_duplicate", "issue": {"number": 4}, "duplicate": {"number": 9}, "canonical": {"number": 4}}, None, (9, 4)),
+        ({"event": "marked_as_duplicate", "duplicate": {"number": 9}, "canonical": {"number": 4}}, 4, (9, 4)),
+        (
+            {"event": "marked_as_duplicate", "issue": {"number": 9},
+             "canonical": {"html_url": "https://github.com/Other/Place/issues/4"}},
+            None,
+            (9, ("other/place", 4)),
+        ),
+    ],
+)
+def test_duplicate_event_shapes(event: dict, on_issue: int | None, expected: tuple) -> None:
+    from aoe.gis.collect import _duplicate_marking
+
+    dupe, canonical = _duplicate_marking(event, REPO, on_issue)
+    assert dupe == DuplicateReference(expected[0])
+    want = expected[1]
+    if isinstance(want, tuple):
+        assert canonical == DuplicateReference(want[1], want[0])
+    else:
+        assert canonical == (DuplicateReference(want) if want is not None else None)
+
+
 # -- robustness ------------------------------------------------------------------------------
 
 
@@ -423,7 +575,9 @@ def test_rerun_costs_nothing_and_revalidates_with_etags(github: FakeGitHub, tmp_
     conditional = [e for e in list_requests if e.if_none_match]
     assert len(conditional) == len(list_requests) - 2, "all but the last page of each list are conditional"
     assert sum(e.status == 304 for e in conditional) == len(conditional) - 1  # only the page holding #35 changed
-    assert {e.route for e in github.log if "/issues?" not in e.path} == {f"/repos/{REPO}/issues/35/comments"}
+    assert {e.route for e in github.log if "/issues?" not in e.path} == {
+        f"/repos/{REPO}/issues/35/comments", f"/repos/{REPO}/issues/events", f"/repos/{OTHER}/issues/events",
+    }
     assert positives(updated) == EXPECTED_WIDGETS | {(35, 1)}
     assert stats["collection"]["client"]["not_modified"] == len(conditional) - 1
 
@@ -450,6 +604,55 @@ def test_offline_uses_the_cache_or_says_why_not(github: FakeGitHub, tmp_path: Pa
     monkeypatch.setenv("AOE_OFFLINE", "1")
     _, offline_rows = run(github, tmp_path, clock, list_max_age=0)
     assert offline_rows == rows and not github.log
+
+
+def test_cache_folders_are_per_api_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    same = ("https://api.github.com", "https://API.github.com/", "https://api.github.com:443")
+    assert len({default_cache_dir(u) for u in same}) == 1
+    assert default_cache_dir() == default_cache_dir("https://api.github.com")
+    others = ("http://api.github.com", "https://api.github.com:8443", "https://ghe.example/api/v3", "https://ghe.example/api/v4")
+    assert len({default_cache_dir(u) for u in same[:1] + others}) == 5
+    assert default_cache_dir("https://ghe.example/api/v3").name.startswith("ghe.example_api_v3-")
+    secret = default_cache_dir(f"https://x-access-token:{TOKEN}@ghe.example/api/v3")
+    assert TOKEN not in str(secret) and secret == default_cache_dir("https://ghe.example/api/v3")
+    assert default_cache_dir().parent == tmp_path / "xdg" / "aoe" / "gis"
+
+
+def test_two_servers_on_one_host_never_share_cached_pages(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    first, second = FakeGitHub(valid_tokens=(TOKEN,)).start(), FakeGitHub(valid_tokens=(TOKEN,)).start()
+    try:
+        # Same repository name, same issue numbers and times, different duplicates.
+        for n in range(1, 7):
+            first.repo(REPO).add_issue(n, comments=[("MEMBER", "Duplicate of #1")] if n == 2 else None)
+            second.repo(REPO).add_issue(n, comments=[("MEMBER", "Duplicate of #4")] if n == 5 else None)
+        assert urlsplit(first.url).hostname == urlsplit(second.url).hostname
+
+        def collect_from(server: FakeGitHub, out: str, **kwargs) -> tuple[dict, set[tuple[int, int]]]:
+            stats = collect([REPO], tmp_path / out, api_url=server.url, token=TOKEN, progress=False, **kwargs)
+            return stats, positives(load_pairs(tmp_path / out / "pairs.jsonl"))
+
+        assert collect_from(first, "a")[1] == {(2, 1)}
+        stats, pairs = collect_from(second, "b")
+        assert pairs == {(5, 4)}, "the second server's own data"
+        assert stats["collection"]["client"]["network"] > 0 and second.log
+        assert stats["collection"]["client"]["cache"] == 0
+        assert sorted(p.name for p in (tmp_path / "xdg" / "aoe" / "gis").iterdir()) == sorted(
+            cache_namespace(s.url) for s in (first, second)
+        )
+        # One folder given for both: entries are keyed by the API root, so neither answers for the other.
+        shared = tmp_path / "shared"
+        assert collect_from(first, "c", cache_dir=shared)[1] == {(2, 1)}
+        second.log.clear()
+        stats, pairs = collect_from(second, "d", cache_dir=shared)
+        assert pairs == {(5, 4)} and stats["collection"]["client"]["cache"] == 0 and second.log
+        first.log.clear()
+        stats, pairs = collect_from(first, "e", cache_dir=shared)
+        assert pairs == {(2, 1)} and stats["collection"]["client"]["network"] == 0 and not first.log
+    finally:
+        first.stop()
+        second.stop()
 
 
 # -- bad input: clear errors, cache kept ----------------------------------------------------------

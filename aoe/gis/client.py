@@ -1,7 +1,8 @@
 """A small GitHub REST client for the GIS collector: retries, rate limits, and a resumable response cache.
 
 Every successful ``GET`` is stored on disk as one JSON file per request (keyed by
-the token-free URL relative to the API root, plus the ``Accept`` header), written
+the API root, the token-free URL relative to it, and the ``Accept`` header, so
+two servers never answer for each other even from one folder), written
 atomically, so a collection killed at any point loses at most the request in
 flight and a re-run picks up where it stopped. Whether a cached response is used
 as is or revalidated is the caller's decision, expressed per request:
@@ -31,6 +32,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -57,6 +59,8 @@ __all__ = [
     "Page",
     "RequestFailed",
     "TokenRejected",
+    "api_root",
+    "cache_namespace",
 ]
 
 DEFAULT_API_URL = "https://api.github.com"
@@ -94,11 +98,50 @@ class MalformedResponse(GISError):
 
 
 class RequestFailed(GISError):
-    """A request failed for good: retries exhausted, or a status that retrying cannot fix."""
+    """A request failed for good: retries exhausted, or a status that retrying cannot fix (``status``, when one answered)."""
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 class OfflineError(GISError):
     """A request would be needed but network access is disabled by ``AOE_OFFLINE``/``HF_HUB_OFFLINE``."""
+
+
+def _root_parts(api_url: str) -> tuple[str, str, int | str | None, str]:
+    """Scheme, host, port (None when the scheme's default) and path prefix of ``api_url``, without credentials."""
+    parts = urlsplit(api_url.strip())
+    scheme = parts.scheme.lower()
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    port: int | str | None
+    try:
+        port = parts.port
+    except ValueError:  # a malformed port still tells servers apart; the request itself will fail
+        port = parts.netloc.rsplit("@", 1)[-1].rpartition(":")[2] or None
+    if port == {"http": 80, "https": 443}.get(scheme):
+        port = None
+    return scheme, host, port, parts.path.rstrip("/")
+
+
+def api_root(api_url: str) -> str:
+    """``api_url`` reduced to what identifies a server: scheme, host, port and path prefix, no credentials.
+
+    ``https://API.github.com/`` and ``https://api.github.com:443`` are the same root;
+    another port or path prefix (a second GitHub Enterprise instance, a test server) is not.
+    """
+    scheme, host, port, path = _root_parts(api_url)
+    return f"{scheme}://{host}" + (f":{port}" if port is not None else "") + path
+
+
+def cache_namespace(api_url: str) -> str:
+    """A folder name for ``api_url``'s responses: readable (host, port, path) plus a hash of :func:`api_root`."""
+    _, host, port, path = _root_parts(api_url)
+    readable = re.sub(r"[^a-z0-9.-]+", "_", f"{host}_{port or ''}{path}".lower()).strip("._-")[:80] or "api"
+    # The hash tells apart roots that the readable part cannot (http vs https, '_' vs '/').
+    return f"{readable}-{hashlib.sha256(api_root(api_url).encode('utf-8')).hexdigest()[:12]}"
 
 
 @dataclass(frozen=True)
@@ -155,6 +198,7 @@ class GitHubClient:
         parts = urlsplit(self.api_url)
         if parts.scheme not in ("http", "https") or not parts.netloc:
             raise GISError(f"GitHub API URL {self._public_url(self.api_url)!r} is not an http(s) URL")
+        self._root = api_root(self.api_url)
         self._token = os.environ.get("GITHUB_TOKEN", "") if token is None else token
         self._token = self._token.strip()
         self.cache_dir = Path(cache_dir) if cache_dir is not None else None
@@ -205,7 +249,7 @@ class GitHubClient:
         return f"{self.api_url}{path}" + (f"?{query}" if query else "")
 
     def _relative(self, url: str) -> str:
-        """``url`` relative to the API root with its query sorted: the cache key, stable across ports/hosts."""
+        """``url`` relative to the API root with its query sorted (the cache key adds the root itself)."""
         if not (url == self.api_url or url.startswith(self.api_url + "/")):
             # A Link header pointing elsewhere would receive the Authorization header.
             raise GISError(f"refusing to follow {self._public_url(url)}: it is outside the API root {self._public_url(self.api_url)}")
@@ -260,7 +304,7 @@ class GitHubClient:
         :class:`OfflineError`; the cache is never damaged by a failure.
         """
         rel = self._relative(url)
-        key = f"{rel}\nAccept: {accept}"
+        key = f"{self._root}\n{rel}\nAccept: {accept}"
         entry = self._read_cache(key)
         offline = _offline_var()
         if entry is not None:
@@ -386,13 +430,13 @@ class GitHubClient:
                     secondary_wait = self._secondary_limit_wait(response, message, attempt)
                     if secondary_wait is None:
                         hint = " (does the token lack access to this repository?)" if self._token else ""
-                        raise RequestFailed(self.redact(f"GET {public}: HTTP {status} Forbidden ({message}){hint}"))
+                        raise RequestFailed(self.redact(f"GET {public}: HTTP {status} Forbidden ({message}){hint}"), status)
                     problem, delay = f"HTTP {status} secondary rate limit ({message})", secondary_wait
                     self.counts["rate_limit_waits"] += 1
                 elif status >= 500:
                     problem, delay = f"HTTP {status} {response.reason}", self._backoff_delay(attempt)
                 else:
-                    raise RequestFailed(self.redact(f"GET {public}: HTTP {status} ({message})"))
+                    raise RequestFailed(self.redact(f"GET {public}: HTTP {status} ({message})"), status)
             attempt += 1
             if attempt >= self.max_attempts:
                 raise RequestFailed(self.redact(f"GET {public} failed after {attempt} attempts; last problem: {problem}"))

@@ -31,24 +31,44 @@ bot, which maintainers install) and it is not hedged ("possible duplicate of",
 references count on their own, following the paper's "marked by maintainers".
 Other references count only when corroborated by one of: ``state_reason ==
 "duplicate"``, a label whose name contains "duplicate", a ``marked_as_duplicate``
-timeline event not undone by a later ``unmarked_as_duplicate``, or the comment
-itself saying it closes the issue while the issue is closed. When an issue has
+event not undone by a later ``unmarked_as_duplicate``, or the comment itself
+saying it closes the issue while the issue is closed. When an issue has
 several countable references, the latest one wins (maintainers correct
 themselves). The issue's own body is never read for references: reporters
 write "might be a duplicate of #N" there. ``comment_policy="any"`` makes every
 unhedged reference strong.
 
-**API economy.** Comments are fetched only for issues with ``comments > 0``; the
-timeline only for issues that carry a duplicate signal (state reason or label)
-or a reference that their comments could not settle. GitHub's REST docs list
-only the common event properties for ``marked_as_duplicate``; GraphQL's
-``MarkedAsDuplicateEvent`` has a ``canonical`` issue. When a timeline event does
-carry ``canonical`` (an issue object or ``{"number": N}``/``html_url``), it is used
-as the target; otherwise the event confirms the references of the comments (it
-is created by GitHub's "Duplicate of #N" comment feature, for users with write
-access). An issue known to be a duplicate whose target cannot be found is
-counted as ``duplicate_without_target`` and kept out of negatives, as is an
-issue whose target is another repository, a pull request, or not listed.
+**Bare references.** An issue that carries one of those duplicate signals but
+no "duplicate of" reference is often closed with just "Same as #N", "→ #N" or
+"#N". Then the issues a maintainer's comments refer to (``#N``,
+``OWNER/NAME#N``, an issue URL; outside quotes and code, not negated, not the
+issue itself, not a pull request) decide: exactly one is the target; several
+are counted as ``ambiguous_references`` and no target is guessed.
+
+**Duplicate events.** ``marked_as_duplicate`` events are read from one pass over
+the repository-wide listing ``GET /repos/{o}/{r}/issues/events``, not from each
+issue's timeline: that is what finds issues marked only through GitHub's
+duplicate feature (no comment, no close reason), without a timeline request
+per closed issue. Events are applied in time order; the last marking or
+unmarking of an issue holds. GitHub's REST docs list only the common event
+properties for ``marked_as_duplicate``; GraphQL's ``MarkedAsDuplicateEvent``
+has ``duplicate`` and ``canonical`` issues. The duplicate is the event's
+``duplicate`` issue when present, else the issue it is listed under (``issue``
+in the listing, the timeline's own issue there); when it carries ``canonical``
+(an issue object or ``{"number": N}``/``html_url``), that is the target,
+otherwise the event confirms the comments' references (it is created by
+GitHub's "Duplicate of #N" comment feature, for users with write access). When
+the listing is unavailable (404 on a GitHub-compatible server) or cut short
+(a 422 past the deepest page a server lets a client reach), it is counted as
+``issue_events_incomplete`` and each issue's timeline is read instead, for
+issues that carry a signal, a reference their comments could not settle, or an
+event seen in the part that was listed.
+
+**API economy.** Comments are fetched only for issues with ``comments > 0``;
+the events listing once per repository; timelines only in the fallback above.
+An issue known to be a duplicate whose target cannot be found is counted as
+``duplicate_without_target`` and kept out of negatives, as is an issue whose
+target is another repository, a pull request, or not listed.
 
 **Pairs.** Text = ``title + "\\n" + body`` (raw Markdown, code blocks kept; or
 GitHub's HTML rendering with ``body_format="html"``, which is what the
@@ -96,10 +116,13 @@ from tqdm import tqdm
 from aoe.gis.client import (
     ACCEPT_HTML,
     ACCEPT_JSON,
+    DEFAULT_API_URL,
     GISError,
     GitHubClient,
     MalformedResponse,
     NotFound,
+    RequestFailed,
+    cache_namespace,
 )
 from aoe.jsonio import write_json_atomic
 
@@ -153,6 +176,15 @@ _INLINE_CODE_RE = re.compile(r"`[^`\n]*`")
 _HTML_COMMENT_RE = re.compile(r"<!--.*?-->", re.DOTALL)
 _QUOTE_LINE_RE = re.compile(r"^[ \t]*>.*$", re.MULTILINE)
 _CLAUSE_BREAK = ".!?;\n"
+# Any issue reference, as GitHub links them: "#N" only after a non-word character
+# (not "a#1", "&#39;" or a URL fragment), "OWNER/NAME#N", or an issue URL.
+_ISSUE_REF_RE = re.compile(
+    rf"https?://github\.com/(?P<u_owner>{_NAME})/(?P<u_name>{_NAME})/issues/(?P<u_num>\d+)\b"
+    rf"|(?<![\w/#&])(?:(?P<s_owner>{_NAME})/(?P<s_name>{_NAME}))?#(?P<num>\d+)\b"
+)
+# Listings whose pagination is capped answer 422 past the deepest page they serve;
+# what was listed up to there is still good.
+_PAGINATION_LIMIT = 422
 
 
 class RepositoryNotFound(GISError):
@@ -198,10 +230,13 @@ def load_repo_list(path: str | os.PathLike[str] | None = None) -> list[str]:
 
 
 def default_cache_dir(api_url: str | None = None) -> Path:
-    """``$XDG_CACHE_HOME/aoe/gis/<api host>`` (``~/.cache`` without XDG): outside any Snakemake output."""
+    """``$XDG_CACHE_HOME/aoe/gis/<host[_port][_path]>-<hash>`` (``~/.cache`` without XDG): outside any Snakemake output.
+
+    One folder per API root (scheme, host, port, path prefix), so two servers on one
+    host never share one; see :func:`aoe.gis.client.cache_namespace`.
+    """
     base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    host = urlsplit(api_url or os.environ.get("GITHUB_API_URL") or "https://api.github.com").hostname or "github"
-    return base / "aoe" / "gis" / host
+    return base / "aoe" / "gis" / cache_namespace(api_url or os.environ.get("GITHUB_API_URL") or DEFAULT_API_URL)
 
 
 # -- duplicate references in comments ----------------------------------------------------
@@ -258,21 +293,115 @@ def find_duplicate_references(text: str | None, repo: str) -> list[DuplicateRefe
     return found
 
 
-def _canonical_from_event(event: Mapping[str, Any], repo: str) -> DuplicateReference | None:
-    """The canonical issue a ``marked_as_duplicate`` event names, when its payload carries one."""
-    canonical = event.get("canonical")
-    if not isinstance(canonical, Mapping):
+def _issue_references(text: str | None, repo: str, exclude: Iterable[int] = ()) -> list[DuplicateReference]:
+    """Every issue a comment refers to, once each in order of appearance (rules under "Bare references")."""
+    if not text:
+        return []
+    clean = _clean_comment(text)
+    own = repo.lower()
+    skip = set(exclude)
+    found: dict[DuplicateReference, None] = {}
+    for match in _ISSUE_REF_RE.finditer(clean):
+        start = max(clean.rfind(ch, 0, match.start()) for ch in _CLAUSE_BREAK) + 1
+        if _NEGATION_RE.search(clean[max(start, match.start() - 80) : match.start()].replace("’", "'")):
+            continue
+        if match.group("u_num"):
+            owner_name, number = f"{match.group('u_owner')}/{match.group('u_name')}", int(match.group("u_num"))
+        else:
+            owner_name = f"{match.group('s_owner')}/{match.group('s_name')}" if match.group("s_owner") else own
+            number = int(match.group("num"))
+        other = None if owner_name.lower() == own else owner_name.lower()
+        if other is None and number in skip:
+            continue
+        found.setdefault(DuplicateReference(number, other))
+    return list(found)
+
+
+def _issue_ref(obj: Any, repo: str) -> DuplicateReference | None:
+    """The issue an event's issue object (``{"number": N}``, ``{"html_url": ...}``) names."""
+    if not isinstance(obj, Mapping):
         return None
-    html_url = canonical.get("html_url")
+    html_url = obj.get("html_url")
     if isinstance(html_url, str):
         parsed = re.match(rf"https?://[^/]+/({_NAME}/{_NAME})/(?:issues|pull)/(\d+)", html_url)
         if parsed:
             other = None if parsed.group(1).lower() == repo.lower() else parsed.group(1).lower()
             return DuplicateReference(int(parsed.group(2)), other)
-    number = canonical.get("number")
+    number = obj.get("number")
     if isinstance(number, int) and not isinstance(number, bool):
         return DuplicateReference(number)
     return None
+
+
+def _duplicate_marking(
+    event: Mapping[str, Any], repo: str, on_issue: int | None = None
+) -> tuple[DuplicateReference | None, DuplicateReference | None]:
+    """(duplicate, canonical) of a ``marked_as_duplicate``/``unmarked_as_duplicate`` event; either may be None.
+
+    ``on_issue`` is the timeline's own issue; without it (the repository-wide
+    listing) the event's ``issue`` is the fallback for the duplicate side. Both
+    shapes go through here, so a timeline and the listing always agree.
+    """
+    dupe = _issue_ref(event.get("duplicate"), repo)
+    if dupe is None:
+        dupe = DuplicateReference(on_issue) if on_issue is not None else _issue_ref(event.get("issue"), repo)
+    return dupe, _issue_ref(event.get("canonical"), repo)
+
+
+@dataclass(frozen=True)
+class _Marking:
+    """Where an issue stands after its last ``marked_as_duplicate``/``unmarked_as_duplicate`` event."""
+
+    marked: bool
+    canonical: DuplicateReference | None = None
+
+
+def _apply_duplicate_events(events: Iterable[Mapping[str, Any]], repo: str, on_issue: int | None = None) -> dict[int, _Marking]:
+    """Each same-repository duplicate's marking after ``events`` (in the order given)."""
+    markings: dict[int, _Marking] = {}
+    for event in events:
+        kind = event.get("event")
+        if kind not in ("marked_as_duplicate", "unmarked_as_duplicate"):
+            continue
+        dupe, canonical = _duplicate_marking(event, repo, on_issue)
+        if dupe is None or dupe.other_repo is not None:
+            continue
+        markings[dupe.number] = _Marking(True, canonical) if kind == "marked_as_duplicate" else _Marking(False)
+    return markings
+
+
+def _event_order(event: Mapping[str, Any]) -> tuple[str, int]:
+    # ISO-8601 UTC stamps sort as strings; the id breaks ties within a second.
+    event_id = event.get("id")
+    return str(event.get("created_at") or ""), event_id if isinstance(event_id, int) else 0
+
+
+def _repo_markings(
+    client: GitHubClient, owner: str, name: str, repo: str, max_age: float | None, counts: Counter[str]
+) -> tuple[dict[int, _Marking], bool]:
+    """Duplicate markings from the repository-wide issue events, and whether the listing was complete."""
+    events: list[Mapping[str, Any]] = []
+    complete = True
+    try:
+        for page in client.paginate(f"/repos/{owner}/{name}/issues/events", {"per_page": PER_PAGE}, max_age=max_age):
+            counts["issue_event_pages"] += 1
+            for event in page.body:
+                if not isinstance(event, Mapping):
+                    raise MalformedResponse(f"GET {page.url}: issue event is not an object")
+                if event.get("event") in ("marked_as_duplicate", "unmarked_as_duplicate"):
+                    events.append(event)
+    except NotFound as exc:
+        complete = False
+        log.warning("%s: no repository-wide issue events (HTTP %d); reading timelines instead", repo, exc.status)
+    except RequestFailed as exc:
+        if exc.status != _PAGINATION_LIMIT:
+            raise
+        complete = False
+        log.warning("%s: issue events listed only up to page %d (HTTP 422); reading timelines for the rest", repo, counts["issue_event_pages"])
+    if not complete:
+        counts["issue_events_incomplete"] = 1
+    # The listing's order is not documented; the events' own times are.
+    return _apply_duplicate_events(sorted(events, key=_event_order), repo), complete
 
 
 # -- harvesting one repository -----------------------------------------------------------
@@ -410,13 +539,26 @@ def harvest_repo(
         bar.set_description(repo)
         bar.unit = "issue"
         bar.reset(total=len(window))
+        markings: dict[int, _Marking] = {}
+        events_complete = True
+        if window:
+            markings, events_complete = _repo_markings(client, owner, name, repo, list_max_age, counts)
         duplicates: list[tuple[int, int]] = []
         no_negative: set[int] = set()
         vanished: set[int] = set()
         for number in window:
             issue = issues[number]
             try:
-                outcome = _resolve_issue(client, repo, issue, comment_policy, counts)
+                outcome = _resolve_issue(
+                    client,
+                    repo,
+                    issue,
+                    comment_policy,
+                    counts,
+                    marking=markings.get(number),
+                    events_complete=events_complete,
+                    pull_requests=pull_requests,
+                )
             except NotFound:
                 # Deleted or transferred between listing and now: neither text nor target any more.
                 vanished.add(number)
@@ -470,10 +612,26 @@ def _is_duplicate_label(name: str) -> bool:
 
 
 def _resolve_issue(
-    client: GitHubClient, repo: str, issue: _Issue, comment_policy: str, counts: Counter[str]
+    client: GitHubClient,
+    repo: str,
+    issue: _Issue,
+    comment_policy: str,
+    counts: Counter[str],
+    *,
+    marking: _Marking | None = None,
+    events_complete: bool = False,
+    pull_requests: Iterable[int] = (),
 ) -> tuple[DuplicateReference | None, str] | None:
-    """None when ``issue`` is not a duplicate; else (target or None when unknown, evidence label)."""
+    """None when ``issue`` is not a duplicate; else (target or None when unknown, evidence label).
+
+    ``marking`` is what the repository's issue events say about ``issue``;
+    ``events_complete`` whether that listing covered every event (else the
+    timeline is read when it could matter).
+    """
     candidates: list[_Candidate] = []
+    # Issues a maintainer's comments refer to, for the bare-reference rule; dict keeps order without repeats.
+    mentioned: dict[DuplicateReference, None] = {}
+    not_targets = {issue.number, *pull_requests}
     base = f"/repos/{repo}/issues/{issue.number}"
     if issue.comments > 0:
         counts["comment_fetches"] += 1
@@ -488,9 +646,12 @@ def _resolve_issue(
                     or comment.get("author_association") in MAINTAINER_ASSOCIATIONS
                     or user.get("type") == "Bot"
                 )
-                says_closing = isinstance(body, str) and bool(_CLOSING_RE.search(_clean_comment(body)))
-                for ref in find_duplicate_references(body if isinstance(body, str) else None, repo):
+                text = body if isinstance(body, str) else None
+                says_closing = text is not None and bool(_CLOSING_RE.search(_clean_comment(text)))
+                for ref in find_duplicate_references(text, repo):
                     candidates.append(_Candidate(ref, maintainer and not ref.hedged, says_closing))
+                if maintainer:
+                    mentioned.update(dict.fromkeys(_issue_references(text, repo, not_targets)))
     strong = [c for c in candidates if c.strong]
     if strong:
         return strong[-1].ref, "comment"
@@ -506,27 +667,29 @@ def _resolve_issue(
     closing = [c for c in candidates if c.says_closing and issue.state == "closed"]
     if closing:
         return closing[-1].ref, "comment+closed"
-    if not candidates and signal is None:
-        return None
-    counts["timeline_fetches"] += 1
-    marked = False
-    canonical: DuplicateReference | None = None
-    for page in client.paginate(f"{base}/timeline", {"per_page": PER_PAGE}, validator=issue.updated_at):
-        for event in page.body:
-            if not isinstance(event, Mapping):
-                raise MalformedResponse(f"GET {page.url}: timeline event is not an object")
-            kind = event.get("event")
-            if kind == "marked_as_duplicate":
-                marked, canonical = True, _canonical_from_event(event, repo)
-            elif kind == "unmarked_as_duplicate":
-                marked, canonical = False, None
-    if marked and canonical is not None:
-        return canonical, "marked_as_duplicate"
+    if not events_complete and (candidates or signal or marking is not None):
+        counts["timeline_fetches"] += 1
+        events: list[Mapping[str, Any]] = []
+        for page in client.paginate(f"{base}/timeline", {"per_page": PER_PAGE}, validator=issue.updated_at):
+            for event in page.body:
+                if not isinstance(event, Mapping):
+                    raise MalformedResponse(f"GET {page.url}: timeline event is not an object")
+                events.append(event)
+        marking = _apply_duplicate_events(events, repo, issue.number).get(issue.number)
+    marked = marking is not None and marking.marked
+    if marked and marking.canonical is not None:
+        return marking.canonical, "marked_as_duplicate"
     if marked and candidates:
         return candidates[-1].ref, "comment+marked_as_duplicate"
-    if marked or signal:
+    signal = signal or ("marked_as_duplicate" if marked else None)
+    if signal:
+        if len(mentioned) == 1:
+            return next(iter(mentioned)), f"reference+{signal}"
+        if len(mentioned) > 1:
+            counts["ambiguous_references"] += 1
         return None, "unknown"
-    counts["unconfirmed_references"] += 1
+    if candidates:
+        counts["unconfirmed_references"] += 1
     return None
 
 
