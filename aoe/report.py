@@ -3,8 +3,10 @@
 One section per table (``aoe.tables.to_json`` output): for each of our rows and each
 column, our mean ± std and seed count, the paper's number ± its std, Δ = ours − paper,
 and a flag ``⚠`` where |Δ| > 2 × the paper's std (``no std reported`` where the paper
-prints none). The header records the config files (preset) and the git commit that
-produced the numbers; each table names the config files that define or override it.
+prints none); then the table's paper rows with no counterpart among ours, number by number,
+so every paper number a table shows is in the report. The header records the config files
+(preset) and the git commit that produced the numbers; each table names the config files that
+define or override it.
 Figures' JSON numbers (results/figures/*.json) are listed when present. Reads files only.
 """
 
@@ -69,19 +71,37 @@ def _fmt(x: float | None, digits: int = 2) -> str:
     return "–" if x is None else f"{x:.{digits}f}"
 
 
+def _fmt_paper(x: float | None, digits: int = 2) -> str:
+    """A paper's number with at least as many decimals as the paper printed (61.646 stays 61.646)."""
+    x = finite_or_none(x)
+    if x is None:
+        return "–"
+    text = repr(float(x))
+    decimals = 0 if "e" in text or text.endswith(".0") else len(text.split(".")[1])
+    return f"{x:.{max(digits, min(decimals, 4))}f}"
+
+
+def _paper_cell(value: float | None, std: float | None, digits: int) -> str:
+    return "–" if finite_or_none(value) is None else _fmt_paper(value, digits) + (f" ± {_fmt_paper(std, digits)}" if finite_or_none(std) is not None else "")
+
+
+# counts print without decimals (GIS split sizes), like the table itself
+_COUNT_COLUMNS = {("gis_stats", "positive"), ("gis_stats", "negative"), ("gis_stats", "total")}
+
+
 def _md(text: Any) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
 def table_section(table: dict, sources: list[str] | None = None) -> tuple[str, dict[str, int]]:
-    """The Markdown section of one table and its counts (compared cells, flagged, no std)."""
+    """The Markdown section of one table and its counts (compared cells, flagged, no std, paper numbers listed)."""
     name = table["name"]
     lines = [f"## {name}", ""]
     if table.get("caption"):
         lines += [f"{table['caption']}", ""]
     lines.append(f"- Kind: `{table['kind']}`; config: {', '.join(f'`{s}`' for s in sources) if sources else 'defaults'}.")
     headers = {c["key"]: c["header"] for c in table["columns"]}
-    counts = {"compared": 0, "flagged": 0, "no_std": 0, "ours": 0}
+    counts = {"compared": 0, "flagged": 0, "no_std": 0, "ours": 0, "paper": 0}
     body = []
     for row in table["rows"]:
         if row.get("reference"):
@@ -96,6 +116,8 @@ def table_section(table: dict, sources: list[str] | None = None) -> tuple[str, d
             if mean is None and paper is None:
                 continue
             counts["ours"] += mean is not None
+            counts["paper"] += paper is not None
+            digits = 0 if (table["kind"], key) in _COUNT_COLUMNS else 2
             std = finite_or_none(row["std"].get(key))
             n = row["count"].get(key, 0)
             p_std = finite_or_none((row.get("paper_std") or {}).get(key))
@@ -105,11 +127,11 @@ def table_section(table: dict, sources: list[str] | None = None) -> tuple[str, d
                 counts["compared"] += 1
                 counts["flagged"] += f == FLAG
                 counts["no_std"] += f == NO_STD
-            ours = _fmt(mean) + (f" ± {_fmt(std)}" if std is not None else "")
-            paper_text = "–" if paper is None else _fmt(paper) + (f" ± {_fmt(p_std)}" if p_std is not None else "")
+            ours = _fmt(mean, digits) + (f" ± {_fmt(std, digits)}" if std is not None else "")
+            paper_text = _paper_cell(paper, p_std, digits)
             body.append(
                 f"| {_md(label)} | {_md(headers.get(key, key))} | {ours} | {n} | {paper_text} | "
-                f"{'–' if delta is None else f'{delta:+.2f}'} | {f} |"
+                f"{'–' if delta is None else f'{delta:+.{digits}f}'} | {f} |"
             )
     if body:
         lines += [
@@ -121,8 +143,26 @@ def table_section(table: dict, sources: list[str] | None = None) -> tuple[str, d
     else:
         lines += ["", "No result of ours yet."]
     refs = [r for r in table["rows"] if r.get("reference")]
-    if refs:
-        lines += ["", "Paper rows with no counterpart among ours (context only): " + "; ".join(_md(r["label"]) for r in refs) + "."]
+    ref_body = []
+    for r in refs:
+        for col in table["columns"]:
+            key = col["key"]
+            paper = finite_or_none((r.get("paper") or {}).get(key))
+            if paper is None:
+                continue
+            counts["paper"] += 1
+            p_std = finite_or_none((r.get("paper_std") or {}).get(key))
+            digits = 0 if (table["kind"], key) in _COUNT_COLUMNS else 2
+            ref_body.append(f"| {_md(r['label'])} | {_md(headers.get(key, key))} | {_paper_cell(paper, p_std, digits)} |")
+    if ref_body:
+        lines += [
+            "",
+            "Paper rows with no counterpart among ours (context only):",
+            "",
+            "| Paper row | Column | Paper (± std) |",
+            "|---|---|---|",
+            *ref_body,
+        ]
     sources_of_paper = sorted({r["paper_label"] for r in table["rows"] if r.get("paper") and not r.get("reference")})
     if not sources_of_paper and table["kind"] != "gis_stats":
         lines += ["", "No paper numbers matched to our rows (see aoe/resources/paper_numbers.yaml, `missing`)."]
@@ -190,7 +230,7 @@ def build_report(
     configfiles = [str(c) for c in configfiles or []]
     sources = table_sources(configfiles)
     tables = [json.loads(Path(p).read_text()) for p in table_files]
-    sections, total = [], {"compared": 0, "flagged": 0, "no_std": 0, "ours": 0}
+    sections, total = [], {"compared": 0, "flagged": 0, "no_std": 0, "ours": 0, "paper": 0}
     flagged_rows = []
     for t in tables:
         text, counts = table_section(t, sources.get(t["name"]))
@@ -213,7 +253,7 @@ def build_report(
         (
             f"- Tables: {len(tables)}; numbers of ours: {total['ours']}; compared with the paper: {total['compared']}; "
             f"flagged {FLAG}: {total['flagged']}{' (' + ', '.join(flagged_rows) + ')' if flagged_rows else ''}; "
-            f"without a paper std: {total['no_std']}."
+            f"without a paper std: {total['no_std']}; paper numbers listed: {total['paper']}."
         ),
         "",
     ]

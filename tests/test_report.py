@@ -106,3 +106,57 @@ def test_report_without_paper_numbers(tmp_path):
     text = build_report([path])
     assert "No paper numbers matched" in text
     assert _report_rows(text)["b AoE"] == ["STS-B test", "70.00", "1", "–", "–", ""]
+
+
+def test_reference_rows_are_listed_number_by_number(tmp_path):
+    numbers = tmp_path / "numbers.yaml"
+    numbers.write_text(NUMBERS + "  text:\n    SNLI: {STS-B: 61.646}\n".replace("  text:\n", "paper_u:\n  rows:\n"))
+    rows = [{"backbone": "b", "objective": "aoe", "trainset": "stsb", "seed": 1, "column": "STSB", "value": 84.0}]
+    spec = {"kind": "stsb", "trainset": "stsb", "backbones": ["b"], "objectives": ["aoe"], "include_pretrained": False,
+            "paper": {"b": {"aoe": "paper_t/AoE"}}, "paper_reference": ["paper_t/SBERT", "paper_u/SNLI"]}
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(to_json(build_table(pd.DataFrame(rows), spec, numbers_file=numbers, name="t"))))
+    text = build_report([path])
+    assert "| SBERT (paper: Paper T) | STS-B test | 80.00 ± 0.50 |" in text
+    assert "| SNLI (paper: paper_u) | STS-B test | 61.646 |" in text  # the paper's own decimals
+    assert "paper numbers listed: 3" in text and "compared with the paper: 1" in text
+
+
+def test_report_lists_every_paper_number_of_the_configured_tables(tmp_path):
+    """Every paper number a configured table shows (under a row of ours or as a reference row) is in REPORT.md."""
+    import yaml
+
+    from aoe.tables import RESULT_COLUMNS, build_gis_table, paper_digits
+    from tests.workflow_utils import REPO
+
+    config = yaml.safe_load((REPO / "config.yaml").read_text())
+    files, expected = [], []
+    for name, spec in config["tables"].items():
+        if spec["kind"] == "gis_stats":
+            stats = {"table7": {s: {"positive": 1, "negative": 1, "total": 2} for s in ("train", "valid", "test")}}
+            table = build_gis_table(stats, spec, name)
+        else:
+            table = build_table(pd.DataFrame(columns=RESULT_COLUMNS), spec, name=name)
+        data = to_json(table)
+        headers = {c["key"]: c["header"] for c in data["columns"]}
+        for row in data["rows"]:
+            if row["reference"]:
+                start = f"| {row['paper_label']} | "
+            else:
+                label = row["label"] if data["kind"] == "gis_stats" else f"{row['backbone']} {row['label']}"
+                start = f"| {row['section'] + ': ' if row['section'] else ''}{label} | "
+            for col, value in row["paper"].items():
+                digits = 0 if name == "table_gis_stats" and col != "long_share" else 2
+                expected.append((name, start + headers[col] + " | ", f"{value:.{paper_digits(value, digits)}f}"))
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps(data))
+        files.append(path)
+    text = build_report(files)
+    sections = {s.split("\n", 1)[0]: s for s in text.split("\n## ")[1:]}
+    assert len(expected) > 150
+    for name, start, printed in expected:
+        lines = [line for line in sections[name].splitlines() if line.startswith(start)]
+        assert any(f" | {printed} |" in line or f" | {printed} ± " in line for line in lines), (name, start, printed)
+    assert "| AoE-LLaMA7B (paper: AoE ACL 2024, Appendix D) | s / epoch | 1027.18 |" in sections["table_train_time"]
+    assert "| cls-last-avg (paper: AnglE arXiv, ablation table) | STS-B | 85.81 |" in sections["angle_table3_ablation"]
+    assert f"| train | total | 2 | 1 | 18565 | -18563 | {NO_STD} |" in sections["table_gis_stats"]  # counts: no decimals

@@ -20,6 +20,7 @@ from aoe.tables import (
     build_table,
     load_sts_results,
     paired_ttest,
+    paper_digits,
     paper_reference,
     render_table,
     to_frame,
@@ -393,6 +394,16 @@ def test_explicit_row_paper_key(results, numbers_file):
     assert table.rows[0].delta("STSB") == pytest.approx(75.5 - 86.26)
 
 
+def test_paper_numbers_keep_their_printed_decimals(results, tmp_path):
+    numbers = tmp_path / "n.yaml"
+    numbers.write_text("t:\n  rows:\n    A: {STS-B: 61.646, SICK-R: 80.1}\n  std:\n    A: {STS-B: 0.125}\n")
+    spec = {**SPEC, "paper": {"tiny_a": {"aoe": "t/A"}}}
+    md = _md_rows(to_markdown(build_table(results, spec, numbers_file=numbers)))
+    paper = md["A (paper: t)"]
+    assert paper[COLUMNS.index("STSB")] == "61.646 ± 0.125"  # never rounded to the table's 2 decimals
+    assert paper[COLUMNS.index("SICKR")] == "80.10"
+
+
 def test_no_paper_numbers_note(results):
     md = to_markdown(build_table(results, SPEC))
     assert "No paper numbers for this table" in md
@@ -577,29 +588,36 @@ GIS_STATS = {
     "long_text_share": {"train": 0.6, "valid": 0.5, "test": 0.25},
     "paper_long_text_share": {"train": 0.6103, "valid": 0.6085, "test": 0.6050},
 }
+GIS_PAPER = {"GIS": {s: f"acl2024_table7_gis/{s}" for s in ("train", "valid", "test")}}
 
 
 def test_gis_stats(tmp_path):
     path = tmp_path / "stats.json"
     path.write_text(json.dumps(GIS_STATS))
-    table = render_table("table_gis_stats", {"kind": "gis_stats", "caption": "GIS"}, [path])
+    table = render_table("table_gis_stats", {"kind": "gis_stats", "caption": "GIS", "paper": GIS_PAPER}, [path])
     assert [r.label for r in table.rows] == ["train", "valid", "test", "all"]
     train = table.rows[0]
     assert train.values["total"] == {0: 18.0} and train.values["long_share"] == {0: 60.0}
-    assert train.paper == {"long_share": pytest.approx(61.03), "total": 18565.0}  # the packaged dataset card's size
+    # AoE Table 7's counts and §4's share of long texts, from the packaged paper_numbers.yaml
+    assert train.paper == {"positive": 9457.0, "negative": 9108.0, "total": 18565.0, "long_share": 61.03}
     assert train.delta("long_share") == pytest.approx(-1.03)
     md = _md_rows(to_markdown(table))
     assert md["train"] == ["10", "8", "18", "60.00"]
+    assert md["train (paper: AoE ACL 2024, Table 7 and §4)"] == ["9457", "9108", "18565", "61.03"]
     assert md["all"] == ["15", "15", "30", "–"]
-    assert md["Δ (ours − paper)"] == ["–", "–", "-1542", "-35.50"]  # the last Δ line: the test split
+    assert md["Δ (ours − paper)"] == ["-805", "-737", "-1542", "-35.50"]  # the last Δ line: the test split
     assert "\\textbf" not in to_latex(table)
+    assert "\\S{}" in to_latex(table)  # § spelled out for pdflatex
     assert table.ttests == []
 
 
 def test_gis_stats_without_reference(tmp_path):
-    stats_ = {k: v for k, v in GIS_STATS.items() if k != "paper_long_text_share"}
-    table = build_gis_table(stats_, {"caption": ""}, numbers_file=tmp_path / "none.yaml")
+    # stats.json's own copy of the paper's share is not a reference: the spec's paper mapping is
+    table = build_gis_table(GIS_STATS, {"caption": ""}, numbers_file=tmp_path / "none.yaml")
     assert all(not r.paper for r in table.rows)
+    table = build_gis_table(GIS_STATS, {"paper": {"GIS": {"validation": "acl2024_table7_gis/valid"}}})
+    assert all(not r.paper for r in table.rows)
+    assert "Paper splits with no split of ours: validation." in to_markdown(table)
 
 
 # -- files -----------------------------------------------------------------------------------------
@@ -637,20 +655,28 @@ def test_every_configured_paper_reference_exists():
 
     config = yaml.safe_load((REPO / "config.yaml").read_text())
     n = 0
+    without = set()
     for name, table in config["tables"].items():
         refs = list(table.get("paper_reference", []))
         refs += [ref for by_obj in (table.get("paper") or {}).values() for ref in by_obj.values()]
         refs += [r["paper"] for r in table.get("rows", []) if r.get("paper")]
+        if not refs:
+            without.add(name)
         if table["kind"] == "gis_stats":
-            continue
-        cols = [c.key for c in kind_columns(table["kind"], table, pd.DataFrame({"column": ["sts", "classification"]}))]
+            cols = [c.key for c in build_gis_table({}, table).columns]
+            assert set(table.get("paper") or {}) <= {"GIS"}, name
+        else:
+            cols = [c.key for c in kind_columns(table["kind"], table, pd.DataFrame({"column": ["sts", "classification"]}))]
+            for objective_map in (table.get("paper") or {}).values():
+                assert set(objective_map) <= {"pretrained", *table.get("objectives", [])}, name
         for ref in refs:
+            # a number in one of the table's own columns, not just an entry that exists
             _, values, _ = paper_reference(ref, columns=cols)
-            assert values, (name, ref)
+            assert values and all(isinstance(v, float) for v in values.values()), (name, ref)
             n += 1
-        for objective_map in (table.get("paper") or {}).values():
-            assert set(objective_map) <= {"pretrained", *table.get("objectives", [])}, name
-    assert n >= 20
+    assert n >= 55
+    # AnglE Table 4's experiment is still being built; every other table shows the paper's numbers
+    assert without <= {"angle_table4_llm"}, without
     _, values, stds = paper_reference("acl2024_table2/AoE", columns=["stsb", "gis", "avg"])
     assert values == {"stsb": 86.28, "gis": 70.59, "avg": 78.44} and stds == {"stsb": 0.19, "gis": 0.35}
 
@@ -678,3 +704,148 @@ def test_latex_compiles_with_pdflatex(results, tmp_path, numbers_file):
         out = subprocess.run([exe, "-interaction=nonstopmode", "-halt-on-error", "t.tex"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
         assert out.returncode == 0, out.stdout[-3000:]
     assert (tmp_path / "t.pdf").stat().st_size > 1000
+
+
+# -- the AnglE tables from config.yaml, and paper_numbers.yaml against the papers' text -------------
+
+
+def _config_table(name: str) -> dict:
+    import yaml
+
+    from tests.workflow_utils import REPO
+
+    return yaml.safe_load((REPO / "config.yaml").read_text())["tables"][name]
+
+
+def test_angle_ablation_is_in_domain_stsb_with_the_papers_rows(tmp_path):
+    spec = _config_table("angle_table3_ablation")
+    root = tmp_path / "eval"
+    files = [write_indomain(root, "bert-base-uncased", "angle_arxiv", "stsb", s, "stsb", v) for s, v in ((42, 86.0), (43, 86.5))]
+    table = render_table("angle_table3_ablation", spec, files)
+    assert [c.key for c in table.columns] == ["stsb"]
+    by_label = {r.label: r for r in table.rows}
+    assert by_label["AnglE-BERT-all"].paper == {"stsb": 86.26} and by_label["cls"].paper == {"stsb": 86.26}
+    assert by_label["AnglE-BERT-all"].delta("stsb") == pytest.approx(86.25 - 86.26)
+    refs = {r.label.split(" (paper")[0]: r.paper["stsb"] for r in table.references}
+    assert refs == {"without ibn": 86.00, "without angle": 85.30, "only cosine": 85.28, "only ibn": 72.48, "only angle": 85.15,
+                    "cls-last-avg": 85.81, "last-avg": 84.15, "last-max": 79.76, "first-last-avg": 81.99}
+    md = to_markdown(table)
+    assert "| *pooling* |" in md and "| *first-last-avg (paper: AnglE arXiv, ablation table)* | 81.99 |" in md
+
+
+def test_angle_tables_show_the_papers_numbers():
+    refs = _config_table("angle_table2_nontransfer")["paper"]["bert-base-uncased"]
+    cols = ["mrpc", "stsb", "qqp", "qnli", "gis", "avg"]
+    assert paper_reference(refs["angle_arxiv"], columns=cols)[1] == {
+        "mrpc": 62.20, "stsb": 86.26, "qqp": 76.54, "qnli": 72.19, "gis": 70.55, "avg": 73.55}
+    assert paper_reference("angle_arxiv_table2_nontransfer/AnglE-RAN", columns=cols)[1]["gis"] == 71.25
+    refs = _config_table("angle_flickr30k")["paper"]["bert-base-uncased"]
+    got = {o: paper_reference(r, columns=["strict_accuracy"])[1]["strict_accuracy"] for o, r in refs.items()}
+    assert got == {"angle_arxiv": 12.9, "simcse_sup": 10.4, "sbert": 5.2}
+    ens = paper_reference("angle_arxiv_table4_llm/llm_supervised/AnglE-BERT + Ensemble", columns=["STSB"])[1]
+    assert ens == {"STSB": 82.01}
+
+
+PAPERS = Path(__file__).resolve().parents[2] / "shared" / "papers"
+STS_HEADERS_AVG = ["STS12", "STS13", "STS14", "STS15", "STS16", "STS-B", "SICK-R", "avg"]
+
+# (reference, paper file, the line's first characters or None, the entry's columns in printed order, decimals)
+TEXT_CHECKS = [
+    *[(f"angle_arxiv_table2_nontransfer/{row}", f, row if f != "angle-arxiv-b.txt" else row.replace("AnglE", "Angle"), ["MRPC", "STS-B", "QQP", "QNLI", "GIS", "avg"], 2)
+      for row in ("SimCSE-BERT", "SBERT", "AnglE-RAN", "AnglE-BERT") for f in ("angle-arxiv-a.txt", "angle-arxiv-b.txt")],
+    *[(f"angle_arxiv_table3_ablation/{section}/{row}", f, printed if f != "angle-arxiv-b.txt" else printed.replace("AnglE", "Angle"), ["STS-B"], 2)
+      for section, row, printed in (
+          ("objective", "AnglE-BERT-all", "AnglE-BERT-all"), ("objective", "without ibn", "- w/o ibn"), ("objective", "without angle", "- w/o angle"),
+          ("objective", "only cosine", "only cosine"), ("objective", "only ibn", "only ibn"), ("objective", "only angle", "only angle"),
+          ("pooling", "cls", "cls"), ("pooling", "cls-last-avg", "cls-last-avg"), ("pooling", "last-avg", "last-avg"),
+          ("pooling", "last-max", "last-max"), ("pooling", "first-last-avg", "first-last-avg"))
+      for f in ("angle-arxiv-a.txt", "angle-arxiv-b.txt", "angle-arxiv-c.txt")],
+    *[(f"angle_arxiv_table4_llm/{group}/{row}", f, row if f != "angle-arxiv-b.txt" else row.replace("AnglE", "Angle"), ["STS-B"], 2)
+      for group, row in (("unsupervised", "SimCSE-BERT"), ("unsupervised", "ConSERT-BERT"), ("unsupervised", "DiffCSE-BERT"),
+                         ("llm_supervised", "AnglE-BERT + ChatGPT"), ("llm_supervised", "AnglE-BERT + LLaMA"),
+                         ("llm_supervised", "AnglE-BERT + ChatGLM"), ("llm_supervised", "AnglE-BERT + Ensemble"))
+      for f in ("angle-arxiv-a.txt", "angle-arxiv-b.txt", "angle-arxiv-c.txt")],
+    *[(f"angle_arxiv_transfer_sts_versions/arxiv_a_and_c/{row}", f, None, STS_HEADERS_AVG, 2)
+      for row in ("LLaMA2-7B ⋆", "SimCSE-LLaMA2-7B ⋆", "AnglE-LLaMA2-7B") for f in ("angle-arxiv-a.txt", "angle-arxiv-c.txt")],
+    *[(f"angle_arxiv_transfer_sts_versions/arxiv_b/{row}", "angle-arxiv-b.txt", None, STS_HEADERS_AVG, 2)
+      for row in ("LLaMA-2 7B -avg ⋆", "LLaMA-2 7B -max ⋆", "LLaMA-2 7B -last ⋆", "SLLaMA-2 7B ⋆", "SimCSE-LLaMA-2 7B ⋆", "AnglE-LLaMA-2-7B")],
+    *[(f"angle_arxiv_transfer_tasks/{row}", f, None, ["MR", "CR", "SUBJ", "MPQA", "SST2", "TREC", "MRPC", "avg"], 2)
+      for row in ("Avg. BERT †", "BERT-CLS †", "IS-BERT ‡", "DiffCSE-RoBERTa ♢", "AnglE-LLaMA") for f in ("angle-arxiv-a.txt", "angle-arxiv-c.txt")],
+    *[(f"angle_arxiv_flickr30k/{row}", f, None, ["strict_accuracy"], 1)
+      for row in ("AnglE", "SimCSE (supervised)", "SBERT") for f in ("angle-arxiv-a.txt", "angle-arxiv-b.txt", "angle-arxiv-c.txt")],
+    *[(f"acl2024_training_time/{row}", "aoe-acl2024.txt", None, ["sec_per_epoch"], 2)
+      for row in ("SBERT-BERTbase", "SimCSE-BERTbase", "AoE-BERTbase", "SBERT-LLaMA7B", "SimCSE-LLaMA7B", "AoE-LLaMA7B")],
+]
+
+
+def _entry_rows(key: str) -> list[tuple[str, list[str]]]:
+    """Every row reference of a paper_numbers.yaml entry with its printed columns, in the entry's order."""
+    from importlib import resources
+
+    import yaml
+
+    entry = yaml.safe_load(resources.files("aoe.resources").joinpath("paper_numbers.yaml").read_text())[key]
+    rows = entry.get("rows") or entry.get("groups")
+    nested = "groups" in entry or any(isinstance(next(iter(v.values()), None), dict) for v in rows.values())
+    refs = [f"{key}/{g}/{r}" for g, rs in rows.items() for r in rs] if nested else [f"{key}/{r}" for r in rows]
+    out = []
+    for ref in refs:
+        values = paper_reference(ref, columns=entry["columns"])[1]
+        out.append((ref, [c for c in entry["columns"] if c in values]))
+    return out
+
+
+# whole tables, row by row (a row's numbers are distinctive enough to find its line without its label)
+TEXT_CHECKS += [
+    *[(ref, "aoe-acl2024.txt", None, cols, 2)
+      for key in ("acl2024_table1", "acl2024_table2", "acl2024_table3", "acl2024_table5_nli") for ref, cols in _entry_rows(key)],
+    *[(ref, "angle-arxiv-a.txt", None, cols, 2) for ref, cols in _entry_rows("angle_arxiv_transfer_tasks")],
+    # the repo image's rows without LLaMA are the same in all three text versions (its LLaMA row is not)
+    *[(ref, f, None, cols, 2) for ref, cols in _entry_rows("arxiv_transfer_sts_table") if "LLaMA" not in ref
+      for f in ("angle-arxiv-a.txt", "angle-arxiv-b.txt", "angle-arxiv-c.txt")],
+]
+
+
+def _printed_in_order(line: str, numbers: list[str]) -> bool:
+    pos = 0
+    for n in numbers:
+        # a whole number of the text (5.2 not inside 65.24 or 5.25), or one of -a's back-to-back repeats
+        m = re.compile(rf"(?<![\d.]){re.escape(n)}(?:(?!\d)|(?={re.escape(n)}))").search(line, pos)
+        if m is None:
+            return False
+        pos = m.end()
+    return True
+
+
+@pytest.mark.parametrize("ref,name,prefix,columns,decimals", TEXT_CHECKS, ids=lambda v: v if isinstance(v, str) else None)
+def test_paper_numbers_are_printed_in_the_papers_text(ref, name, prefix, columns, decimals):
+    """Each checked entry's numbers appear, in its columns' order, on one line of the paper's text copy
+    (shared/papers beside the repository; skipped where it is absent)."""
+    path = PAPERS / name
+    if not path.is_file():
+        pytest.skip(f"{path} not present")
+    _, values, _ = paper_reference(ref, columns=columns)
+    assert set(values) == set(columns), ref
+    numbers = [f"{values[c]:.{paper_digits(values[c], decimals)}f}" for c in columns]
+    lines = [line for line in path.read_text().splitlines() if prefix is None or line.strip().startswith(prefix)]
+    assert any(_printed_in_order(line, numbers) for line in lines), (ref, name, numbers)
+
+
+
+@pytest.mark.parametrize("name,labels", [
+    ("aoe-acl2024.txt", ("#Pos", "#Neg", "Total")),
+    ("angle-arxiv-b.txt", ("#Positive", "#Negative", "Total")),
+])
+def test_gis_numbers_are_printed_in_the_papers_text(name, labels):
+    """Table 7 is printed split by split across a line per count; the long-text shares are prose."""
+    path = PAPERS / name
+    if not path.is_file():
+        pytest.skip(f"{path} not present")
+    splits = ("train", "valid", "test")
+    rows = {s: paper_reference(f"acl2024_table7_gis/{s}", columns=["positive", "negative", "total", "long_share"])[1] for s in splits}
+    lines = [line.replace(",", "") for line in path.read_text().splitlines()]
+    for col, label in zip(("positive", "negative", "total"), labels):
+        numbers = [f"{rows[s][col]:.0f}" for s in splits]
+        assert any(line.startswith(label) and _printed_in_order(line, numbers) for line in lines), (col, numbers)
+    shares = [f"{rows[s]['long_share']:.2f}%" for s in splits]
+    assert any(_printed_in_order(line, shares) for line in lines), shares
