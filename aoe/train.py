@@ -14,6 +14,7 @@ Each run writes, into ``results/models/{backbone}/{objective}/{trainset}/seed{se
     aoe_config.json                                   resolved training config (pooling, objective, data identity, summary)
     versions.json                                     library versions and git commit
     metrics.jsonl                                     loss components, lr and pairs/s every ``log_every`` steps
+    modules.json, sentence_bert_config.json, ...      sentence-transformers files (aoe.interop)
 
 The folder appears only when training finished: it is assembled in a temporary
 folder beside it and renamed. Checkpoints live in ``seed{seed}.ckpt/`` beside it and
@@ -133,6 +134,42 @@ def checkpoint_dir(out_dir: str | Path) -> Path:
     return out_dir.with_name(out_dir.name + ".ckpt")
 
 
+def _pad(seqs: list[list[int]], pad_id: int, side: str = "right") -> dict:
+    """``tokenizer.pad(..., return_tensors="pt")`` of token-id lists, without its per-row Python work (issue 13)."""
+    width = max(len(s) for s in seqs)
+    ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(seqs), width), dtype=torch.long)
+    for i, s in enumerate(seqs):
+        cols = slice(0, len(s)) if side == "right" else slice(width - len(s), width)
+        ids[i, cols] = torch.tensor(s, dtype=torch.long)
+        mask[i, cols] = 1
+    return {"input_ids": ids, "attention_mask": mask}
+
+
+def _adamw(groups: list[dict], lr: float) -> torch.optim.Optimizer:
+    """AdamW with torch's fused kernel where the parameters allow it, else the default implementation.
+
+    On CPU torch's default is the per-tensor loop, several times slower per step than the
+    fused kernel (bench/train_limit.py); transformers' Trainer uses the fused one since torch 2.8.
+    """
+    try:
+        return torch.optim.AdamW(groups, lr=lr, fused=True)
+    except (RuntimeError, ValueError):  # a device or dtype without the fused kernel
+        return torch.optim.AdamW(groups, lr=lr)
+
+
+def _clip_gradients(accelerator, module: torch.nn.Module, max_norm: float) -> None:
+    """Clip the global gradient norm; one multi-tensor (foreach) pass where accelerate's clipping is plain torch's."""
+    from accelerate.utils import DistributedType
+
+    if accelerator.distributed_type in (DistributedType.NO, DistributedType.MULTI_CPU, DistributedType.MULTI_GPU):
+        accelerator.unscale_gradients()  # fp16: as accelerator.clip_grad_norm_ does first
+        grads = [p for p in module.parameters() if p.grad is not None]
+        torch.nn.utils.clip_grad_norm_(grads, max_norm, foreach=True)
+    else:  # FSDP, DeepSpeed, XLA: accelerate's own clipping
+        accelerator.clip_grad_norm_(module.parameters(), max_norm)
+
+
 class _Collator:
     """Rows of the token cache -> padded (B, K, T) ids and mask, (B,) labels, (B, K) text ids."""
 
@@ -141,7 +178,7 @@ class _Collator:
 
     def __call__(self, rows: list[dict]) -> dict:
         seqs = [r[f"input_ids_{j}"] for r in rows for j in range(1, self.k + 1)]  # example-major
-        enc = self.tokenizer.pad({"input_ids": seqs}, return_tensors="pt")
+        enc = _pad(seqs, self.tokenizer.pad_token_id, self.tokenizer.padding_side)
         b = len(rows)
         if self.cfg.format == "pairs":
             lo, hi = self.cfg.score_range
@@ -238,7 +275,7 @@ def train(
         {"params": [p for n, p in params if not any(k in n for k in no_decay)], "weight_decay": cfg.weight_decay},
         {"params": [p for n, p in params if any(k in n for k in no_decay)], "weight_decay": 0.0},
     ]
-    optimizer = torch.optim.AdamW(groups, lr=cfg.learning_rate)
+    optimizer = _adamw(groups, cfg.learning_rate)
     steps_per_epoch = len(data) // cfg.batch_size
     total_steps = cfg.max_steps if cfg.max_steps > 0 else cfg.epochs * steps_per_epoch
     scheduler = get_linear_schedule_with_warmup(optimizer, num_warmup_steps(cfg, total_steps), total_steps)
@@ -299,7 +336,7 @@ def train(
                     for k, x in parts.items():
                         parts_sum[k] = parts_sum.get(k, 0.0) + x.item() / accum
                 if cfg.max_grad_norm > 0:
-                    accelerator.clip_grad_norm_(module.parameters(), cfg.max_grad_norm)
+                    _clip_gradients(accelerator, module, cfg.max_grad_norm)
                 optimizer.step()
                 scheduler.step()
                 optimizer.zero_grad()
@@ -366,6 +403,10 @@ def train(
                     record["lora"] = cfg.lora
                 (work / "aoe_config.json").write_text(json.dumps(record, indent=2) + "\n")
                 (work / "versions.json").write_text(json.dumps(library_versions(), indent=2) + "\n")
+                # so that sentence_transformers.SentenceTransformer(out_dir) embeds as our Encoder does
+                from aoe.interop import write_sentence_transformers_files
+
+                write_sentence_transformers_files(work)
             shutil.rmtree(ckpt_root, ignore_errors=True)
         accelerator.wait_for_everyone()
         return summary

@@ -193,6 +193,11 @@ def test_encoder_loads_the_adapter_with_its_prompt_and_it_differs_from_the_base(
     assert not np.allclose(tuned, base, atol=1e-4)
     with pytest.raises(ValueError, match="trained with prompt"):
         Encoder(trained[finetune], device="cpu", prompt="other {text}")
+    # training wrote the sentence-transformers files: the adapter over its base, with the prompt
+    from sentence_transformers import SentenceTransformer
+
+    st = SentenceTransformer(str(trained[finetune]), device="cpu", trust_remote_code=True)
+    np.testing.assert_allclose(st.encode(texts), tuned, atol=1e-5, rtol=0)
 
 
 def test_qlora_resume_equals_the_uninterrupted_run(data, tmp_path, monkeypatch):

@@ -155,6 +155,16 @@ def test_trained_weights_change_and_pooling_is_used_by_the_encoder(runs, data):
         Encoder(out, pooling="cls", device="cpu")
 
 
+def test_trained_folder_loads_in_sentence_transformers_as_is(runs):
+    from sentence_transformers import SentenceTransformer
+
+    out, _, _, _ = runs["a"]
+    texts = ["A man plays a guitar.", "short", "Two dogs run across a snowy field while a child watches them."]
+    ours = Encoder(out, device="cpu").encode(texts, max_length=128)
+    theirs = SentenceTransformer(str(out), device="cpu").encode(texts)
+    np.testing.assert_allclose(theirs, ours, atol=1e-5, rtol=0)
+
+
 def test_same_seed_is_deterministic(runs):
     (a, *_), (b, *_) = runs["a"], runs["b"]
     assert _without_timing(_metrics(a)) == _without_timing(_metrics(b))
