@@ -199,7 +199,7 @@ def pretrained_cell(backbone: str) -> Cell:
 TABLE_KINDS: dict[str, str | None] = {
     "sts7": "sts",  # AoE Table 1: 7 STS tasks + avg
     "stsb": "sts",  # STS-B test only
-    "ablation": "sts",  # AoE Table 4 / AnglE Table 3: the 7-task STS avg per row, rows in sections
+    "ablation": "sts",  # AoE Table 4: the 7-task STS avg per row, rows in sections (AnglE's ablation is kind indomain)
     "indomain": "indomain",  # AoE Table 2 / AnglE Table 2: a column per train set, scored on its own eval split
     "transfer": "transfer",  # AoE Table 3: SentEval transfer tasks
     "nli_probe": "nli_probe",  # AoE Table 5

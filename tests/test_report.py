@@ -158,5 +158,5 @@ def test_report_lists_every_paper_number_of_the_configured_tables(tmp_path):
         lines = [line for line in sections[name].splitlines() if line.startswith(start)]
         assert any(f" | {printed} |" in line or f" | {printed} ± " in line for line in lines), (name, start, printed)
     assert "| AoE-LLaMA7B (paper: AoE ACL 2024, Appendix D) | s / epoch | 1027.18 |" in sections["table_train_time"]
-    assert "| cls-last-avg (paper: AnglE arXiv, ablation table) | STS-B | 85.81 |" in sections["angle_table3_ablation"]
+    assert "| pooling: bert-base-uncased cls-last-avg | STS-B | – | 0 | 85.81 | – |" in sections["angle_table3_ablation"]
     assert f"| train | total | 2 | 1 | 18565 | -18563 | {NO_STD} |" in sections["table_gis_stats"]  # counts: no decimals
