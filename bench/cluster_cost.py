@@ -1,0 +1,138 @@
+"""GPU-hours of `snakemake all` on a cluster, per backbone, from the paper's measured training speed (issue 13).
+
+    .venv/bin/python bench/cluster_cost.py [--config config.yaml] [--engine-over-bare 0.95] [--out results/bench/cluster_cost.json]
+
+No GPU is timed here. The per-GPU training speed comes from the AoE paper's Appendix D (one
+STS-B train epoch, 5,749 pairs, on one RTX 3090 Ti: AoE-BERT-base 14.94 s, AoE-LLaMA-7B
+1027.18 s; aoe/resources/paper_numbers.yaml ``acl2024_training_time``), the work from the
+grid (``config.yaml``: every trained cell's train set, epochs or max_steps, batch and
+max_length, expanded as the workflow expands it). Assumptions, all in the JSON:
+
+* a training example costs in proportion to its texts (pairs 2, triplets 3) and to the train
+  set's ``max_length`` relative to 64 (batches are padded to their longest text, up to
+  max_length; this over-estimates sets of short texts, which rarely reach it);
+* LLaMA-2 13B trains at 7B's speed x 6.74/13.0 (parameter ratio; the paper gives no 13B time);
+  BERT-sized backbones not in Appendix D (MiniLM-L6, Gemma 3 270M) are costed as BERT-base
+  (an upper bound for both);
+* a multi-GPU job scales perfectly (GPU-hours = the one-GPU time);
+* evaluation: the 7-task STS protocol (26,289 distinct texts, deduplicated) per evaluated
+  model, a forward pass costing a third of a training text's forward+backward; transfer,
+  MTEB and the figures are not counted (MTEB alone can exceed the STS cost several times);
+* ``--engine-over-bare``: this engine's measured speed relative to a bare training loop
+  (bench/train_limit.py); the paper's times are taken as bare-loop speed and divided by it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _common as C  # noqa: E402
+
+from aoe.recipes import N_TEXTS  # noqa: E402
+from aoe.workflow import eval_cells, run_cells, train_params  # noqa: E402
+
+STSB_TRAIN_PAIRS = 5749
+STS7_DISTINCT_TEXTS = 26289  # bench/embed_throughput.py on the mirror
+# Training rows per train set (upstream sizes; the full NLI, QQP and GIS sets are not mirrored)
+TRAIN_ROWS = {
+    "stsb": (5749, "STS-B train"),
+    "nli": (275601, "SimCSE's nli_for_simcse.csv (AllNLI triplets), the official NLI recipe"),
+    "gis": (18565, "GIS train (AnglE Table 7)"),
+    "mrpc": (3668, "GLUE MRPC train"),
+    "qqp": (363846, "GLUE QQP train"),
+    "qnli": (104743, "GLUE QNLI train"),
+    "stsb_llm": (2 * 5749, "one positive and one negative pair per STS-B train sentence1 (an upper bound: 5,749 rows)"),
+    "stsb_self": (5749, "STS-B train sentence1 texts paired with themselves (an upper bound)"),
+}
+PARAMS_13B_OVER_7B = 6.74 / 13.0
+
+
+def per_gpu_pairs_per_s(backbone: str, paper: dict) -> tuple[float, str]:
+    """Training pairs/s on one RTX 3090 Ti at max_length 64, from Appendix D."""
+    bert = STSB_TRAIN_PAIRS / paper["AoE-BERTbase"]["sec_per_epoch"]
+    llama7 = STSB_TRAIN_PAIRS / paper["AoE-LLaMA7B"]["sec_per_epoch"]
+    if backbone == "llama-2-7b":
+        return llama7, "Appendix D, AoE-LLaMA7B"
+    if backbone == "llama-2-13b":
+        return llama7 * PARAMS_13B_OVER_7B, "Appendix D 7B x 6.74/13.0 (parameter ratio)"
+    return bert, "Appendix D, AoE-BERTbase" + ("" if backbone == "bert-base-uncased" else " (as BERT-base: an upper bound)")
+
+
+def estimate(config: dict, engine_over_bare: float) -> dict:
+    from aoe.tables import _numbers
+
+    paper = _numbers(None)["acl2024_training_time"]["rows"]
+    per_backbone: dict[str, dict] = defaultdict(lambda: {"trainings": 0, "train_gpu_h": 0.0, "evaluations": 0, "eval_gpu_h": 0.0})
+    for cell in run_cells(config):
+        p = train_params(config, cell.backbone, cell.objective, cell.trainset, cell.seed)
+        if cell.trainset not in TRAIN_ROWS:
+            raise SystemExit(f"bench/cluster_cost.py: no training-set size for trainset {cell.trainset!r}; add it to TRAIN_ROWS")
+        n_rows = TRAIN_ROWS[cell.trainset][0]
+        if p.get("max_steps", 0) > 0:
+            examples = p["max_steps"] * p["batch_size"]
+        else:
+            examples = p.get("epochs", 1) * n_rows
+        texts = N_TEXTS[p["format"]]
+        speed, _ = per_gpu_pairs_per_s(cell.backbone, paper)
+        cost = examples * (texts / 2) * (p.get("max_length", 64) / 64) / speed / engine_over_bare
+        entry = per_backbone[cell.backbone]
+        entry["trainings"] += 1
+        entry["train_gpu_h"] += cost / 3600
+    for cell in eval_cells(config):
+        speed, _ = per_gpu_pairs_per_s(cell.backbone, paper)
+        # a forward of one text ~ 1/3 of a training text's forward+backward; a training pair is 2 texts
+        texts_per_s = speed * 2 * 3
+        entry = per_backbone[cell.backbone]
+        entry["evaluations"] += 1
+        entry["eval_gpu_h"] += STS7_DISTINCT_TEXTS / texts_per_s / 3600
+    out = {}
+    for backbone, entry in sorted(per_backbone.items()):
+        speed, source = per_gpu_pairs_per_s(backbone, paper)
+        res = config["backbones"][backbone].get("resources", {})
+        out[backbone] = {
+            **entry,
+            "total_gpu_h": entry["train_gpu_h"] + entry["eval_gpu_h"],
+            "pairs_per_s_per_gpu_at_64": speed,
+            "speed_source": source,
+            "gpus_per_training_job": res.get("gpus", 1),
+        }
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--config", default=str(C.REPO / "config.yaml"))
+    ap.add_argument("--engine-over-bare", type=float, default=1.0, help="engine pairs/s / bare loop pairs/s (bench/train_limit.py)")
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args()
+    config = yaml.safe_load(Path(args.config).read_text())
+    per_backbone = estimate(config, args.engine_over_bare)
+    total = sum(v["total_gpu_h"] for v in per_backbone.values())
+    record = {
+        "command": "python bench/cluster_cost.py " + " ".join(sys.argv[1:]),
+        "gpu": "RTX 3090 Ti (the paper's Appendix D GPU)",
+        "engine_over_bare": args.engine_over_bare,
+        "train_rows": {k: {"rows": v[0], "source": v[1]} for k, v in TRAIN_ROWS.items()},
+        "per_backbone": per_backbone,
+        "total_gpu_h": total,
+        "assumptions": __doc__.split("Assumptions, all in the JSON:", 1)[1].strip(),
+    }
+    path = C.write_json("cluster_cost", record, args.out)
+    C.print_table(
+        f"GPU-hours of `all` (RTX 3090 Ti equivalents, Appendix D speeds, engine/bare {args.engine_over_bare:.2f})",
+        ["backbone", "trainings", "train GPU-h", "evaluations", "STS eval GPU-h", "total GPU-h", "GPUs/job", "pairs/s/GPU"],
+        [[b, v["trainings"], round(v["train_gpu_h"], 1), v["evaluations"], round(v["eval_gpu_h"], 2), round(v["total_gpu_h"], 1),
+          v["gpus_per_training_job"], round(v["pairs_per_s_per_gpu_at_64"], 2)] for b, v in per_backbone.items()],
+    )
+    print(f"  total: {total:.0f} GPU-hours")
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()
