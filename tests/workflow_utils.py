@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import shutil
 import subprocess
 import sys
@@ -30,17 +31,28 @@ def copy_workflow(dest: Path) -> Path:
 
 
 def snakemake(workdir: Path, *args: str, env: dict | None = None, timeout: float = 900) -> subprocess.CompletedProcess:
-    """Run snakemake in ``workdir``; stdout and stderr merged into .stdout."""
+    """Run snakemake in ``workdir``; stdout and stderr merged into .stdout.
+
+    Past ``timeout`` its whole process group is killed (a job's script would otherwise go on
+    running, orphaned, and slow every later test), then TimeoutExpired is raised.
+    """
     full_env = {**os.environ, **(env or {})}
-    return subprocess.run(
+    with subprocess.Popen(
         [*SNAKEMAKE, *args],
         cwd=workdir,
         env=full_env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
-        timeout=timeout,
-    )
+        start_new_session=True,
+    ) as proc:
+        try:
+            stdout, _ = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+            raise
+    return subprocess.CompletedProcess(proc.args, proc.returncode, stdout)
 
 
 def job_counts(stdout: str) -> dict[str, int]:
