@@ -48,7 +48,7 @@ from typing import Any
 
 import torch
 
-from aoe.models import POOLINGS, TOKENIZER_FILES, is_adapter_dir, tokenize_texts
+from aoe.models import POOLINGS, TOKENIZER_FILES, is_adapter_dir, pad_ids, tokenize_texts
 from aoe.prompts import check_prompt
 
 try:
@@ -158,7 +158,7 @@ class AoETransformer(InputModule):
             texts = [prompt + t for t in texts]
         max_length = kwargs.get("max_length") or self.max_seq_length
         ids = tokenize_texts(self.tokenizer, texts, max_length, self.prompt)
-        return dict(self.tokenizer.pad({"input_ids": ids}, return_tensors="pt"))
+        return pad_ids(ids, self.tokenizer)
 
     def forward(self, features: dict[str, Any], **kwargs) -> dict[str, Any]:
         input_ids, mask = features["input_ids"], features["attention_mask"]

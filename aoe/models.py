@@ -299,6 +299,23 @@ def tokenize_texts(tokenizer, texts: list[str], max_length: int, prompt: str | N
     return ids
 
 
+def pad_ids(seqs: list[list[int]], tokenizer) -> dict[str, torch.Tensor]:
+    """``tokenizer.pad({"input_ids": seqs}, return_tensors="pt")`` without its per-row Python work.
+
+    Pads with the tokenizer's pad token on its padding side; the one padding of training,
+    :meth:`Encoder.encode` and the sentence-transformers module (aoe.interop).
+    """
+    width = max(len(s) for s in seqs)
+    ids = torch.full((len(seqs), width), tokenizer.pad_token_id, dtype=torch.long)
+    mask = torch.zeros((len(seqs), width), dtype=torch.long)
+    right = tokenizer.padding_side == "right"
+    for i, s in enumerate(seqs):
+        cols = slice(0, len(s)) if right else slice(width - len(s), width)
+        ids[i, cols] = torch.tensor(s, dtype=torch.long)
+        mask[i, cols] = 1
+    return {"input_ids": ids, "attention_mask": mask}
+
+
 def ensure_pad_token(tokenizer):
     """LLaMA tokenizers ship without a pad token: pad with UNK (as the official angle-emb, id 0) or EOS.
 
@@ -409,7 +426,7 @@ class Encoder:
         for start in batches:
             idx = order[start : start + batch_size]
             ids = tokenize_texts(self.tokenizer, [texts[i] for i in idx], max_length, self.prompt)
-            enc = self.tokenizer.pad({"input_ids": ids}, return_tensors="pt").to(self.device)
+            enc = {k: v.to(self.device) for k, v in pad_ids(ids, self.tokenizer).items()}
             pooled = embed(self.model, self.pooling, enc["input_ids"], enc["attention_mask"])
             out[idx] = pooled.float().cpu().numpy()
         return out

@@ -47,7 +47,7 @@ from aoe.fsutil import atomic_dir
 from aoe.losses import get_objective
 from aoe.losses.objectives import FORMATS
 from aoe.lora import FINETUNES, build_lora_model, quantization_settings, relative_base, trainable_names
-from aoe.models import POOLINGS, embed, ensure_pad_token
+from aoe.models import POOLINGS, embed, ensure_pad_token, pad_ids
 from aoe.prompts import check_prompt
 from aoe.provenance import library_versions
 from aoe.tokens import load_token_cache
@@ -134,18 +134,6 @@ def checkpoint_dir(out_dir: str | Path) -> Path:
     return out_dir.with_name(out_dir.name + ".ckpt")
 
 
-def _pad(seqs: list[list[int]], pad_id: int, side: str = "right") -> dict:
-    """``tokenizer.pad(..., return_tensors="pt")`` of token-id lists, without its per-row Python work (issue 13)."""
-    width = max(len(s) for s in seqs)
-    ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(seqs), width), dtype=torch.long)
-    for i, s in enumerate(seqs):
-        cols = slice(0, len(s)) if side == "right" else slice(width - len(s), width)
-        ids[i, cols] = torch.tensor(s, dtype=torch.long)
-        mask[i, cols] = 1
-    return {"input_ids": ids, "attention_mask": mask}
-
-
 def _adamw(groups: list[dict], lr: float) -> torch.optim.Optimizer:
     """AdamW with torch's fused kernel where the parameters allow it, else the default implementation.
 
@@ -178,7 +166,7 @@ class _Collator:
 
     def __call__(self, rows: list[dict]) -> dict:
         seqs = [r[f"input_ids_{j}"] for r in rows for j in range(1, self.k + 1)]  # example-major
-        enc = _pad(seqs, self.tokenizer.pad_token_id, self.tokenizer.padding_side)
+        enc = pad_ids(seqs, self.tokenizer)
         b = len(rows)
         if self.cfg.format == "pairs":
             lo, hi = self.cfg.score_range

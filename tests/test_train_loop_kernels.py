@@ -11,7 +11,8 @@ import pytest
 import torch
 from transformers import AutoTokenizer
 
-from aoe.train import _adamw, _clip_gradients, _pad
+from aoe.models import pad_ids
+from aoe.train import _adamw, _clip_gradients
 
 
 @pytest.mark.parametrize("side", ["right", "left"])
@@ -20,7 +21,7 @@ def test_pad_equals_the_tokenizers_pad(minilm_dir, side):
     tokenizer.padding_side = side
     seqs = tokenizer(["a", "a much longer sentence than the first one", "", "two words"])["input_ids"]
     expected = tokenizer.pad({"input_ids": seqs}, return_tensors="pt")
-    got = _pad(seqs, tokenizer.pad_token_id, side)
+    got = pad_ids(seqs, tokenizer)
     for key in ("input_ids", "attention_mask"):
         assert got[key].dtype == expected[key].dtype
         assert torch.equal(got[key], expected[key])
