@@ -47,7 +47,7 @@ from aoe.fsutil import atomic_dir
 from aoe.losses import get_objective
 from aoe.losses.objectives import FORMATS
 from aoe.lora import FINETUNES, build_lora_model, quantization_settings, relative_base, trainable_names
-from aoe.models import POOLINGS, embed, ensure_pad_token, pad_ids
+from aoe.models import POOLINGS, embed_bucketed, ensure_pad_token, pad_ids
 from aoe.prompts import check_prompt
 from aoe.provenance import library_versions
 from aoe.tokens import load_token_cache
@@ -78,6 +78,7 @@ class TrainConfig:
     max_length: int = 128
     score_range: tuple[float, float] = (0.0, 1.0)  # gold scale mapped to [0, 1] labels (pairs)
     length_grouped: bool = False  # batches of similar length (less padding; order still seeded)
+    length_buckets: int = 4  # forward passes per batch, over texts of similar length (aoe.models.embed_bucketed)
     log_every: int = 10
     checkpoint_every: int = 0  # steps between checkpoints; 0 = none
     finetune: str = "full"  # full | lora | qlora (aoe.lora)
@@ -92,6 +93,8 @@ class TrainConfig:
             raise ValueError(f"unknown pooling {self.pooling!r}; known: {sorted(POOLINGS)}")
         if self.mixed_precision not in ("no", "fp16", "bf16"):
             raise ValueError(f"mixed_precision must be no, fp16 or bf16, got {self.mixed_precision!r}")
+        if self.length_buckets < 1:
+            raise ValueError(f"length_buckets must be >= 1 (1: one padded forward pass), got {self.length_buckets}")
         if self.format not in FORMATS:
             raise ValueError(f"format must be one of {FORMATS}, got {self.format!r}")
         lo, hi = self.score_range
@@ -184,13 +187,14 @@ class _Collator:
 class _Trainee(torch.nn.Module):
     """The encoder plus the objective's own parameters (SBERT's classifier), as one module for DDP."""
 
-    def __init__(self, encoder: torch.nn.Module, head: torch.nn.Module | None, pooling: str):
+    def __init__(self, encoder: torch.nn.Module, head: torch.nn.Module | None, pooling: str, buckets: int = 1):
         super().__init__()
-        self.encoder, self.head, self.pooling = encoder, head, pooling
+        self.encoder, self.head, self.pooling, self.buckets = encoder, head, pooling, buckets
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         b, k, t = input_ids.shape
-        pooled = embed(self.encoder, self.pooling, input_ids.view(b * k, t), attention_mask.view(b * k, t))
+        flat_ids, flat_mask = input_ids.view(b * k, t), attention_mask.view(b * k, t)
+        pooled = embed_bucketed(self.encoder, self.pooling, flat_ids, flat_mask, self.buckets)
         return pooled.float().view(b, k, -1)  # (b, K, H)
 
 
@@ -256,7 +260,7 @@ def train(
         encoder = build_lora_model(
             backbone_dir, cfg.finetune, cfg.lora, cfg.mixed_precision, cfg.gradient_checkpointing, accelerator.device
         )
-    module = _Trainee(encoder, objective.make_head(encoder.config.hidden_size), cfg.pooling)
+    module = _Trainee(encoder, objective.make_head(encoder.config.hidden_size), cfg.pooling, cfg.length_buckets)
     no_decay = ("bias", "LayerNorm.weight", "layer_norm", "norm.weight")
     params = [(n, p) for n, p in module.named_parameters() if p.requires_grad]  # LoRA: the adapters only
     groups = [

@@ -13,7 +13,9 @@ linear warm-up, gradient clipping at 1.0, seed 1, fp32, ``--threads`` torch thre
   ``epoch_batches`` order and ``_Collator``), then only ``embed`` -> objective -> backward ->
   clip -> AdamW -> scheduler; ``--bare-adam`` picks the AdamW implementation (``fused``, the
   fastest on CPU and the default; ``single`` is torch's per-tensor loop, the engine's choice
-  before issue 13) and ``--bare-clip`` the clipping (``foreach`` or ``default``).
+  before issue 13) and ``--bare-clip`` the clipping (``foreach`` or ``default``); its forward is
+  ``embed_bucketed`` with the engine's ``length_buckets`` (``--length-buckets``; 1 = one pass
+  over the batch padded to its longest text), so both sides compute the same thing.
 
 Each run is a fresh process; runs alternate (engine, bare, engine, bare, ...). The JSON
 (results/bench/train_limit.json) has every run's pairs/s, the load average before and
@@ -39,10 +41,11 @@ SETTINGS = dict(objective="aoe", seed=1, learning_rate=5e-5, batch_size=32, warm
                 score_range=(0, 5), objective_overrides={"contrastive_threshold": 0.8}, log_every=10)
 
 
-def _config(steps: int):
+def _config(args):
     from aoe.train import TrainConfig
 
-    return TrainConfig(max_steps=steps, **SETTINGS)
+    buckets = {} if args.length_buckets is None else {"length_buckets": args.length_buckets}
+    return TrainConfig(max_steps=args.steps, **SETTINGS, **buckets)
 
 
 def worker_engine(args) -> dict:
@@ -56,7 +59,7 @@ def worker_engine(args) -> dict:
     out = C.WORK_DIR / f"limit-engine-{os.getpid()}"
     shutil.rmtree(out, ignore_errors=True)
     try:
-        summary = train(cache, table, C.backbone_dir(), out, _config(args.steps))
+        summary = train(cache, table, C.backbone_dir(), out, _config(args))
         metrics = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines() if x]
     finally:
         shutil.rmtree(out, ignore_errors=True)
@@ -74,12 +77,12 @@ def worker_bare(args) -> dict:
     from transformers import AutoModel, AutoTokenizer, get_linear_schedule_with_warmup
 
     from aoe.losses import get_objective
-    from aoe.models import embed, ensure_pad_token
+    from aoe.models import embed_bucketed, ensure_pad_token, length_buckets
     from aoe.tokens import load_token_cache
     from aoe.train import _Collator, epoch_batches, num_warmup_steps
 
     torch.set_num_threads(args.threads)
-    cfg = _config(args.steps)
+    cfg = _config(args)
     table = C.stsb_table("train", args.mirror)
     cache = C.token_cache(table, cfg.max_length)
     bb = C.backbone_dir()
@@ -110,13 +113,19 @@ def worker_bare(args) -> dict:
         rows = data[idx]
         batches.append(collate([dict(zip(rows, vals)) for vals in zip(*rows.values())]))
     pad_share = [1 - float(b["attention_mask"].float().mean()) for b in batches]
+    bucket_pad_share = []  # padding left inside the forward passes of embed_bucketed
+    for b in batches:
+        lengths = b["attention_mask"].flatten(0, 1).sum(-1).tolist()
+        groups = length_buckets(lengths, cfg.length_buckets)
+        bucket_pad_share.append(1 - sum(lengths) / sum(len(g) * max(lengths[i] for i in g) for g in groups))
     clip_kw = {"foreach": True} if args.bare_clip == "foreach" else {}
     losses = {}
     model.train()
     start = time.perf_counter()
     for step, batch in enumerate(batches, start=1):
         b, k, t = batch["input_ids"].shape
-        emb = embed(model, cfg.pooling, batch["input_ids"].view(b * k, t), batch["attention_mask"].view(b * k, t))
+        emb = embed_bucketed(model, cfg.pooling, batch["input_ids"].view(b * k, t), batch["attention_mask"].view(b * k, t),
+                             cfg.length_buckets)
         emb = emb.float().view(b, k, -1)
         loss, _ = objective(tuple(emb.unbind(1)), batch["labels"], batch["text_ids"], None)
         loss.backward()
@@ -132,6 +141,8 @@ def worker_bare(args) -> dict:
         "train_seconds": seconds,
         "losses": losses,
         "padding_share_mean": sum(pad_share) / len(pad_share),
+        "length_buckets": cfg.length_buckets,
+        "padding_share_in_buckets_mean": sum(bucket_pad_share) / len(bucket_pad_share),
         "torch_threads": torch.get_num_threads(),
     }
 
@@ -176,6 +187,8 @@ def main() -> None:
     ap.add_argument("--mirror", default=C.default_mirror())
     ap.add_argument("--bare-adam", choices=["fused", "foreach", "single"], default="fused")
     ap.add_argument("--bare-clip", choices=["foreach", "default"], default="foreach")
+    ap.add_argument("--length-buckets", type=int, default=None,
+                    help="forward passes per batch on both sides (default: the engine's TrainConfig default)")
     ap.add_argument("--profile", action="store_true", help="add one cProfile'd engine run")
     ap.add_argument("--out", default=None, help="JSON path (default results/bench/train_limit.json)")
     ap.add_argument("--worker", choices=["engine", "bare", "profile"], help=argparse.SUPPRESS)
@@ -190,6 +203,8 @@ def main() -> None:
     C.token_cache(C.stsb_table("train", args.mirror), SETTINGS["max_length"])
     base = [sys.executable, str(Path(__file__).resolve()), "--steps", str(args.steps), "--threads", str(args.threads),
             "--mirror", args.mirror, "--bare-adam", args.bare_adam, "--bare-clip", args.bare_clip]
+    if args.length_buckets is not None:
+        base += ["--length-buckets", str(args.length_buckets)]
     env = {"OMP_NUM_THREADS": str(args.threads), "TOKENIZERS_PARALLELISM": "false"}
     runs = []
     for rep in range(args.repeats):
@@ -205,7 +220,8 @@ def main() -> None:
     record = {
         "command": "python bench/train_limit.py " + " ".join(sys.argv[1:]),
         "settings": {**SETTINGS, "steps": args.steps, "threads": args.threads, "bare_adam": args.bare_adam,
-                     "bare_clip": args.bare_clip, "backbone": str(C.backbone_dir()), "data": "STS-B train (mirror)"},
+                     "bare_clip": args.bare_clip,
+                     "length_buckets": _config(args).length_buckets, "backbone": str(C.backbone_dir()), "data": "STS-B train (mirror)"},
         "runs": runs,
         "pairs_per_s": stats,
         "engine_over_bare_per_repeat": ratios,

@@ -60,7 +60,10 @@ from its venv by path. What cannot be matched:
   the HF Trainer seeds at its construction);
 * library versions: transformers 5.3.0 (pinned by angle-emb) against ours; the JSON records both;
 * implementation choices that are what is compared, not settings: angle-emb tokenizes in the
-  loop, the engine reads the token cache; the HF Trainer clips with torch's default
+  loop, the engine reads the token cache; angle-emb runs one forward pass over each batch
+  padded to its longest text, the engine ``length_buckets`` passes over texts of similar
+  length (``aoe.models.embed_bucketed``: the same embeddings, fewer padded positions;
+  ``--length-buckets 1`` turns it off); the HF Trainer clips with torch's default
   (per-tensor on CPU), the engine with foreach; both use fused AdamW (HF's default optim
   ``adamw_torch_fused`` on torch >= 2.8, recorded). angle-emb's fit wraps its backbone in
   ``torch.compile`` after building the trainer, which keeps the eager module (the class the
@@ -158,7 +161,8 @@ def _config(args):
     return TrainConfig(objective=OBJECTIVE, objective_overrides=OVERRIDES, pooling="cls", seed=args.seed,
                        learning_rate=args.lr, batch_size=32, max_steps=args.steps, warmup_ratio=args.warmup_ratio,
                        weight_decay=0.0, max_grad_norm=1.0, mixed_precision="no", max_length=64,
-                       score_range=SCORE_RANGE, log_every=LOG_EVERY)
+                       score_range=SCORE_RANGE, log_every=LOG_EVERY,
+                       **({} if args.length_buckets is None else {"length_buckets": args.length_buckets}))
 
 
 def _batch_order(n: int, steps: int, seed: int) -> list[list[int]]:
@@ -555,6 +559,8 @@ def main() -> None:
                     help="STS-B test Spearman of the first repeat's models (and the backbone), of all, or none")
     ap.add_argument("--eval-max-pairs", type=int, default=0,
                     help="score a seeded subset of STS-B test of this many pairs (smoke tests; 0 = all 1,379)")
+    ap.add_argument("--length-buckets", type=int, default=None,
+                    help="the engine's forward passes per batch (TrainConfig.length_buckets; default: its default)")
     ap.add_argument("--mirror", default=C.default_mirror())
     ap.add_argument("--out", default=None, help="JSON path (default results/bench/train_vs_official.json)")
     ap.add_argument("--worker", choices=["engine", "official", "eval"], help=argparse.SUPPRESS)
@@ -575,6 +581,8 @@ def main() -> None:
     common = ["--steps", str(args.steps), "--threads", str(args.threads), "--lr", repr(args.lr),
               "--warmup-ratio", repr(args.warmup_ratio), "--seed", str(args.seed), "--mirror", args.mirror,
               "--official-order", args.official_order, "--backbone", str(C.backbone_dir())]
+    if args.length_buckets is not None:
+        common += ["--length-buckets", str(args.length_buckets)]
     script = str(Path(__file__).resolve())
     python = {"engine": sys.executable, "official": str(angle_py)}
     env = {"OMP_NUM_THREADS": str(args.threads), "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1",
@@ -624,6 +632,7 @@ def main() -> None:
             "padding_share": prep["padding_share"],
             "engine": {"objective": OBJECTIVE, "objective_overrides": OVERRIDES, "score_range": list(SCORE_RANGE),
                        "optimizer": "torch AdamW fused", "gradient_clipping": "clip_grad_norm_ foreach",
+                       "length_buckets": _config(args).length_buckets,
                        "token_cache": str(prep["cache"])},
             "official": {"api": "angle_emb.AnglE(backbone, max_length=64, pooling_strategy='cls', train_mode=True).fit(...)",
                          "loss_kwargs": ANGLE_LOSS, "labels": "raw STS-B scores 0-5", "filter_duplicate": False,
