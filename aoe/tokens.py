@@ -26,7 +26,8 @@ from aoe.models import ensure_pad_token, tokenize_texts, tokenizer_fingerprint
 
 __all__ = ["text_columns", "build_token_cache", "load_token_cache", "StaleCacheError", "CACHE_FORMAT"]
 
-CACHE_FORMAT = 1
+# 2: token and text ids stored as int32 (1: int64), half the disk and page cache
+CACHE_FORMAT = 2
 
 
 class StaleCacheError(RuntimeError):
@@ -71,7 +72,14 @@ def build_token_cache(
         columns[f"input_ids_{k}"] = [ids[i] for i in tid]
         columns[f"text_id_{k}"] = tid.tolist()
     columns["score"] = df["score"].astype("float64").tolist() if "score" in df.columns else [1.0] * len(df)
-    ds = datasets.Dataset.from_dict(columns)
+    if len(texts) >= 2**31 or (tokenizer.vocab_size or 0) >= 2**31:  # never for real vocabularies
+        raise DataError(f"{table}: {len(texts)} texts / vocabulary {tokenizer.vocab_size} exceed int32 ids")
+    features = {}
+    for k in range(1, len(cols) + 1):
+        features[f"input_ids_{k}"] = datasets.List(datasets.Value("int32"))
+        features[f"text_id_{k}"] = datasets.Value("int32")
+    features["score"] = datasets.Value("float64")
+    ds = datasets.Dataset.from_dict(columns, features=datasets.Features(features))
     identity = {
         "format": CACHE_FORMAT,
         "table": str(table),
