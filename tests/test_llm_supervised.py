@@ -337,8 +337,8 @@ def test_cpu_preset_plans_the_chain(tmp_path):
         "llm_pairs": 1,
         "llm_self_pairs": 1,
         "tokenize": 2,
-        "train_model": 2,
-        "evaluate_sts": 3,  # AoE + LLM, SimCSE-style, and the backbone as downloaded
+        "train_model": 6,  # AoE + LLM and SimCSE-style, seeds 1-3
+        "evaluate_sts": 7,  # those 6 and the backbone as downloaded
         "table": 1,
         "report_md": 1,
         "all": 1,
