@@ -21,13 +21,13 @@ from pathlib import Path
 import pandas as pd
 
 from aoe.data.io import DataError, sha256_file
+from aoe.formats import TOKEN_CACHE_FORMAT
 from aoe.fsutil import atomic_dir
 from aoe.models import ensure_pad_token, tokenize_texts, tokenizer_fingerprint
 
 __all__ = ["text_columns", "build_token_cache", "load_token_cache", "StaleCacheError", "CACHE_FORMAT"]
 
-# 2: token and text ids stored as int32 (1: int64), half the disk and page cache
-CACHE_FORMAT = 2
+CACHE_FORMAT = TOKEN_CACHE_FORMAT  # aoe.formats: the tokenize rule reruns when it changes
 
 
 class StaleCacheError(RuntimeError):

@@ -26,6 +26,7 @@ from aoe.data.transfer import transfer_files
 from aoe.evaluate.nli_probe import probe_inputs
 from aoe.data.pairsets import ALLNLI_FILE, SOURCES, mirror_sources, upstream_url
 from aoe.llm_supervised import GENERATED_SPLITS
+from aoe.formats import TOKEN_CACHE_FORMAT
 
 validate(config, workflow.source_path("../schemas/config.schema.yaml"))
 try:

@@ -73,6 +73,7 @@ rule tokenize:
         "../envs/torch.yaml"
     params:
         prompt=get_prompt,  # a changed prompt retokenizes (params trigger)
+        cache_format=TOKEN_CACHE_FORMAT,  # so does a new cache format (aoe.formats)
     script:
         "../workflow_scripts/tokenize.py"
 
