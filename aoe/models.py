@@ -267,7 +267,6 @@ def embed(model, pooling: str, input_ids: torch.Tensor, attention_mask: torch.Te
     return pool(pooling, out.last_hidden_state, attention_mask, first)
 
 
-
 def length_buckets(lengths: list[int], n: int) -> list[list[int]]:
     """Split row indices into at most ``n`` groups of similar length, fewest padded positions first.
 
@@ -328,6 +327,7 @@ def embed_bucketed(
     inverse = torch.empty(input_ids.shape[0], dtype=torch.long)
     inverse[torch.as_tensor([r for rows in groups for r in rows])] = torch.arange(input_ids.shape[0])
     return torch.cat(parts)[inverse.to(parts[0].device)]
+
 
 # ---------------------------------------------------------------------------
 # Prompts and tokenization, shared by the token cache (training) and the Encoder

@@ -64,6 +64,9 @@ def build_token_cache(
     # Each distinct text is tokenized once and gets one id, which the contrastive
     # loss uses to recognise identical texts inside a batch.
     texts = pd.unique(pd.concat([df[c] for c in cols], ignore_index=True))
+    # the cache stores ids as int32 (checked before the tokenizer runs)
+    if len(texts) >= 2**31 or (tokenizer.vocab_size or 0) >= 2**31:  # never for real vocabularies
+        raise DataError(f"{table}: {len(texts)} texts / vocabulary {tokenizer.vocab_size} exceed int32 ids")
     text_id = {t: i for i, t in enumerate(texts)}
     ids = tokenize_texts(tokenizer, list(texts), max_length, prompt)
     columns: dict[str, list] = {}
@@ -72,8 +75,6 @@ def build_token_cache(
         columns[f"input_ids_{k}"] = [ids[i] for i in tid]
         columns[f"text_id_{k}"] = tid.tolist()
     columns["score"] = df["score"].astype("float64").tolist() if "score" in df.columns else [1.0] * len(df)
-    if len(texts) >= 2**31 or (tokenizer.vocab_size or 0) >= 2**31:  # never for real vocabularies
-        raise DataError(f"{table}: {len(texts)} texts / vocabulary {tokenizer.vocab_size} exceed int32 ids")
     features = {}
     for k in range(1, len(cols) + 1):
         features[f"input_ids_{k}"] = datasets.List(datasets.Value("int32"))
