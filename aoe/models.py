@@ -35,6 +35,7 @@ __all__ = [
     "is_adapter_dir",
     "bnb_config",
     "load_base_model",
+    "pin_4bit_cpu_path",
 ]
 
 TOKENIZER_FILES = (
@@ -407,8 +408,36 @@ def bnb_config(quantization: dict | None):
     return BitsAndBytesConfig(**q)
 
 
+def pin_4bit_cpu_path(model: torch.nn.Module, packed: bool = False) -> int:
+    """Fix which kernel bitsandbytes runs a 4-bit layer with on the CPU; returns the number of 4-bit layers.
+
+    bitsandbytes chooses by CPU model: on a CPU with AVX512-BF16 an eval-mode, no-grad
+    forward repacks each layer once and multiplies in bfloat16 (activations and block
+    scales rounded to bf16); on other CPUs, and whenever a layer trains, it dequantizes
+    to the compute dtype (float32 on the CPU). Left to itself, the same trained adapter
+    would embed differently on two CPUs of the same cluster, and its repacking refuses
+    layers narrower than a quantization block. ``packed=False`` (what every loader here
+    uses) runs the dequantizing path on every CPU; ``packed=True`` forces the repacked
+    one, which needs AVX512-BF16. CUDA layers are not affected: the flag is CPU-only.
+    """
+    from bitsandbytes.functional import has_avx512bf16
+    from bitsandbytes.nn import Linear4bit
+
+    if packed and not has_avx512bf16():
+        raise RuntimeError("the packed bf16 4-bit CPU kernel needs a CPU with AVX512-BF16; this one has none")
+    layers = [m for m in model.modules() if isinstance(m, Linear4bit)]
+    for layer in layers:
+        if getattr(layer.weight.quant_state, "packing_format_for_cpu", False):
+            raise RuntimeError("pin_4bit_cpu_path: a layer was already repacked by an inference pass; pin right after loading")
+        layer.support_avx512bf16_for_cpu = packed
+    return len(layers)
+
+
 def load_base_model(model_dir: str | Path, quantization: dict | None = None, device: torch.device | str | None = None):
-    """``AutoModel`` of a backbone folder, in 4-bit when ``quantization`` says so (placed on ``device``)."""
+    """``AutoModel`` of a backbone folder, in 4-bit when ``quantization`` says so (placed on ``device``).
+
+    A 4-bit model runs bitsandbytes' dequantizing CPU kernel on every CPU (:func:`pin_4bit_cpu_path`).
+    """
     from transformers import AutoModel
 
     if not quantization:
@@ -416,9 +445,11 @@ def load_base_model(model_dir: str | Path, quantization: dict | None = None, dev
         return model.to(device) if device is not None else model
     device = torch.device(device or "cpu")
     # bitsandbytes places quantized weights at load time; moving them afterwards is refused
-    return AutoModel.from_pretrained(
+    model = AutoModel.from_pretrained(
         model_dir, quantization_config=bnb_config(quantization), device_map={"": str(device)}, dtype=torch.float32
     )
+    pin_4bit_cpu_path(model, packed=False)
+    return model
 
 
 class Encoder:

@@ -209,10 +209,69 @@ def test_4bit_base_embeds_as_the_encoder(llm_root: Path):
 
     model_dir = _llm(llm_root, "qlora")
     model = _st(model_dir, trust_remote_code=True)
-    assert any(isinstance(m, Linear4bit) for m in model[0].model.modules())
+    layers = [m for m in model[0].model.modules() if isinstance(m, Linear4bit)]
+    assert layers and not any(m.support_avx512bf16_for_cpu for m in layers)  # pinned on every CPU
     theirs = model.encode(TEXTS, batch_size=4)
     ours = Encoder(model_dir, device="cpu").encode(TEXTS, batch_size=3, max_length=128)
     assert _max_diff(theirs, ours) < TOL
+
+
+# bitsandbytes' CPU 4-bit kernels (aoe.models.pin_4bit_cpu_path). Measured on the qlora fixture
+# (hidden 64, 2 layers), relative to the embedding's largest entry: the packed kernel's bf16
+# activations and block scales moved embeddings by 4.9e-3 (bound 2e-2); the dequantizing kernel in eval
+# and in training mode are the same computation (float32 rounding only).
+PACKED_RTOL = 2e-2
+
+
+def _qlora_embeddings(llm_root: Path, packed: bool | None = None, training: bool = False) -> tuple[np.ndarray, list]:
+    """Embeddings of TEXTS[:5] by the qlora fixture, one text per forward, and its 4-bit layers."""
+    from bitsandbytes.nn import Linear4bit
+
+    from aoe.models import embed, pin_4bit_cpu_path, tokenize_texts
+
+    encoder = Encoder(_llm(llm_root, "qlora"), device="cpu")
+    layers = [m for m in encoder.model.modules() if isinstance(m, Linear4bit)]
+    if packed is not None:
+        pin_4bit_cpu_path(encoder.model, packed=packed)
+    encoder.model.train(training)
+    rows = []
+    with torch.set_grad_enabled(training):
+        for ids in tokenize_texts(encoder.tokenizer, TEXTS[:5], 128, encoder.prompt):
+            x = torch.tensor([ids])
+            rows.append(embed(encoder.model, "last", x, torch.ones_like(x))[0].detach().numpy())
+    return np.stack(rows), layers
+
+
+def test_4bit_eval_and_training_forwards_run_the_same_kernel(llm_root: Path):
+    inference, layers = _qlora_embeddings(llm_root)
+    assert layers and not any(m.support_avx512bf16_for_cpu for m in layers)
+    assert not any(getattr(m.weight.quant_state, "packing_format_for_cpu", False) for m in layers)
+    training, _ = _qlora_embeddings(llm_root, training=True)
+    assert _max_diff(inference, training) < TOL
+
+
+@pytest.mark.skipif(
+    not __import__("bitsandbytes.functional", fromlist=["has_avx512bf16"]).has_avx512bf16(),
+    reason="the packed bf16 4-bit CPU kernel needs AVX512-BF16, which this CPU lacks",
+)
+def test_forced_packed_4bit_kernel_agrees_within_bf16(llm_root: Path):
+    dequantized, _ = _qlora_embeddings(llm_root, packed=False)
+    packed, layers = _qlora_embeddings(llm_root, packed=True)
+    assert all(m.weight.quant_state.packing_format_for_cpu for m in layers)  # the packed kernel really ran
+    err = np.abs(packed - dequantized).max() / np.abs(dequantized).max()
+    assert 0 < err < PACKED_RTOL, err
+
+
+def test_packed_4bit_kernel_is_refused_without_avx512bf16(llm_root: Path, monkeypatch):
+    import bitsandbytes.functional
+
+    from aoe.models import pin_4bit_cpu_path
+
+    encoder = Encoder(_llm(llm_root, "qlora"), device="cpu")
+    monkeypatch.setattr(bitsandbytes.functional, "has_avx512bf16", lambda: False)
+    with pytest.raises(RuntimeError, match="needs a CPU with AVX512-BF16"):
+        pin_4bit_cpu_path(encoder.model, packed=True)
+    assert pin_4bit_cpu_path(encoder.model, packed=False) == 14  # 7 linear layers x 2 blocks
 
 
 def test_left_padding_decoder_gets_the_encoders_positions(tmp_path: Path, minilm_dir: Path):
