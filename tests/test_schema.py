@@ -1,25 +1,33 @@
 """Every config key is documented: a description, and a default unless the key is required or an identity."""
 
+import copy
+
 import yaml
 
 from tests.workflow_utils import REPO
 
 # Keys whose absence means something (which source a backbone comes from, which weights an
-# objective has): a default would be wrong, not missing.
-NO_DEFAULT = {"hf_id", "package", "gguf_package", "path", "weights", "angle", "contrastive", "cosine", "angle_tau", "cosine_tau",
-              "contrastive_tau", "contrastive_threshold", "detect_identical", "cosine_mse", "softmax", "simcse",
-              "simcse_tau", "by_format",
-              # absent = "not a variant" / "the backbone's pooling" / "no in-domain evaluation"
-              "base", "pooling", "eval_split",
-              # a table's rows and references: absent = none, or the table's own value
-              "trainset", "trainsets", "backbones", "objectives", "rows", "seeds", "label", "paper", "treatment"}
+# objective has): a default would be wrong, not missing. By path, so that a new key of the same
+# name elsewhere is still checked ("*": any name under additionalProperties, "[]": a list item).
+NO_DEFAULT = {
+    "config.backbones.*.hf_id", "config.backbones.*.package", "config.backbones.*.gguf_package", "config.backbones.*.path",
+    # absent = "not a variant" / "the backbone's pooling" / "no in-domain evaluation"
+    "config.objectives.*.base", "config.objectives.*.pooling", "config.trainsets.*.eval_split",
+    "config.objectives.*.weights", "config.objectives.*.by_format",
+    *(f"config.objectives.*.weights.{k}" for k in ("angle", "contrastive", "cosine", "cosine_mse", "softmax", "simcse")),
+    *(f"config.objectives.*.{k}" for k in ("angle_tau", "cosine_tau", "contrastive_tau", "simcse_tau",
+                                           "contrastive_threshold", "detect_identical")),
+    # a table's rows and references: absent = none, or the table's own value
+    *(f"config.tables.*.{k}" for k in ("trainset", "trainsets", "backbones", "objectives", "rows", "paper", "ttest.treatment")),
+    *(f"config.tables.*.rows[].{k}" for k in ("trainset", "trainsets", "seeds", "label", "paper")),
+}
 
 
-def _walk(node, path, required=()):
+def _walk(node, path):
     if not isinstance(node, dict):
         return
     for key, sub in node.get("properties", {}).items():
-        yield f"{path}.{key}", key, sub, key in node.get("required", ())
+        yield f"{path}.{key}", sub, key in node.get("required", ())
         yield from _walk(sub, f"{path}.{key}")
     if isinstance(node.get("additionalProperties"), dict):
         yield from _walk(node["additionalProperties"], f"{path}.*")
@@ -27,15 +35,44 @@ def _walk(node, path, required=()):
         yield from _walk(node["items"], f"{path}[]")
 
 
-def test_every_key_has_description_and_default():
-    schema = yaml.safe_load((REPO / "schemas" / "config.schema.yaml").read_text())
+def _problems(schema: dict) -> list[str]:
     defs = schema.get("$defs", {})
-    problems = []
-    for path, key, sub, required in [*_walk(schema, "config"), *(x for d, s in defs.items() for x in _walk(s, f"$defs.{d}"))]:
+    problems, exempted = [], set()
+    for path, sub, required in [*_walk(schema, "config"), *(x for d, s in defs.items() for x in _walk(s, f"$defs.{d}"))]:
         if "$ref" in sub:
             continue
         if not sub.get("description"):
             problems.append(f"{path}: no description")
-        if "default" not in sub and not required and key not in NO_DEFAULT:
-            problems.append(f"{path}: no default")
+        if "default" not in sub and not required:
+            if path in NO_DEFAULT:
+                exempted.add(path)
+            else:
+                problems.append(f"{path}: no default")
+    # a stale exemption would silently cover whatever later appears at that path
+    problems += [f"{path}: exempt from a default but not a key without one" for path in sorted(NO_DEFAULT - exempted)]
+    return problems
+
+
+def _schema() -> dict:
+    return yaml.safe_load((REPO / "schemas" / "config.schema.yaml").read_text())
+
+
+def test_every_key_has_description_and_default():
+    problems = _problems(_schema())
     assert not problems, "\n".join(problems)
+
+
+def test_exemptions_hold_only_at_their_path():
+    schema = _schema()
+    # exempt under objectives, not under evaluation
+    schema["properties"]["evaluation"]["properties"]["pooling"] = {"type": "string", "description": "a new key"}
+    schema["properties"]["tables"]["additionalProperties"]["properties"]["rows"]["items"]["properties"]["seeds"]["default"] = [1]
+    assert _problems(schema) == [
+        "config.evaluation.pooling: no default",
+        "config.tables.*.rows[].seeds: exempt from a default but not a key without one",
+    ]
+    # the same name nested one level deeper than its exempt place is not exempt either
+    schema = _schema()
+    objective = schema["properties"]["objectives"]["additionalProperties"]
+    objective["properties"]["weights"]["properties"]["pooling"] = copy.deepcopy(objective["properties"]["pooling"])
+    assert _problems(schema) == ["config.objectives.*.weights.pooling: no default"]

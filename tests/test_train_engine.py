@@ -3,7 +3,7 @@
 * 2 processes (``accelerate launch``, gloo) follow the same loss trajectory as 1 process
   with the same global batch. The tiny model has dropout off: with dropout, each
   process draws its own masks, so the runs agree in distribution only.
-* A run killed at a random step after a checkpoint and rerun ends where an
+* A run SIGKILLed a few steps after a checkpoint and rerun ends where an
   uninterrupted run ends (dropout on: the RNG states are restored too).
 """
 
@@ -11,11 +11,9 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -105,32 +103,58 @@ def test_two_processes_follow_the_one_process_trajectory(setup):
         torch.testing.assert_close(w2[k], w1[k], rtol=1e-3, atol=1e-4)
 
 
+# Runs aoe.train's command line, SIGKILLing itself during step CHECKPOINT + MORE + 1, i.e. after
+# the checkpoint at CHECKPOINT is written and MORE later steps are done (lost to the kill): a
+# fixed point, not a race between a polling test and a fast run (tests/test_lora.py does the same
+# in-process).
+_KILL_AFTER_CHECKPOINT = """
+import os, signal, sys
+import aoe.train as t
+
+checkpoint, more = int(sys.argv[1]), int(sys.argv[2])
+save, gather, left = t._save_checkpoint, t._gather_with_grad, []
+
+def save_and_arm(accelerator, root, cfg, state, metrics_lines):
+    save(accelerator, root, cfg, state, metrics_lines)
+    if state["step"] == checkpoint:
+        left.append(more)
+
+def gather_or_die(*args):  # once per step (one process, no accumulation), before its update
+    if left:
+        if left[0] == 0:
+            os.kill(os.getpid(), signal.SIGKILL)
+        left[0] -= 1
+    return gather(*args)
+
+t._save_checkpoint, t._gather_with_grad = save_and_arm, gather_or_die
+t.main(sys.argv[3:])
+"""
+
+
+def _run_and_kill(setup, dropout: float, out: Path, checkpoint: int, more: int, **cfg) -> int:
+    """Train into ``out`` until killed as above; return the step of the checkpoint left behind."""
+    argv = _args(setup, dropout, out, **cfg)[2:]  # without "-m aoe.train"
+    proc = subprocess.run([sys.executable, "-c", _KILL_AFTER_CHECKPOINT, str(checkpoint), str(more), *argv],
+                          env=_env(), capture_output=True, text=True)
+    assert proc.returncode == -signal.SIGKILL, f"the run was not killed: rc {proc.returncode}\n{proc.stderr[-3000:]}"
+    assert not out.exists(), "a killed run must not leave a complete-looking model"
+    return json.loads((checkpoint_dir(out) / "latest" / "trainer_state.json").read_text())["step"]
+
+
 def test_killed_run_resumes_to_the_uninterrupted_result(setup):
     root = setup["root"]
     full, killed = root / "full", root / "killed"
-    cfg = {"max_steps": 40, "checkpoint_every": 5}
+    cfg = {"max_steps": 20, "checkpoint_every": 5}
     subprocess.run([sys.executable, *_args(setup, 0.1, full, **cfg)], check=True, env=_env(), capture_output=True)
-    kill_after = random.Random(os.environ.get("PYTEST_SEED", "resume")).choice([5, 10, 15, 20])
-    proc = subprocess.Popen([sys.executable, *_args(setup, 0.1, killed, **cfg)], env=_env(),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    state = checkpoint_dir(killed) / "latest" / "trainer_state.json"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and proc.poll() is None:
-        if state.is_file() and json.loads(state.read_text())["step"] >= kill_after:
-            proc.send_signal(signal.SIGKILL)
-            break
-        time.sleep(0.01)
-    proc.wait()
-    assert proc.returncode == -signal.SIGKILL, "the run finished before it could be killed"
-    assert not killed.exists(), "a killed run must not leave a complete-looking model"
-    step_at_kill = json.loads(state.read_text())["step"]
+    # killed during step 14: steps 11-13 are redone from the step-10 checkpoint
+    assert _run_and_kill(setup, 0.1, killed, checkpoint=10, more=3, **cfg) == 10
 
     subprocess.run([sys.executable, *_args(setup, 0.1, killed, **cfg)], check=True, env=_env(), capture_output=True)
     record = json.loads((killed / "aoe_config.json").read_text())
-    assert record["summary"]["resumed_from_step"] == step_at_kill >= kill_after
+    assert record["summary"]["resumed_from_step"] == 10
     assert not checkpoint_dir(killed).exists()  # removed once training finished
     np.testing.assert_allclose([x for _, x in _losses(killed)], [x for _, x in _losses(full)], rtol=1e-6)
-    assert [s for s, _ in _losses(killed)] == list(range(1, 41))
+    assert [s for s, _ in _losses(killed)] == list(range(1, 21))
     wf, wk = load_file(full / "model.safetensors"), load_file(killed / "model.safetensors")
     for k in wf:
         torch.testing.assert_close(wk[k], wf[k], rtol=1e-5, atol=1e-6)
@@ -140,16 +164,7 @@ def test_checkpoint_of_another_config_is_not_resumed(setup):
     root = setup["root"]
     out = root / "other"
     cfg = {"max_steps": 10, "checkpoint_every": 5}
-    proc = subprocess.Popen([sys.executable, *_args(setup, 0.0, out, **cfg)], env=_env(),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    state = checkpoint_dir(out) / "latest" / "trainer_state.json"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and proc.poll() is None and not state.is_file():
-        time.sleep(0.01)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    if not state.is_file():
-        pytest.skip("the run finished before a checkpoint could be seen")
+    assert _run_and_kill(setup, 0.0, out, checkpoint=5, more=0, **cfg) == 5
     # same output folder, other learning rate: the old checkpoint must not be used
     subprocess.run([sys.executable, *_args(setup, 0.0, out, learning_rate=5e-4, **cfg)], check=True, env=_env(), capture_output=True)
     assert json.loads((out / "aoe_config.json").read_text())["summary"]["resumed_from_step"] is None
