@@ -67,6 +67,8 @@ rule figure_pairs:
         max_length=config["evaluation"]["sts"]["max_length"],
         # the evaluated tasks decide the text set, hence the cache entry; [] = the dataset's own texts
         tasks=config["evaluation"]["sts"]["tasks"] if _FIG_SHARES_EVAL else [],
+        max_pairs=config["evaluation"]["sts"]["max_pairs"],
+        uncapped_tasks=config["evaluation"]["sts"]["uncapped_tasks"],
         cache_root=config["evaluation"]["embedding_cache"],
         cell=lambda wildcards: dict(wildcards),
     script:

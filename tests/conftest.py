@@ -26,8 +26,8 @@ def minilm_dir() -> Path:
     return Path(gt.MODEL_DIR)
 
 
-def _tiny_model(out: Path, minilm_dir: Path, config_cls, model_cls, **extra) -> Path:
-    """A randomly initialised transformer (hidden 32, 2 layers, seed 0) beside MiniLM's tokenizer files."""
+def _tiny_model(out: Path, minilm_dir: Path, config_cls, model_cls, hidden: int = 32, **extra) -> Path:
+    """A randomly initialised transformer (hidden 32 unless given, 2 layers, seed 0) beside MiniLM's tokenizer files."""
     import torch
 
     for name in _TOKENIZER_FILES:
@@ -36,10 +36,10 @@ def _tiny_model(out: Path, minilm_dir: Path, config_cls, model_cls, **extra) -> 
     vocab_size = sum(1 for _ in (minilm_dir / "vocab.txt").open(encoding="utf-8"))
     config = config_cls(
         vocab_size=vocab_size,
-        hidden_size=32,
+        hidden_size=hidden,
         num_hidden_layers=2,
         num_attention_heads=2,
-        intermediate_size=64,
+        intermediate_size=2 * hidden,
         max_position_embeddings=128,
         **extra,
     )
@@ -61,11 +61,16 @@ def tiny_bert(tmp_path_factory: pytest.TempPathFactory, minilm_dir: Path) -> Pat
 
 @pytest.fixture(scope="session")
 def tiny_llama(tmp_path_factory: pytest.TempPathFactory, minilm_dir: Path) -> Path:
-    """A tiny random LLaMA (hidden 32, 2 layers) with MiniLM's tokenizer (right padding, [PAD] = 0)."""
+    """A tiny random LLaMA (hidden 64, 2 layers) with MiniLM's tokenizer (right padding, [PAD] = 0).
+
+    Hidden 64: every linear layer's input is a whole NF4 quantization block (64) and its output
+    a multiple of 32, which both of bitsandbytes' CPU 4-bit kernels accept (its bf16 repacking
+    fails on narrower layers, aoe.models.pin_4bit_cpu_path).
+    """
     from transformers import LlamaConfig, LlamaModel
 
     return _tiny_model(
-        tmp_path_factory.mktemp("tiny_llama"), minilm_dir, LlamaConfig, LlamaModel, num_key_value_heads=2, pad_token_id=0
+        tmp_path_factory.mktemp("tiny_llama"), minilm_dir, LlamaConfig, LlamaModel, hidden=64, num_key_value_heads=2, pad_token_id=0
     )
 
 
@@ -78,3 +83,24 @@ def mirror() -> Path:
         pytest.skip(f"data mirror not found at {root} (set AOE_DATA_MIRROR to the mirror root)")
     # absolute: tests hand it to workflows running in other folders (CI sets a relative path)
     return root.resolve()
+
+
+@pytest.fixture(scope="session")
+def ci_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
+    """One real run of ``presets/ci.yaml`` (real data, offline MiniLM-L6), shared by every end-to-end check.
+
+    Its results tree serves the pipeline checks (tests/test_pipeline_e2e.py) and the figure
+    rules' (tests/test_figures.py), so the suite pays for the DAG once. Returns the workflow
+    copy and the environment it ran with; tests that edit a file of the copy restore it.
+    """
+    from tests.workflow_utils import copy_workflow, mirror_path, snakemake
+
+    mirror = mirror_path()
+    if mirror is None:
+        pytest.skip("data mirror (AOE_DATA_MIRROR or ../shared/data) not found")
+    work = copy_workflow(tmp_path_factory.mktemp("e2e") / "wf")
+    env = {"AOE_DATA_MIRROR": str(mirror), "HF_HUB_OFFLINE": "1"}
+    # the limit only guards against a hang
+    out = snakemake(work, "--cores", "2", "--configfile", "presets/ci.yaml", env=env, timeout=3000)
+    assert out.returncode == 0, out.stdout[-5000:]
+    return work, env

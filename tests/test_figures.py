@@ -6,6 +6,7 @@ import copy
 import json
 
 import numpy as np
+import pandas as pd
 import pytest
 import yaml
 
@@ -23,7 +24,7 @@ from aoe.figures.sts_geometry import (
     tsne_coords,
 )
 from aoe.workflow import ConfigError
-from tests.workflow_utils import REPO, copy_workflow, mirror_path, snakemake
+from tests.workflow_utils import REPO, edited, snakemake
 
 FIG_DEFAULTS = yaml.safe_load((REPO / "config.yaml").read_text())["figures"]
 
@@ -233,53 +234,53 @@ def test_figure_cells_and_availability():
 
 # -- the rules, end to end ------------------------------------------------------------------
 
-MIRROR = mirror_path()
-
-
 @pytest.mark.slow
-@pytest.mark.skipif(MIRROR is None, reason="data mirror (AOE_DATA_MIRROR or ../shared/data) not found")
-def test_figure_rules_end_to_end(tmp_path, tiny_bert):
-    """Every figure from a tiny random BERT as downloaded: STS-B test only, seconds."""
-    work = copy_workflow(tmp_path / "wf")
-    override = {
-        "backbones": {"tiny": {"path": str(tiny_bert), "pooling": "cls"}},
-        "runs": [],
-        "tables": {name: {"enabled": False} for name in yaml.safe_load((REPO / "config.yaml").read_text())["tables"]},
-        "analysis": {"saturation": {"backbones": []}, "gis": {"enabled": False}},
-        "evaluation": {"suites": ["sts"], "sts": {"tasks": ["STSB"], "max_length": 64}},
-        "figures": {
-            "sts_geometry": {
-                "model": {"backbone": "tiny", "objective": "pretrained", "trainset": "none", "seed": 0},
-                # a random tiny BERT puts every pair at cos ~ 0.99999: this keeps its top ~10%
-                "saturation_threshold": 0.999999,
-                "max_pairs_all": 150,
-                "tsne": {"max_iter": 250},
-            },
-            "similarity_density": {"backbone": "tiny", "trainset": "none", "seed": 0, "objectives": ["pretrained"]},
-            "gradients": {"model": {"backbone": "tiny", "objective": "pretrained", "trainset": "none", "seed": 0}},
-        },
-    }
-    (work / "fig.yaml").write_text(yaml.safe_dump(override))
-    env = {"AOE_DATA_MIRROR": str(MIRROR), "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
-    out = snakemake(work, "figures", "--cores", "2", "--configfile", "config.yaml", "fig.yaml", env=env, timeout=600)
-    assert out.returncode == 0, out.stdout[-5000:]
+def test_figure_rules_end_to_end(ci_run):
+    """Every figure of the CI preset's shared run: the trained MiniLM-L6 and MiniLM-L6 as downloaded, STS-B test."""
+    work, env = ci_run
     figs = work / "results" / "figures"
     for stem in ("fig3_saturation_geometry", "fig10_all_pairs_geometry", "fig4_similarity_density", "fig5_gold_density", "fig_gradient_magnitude"):
         for ext in ("pdf", "png"):
             assert (figs / f"{stem}.{ext}").stat().st_size > 1000, stem
     fig3 = json.loads((figs / "fig3_saturation_geometry.json").read_text())
     fig10 = json.loads((figs / "fig10_all_pairs_geometry.json").read_text())
-    assert fig10["tsne"]["pairs"] == 150 and fig10["pairs"] == fig10["pairs_total"] == 1379 and fig10["AVG_re"] > 0 and fig10["AVG_im"] > 0
-    assert fig3["zone"] == "saturation" and 0 < fig3["pairs"] < 400 and fig3["cos"]["min"] > 0.999999
+    # presets/ci.yaml: t-SNE on a 300-pair sample; the distances over every STS-B test pair
+    assert fig10["tsne"]["pairs"] == 300 and fig10["pairs"] == fig10["pairs_total"] == 1379 and fig10["AVG_re"] > 0 and fig10["AVG_im"] > 0
+    threshold = FIG_DEFAULTS["sts_geometry"]["saturation_threshold"]
+    assert fig3["zone"] == "saturation" and 0 < fig3["pairs"] < 1379 and fig3["cos"]["min"] > threshold
     fig4 = json.loads((figs / "fig4_similarity_density.json").read_text())
-    assert [m["distance_to_gold"] > 0 for m in fig4["models"].values()] == [True]
+    assert len(fig4["models"]) == 2 and all(m["distance_to_gold"] > 0 for m in fig4["models"].values())
     grads = json.loads((figs / "fig_gradient_magnitude.json").read_text())
     assert grads["pairs"] == 1379 and len(grads["objectives"]["angle"]["bins"]) == 20
-    # the figure job read the embeddings the STS evaluation cached
-    log = (work / "results/logs/figures/pairs/tiny/pretrained/none/seed0/stsb.log").read_text()
+    # the figure job read the embeddings an evaluation of the same model had cached
+    log = (work / "results/logs/figures/pairs/minilm-l6/aoe/stsb/seed1/stsb.log").read_text()
     assert "'hit': True" in log
     # a plotting change reruns only that figure
-    script = work / "workflow_scripts" / "figure_gradients.py"
-    script.write_text(script.read_text() + "\n# a plotting change\n")
-    out = snakemake(work, "figures", "-n", "--configfile", "config.yaml", "fig.yaml", env=env)
+    with edited(work / "workflow_scripts" / "figure_gradients.py", "\n# a plotting change\n"):
+        out = snakemake(work, "figures", "-n", "--configfile", "presets/ci.yaml", env=env)
     assert out.returncode == 0 and "fig_gradients" in out.stdout and "figure_pairs" not in out.stdout, out.stdout[-3000:]
+
+
+def test_figure_text_set_is_the_capped_evaluations():
+    """figure_pairs embeds the STS evaluation's very text set (a cache hit), capped as the evaluation caps it."""
+    from aoe.data.sts import STS_TASKS
+    from aoe.evaluate.sts import capped_tables, unique_texts
+    from aoe.figures import shares_eval_cache
+    from aoe.figures.pairs import eval_text_set
+
+    rng = np.random.default_rng(0)
+    tables = {
+        d: pd.DataFrame({"sentence1": [f"{d} a{i}" for i in range(20)], "sentence2": [f"{d} b{i}" for i in range(20)], "score": rng.uniform(0, 5, 20)})
+        for d in STS_TASKS.values()
+    }
+    by_task = {t: tables[d] for t, d in STS_TASKS.items()}
+    evaluated = unique_texts(capped_tables(by_task, 5, ["STSB"]).values())
+    assert len(evaluated) == 2 * (6 * 5 + 20)
+    assert eval_text_set(tables, None, "stsb", 5, ["STSB"]) == evaluated
+    assert eval_text_set(tables, None, "stsb", None, []) == unique_texts(by_task.values())
+    # the evaluation scores only some STS-B pairs: the figures embed STS-B's own texts, and do not wait for it
+    assert eval_text_set(tables, None, "stsb", 5, []) == unique_texts([tables["stsb"]])
+    config = {"evaluation": {"embedding_cache": "results/embeddings", "sts": {"max_pairs": 5, "uncapped_tasks": ["STSB"]}}, "figures": {"dataset": "stsb"}}
+    assert shares_eval_cache(config, list(STS_TASKS.values()))
+    config["evaluation"]["sts"]["uncapped_tasks"] = []
+    assert not shares_eval_cache(config, list(STS_TASKS.values()))

@@ -1,4 +1,7 @@
-"""End to end: the CI preset through the real workflow, real data and the offline MiniLM-L6 (~8 min)."""
+"""End to end: the CI preset through the real workflow, real data and the offline MiniLM-L6.
+
+The run itself is the session fixture ``ci_run`` (tests/conftest.py), shared with the figure checks.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +11,7 @@ import pandas as pd
 import pytest
 
 from aoe.evaluate.sts import TASKS
-from tests.workflow_utils import copy_workflow, job_counts, mirror_path, snakemake
+from tests.workflow_utils import edited, job_counts, mirror_path, snakemake
 
 MIRROR = mirror_path()
 
@@ -16,16 +19,6 @@ pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(MIRROR is None, reason="data mirror (AOE_DATA_MIRROR or ../shared/data) not found"),
 ]
-
-
-@pytest.fixture(scope="module")
-def ci_run(tmp_path_factory):
-    work = copy_workflow(tmp_path_factory.mktemp("e2e") / "wf")
-    env = {"AOE_DATA_MIRROR": str(MIRROR), "HF_HUB_OFFLINE": "1"}
-    # about 8 minutes on 2 idle cores; the limit only guards against a hang
-    out = snakemake(work, "--cores", "2", "--configfile", "presets/ci.yaml", env=env, timeout=3000)
-    assert out.returncode == 0, out.stdout[-5000:]
-    return work, env
 
 
 def test_results_tree(ci_run):
@@ -50,8 +43,11 @@ def test_trained_model_beats_pretrained_backbone(ci_run):
     pretrained = json.loads((ev / "pretrained" / "none" / "seed0" / "sts.json").read_text())
     for result in (trained, pretrained):
         assert set(result["tasks"]) == set(TASKS)
-        assert result["tasks"]["STS12"]["n"] == 3108 and len(result["tasks"]["STS12"]["subsets"]) == 5
+        # presets/ci.yaml: 250 seeded pairs of each task but STS-B, the same pairs for both models
+        assert result["tasks"]["STS12"]["n"] == 250 and len(result["tasks"]["STS12"]["subsets"]) == 5
+        assert result["tasks"]["STSB"]["n"] == 1379 and result["protocol"]["subsample"]["uncapped_tasks"] == ["STSB"]
         assert result["protocol"]["name"] == "senteval-sts-all" and result["protocol"]["pooling"] == "cls"
+    assert trained["protocol"]["subsample"]["pairs"] == pretrained["protocol"]["subsample"]["pairs"]
     assert trained["tasks"]["STSB"]["spearman"] > pretrained["tasks"]["STSB"]["spearman"] + 2
 
 
@@ -124,29 +120,21 @@ def test_rerun_has_nothing_to_do(ci_run):
 def test_changing_table_code_reruns_only_tables(ci_run):
     """Snakemake's code and params rerun triggers: rendering changes never retrain or re-embed."""
     work, env = ci_run
-    script = work / "workflow_scripts" / "make_table.py"
-    original = script.read_text()
-    try:
-        script.write_text(original + "\n# a rendering change\n")
+    with edited(work / "workflow_scripts" / "make_table.py", "\n# a rendering change\n"):
         out = snakemake(work, "-n", "--configfile", "presets/ci.yaml", env=env)
-        assert out.returncode == 0, out.stdout[-3000:]
-        jobs = set(job_counts(out.stdout))
-        assert jobs == {"table", "report_md", "all"}, out.stdout[-3000:]
-        assert "Code has changed since last execution" in out.stdout
-        script.write_text(original)
-        # the package's table code is an input of the table jobs: an edit of it, the same
-        library = work / "aoe" / "tables.py"
-        library_text = library.read_text()
-        library.write_text(library_text + "\n# a rendering change\n")
+    assert out.returncode == 0, out.stdout[-3000:]
+    assert set(job_counts(out.stdout)) == {"table", "report_md", "all"}, out.stdout[-3000:]
+    assert "Code has changed since last execution" in out.stdout
+    # the package's table code is an input of the table jobs: an edit of it, the same
+    with edited(work / "aoe" / "tables.py", "\n# a rendering change\n"):
         out = snakemake(work, "-n", "--configfile", "presets/ci.yaml", env=env)
-        library.write_text(library_text)
-        assert out.returncode == 0, out.stdout[-3000:]
-        assert set(job_counts(out.stdout)) == {"table", "report_md", "all"}, out.stdout[-3000:]
-        # a caption is a table parameter: the same, and only tables
-        (work / "caption.yaml").write_text("tables:\n  table2_indomain:\n    caption: another caption\n")
-        script.write_text(original)
-        out = snakemake(work, "-n", "--configfile", "presets/ci.yaml", "caption.yaml", env=env)
-        assert out.returncode == 0, out.stdout[-3000:]
-        assert set(job_counts(out.stdout)) == {"table", "report_md", "all"}, out.stdout[-3000:]
-    finally:
-        script.write_text(original)
+    assert out.returncode == 0, out.stdout[-3000:]
+    assert set(job_counts(out.stdout)) == {"table", "report_md", "all"}, out.stdout[-3000:]
+    # a caption is a table parameter: the same, and only tables
+    (work / "caption.yaml").write_text("tables:\n  table2_indomain:\n    caption: another caption\n")
+    out = snakemake(work, "-n", "--configfile", "presets/ci.yaml", "caption.yaml", env=env)
+    assert out.returncode == 0, out.stdout[-3000:]
+    assert set(job_counts(out.stdout)) == {"table", "report_md", "all"}, out.stdout[-3000:]
+    # every edit undone: nothing to rerun
+    out = snakemake(work, "-n", "--configfile", "presets/ci.yaml", env=env)
+    assert out.returncode == 0 and "Nothing to be done" in out.stdout, out.stdout[-3000:]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import shutil
@@ -66,3 +67,19 @@ def job_counts(stdout: str) -> dict[str, int]:
         counts[rule] = int(count)
     counts.pop("total", None)
     return counts
+
+
+@contextlib.contextmanager
+def edited(path: Path, text: str):
+    """``path`` with ``text`` appended for the duration; then its bytes and mtime as they were.
+
+    Snakemake reruns a rule whose script is newer than its outputs, so a restored script
+    must get its old mtime back, or later checks of a shared results tree see a code change.
+    """
+    original, stat = path.read_bytes(), path.stat()
+    try:
+        path.write_bytes(original + text.encode())
+        yield path
+    finally:
+        path.write_bytes(original)
+        os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))

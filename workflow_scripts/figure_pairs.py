@@ -24,5 +24,7 @@ meta = run_figure_pairs(
     tasks=list(p.tasks),
     cache_root=p.cache_root,
     cell=dict(p.cell),
+    max_pairs=p.max_pairs,
+    uncapped_tasks=list(p.uncapped_tasks),
 )
 print(meta["embedding"], f"{meta['wall_seconds']:.1f} s")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from aoe.evaluate.sts import CAP_SEED, TASKS, cap_pairs, evaluate_sts
+from aoe.evaluate.sts import CAP_SEED, TASKS, capped_tables, evaluate_sts
 from aoe.jsonio import write_json_atomic
 from aoe.provenance import library_versions
 
@@ -59,10 +59,7 @@ def run_sts_evaluation(
     if missing:
         raise KeyError(f"STS evaluation: no prepared test table for {missing}")
     encoder, encode, cache = cached_encoder(model_dir, pooling, batch_size, max_length, cache_root, device, prompt=prompt)
-    task_tables = {task: by_dataset[TASKS[task]][0] for task in wanted}
-    if max_pairs is not None:
-        keep = set(uncapped_tasks or [])
-        task_tables = {t: df if t in keep else cap_pairs(df, max_pairs) for t, df in task_tables.items()}
+    task_tables = capped_tables({task: by_dataset[TASKS[task]][0] for task in wanted}, max_pairs, uncapped_tasks)
     result = evaluate_sts(encode, task_tables, tasks=wanted)
     result["protocol"] = {**result["protocol"], "batch_size": batch_size}  # PROTOCOL itself stays untouched
     if max_pairs is not None:

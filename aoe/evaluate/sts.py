@@ -106,6 +106,19 @@ def cap_pairs(table: pd.DataFrame, max_pairs: int, seed: int = CAP_SEED) -> pd.D
     return table.sample(n=max_pairs, random_state=seed).sort_index()
 
 
+def capped_tables(
+    task_tables: Mapping[str, pd.DataFrame], max_pairs: int | None, uncapped_tasks: Iterable[str] | None = None
+) -> dict[str, pd.DataFrame]:
+    """The pairs the STS evaluation scores per task: all of them, or :func:`cap_pairs` of each task but ``uncapped_tasks``.
+
+    The figures build the evaluation's text set from this too (an embedding cache hit needs the same set).
+    """
+    if max_pairs is None:
+        return dict(task_tables)
+    keep = set(uncapped_tasks or [])
+    return {t: df if t in keep else cap_pairs(df, max_pairs) for t, df in task_tables.items()}
+
+
 def evaluate_sts(encode, tables: Mapping[str, pd.DataFrame], tasks: list[str] | None = None) -> dict:
     """Evaluate ``encode`` (list[str] -> (N, H) array) on the task tables.
 

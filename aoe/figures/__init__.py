@@ -185,8 +185,13 @@ def figure_inputs(config: dict, name: str) -> dict[str, str | list[str]]:
 
 
 def shares_eval_cache(config: dict, eval_datasets: list[str]) -> bool:
-    """Whether the STS evaluation's embedding cache holds the figure dataset's pairs (same text set)."""
-    return config["evaluation"].get("embedding_cache") is not None and config["figures"]["dataset"] in eval_datasets
+    """Whether the STS evaluation's embedding cache holds all of the figure dataset's pairs (same text set)."""
+    from aoe.data.sts import STS_TASKS
+
+    sts = config["evaluation"]["sts"]
+    dataset = config["figures"]["dataset"]
+    whole = sts.get("max_pairs") is None or any(STS_TASKS.get(t) == dataset for t in sts.get("uncapped_tasks") or [])
+    return config["evaluation"].get("embedding_cache") is not None and dataset in eval_datasets and whole
 
 
 def pair_tables(config: dict, dataset: str, eval_datasets: list[str]) -> dict[str, list[str]]:

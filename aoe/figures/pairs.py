@@ -28,22 +28,30 @@ import pandas as pd
 __all__ = ["eval_text_set", "pair_arrays", "run_figure_pairs", "load_pairs"]
 
 
-def eval_text_set(tables: Mapping[str, pd.DataFrame], tasks: list[str] | None, dataset: str) -> list[str]:
-    """The distinct texts the STS evaluation embeds (aoe.evaluate.sts.evaluate_sts), or ``dataset``'s own.
+def eval_text_set(
+    tables: Mapping[str, pd.DataFrame],
+    tasks: list[str] | None,
+    dataset: str,
+    max_pairs: int | None = None,
+    uncapped_tasks: list[str] | None = None,
+) -> list[str]:
+    """The distinct texts the STS evaluation embeds (aoe.evaluate.run.run_sts_evaluation), or ``dataset``'s own.
 
     ``tables`` maps dataset keys to test tables. When ``dataset`` is one of the
-    evaluated tasks' datasets the text set is the evaluation's (an embedding cache hit);
-    otherwise it is the table's own deduplicated sentences.
+    evaluated tasks' datasets, and the evaluation scores all of its pairs, the text set
+    is the evaluation's, capped as the evaluation caps the other tasks (an embedding
+    cache hit); otherwise it is the table's own deduplicated sentences.
     """
     from aoe.data.sts import STS_TASKS
-    from aoe.evaluate.sts import unique_texts
+    from aoe.evaluate.sts import capped_tables, unique_texts
 
     wanted = [t for t in STS_TASKS if tasks is None or t in tasks]
     datasets = [STS_TASKS[t] for t in wanted]
-    if dataset not in datasets or any(d not in tables for d in datasets):
-        datasets = [dataset]
-    used = [tables[d] for d in datasets]
-    return unique_texts(used)
+    task = next((t for t in wanted if STS_TASKS[t] == dataset), None)
+    whole = task is not None and (max_pairs is None or task in (uncapped_tasks or []))
+    if not whole or any(d not in tables for d in datasets):
+        return unique_texts([tables[dataset]])
+    return unique_texts(capped_tables({t: tables[STS_TASKS[t]] for t in wanted}, max_pairs, uncapped_tasks).values())
 
 
 def pair_arrays(encode: Callable[[list[str]], np.ndarray], texts: list[str], table: pd.DataFrame) -> dict[str, np.ndarray]:
@@ -79,8 +87,14 @@ def run_figure_pairs(
     tasks: list[str] | None = None,
     cache_root: str | os.PathLike | None = None,
     cell: dict | None = None,
+    max_pairs: int | None = None,
+    uncapped_tasks: list[str] | None = None,
 ) -> dict:
-    """Write ``out`` (.npz) for ``model_dir`` on ``dataset``'s test pairs; returns its meta."""
+    """Write ``out`` (.npz) for ``model_dir`` on ``dataset``'s test pairs; returns its meta.
+
+    ``tasks``, ``max_pairs`` and ``uncapped_tasks`` are the STS evaluation's settings: they
+    decide the text set (:func:`eval_text_set`), never which pairs the figures draw.
+    """
     from aoe.evaluate.run import cached_encoder
     from aoe.provenance import library_versions
 
@@ -92,7 +106,7 @@ def run_figure_pairs(
         metas[meta["dataset"]] = meta
     if dataset not in frames:
         raise KeyError(f"figure pairs: no prepared test table for {dataset!r} among {sorted(frames)}")
-    texts = eval_text_set(frames, tasks, dataset)
+    texts = eval_text_set(frames, tasks, dataset, max_pairs, uncapped_tasks)
     encoder, encode, cache = cached_encoder(model_dir, pooling, batch_size, max_length, cache_root, prompt=prompt)
     arrays = pair_arrays(encode, texts, frames[dataset])
     meta = {
