@@ -5,6 +5,7 @@ sys.path.insert(0, workflow.basedir)
 
 from snakemake.utils import validate
 
+from aoe.configcheck import check_schema
 from aoe.workflow import (
     PRETRAINED,
     ConfigError,
@@ -28,7 +29,12 @@ from aoe.data.pairsets import ALLNLI_FILE, SOURCES, mirror_sources, upstream_url
 from aoe.llm_supervised import GENERATED_SPLITS
 from aoe.formats import TOKEN_CACHE_FORMAT
 
-validate(config, workflow.source_path("../schemas/config.schema.yaml"))
+try:
+    # one line naming the key and its file (Snakemake's validate would print the whole schema)
+    check_schema(config, workflow.source_path("../schemas/config.schema.yaml"), workflow.configfiles)
+except ConfigError as err:
+    raise WorkflowError(f"config: {err}") from None
+validate(config, workflow.source_path("../schemas/config.schema.yaml"))  # fills in the defaults
 try:
     check_config(config)
 except ConfigError as err:

@@ -134,18 +134,20 @@ def _dry_run(tmp_path, preset_text: str, *targets: str, env: dict | None = None)
 
 
 @pytest.mark.parametrize(
-    "text, names",
+    "text, line",
     [
-        ("trainsets:\n  stsb:\n    train:\n      lerning_rate: 0.1\n", "lerning_rate"),
-        ("evaluation:\n  sts:\n    batch_size: big\n", "batch_size"),
-        ("backbones:\n  minilm-l6:\n    pooling: median\n", "median"),
-        ("colour: blue\n", "colour"),
+        ("colour: blue\n", "config: colour: unknown key (in override.yaml); valid keys: analysis, backbones,"),
+        ("backbones:\n  minilm-l6:\n    pooling: median\n", "config: backbones.minilm-l6.pooling: 'median' is not one of"),
+        ("backbones:\n  minilm-l6:\n    train_overrides: {max_steps: -5}\n", "config: backbones.minilm-l6.train_overrides.max_steps: -5 is less than the minimum of 0"),
     ],
 )
-def test_schema_rejects_unknown_keys_and_wrong_types(tmp_path, text, names):
+def test_schema_errors_are_one_line_before_planning(tmp_path, text, line):
+    """The Snakefile checks the schema (aoe.configcheck, cases in tests/test_configcheck.py) before it plans."""
     out = _dry_run(tmp_path, text)
     assert out.returncode != 0
-    assert names in out.stdout, out.stdout[-3000:]
+    assert line in out.stdout, out.stdout[-3000:]
+    # the message, not the schema and config after it (3,534 lines before)
+    assert len(out.stdout.splitlines()) < 30, out.stdout[-3000:]
 
 
 def test_bad_mirror_is_named(tmp_path):

@@ -1,0 +1,73 @@
+"""aoe.configcheck: a config that breaks the schema fails in one line naming the key, its file and the fix.
+
+In-process cases for every kind of problem; tests/test_workflow.py runs the Snakefile on a few
+of them to show the workflow calls the check before anything is planned.
+"""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+from snakemake.utils import update_config
+
+from aoe.configcheck import check_schema
+from aoe.workflow import ConfigError
+from tests.workflow_utils import REPO
+
+SCHEMA = REPO / "schemas" / "config.schema.yaml"
+
+
+def _check(tmp_path, override: dict) -> str:
+    """check_schema on config.yaml + presets/ci.yaml + ``override`` (written to override.yaml); the error line."""
+    files = [REPO / "config.yaml", REPO / "presets" / "ci.yaml", tmp_path / "override.yaml"]
+    files[-1].write_text(yaml.safe_dump(override))
+    config = {}
+    for file in files:
+        update_config(config, yaml.safe_load(file.read_text()))
+    with pytest.raises(ConfigError) as err:
+        check_schema(config, SCHEMA, files)
+    message = str(err.value)
+    assert "\n" not in message, message
+    return message
+
+
+def test_the_shipped_configs_pass():
+    for preset in [None, *sorted((REPO / "presets").glob("*.yaml"))]:
+        config = yaml.safe_load((REPO / "config.yaml").read_text())
+        if preset is not None:
+            update_config(config, yaml.safe_load(preset.read_text()))
+        check_schema(config, SCHEMA, [REPO / "config.yaml"])
+
+
+def test_unknown_top_level_key(tmp_path):
+    message = _check(tmp_path, {"colour": "blue"})
+    assert message.startswith(f"colour: unknown key (in {tmp_path / 'override.yaml'}); valid keys: analysis, backbones,"), message
+
+
+def test_unknown_nested_key_and_bad_value(tmp_path):
+    message = _check(tmp_path, {"trainsets": {"stsb": {"train": {"lerning_rate": 0.1}}}})
+    assert message.startswith("trainsets.stsb.train.lerning_rate: unknown key (in "), message
+    assert "learning_rate" in message.split("valid keys:")[1]
+    message = _check(tmp_path, {"evaluation": {"sts": {"batch_size": "big"}}})
+    assert message.startswith("evaluation.sts.batch_size: 'big' is not of type 'integer' (in "), message
+
+
+@pytest.mark.parametrize(
+    "override, start",
+    [
+        # typos: named where they stand, with the keys they could have meant
+        ({"backbones": {"minilm-l6": {"train_overrides": {"max_step": 10}}}}, "backbones.minilm-l6.train_overrides.max_step: unknown key (in "),
+        ({"backbones": {"minilm-l6": {"train_overrides": {"max_step": 10, "lerning_rate": 1.0}}}}, "backbones.minilm-l6.train_overrides: unknown keys lerning_rate, max_step (in "),
+        # values the same keys under trainsets.*.train refuse
+        ({"backbones": {"minilm-l6": {"train_overrides": {"max_steps": -5}}}}, "backbones.minilm-l6.train_overrides.max_steps: -5 is less than the minimum of 0"),
+        ({"backbones": {"minilm-l6": {"train_overrides": {"learning_rate": -1.0}}}}, "backbones.minilm-l6.train_overrides.learning_rate: -1.0 is less than or equal to the minimum of 0"),
+        ({"trainsets": {"stsb": {"objective_overrides": {"contrastive_treshold": 0.8}}}}, "trainsets.stsb.objective_overrides.contrastive_treshold: unknown key"),
+        ({"trainsets": {"stsb": {"objective_settings": {"aoe": {"angle_tau": 0}}}}}, "trainsets.stsb.objective_settings.aoe.angle_tau: 0 is less than or equal to the minimum of 0"),
+        ({"backbones": {"minilm-l6": {"objective_settings": {"stsb": {"aoe": {"weights": {"angel": 1}}}}}}}, "backbones.minilm-l6.objective_settings.stsb.aoe.weights.angel: unknown key"),
+        ({"objectives": {"sbert": {"by_format": {"pairs": {"cosine_mse": "one"}}}}}, "objectives.sbert.by_format.pairs.cosine_mse: 'one' is not of type 'number'"),
+    ],
+)
+def test_override_dictionaries_take_the_schema_of_what_they_override(tmp_path, override, start):
+    message = _check(tmp_path, override)
+    assert message.startswith(start), message
+    assert str(tmp_path / "override.yaml") in message and "takes the keys of" in message
