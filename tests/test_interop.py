@@ -418,3 +418,26 @@ def test_embed_cli_errors_name_the_file(bert_copy: Path, tmp_path: Path, capsys)
     err = _cli_error(capsys, [str(bert_copy), "--in", str(texts), "--out", str(out)])
     assert "no aoe_config.json and no pooling given" in err
     assert not out.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["a_file", "blank.txt", "folder", "model", "texts.txt"]
+
+
+def test_bitsandbytes_kernels_notice_is_not_printed():
+    """`aoe embed` and every job import bitsandbytes (through peft): its notice about the optional
+    `kernels` package concerns a kernel our loaders never run and is dropped (aoe/__init__.py)."""
+    import logging
+
+    import aoe  # noqa: F401  (installs the filter)
+
+    logger = logging.getLogger("bitsandbytes.backends.cpu.ops")
+    kept = []
+    handler = logging.Handler()
+    handler.emit = kept.append
+    logger.addHandler(handler)
+    try:
+        logger.warning("Failed to load CPU gemm_4bit_forward from kernels-community: No module named 'kernels'.")
+        logger.warning("another bitsandbytes warning")
+    finally:
+        logger.removeHandler(handler)
+    assert [r.getMessage() for r in kept] == ["another bitsandbytes warning"]
+    # for real: on a CPU with AVX512-BF16 the import itself logged it
+    out = subprocess.run([sys.executable, "-c", "import aoe.interop, bitsandbytes"], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0 and "gemm_4bit_forward" not in out.stderr + out.stdout, out.stderr[-2000:]

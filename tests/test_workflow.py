@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 import textwrap
 from pathlib import Path
@@ -247,3 +248,15 @@ def test_a_llama_cell_plans_a_4_gpu_training_job(tmp_path):
     resources = dict(kv.split("=") for kv in block.split("resources:")[1].strip().splitlines()[0].split(", "))
     assert resources["gpu"] == "4" and resources["mem_mb"] == "128000" and resources["runtime"] == "1440"
     assert "not implemented" not in out.stdout
+
+
+def test_readme_commands():
+    """README command 2 is what CI runs; command 1 shows a failed job's log; the report row names the run's config."""
+    readme = (REPO / "README.md").read_text()
+    blocks = re.findall(r"```bash\n(.*?)\n```", readme.split("## Quick start", 1)[1], flags=re.S)
+    demo, tests = blocks[0].strip(), blocks[1].strip()
+    ci = (REPO / ".ci" / "run").read_text()
+    assert tests in ci.splitlines(), "README command 2 must be the line .ci/run runs"
+    assert "--show-failed-logs" in demo.split() and "--configfile presets/cpu-demo.yaml" in demo
+    report = next(line for line in readme.splitlines() if "--report results/report.html" in line)
+    assert "--configfile presets/cpu-demo.yaml" in report
