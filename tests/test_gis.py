@@ -804,3 +804,38 @@ def test_packaged_repository_list() -> None:
     repos = load_repo_list()
     assert len(repos) == 55 and len({r.lower() for r in repos}) == 55
     assert {"microsoft/vscode", "huggingface/transformers", "atom/atom", "tiangolo/fastapi"} <= set(repos)
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("", "no pairs (the file is empty)"),
+        ('{"text1": "a", "label": 1}\n', "line 1: no text2 (a pair is text1, text2, label)"),
+        ('{"text1": "a", "text2": "b", "label": 1}\n{"text1": "a", "text2": null, "label": 0}\n', "line 2: text2 must be a string"),
+    ],
+)
+def test_stats_cli_refuses_empty_or_incomplete_pairs(tmp_path: Path, capsys, text: str, message: str) -> None:
+    from aoe.gis.stats import main as stats_main
+
+    pairs = tmp_path / "pairs.jsonl"
+    pairs.write_text(text)
+    assert stats_main([str(pairs)]) == 1
+    err = capsys.readouterr().err
+    assert err.splitlines()[0] == f"error: {pairs}{', ' if message.startswith('line') else ': '}{message}", err
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--negative-ratio", "-1"], "--negative-ratio must be >= 0, got -1.0"),
+        (["--out", "/proc/no-such-dir"], "--out /proc/no-such-dir: cannot write there"),
+    ],
+)
+def test_cli_arguments_fail_before_any_request(github: FakeGitHub, tmp_path: Path, monkeypatch, capsys, args, message) -> None:
+    monkeypatch.setenv("GITHUB_API_URL", github.url)
+    argv = ["--repo", REPO, "--out", str(tmp_path / "out"), "--cache", str(tmp_path / "cache"), "--no-progress"]
+    with pytest.raises(SystemExit) as exc:
+        cli_main([*argv, *args])
+    assert exc.value.code == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "cache").exists()  # not one API request was made

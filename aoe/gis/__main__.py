@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -86,6 +87,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(str(exc))
     if not repos:
         parser.error("give at least one --repo, --repos-file or --paper-repos")
+    # before any API work: a collection takes hours, and only then would these fail
+    if not args.negative_ratio >= 0:
+        parser.error(f"--negative-ratio must be >= 0, got {args.negative_ratio}")
+    try:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=out):
+            pass
+    except OSError as exc:
+        parser.error(f"--out {args.out}: cannot write there ({exc.strerror or exc})")
     try:
         stats = collect(
             repos,

@@ -82,6 +82,12 @@ def load_pairs(path: str | Path) -> list[dict[str, Any]]:
                 raise DataError(f"{path}, line {line_no}: not JSON ({exc})") from None
             if not isinstance(row, dict):
                 raise DataError(f"{path}, line {line_no}: not a JSON object")
+            missing = [k for k in ("text1", "text2", "label") if k not in row]
+            if missing:
+                raise DataError(f"{path}, line {line_no}: no {', '.join(missing)} (a pair is text1, text2, label)")
+            bad = [k for k in ("text1", "text2") if not isinstance(row[k], str)]
+            if bad:
+                raise DataError(f"{path}, line {line_no}: {', '.join(bad)} must be a string")
             rows.append(row)
     return rows
 
@@ -408,6 +414,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         rows = load_pairs(args.pairs)
+        if not rows:  # statistics of nothing would print means of 0.0
+            raise DataError(f"{args.pairs}: no pairs (the file is empty)")
         tokenizer = _hf_tokenizer(args.tokenizer) if args.tokenizer else None
         stats = compute_stats(rows, tokenizer=tokenizer, tokenizer_name=args.tokenizer)
     except DataError as exc:
