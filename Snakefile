@@ -5,19 +5,25 @@
 #
 # results/                                      (the workflow's API: every rule writes one of these)
 # ├── downloads/senteval/                       SentEval data archive, when no mirror is given
+# ├── downloads/files/, downloads/hub/          other raw sources (upstream files, hub datasets), when not mirrored
 # ├── data/{dataset}/{split}.parquet            sentence1, sentence2, score, split, subset
 # │        {split}.manifest.json                source files, sha256, row counts
+# │        {split}.triplets.parquet, .nli3.parquet   NLI in the other training formats
+# ├── llm_supervised/                           AnglE Table 4: sampled texts, generations (data/stsb_llm, stsb_self)
 # ├── backbones/{backbone}/                     the backbone as downloaded (local rule)
 # ├── tokens/{backbone}-{max_len}/{dataset}/{split}/   datasets Arrow token cache + cache.json
 # ├── models/{backbone}/{objective}/{trainset}/seed{seed}/   weights, aoe_config.json, versions.json, metrics.jsonl
-# ├── eval/{backbone}/{objective}/{trainset}/seed{seed}/{suite}.json   sts, flickr30k
+# ├── eval/{backbone}/{objective}/{trainset}/seed{seed}/{suite}.json   sts, indomain_{evalset}, transfer,
+# │                                             nli_probe, mteb, flickr30k
 # ├── embeddings/{model key}/{text-set key}.npz  embedding cache shared by a model's evaluations
 # │        (objective "pretrained", trainset "none", seed0: the backbone as downloaded)
 # ├── analysis/saturation/{backbone}/{dataset}-{split}.json   cosine saturation of training pairs
+# ├── analysis/figures/{backbone}/.../{dataset}-test.npz     pair embeddings and t-SNE the figures draw
 # ├── analysis/gis/stats.json                   GIS Table 7 / Fig. 8-9 data (published dataset)
 # ├── gis/collected/pairs.jsonl, stats.json     our own GIS collection (target gis_collect)
-# ├── figures/{figure}.pdf, .png
-# ├── tables/{table}.tex, {table}.csv
+# ├── figures/{figure}.pdf, .png, .json
+# ├── tables/{table}.tex, .md, .csv, .json
+# ├── REPORT.md                                 every reproduced number beside the paper's
 # └── logs/, benchmarks/                        one per job
 
 from snakemake.utils import min_version

@@ -260,3 +260,13 @@ def test_readme_commands():
     assert "--show-failed-logs" in demo.split() and "--configfile presets/cpu-demo.yaml" in demo
     report = next(line for line in readme.splitlines() if "--report results/report.html" in line)
     assert "--configfile presets/cpu-demo.yaml" in report
+
+
+def test_documented_table_files_are_tables():
+    """Every results/tables/<name>.tex a user is told about (README, SLURM profile, Snakefile) is a configured table."""
+    names = set(yaml.safe_load((REPO / "config.yaml").read_text())["tables"])
+    for preset in (REPO / "presets").glob("*.yaml"):
+        names |= set((yaml.safe_load(preset.read_text()) or {}).get("tables", {}))
+    for doc in ("README.md", "slurm/config.yaml", "Snakefile", "bench/README.md"):
+        for name in re.findall(r"results/tables/(\w+)\.(?:tex|csv|md|json)", (REPO / doc).read_text()):
+            assert name in names, f"{doc} names results/tables/{name}, which no table writes"
