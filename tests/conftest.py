@@ -74,6 +74,17 @@ def tiny_llama(tmp_path_factory: pytest.TempPathFactory, minilm_dir: Path) -> Pa
     )
 
 
+@pytest.fixture
+def one_thread():
+    """One torch thread, as SentEval's recorded runs used (tests/senteval_reference.py); restored afterwards."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 @pytest.fixture(scope="session")
 def mirror() -> Path:
     """The read-only data mirror root ($AOE_DATA_MIRROR, else ../shared/data beside the repo); skip if absent."""

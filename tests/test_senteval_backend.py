@@ -13,7 +13,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 import yaml
 from scipy.stats import pearsonr, spearmanr
 
@@ -31,15 +30,6 @@ MIRROR = mirror_path()
 def _schema_modes() -> list[str]:
     schema = yaml.safe_load((REPO / "schemas" / "config.schema.yaml").read_text())
     return schema["properties"]["evaluation"]["properties"]["transfer"]["properties"]["mode"]["enum"]
-
-
-@pytest.fixture
-def one_thread():
-    """One torch thread, as SentEval's recorded runs used."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 @pytest.mark.parametrize("mode", _schema_modes())

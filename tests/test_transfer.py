@@ -181,17 +181,6 @@ def mirror_data(downstream: Path) -> dict[str, TransferData]:
     return {task: read_transfer(downstream, task) for task in TRANSFER_TASKS}
 
 
-@pytest.fixture
-def one_thread():
-    """One torch thread, as the recorded runs used; restored afterwards."""
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 # --------------------------------------------------------------------------
 # Readers on the mirror
 # --------------------------------------------------------------------------
