@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from bitsandbytes.functional import has_avx512bf16
 
 from aoe.interop import ST_POOLING_MODES, AoETransformer, default_max_length, write_sentence_transformers_files
 from aoe.models import POOLINGS, Encoder, pool
@@ -251,7 +252,7 @@ def test_4bit_eval_and_training_forwards_run_the_same_kernel(llm_root: Path):
 
 
 @pytest.mark.skipif(
-    not __import__("bitsandbytes.functional", fromlist=["has_avx512bf16"]).has_avx512bf16(),
+    not has_avx512bf16(),
     reason="the packed bf16 4-bit CPU kernel needs AVX512-BF16, which this CPU lacks",
 )
 def test_forced_packed_4bit_kernel_agrees_within_bf16(llm_root: Path):

@@ -106,6 +106,11 @@ def cap_pairs(table: pd.DataFrame, max_pairs: int, seed: int = CAP_SEED) -> pd.D
     return table.sample(n=max_pairs, random_state=seed).sort_index()
 
 
+def scores_every_pair(task: str, max_pairs: int | None, uncapped_tasks: Iterable[str] | None = None) -> bool:
+    """Whether the STS evaluation scores all of ``task``'s pairs under ``evaluation.sts`` ``max_pairs``/``uncapped_tasks``."""
+    return max_pairs is None or task in set(uncapped_tasks or [])
+
+
 def capped_tables(
     task_tables: Mapping[str, pd.DataFrame], max_pairs: int | None, uncapped_tasks: Iterable[str] | None = None
 ) -> dict[str, pd.DataFrame]:
@@ -113,10 +118,10 @@ def capped_tables(
 
     The figures build the evaluation's text set from this too (an embedding cache hit needs the same set).
     """
-    if max_pairs is None:
-        return dict(task_tables)
-    keep = set(uncapped_tasks or [])
-    return {t: df if t in keep else cap_pairs(df, max_pairs) for t, df in task_tables.items()}
+    return {
+        t: df if scores_every_pair(t, max_pairs, uncapped_tasks) else cap_pairs(df, max_pairs)
+        for t, df in task_tables.items()
+    }
 
 
 def evaluate_sts(encode, tables: Mapping[str, pd.DataFrame], tasks: list[str] | None = None) -> dict:

@@ -187,10 +187,12 @@ def figure_inputs(config: dict, name: str) -> dict[str, str | list[str]]:
 def shares_eval_cache(config: dict, eval_datasets: list[str]) -> bool:
     """Whether the STS evaluation's embedding cache holds all of the figure dataset's pairs (same text set)."""
     from aoe.data.sts import STS_TASKS
+    from aoe.evaluate.sts import scores_every_pair
 
     sts = config["evaluation"]["sts"]
     dataset = config["figures"]["dataset"]
-    whole = sts.get("max_pairs") is None or any(STS_TASKS.get(t) == dataset for t in sts.get("uncapped_tasks") or [])
+    task = next((t for t, d in STS_TASKS.items() if d == dataset), None)
+    whole = task is not None and scores_every_pair(task, sts.get("max_pairs"), sts.get("uncapped_tasks"))
     return config["evaluation"].get("embedding_cache") is not None and dataset in eval_datasets and whole
 
 

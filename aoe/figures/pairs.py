@@ -43,12 +43,12 @@ def eval_text_set(
     cache hit); otherwise it is the table's own deduplicated sentences.
     """
     from aoe.data.sts import STS_TASKS
-    from aoe.evaluate.sts import capped_tables, unique_texts
+    from aoe.evaluate.sts import capped_tables, scores_every_pair, unique_texts
 
     wanted = [t for t in STS_TASKS if tasks is None or t in tasks]
     datasets = [STS_TASKS[t] for t in wanted]
     task = next((t for t in wanted if STS_TASKS[t] == dataset), None)
-    whole = task is not None and (max_pairs is None or task in (uncapped_tasks or []))
+    whole = task is not None and scores_every_pair(task, max_pairs, uncapped_tasks)
     if not whole or any(d not in tables for d in datasets):
         return unique_texts([tables[dataset]])
     return unique_texts(capped_tables({t: tables[STS_TASKS[t]] for t in wanted}, max_pairs, uncapped_tasks).values())
