@@ -22,7 +22,7 @@ from typing import Iterable
 
 import yaml
 
-__all__ = ["check_schema"]
+__all__ = ["check_schema", "load_config"]
 
 
 def _validator(schema: dict):
@@ -132,3 +132,27 @@ def check_schema(config: dict, schema_path: str | Path, configfiles: Iterable[st
 
 
 _OVERRIDDEN = {"train": "trainsets.<name>.train", "objective": "objectives.<name>", "weights": "objectives.<name>.weights"}
+
+
+def load_config(repo: str | Path, configfiles: Iterable[str | Path] = ()) -> dict:
+    """The config a ``snakemake --configfile <configfiles>`` run of the workflow at ``repo`` sees:
+    ``config.yaml`` with each file merged over it as Snakemake merges them, checked, the schema's
+    defaults filled in. For tools outside the workflow (bench/), so they read what a run would."""
+    from snakemake.utils import update_config, validate
+
+    from aoe.workflow import check_config
+
+    repo = Path(repo)
+    files = [repo / "config.yaml", *map(Path, configfiles)]
+    config: dict = {}
+    for path in files:
+        if not path.is_file():
+            from aoe.workflow import ConfigError
+
+            raise ConfigError(f"{path}: no such config file")
+        update_config(config, yaml.safe_load(path.read_text()) or {})
+    schema = repo / "schemas" / "config.schema.yaml"
+    check_schema(config, schema, files)
+    validate(config, str(schema))
+    check_config(config)
+    return config

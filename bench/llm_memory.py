@@ -1,6 +1,10 @@
-"""GPU memory of a QLoRA training process for LLaMA-2 7B / 13B, and the check of the formula on a real model.
+"""GPU memory of a QLoRA training process for LLaMA-2 7B / 13B, each job's host memory, and the check of the formula on a real model.
 
-    python bench/llm_memory.py [--measure results/backbones/gemma3-270m] [--out results/bench/llm_memory.json]
+    python bench/llm_memory.py [--configfile PRESET ...] [--measure results/backbones/gemma3-270m] [--out results/bench/llm_memory.json]
+
+The formulas live in aoe/memory.py; the host table puts each backbone's training and STS
+evaluation need beside what its ``resources`` request (tests/test_workflow.py asserts the
+request covers the need for every job of ``snakemake -n all``).
 
 The LLaMA-2 rows are computed (no GPU needed) from the architecture and the
 recipe of config.yaml (micro-batch 120 pairs = 240 texts x 50 tokens per GPU,
@@ -23,69 +27,37 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 
-GB = 1e9
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from aoe.memory import ARCHS, EVAL_TEXTS, GB, Arch, host_need_gb, qlora_gpu_estimate  # noqa: E402
+
+LLAMA2 = ["llama-2-7b", "llama-2-13b"]
 
 
-@dataclass
-class Arch:
-    name: str
-    hidden: int
-    intermediate: int
-    layers: int
-    heads: int
-    kv_heads: int
-    head_dim: int
-    vocab: int
+def estimate(name: str, tokens: int, r: int = 32) -> dict:
+    return qlora_gpu_estimate(name, ARCHS[name], tokens, r)
 
 
-LLAMA2 = [
-    Arch("llama-2-7b", 4096, 11008, 32, 32, 32, 128, 32000),
-    Arch("llama-2-13b", 5120, 13824, 40, 40, 40, 128, 32000),
-]
-
-
-def linear_shapes(a: Arch) -> list[tuple[int, int]]:
-    """(in, out) of the seven linear layers of one decoder block."""
-    q, kv = a.heads * a.head_dim, a.kv_heads * a.head_dim
-    return [(a.hidden, q), (a.hidden, kv), (a.hidden, kv), (q, a.hidden),
-            (a.hidden, a.intermediate), (a.hidden, a.intermediate), (a.intermediate, a.hidden)]
-
-
-def nf4_bytes_per_weight() -> float:
-    # 4 bits + 8-bit absmax per 64-weight block + fp32 absmax per 256 blocks (double quantization)
-    return 0.5 + 1 / 64 + 4 / (64 * 256)
-
-
-def estimate(a: Arch, tokens: int, r: int = 32) -> dict:
-    shapes = linear_shapes(a)
-    linear_params = a.layers * sum(i * o for i, o in shapes)
-    weights = linear_params * nf4_bytes_per_weight() + a.vocab * a.hidden * 2
-    lora_params = a.layers * sum(r * (i + o) for i, o in shapes)
-    lora = lora_params * 16
-    kept = tokens * a.hidden * 2 * a.layers
-    one_layer = (
-        tokens * a.intermediate * 2 * 3  # gate, up, activation
-        + tokens * (a.heads + 2 * a.kv_heads) * a.head_dim * 2 * 2  # q, k, v and the attention output
-        + tokens * a.hidden * 2 * 4  # norms, residuals, o_proj output
-        + sum(i * o for i, o in shapes) * 2  # the block's weights dequantized to bf16
-    )
-    total = weights + lora + kept + one_layer
-    return {
-        "backbone": a.name,
-        "tokens_per_micro_batch": tokens,
-        "weights_4bit_gb": weights / GB,
-        "lora_params_m": lora_params / 1e6,
-        "lora_with_adamw_gb": lora / GB,
-        "checkpointed_activations_gb": kept / GB,
-        "recomputed_layer_gb": one_layer / GB,
-        "total_gb": total / GB,
-        "fits_40gb": total < 40 * GB * 0.9,
-        "fits_80gb": total < 80 * GB * 0.9,
-    }
+def host_table(config: dict) -> list[dict]:
+    """Each backbone x model-loading rule of ``config``: the host need beside what the rule requests."""
+    rows = []
+    for name, spec in config["backbones"].items():
+        if name not in ARCHS:
+            continue
+        res = spec["resources"]
+        gpus = max(1, res["gpus"])
+        rows.append({"backbone": name, "rule": "train_model", "processes": gpus,
+                     "need_gb": host_need_gb(name, "train_model", gpus), "requested_gb": res["mem_mb"] / 1000})
+        rows.append({"backbone": name, "rule": "evaluate_sts", "processes": 1,
+                     "need_gb": host_need_gb(name, "evaluate_sts"), "requested_gb": res["eval_mem_mb"] / 1000})
+    return rows
 
 
 def measure(backbone: Path) -> dict:
@@ -98,15 +70,16 @@ def measure(backbone: Path) -> dict:
     from aoe.models import load_base_model
 
     cfg = AutoConfig.from_pretrained(backbone)
-    arch = Arch(backbone.name, cfg.hidden_size, cfg.intermediate_size, cfg.num_hidden_layers, cfg.num_attention_heads,
-                cfg.num_key_value_heads, getattr(cfg, "head_dim", cfg.hidden_size // cfg.num_attention_heads), cfg.vocab_size)
+    arch = Arch("llama", cfg.hidden_size, cfg.intermediate_size, cfg.num_hidden_layers, cfg.num_attention_heads,
+                cfg.num_key_value_heads, getattr(cfg, "head_dim", cfg.hidden_size // cfg.num_attention_heads), cfg.vocab_size,
+                4, cfg.tie_word_embeddings)
     start = time.perf_counter()
     model = load_base_model(backbone, quantization_settings("qlora", "no"), "cpu")
     load_s = time.perf_counter() - start
     # the embedding stays in float32 on the CPU (compute dtype float32), bf16 in the GPU formula
     embed_bytes = sum(p.numel() * p.element_size() for n, p in model.named_parameters() if "embed" in n)
     quantized = model.get_memory_footprint() - embed_bytes
-    formula = estimate(arch, tokens=1)
+    formula = qlora_gpu_estimate(backbone.name, arch, tokens=1)
     formula_linear = formula["weights_4bit_gb"] * GB - arch.vocab * arch.hidden * 2
     peft_model = get_peft_model(model, LoraConfig(r=32, lora_alpha=32, target_modules="all-linear"))
     trainable = sum(p.numel() for p in peft_model.parameters() if p.requires_grad)
@@ -126,10 +99,11 @@ def main() -> None:
     parser.add_argument("--micro-batch-pairs", type=int, default=120, help="pairs per GPU per micro-batch (official: 120)")
     parser.add_argument("--max-length", type=int, default=50, help="tokens per text (official: 50)")
     parser.add_argument("--measure", type=Path, help="a backbone folder to load in 4-bit and check the formula on")
+    parser.add_argument("--configfile", nargs="*", default=[], help="presets merged over config.yaml, as snakemake --configfile")
     parser.add_argument("--out", type=Path, default=Path("results/bench/llm_memory.json"))
     args = parser.parse_args()
     tokens = args.micro_batch_pairs * 2 * args.max_length
-    rows = [estimate(a, tokens) for a in LLAMA2]
+    rows = [estimate(name, tokens) for name in LLAMA2]
     print(f"QLoRA training memory per GPU, {args.micro_batch_pairs} pairs x 2 texts x {args.max_length} tokens a micro-batch")
     print(f"{'backbone':<12} {'4-bit W':>8} {'LoRA M':>7} {'LoRA+Adam':>9} {'ckpt act':>8} {'layer':>6} {'total':>6}  40GB  80GB")
     for r in rows:
@@ -137,7 +111,15 @@ def main() -> None:
               f"{r['checkpointed_activations_gb']:>7.2f}G {r['recomputed_layer_gb']:>5.2f}G {r['total_gb']:>5.1f}G  "
               f"{'yes' if r['fits_40gb'] else 'no':>4}  {'yes' if r['fits_80gb'] else 'no':>4}")
     record = {"estimates": rows, "assumptions": {"micro_batch_pairs": args.micro_batch_pairs, "max_length": args.max_length,
-                                                 "lora_r": 32, "archs": [asdict(a) for a in LLAMA2]}}
+                                                 "lora_r": 32, "archs": {n: asdict(ARCHS[n]) for n in LLAMA2}}}
+    from aoe.configcheck import load_config
+
+    host = host_table(load_config(Path(__file__).resolve().parents[1], args.configfile))
+    record["host"] = host
+    print("\nHost memory per job (SLURM --mem): aoe.memory's need beside the backbone's request")
+    print(f"{'backbone':<18} {'rule':<13} {'procs':>5} {'need':>7} {'requested':>9}")
+    for r in host:
+        print(f"{r['backbone']:<18} {r['rule']:<13} {r['processes']:>5} {r['need_gb']:>6.1f}G {r['requested_gb']:>8.1f}G")
     if args.measure:
         m = measure(args.measure)
         record["check"] = m

@@ -151,9 +151,9 @@ def get_indomain_split(wildcards):
     return f"results/data/{ts['dataset']}/{ts['eval_split']}"
 
 
-def train_resources(key, default):
-    """A training job's resource from its backbone's config."""
-    return lambda wildcards: config["backbones"][wildcards.backbone].get("resources", {}).get(key, default)
+def train_resources(key):
+    """A training job's resource from its backbone's config (the schema fills in the defaults)."""
+    return lambda wildcards: config["backbones"][wildcards.backbone]["resources"][key]
 
 
 def library_code(*modules):
@@ -162,9 +162,10 @@ def library_code(*modules):
     return [str(Path(workflow.basedir) / "aoe" / m) for m in modules]
 
 
-def eval_resources(key, default, scale=1):
-    """A GPU evaluation job's resource from its backbone's config (LLaMA needs more than BERT)."""
-    return lambda wildcards: int(config["backbones"][wildcards.backbone].get("resources", {}).get(key, default) * scale)
+def eval_resources(key, scale=1, extra=0):
+    """A job's resource that loads a backbone to embed or generate, from the backbone's config
+    (LLaMA needs more than BERT): ``scale`` times the STS evaluation's, plus ``extra``."""
+    return lambda wildcards: int(config["backbones"][wildcards.backbone]["resources"][key] * scale) + extra
 
 
 def file_url(relpath):

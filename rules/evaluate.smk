@@ -19,8 +19,8 @@ rule evaluate_sts:
     resources:
         gpu=1,  # snakemake-executor-plugin-slurm: sbatch --gpus=1
         cpus_per_gpu=2,  # = threads
-        mem_mb=16000,
-        runtime=60,
+        mem_mb=eval_resources("eval_mem_mb"),
+        runtime=eval_resources("eval_runtime"),
     params:
         pooling=get_eval_pooling,
         prompt=get_prompt,
@@ -54,8 +54,8 @@ rule evaluate_indomain:
     resources:
         gpu=1,
         cpus_per_gpu=2,
-        mem_mb=eval_resources("eval_mem_mb", 16000),
-        runtime=eval_resources("eval_runtime", 60),
+        mem_mb=eval_resources("eval_mem_mb"),
+        runtime=eval_resources("eval_runtime"),
     params:
         pooling=get_eval_pooling,
         prompt=get_prompt,
@@ -84,8 +84,8 @@ rule saturation:
     resources:
         gpu=1,
         cpus_per_gpu=2,
-        mem_mb=eval_resources("eval_mem_mb", 16000),
-        runtime=eval_resources("eval_runtime", 60),
+        mem_mb=eval_resources("eval_mem_mb"),
+        runtime=eval_resources("eval_runtime"),
     params:
         pooling=lambda wildcards: config["backbones"][wildcards.backbone].get("pooling", "cls"),
         prompt=get_prompt,
@@ -113,8 +113,8 @@ rule evaluate_flickr30k:
     resources:
         gpu=1,
         cpus_per_gpu=2,
-        mem_mb=eval_resources("eval_mem_mb", 16000),
-        runtime=eval_resources("eval_runtime", 60, 0.5),
+        mem_mb=eval_resources("eval_mem_mb"),
+        runtime=eval_resources("eval_runtime", 0.5),
     params:
         pooling=get_eval_pooling,
         prompt=get_prompt,
@@ -142,8 +142,8 @@ rule evaluate_transfer:
     resources:
         gpu=1,
         cpus_per_gpu=2,
-        mem_mb=eval_resources("eval_mem_mb", 16000, 2),
-        runtime=eval_resources("eval_runtime", 60, 4),  # SentEval's test mode: 10-fold CV with inner model selection, on the CPU side
+        mem_mb=eval_resources("eval_mem_mb", 2),
+        runtime=eval_resources("eval_runtime", 4),  # SentEval's test mode: 10-fold CV with inner model selection, on the CPU side
     params:
         downstream=get_downstream_root,
         tasks=config["evaluation"]["transfer"]["tasks"],
@@ -175,8 +175,8 @@ rule evaluate_nli_probe:
     resources:
         gpu=1,
         cpus_per_gpu=2,
-        mem_mb=eval_resources("eval_mem_mb", 16000, 4),
-        runtime=eval_resources("eval_runtime", 60, 4),
+        mem_mb=eval_resources("eval_mem_mb", 4),
+        runtime=eval_resources("eval_runtime", 4),
     params:
         protocol=config["evaluation"]["nli_probe"]["protocol"],
         mode=config["evaluation"]["nli_probe"]["mode"],

@@ -57,9 +57,10 @@ rule figure_pairs:
         "../envs/torch.yaml"
     threads: 2
     resources:
-        # a cache hit after the STS evaluation: no GPU needed (a miss embeds one STS test set)
-        mem_mb=8000,
-        runtime=30,
+        # a cache hit after the STS evaluation: no GPU needed; a miss loads the model on the CPU and
+        # embeds one STS test set, so the memory is the backbone's evaluation request
+        mem_mb=eval_resources("eval_mem_mb"),
+        runtime=eval_resources("eval_runtime"),
     params:
         pooling=get_eval_pooling,
         prompt=get_prompt,

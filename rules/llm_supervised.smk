@@ -16,7 +16,7 @@ _LLM_SOURCE = f"results/data/{_LLM['source']['dataset']}/{_LLM['source']['split'
 
 
 # sized like an evaluation job of the generator (one forward pass per token, no gradients)
-_LLM_RESOURCES = config["backbones"].get(_LLM["generator"], {}).get("resources", {})
+_LLM_RESOURCES = config["backbones"].get(_LLM["generator"], {"resources": {}})["resources"]
 
 if (
     any(ts["dataset"] == LLM_DATASET for ts in config["trainsets"].values())
@@ -70,8 +70,8 @@ rule llm_generate:
     resources:
         gpu=1,  # snakemake-executor-plugin-slurm: sbatch --gpus=1
         cpus_per_gpu=2,  # = threads
-        mem_mb=_LLM_RESOURCES.get("eval_mem_mb", 16000),
-        runtime=_LLM_RESOURCES.get("eval_runtime", 60),
+        mem_mb=lambda wildcards: _LLM_RESOURCES["eval_mem_mb"],
+        runtime=lambda wildcards: _LLM_RESOURCES["eval_runtime"],
     params:
         generator=_LLM["generator"],
         prompts=_LLM["prompts"],

@@ -13,13 +13,13 @@ rule train_model:
         "../envs/torch.yaml"
     threads: 2  # data loading stays in the main process; the rest feeds torch's intra-op pool
     resources:
-        gpu=train_resources("gpus", 1),  # snakemake-executor-plugin-slurm: sbatch --gpus=N
-        mem_mb=train_resources("mem_mb", 32000),
-        runtime=train_resources("runtime", 240),
-        cpus_per_gpu=train_resources("cpus_per_gpu", 4),
+        gpu=train_resources("gpus"),  # snakemake-executor-plugin-slurm: sbatch --gpus=N
+        mem_mb=train_resources("mem_mb"),
+        runtime=train_resources("runtime"),
+        cpus_per_gpu=train_resources("cpus_per_gpu"),
     params:
         train=get_train_params,
         # one process per GPU: accelerate launch spans them
-        processes=lambda wildcards: max(1, config["backbones"][wildcards.backbone].get("resources", {}).get("gpus", 1)),
+        processes=lambda wildcards: max(1, train_resources("gpus")(wildcards)),
     script:
         "../workflow_scripts/train.py"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import sys
+from collections import defaultdict
 import textwrap
 from pathlib import Path
 
@@ -22,7 +23,7 @@ from aoe.workflow import (
     table_target,
     train_params,
 )
-from tests.workflow_utils import REPO, copy_workflow, job_counts, mirror_path, snakemake
+from tests.workflow_utils import REPO, copy_workflow, dry_run_jobs, job_counts, mirror_path, snakemake
 
 MIRROR = mirror_path()
 needs_mirror = pytest.mark.skipif(MIRROR is None, reason="data mirror (AOE_DATA_MIRROR or ../shared/data) not found")
@@ -191,11 +192,18 @@ def test_one_table_plans_only_its_jobs(tmp_path):
     }
 
 
-def test_full_paper_config_plans(tmp_path):
-    work = copy_workflow(tmp_path / "wf")
+@pytest.fixture(scope="module")
+def paper_grid_plan(tmp_path_factory):
+    """`snakemake -n all` of config.yaml without a mirror: (work folder, its output)."""
+    work = copy_workflow(tmp_path_factory.mktemp("paper") / "wf")
     out = snakemake(work, "-n", env={"AOE_DATA_MIRROR": ""})
     assert out.returncode == 0, out.stdout[-3000:]
-    counts = job_counts(out.stdout)
+    return work, out.stdout
+
+
+def test_full_paper_config_plans(paper_grid_plan):
+    work, stdout = paper_grid_plan
+    counts = job_counts(stdout)
     # no mirror: the SentEval archive is downloaded by a local rule; the whole grid is trained
     assert counts["download_senteval"] == 1 and counts["train_model"] == 225
     assert counts["table"] == len([t for t, s in _validated_config()["tables"].items() if s.get("enabled", True)])
@@ -204,6 +212,30 @@ def test_full_paper_config_plans(tmp_path):
     assert out.returncode == 0, out.stdout[-3000:]
     counts = job_counts(out.stdout)
     assert counts["train_model"] == 30 and counts["evaluate_indomain"] == 32 and "evaluate_sts" not in counts
+
+
+def test_every_job_of_all_requests_the_memory_it_needs(paper_grid_plan):
+    """SLURM's --mem of every model-loading job of the paper grid covers aoe.memory's host need,
+    and each scales with its backbone (a LLaMA-2-13B STS job once asked for BERT's 16 GB)."""
+    from aoe.memory import EVAL_TEXTS, host_need_gb
+
+    _, stdout = paper_grid_plan
+    jobs = [j for j in dry_run_jobs(stdout) if "backbone" in j["wildcards"]]
+    checked, short = defaultdict(int), []
+    for job in jobs:
+        rule, res, backbone = job["rule"], job["resources"], job["wildcards"]["backbone"]
+        if rule not in EVAL_TEXTS and rule != "train_model":
+            # tokenizers and downloads load no weights; any GPU job must be costed in aoe.memory
+            assert "gpu" not in res, f"GPU rule {rule} has no host-memory model in aoe.memory.EVAL_TEXTS"
+            continue
+        need_mb = 1000 * host_need_gb(backbone, rule, int(res.get("gpu", 1)) if rule == "train_model" else 1)
+        checked[rule] += 1
+        if int(res["mem_mb"]) < need_mb:
+            short.append(f"{rule} {backbone}: mem_mb {res['mem_mb']} < need {need_mb:.0f}")
+    assert not short, "\n".join(short)
+    assert checked["evaluate_sts"] > 200 and checked["train_model"] == 225 and checked["evaluate_mteb"] > 0
+    requested = {(j["rule"], j["wildcards"]["backbone"]): int(j["resources"]["mem_mb"]) for j in jobs if j["rule"] == "evaluate_sts"}
+    assert requested[("evaluate_sts", "llama-2-13b")] > requested[("evaluate_sts", "bert-base-uncased")]
 
 
 def test_workflow_passes_snakemake_lint(tmp_path):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import shutil
 import subprocess
@@ -67,6 +68,21 @@ def job_counts(stdout: str) -> dict[str, int]:
         counts[rule] = int(count)
     counts.pop("total", None)
     return counts
+
+
+def dry_run_jobs(stdout: str) -> list[dict]:
+    """Each job of a dry run (not --quiet) as {"rule", "wildcards", "resources"}, values as printed."""
+    jobs = []
+    for block in re.split(r"\n(?=\[[^\]]*\]\n(?:local)?rule )", stdout):
+        rule = re.search(r"^(?:local)?rule (\w+):", block, re.M)
+        if rule is None:
+            continue
+        fields = {}
+        for key in ("wildcards", "resources"):
+            line = re.search(rf"^\s+{key}: (.*)$", block, re.M)
+            fields[key] = dict(kv.split("=", 1) for kv in line.group(1).split(", ")) if line else {}
+        jobs.append({"rule": rule.group(1), **fields})
+    return jobs
 
 
 @contextlib.contextmanager
