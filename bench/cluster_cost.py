@@ -1,8 +1,11 @@
-"""GPU-hours of `snakemake all` on a cluster, per backbone, from the paper's measured training speed (issue 13).
+"""GPU-hours of a Snakemake target on a cluster, per backbone, from the paper's measured training speed (issue 13).
 
-    .venv/bin/python bench/cluster_cost.py [--config config.yaml] [--engine-over-bare 0.95] [--out results/bench/cluster_cost.json]
+    .venv/bin/python bench/cluster_cost.py [TARGET ...] [--configfile PRESET ...] [--engine-over-bare 0.95] [--out results/bench/cluster_cost.json]
 
-No GPU is timed here. The per-GPU training speed comes from the AoE paper's Appendix D (one
+TARGET (default ``all``) and the presets are what ``snakemake -n --forceall TARGET --configfile
+PRESET ...`` is given: the cells costed are the ``train_model`` and ``evaluate_sts`` jobs of that
+dry run, so "what will ``table2`` cost" is ``bench/cluster_cost.py table2``, counted from scratch
+(outputs already on disk are costed too). No GPU is timed here. The per-GPU training speed comes from the AoE paper's Appendix D (one
 STS-B train epoch, 5,749 pairs, on one RTX 3090 Ti: AoE-BERT-base 14.94 s, AoE-LLaMA-7B
 1027.18 s; aoe/resources/paper_numbers.yaml ``acl2024_training_time``), the work from the
 grid (``config.yaml``: every trained cell's train set, epochs or max_steps, batch and
@@ -25,17 +28,18 @@ max_length, expanded as the workflow expands it). Assumptions, all in the JSON:
 from __future__ import annotations
 
 import argparse
+import subprocess
 import sys
 from collections import defaultdict
 from pathlib import Path
 
-import yaml
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common as C  # noqa: E402
 
+from aoe.configcheck import load_config  # noqa: E402
 from aoe.recipes import N_TEXTS  # noqa: E402
-from aoe.workflow import eval_cells, run_cells, train_params  # noqa: E402
+from aoe.workflow import Cell, ConfigError, train_params  # noqa: E402
+from tests.workflow_utils import SNAKEMAKE, dry_run_jobs  # noqa: E402
 
 STSB_TRAIN_PAIRS = 5749
 STS7_DISTINCT_TEXTS = 26289  # bench/embed_throughput.py on the mirror
@@ -64,12 +68,28 @@ def per_gpu_pairs_per_s(backbone: str, paper: dict) -> tuple[float, str]:
     return bert, "Appendix D, AoE-BERTbase" + ("" if backbone == "bert-base-uncased" else " (as BERT-base: an upper bound)")
 
 
-def estimate(config: dict, engine_over_bare: float) -> dict:
+def planned_cells(targets: list[str], configfiles: list[str]) -> tuple[list[Cell], list[Cell]]:
+    """(trained cells, STS-evaluated cells) of the targets' dry run, every job counted (--forceall)."""
+    cmd = [*SNAKEMAKE, "-n", "--forceall", *targets]
+    if configfiles:
+        cmd += ["--configfile", *configfiles]
+    out = subprocess.run(cmd, cwd=C.REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if out.returncode != 0:
+        raise SystemExit(f"bench/cluster_cost.py: {' '.join(cmd[2:])} does not plan:\n{out.stdout[-3000:]}")
+    cells = {"train_model": [], "evaluate_sts": []}
+    for job in dry_run_jobs(out.stdout):
+        if job["rule"] in cells:
+            w = job["wildcards"]
+            cells[job["rule"]].append(Cell(w["backbone"], w["objective"], w["trainset"], int(w["seed"])))
+    return cells["train_model"], cells["evaluate_sts"]
+
+
+def estimate(config: dict, trained: list[Cell], evaluated: list[Cell], engine_over_bare: float) -> dict:
     from aoe.tables import _numbers
 
     paper = _numbers(None)["acl2024_training_time"]["rows"]
     per_backbone: dict[str, dict] = defaultdict(lambda: {"trainings": 0, "train_gpu_h": 0.0, "evaluations": 0, "eval_gpu_h": 0.0})
-    for cell in run_cells(config):
+    for cell in trained:
         p = train_params(config, cell.backbone, cell.objective, cell.trainset, cell.seed)
         if cell.trainset not in TRAIN_ROWS:
             raise SystemExit(f"bench/cluster_cost.py: no training-set size for trainset {cell.trainset!r}; add it to TRAIN_ROWS")
@@ -84,7 +104,7 @@ def estimate(config: dict, engine_over_bare: float) -> dict:
         entry = per_backbone[cell.backbone]
         entry["trainings"] += 1
         entry["train_gpu_h"] += cost / 3600
-    for cell in eval_cells(config):
+    for cell in evaluated:
         speed, _ = per_gpu_pairs_per_s(cell.backbone, paper)
         # a forward of one text ~ 1/3 of a training text's forward+backward; a training pair is 2 texts
         texts_per_s = speed * 2 * 3
@@ -94,28 +114,35 @@ def estimate(config: dict, engine_over_bare: float) -> dict:
     out = {}
     for backbone, entry in sorted(per_backbone.items()):
         speed, source = per_gpu_pairs_per_s(backbone, paper)
-        res = config["backbones"][backbone].get("resources", {})
+        res = config["backbones"][backbone]["resources"]
         out[backbone] = {
             **entry,
             "total_gpu_h": entry["train_gpu_h"] + entry["eval_gpu_h"],
             "pairs_per_s_per_gpu_at_64": speed,
             "speed_source": source,
-            "gpus_per_training_job": res.get("gpus", 1),
+            "gpus_per_training_job": res["gpus"],
         }
     return out
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--config", default=str(C.REPO / "config.yaml"))
+    ap.add_argument("targets", nargs="*", default=["all"], help="Snakemake targets (rules or files), as given to snakemake")
+    ap.add_argument("--configfile", nargs="*", default=[], help="presets merged over config.yaml, as snakemake --configfile")
     ap.add_argument("--engine-over-bare", type=float, default=1.0, help="engine pairs/s / bare loop pairs/s (bench/train_limit.py)")
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
-    config = yaml.safe_load(Path(args.config).read_text())
-    per_backbone = estimate(config, args.engine_over_bare)
+    try:
+        config = load_config(C.REPO, args.configfile)
+    except ConfigError as err:
+        raise SystemExit(f"bench/cluster_cost.py: config: {err}") from None
+    trained, evaluated = planned_cells(args.targets, args.configfile)
+    per_backbone = estimate(config, trained, evaluated, args.engine_over_bare)
     total = sum(v["total_gpu_h"] for v in per_backbone.values())
     record = {
         "command": "python bench/cluster_cost.py " + " ".join(sys.argv[1:]),
+        "targets": args.targets,
+        "configfiles": args.configfile,
         "gpu": "RTX 3090 Ti (the paper's Appendix D GPU)",
         "engine_over_bare": args.engine_over_bare,
         "train_rows": {k: {"rows": v[0], "source": v[1]} for k, v in TRAIN_ROWS.items()},
@@ -125,12 +152,12 @@ def main() -> None:
     }
     path = C.write_json("cluster_cost", record, args.out)
     C.print_table(
-        f"GPU-hours of `all` (RTX 3090 Ti equivalents, Appendix D speeds, engine/bare {args.engine_over_bare:.2f})",
+        f"GPU-hours of `{' '.join(args.targets)}` (RTX 3090 Ti equivalents, Appendix D speeds, engine/bare {args.engine_over_bare:.2f})",
         ["backbone", "trainings", "train GPU-h", "evaluations", "STS eval GPU-h", "total GPU-h", "GPUs/job", "pairs/s/GPU"],
-        [[b, v["trainings"], round(v["train_gpu_h"], 1), v["evaluations"], round(v["eval_gpu_h"], 2), round(v["total_gpu_h"], 1),
+        [[b, v["trainings"], f"{v['train_gpu_h']:.2f}", v["evaluations"], f"{v['eval_gpu_h']:.2f}", f"{v['total_gpu_h']:.2f}",
           v["gpus_per_training_job"], round(v["pairs_per_s_per_gpu_at_64"], 2)] for b, v in per_backbone.items()],
     )
-    print(f"  total: {total:.0f} GPU-hours")
+    print(f"  total: {total:.2f} GPU-hours")
     print(f"wrote {path}")
 
 
