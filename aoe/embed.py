@@ -13,6 +13,7 @@ and the folder's sentence-transformers files).
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import tempfile
@@ -22,7 +23,15 @@ __all__ = ["read_texts", "main"]
 
 
 class InputError(ValueError):
-    """A file or folder given on the command line that cannot be used; the message names it."""
+    """A file, folder or option given on the command line that cannot be used; the message names it and the fix."""
+
+
+# What transformers' AutoModel.from_pretrained looks for in a folder, in its order of preference,
+# and what peft's PeftModel.from_pretrained looks for in an adapter folder.
+_WEIGHTS = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model.bin.index.json")
+_ADAPTER_WEIGHTS = ("adapter_model.safetensors", "adapter_model.bin")
+_REFETCH = "copy or download the model again, or point MODEL_DIR at a complete model folder"
+_POINT = "point MODEL_DIR at a saved model folder (results/models/... or results/backbones/...)"
 
 
 def read_texts(path: str | os.PathLike) -> list[str]:
@@ -44,11 +53,108 @@ def read_texts(path: str | os.PathLike) -> list[str]:
     return lines
 
 
+def _read_json_object(path: Path) -> dict:
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise InputError(f"{path}: cannot be read ({exc.strerror or exc}); check its permissions") from exc
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path}: not UTF-8 text (byte {exc.start}: {exc.reason}); {_REFETCH}") from exc
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{path}: not valid JSON (line {exc.lineno} column {exc.colno}: {exc.msg}); {_REFETCH}") from exc
+    if not isinstance(value, dict):
+        raise InputError(f"{path}: not a JSON object (a {type(value).__name__}); {_REFETCH}")
+    return value
+
+
+def _check_safetensors(path: Path) -> None:
+    """Parse the header, which safetensors checks against the file's size: a cut-short file fails here, in a millisecond."""
+    from safetensors import SafetensorError, safe_open
+
+    try:
+        with safe_open(str(path), framework="numpy"):
+            pass
+    except SafetensorError as exc:
+        raise InputError(
+            f"{path}: not a complete safetensors file ({path.stat().st_size} bytes; {exc}); "
+            f"it was cut short or damaged, as by an interrupted copy or download: {_REFETCH}"
+        ) from exc
+
+
+def _check_weights(folder: Path, names: tuple[str, ...]) -> None:
+    found = next((folder / name for name in names if (folder / name).is_file()), None)
+    if found is None:
+        raise InputError(f"{folder}: no weights file ({', '.join(names[:-1])} or {names[-1]}); {_REFETCH}")
+    if not found.name.endswith(".index.json"):
+        if found.suffix == ".safetensors":
+            _check_safetensors(found)
+        return
+    weight_map = _read_json_object(found).get("weight_map")
+    if not isinstance(weight_map, dict) or not weight_map:
+        raise InputError(f"{found}: no \"weight_map\" naming the weight shards; {_REFETCH}")
+    for shard in sorted(set(weight_map.values())):
+        if not (folder / shard).is_file():
+            raise InputError(f"{folder / shard}: missing (a shard listed in {found.name}); {_REFETCH}")
+        if shard.endswith(".safetensors"):
+            _check_safetensors(folder / shard)
+
+
+def _check_backbone_dir(path: Path) -> None:
+    config = _read_json_object(path / "config.json")
+    if "model_type" not in config:
+        raise InputError(
+            f"{path / 'config.json'}: no \"model_type\" key, so transformers cannot tell which model it is; {_REFETCH}"
+        )
+    _check_weights(path, _WEIGHTS)
+
+
 def _check_model_dir(path: Path) -> None:
+    """What loading would fail on, found before torch or transformers is imported, with the file it is in."""
     if not path.is_dir():
-        raise InputError(f"model folder {path} does not exist" if not path.exists() else f"{path} is not a folder")
-    if not ((path / "config.json").is_file() or (path / "adapter_config.json").is_file()):
-        raise InputError(f"{path} is not a model folder (no config.json or adapter_config.json)")
+        raise InputError(f"{path}: no such folder; {_POINT}" if not path.exists() else f"{path}: not a folder; {_POINT}")
+    adapter = (path / "adapter_config.json").is_file()
+    if not (adapter or (path / "config.json").is_file()):
+        raise InputError(f"{path} is not a model folder (no config.json or adapter_config.json); {_POINT}")
+    record = _read_json_object(path / "aoe_config.json") if (path / "aoe_config.json").is_file() else {}
+    if not adapter:
+        _check_backbone_dir(path)
+        return
+    _read_json_object(path / "adapter_config.json")
+    _check_weights(path, _ADAPTER_WEIGHTS)
+    if isinstance(record.get("base_model"), str):  # without one, the Encoder says what is missing
+        base = (path / record["base_model"]).resolve()
+        if not (base / "config.json").is_file():
+            raise InputError(
+                f"{base}: the base model of {path} (aoe_config.json base_model) is missing or has no config.json; {_REFETCH}"
+            )
+        _check_backbone_dir(base)
+
+
+def _check_device(device: str) -> str:
+    """``device``, if torch can place a model on it here; checked before a model is loaded onto the CPU to be moved."""
+    import torch
+
+    try:
+        parsed = torch.device(device)
+    except RuntimeError as exc:  # torch's message lists every device type it was built to know
+        raise InputError(f"--device {device}: not a torch device; use cpu, cuda or cuda:N (or leave --device out)") from exc
+    if parsed.type == "cuda":
+        if torch.version.cuda is None and torch.version.hip is None:
+            raise InputError(
+                f"--device {device}: this torch ({torch.__version__}) is built without CUDA; "
+                "use --device cpu (or leave --device out), or install a CUDA build of torch"
+            )
+        if not torch.cuda.is_available():
+            raise InputError(
+                f"--device {device}: no CUDA GPU is visible to torch; use --device cpu (or leave --device out), "
+                "or check the GPU driver and CUDA_VISIBLE_DEVICES"
+            )
+        count = torch.cuda.device_count()
+        if parsed.index is not None and parsed.index >= count:
+            raise InputError(f"--device {device}: only {count} CUDA device(s) visible; use cuda:0 to cuda:{count - 1}")
+    elif parsed.type == "mps" and not torch.backends.mps.is_available():
+        raise InputError(f"--device {device}: MPS is not available on this machine; use --device cpu (or leave --device out)")
+    return device
 
 
 def _open_output(out: Path):
@@ -69,8 +175,19 @@ def _open_output(out: Path):
 
 
 def build_parser(prog: str = "python -m aoe.embed") -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
-    parser.add_argument("model_dir", type=Path, help="model folder (results/models/... or results/backbones/...)")
+    parser = argparse.ArgumentParser(
+        prog=prog,
+        description=__doc__.split("\n\n")[0],
+        epilog=(
+            "exit status: 0 when the embeddings are written; 2 when an option, the input, the output or the model folder "
+            "cannot be used (a missing or incomplete model folder, a broken config.json, a cut-short weights file, "
+            "a device this machine lacks), with a message on stderr that names the file or option and the fix; "
+            "1 for anything else (a bug: its traceback is printed)"
+        ),
+    )
+    parser.add_argument(
+        "model_dir", metavar="MODEL_DIR", type=Path, help="model folder (results/models/... or results/backbones/...)"
+    )
     parser.add_argument("--in", dest="input", required=True, type=Path, help="UTF-8 text file, one text per line")
     parser.add_argument("--out", required=True, type=Path, help="output .npy file: (lines, hidden size) float32")
     parser.add_argument("--batch-size", type=int, default=64, help="texts per forward pass (default 64)")
@@ -93,20 +210,25 @@ def main(argv: list[str] | None = None, prog: str = "python -m aoe.embed") -> in
     try:
         texts = read_texts(args.input)
         _check_model_dir(args.model_dir)
+        device = _check_device(args.device) if args.device is not None else None
         handle, tmp = _open_output(args.out)
     except InputError as exc:
-        parser.error(str(exc))
+        # one line, no usage text: the message names the file or option and the fix
+        parser.exit(2, f"{parser.prog}: {exc}\n")
 
     try:
         import numpy as np
+        from safetensors import SafetensorError
 
         from aoe.interop import default_max_length
         from aoe.models import Encoder
 
         try:
-            encoder = Encoder(args.model_dir, pooling=args.pooling, device=args.device, prompt=args.prompt)
+            encoder = Encoder(args.model_dir, pooling=args.pooling, device=device, prompt=args.prompt)
         except ValueError as exc:  # pooling / prompt missing or contradicting aoe_config.json
             parser.error(str(exc))
+        except SafetensorError as exc:  # the files passed _check_model_dir: one changed since (a copy still running?)
+            parser.exit(2, f"{parser.prog}: {args.model_dir}: a weights file cannot be read ({exc}); {_REFETCH}\n")
         max_length = args.max_length or default_max_length(args.model_dir)
         emb = encoder.encode(texts, batch_size=args.batch_size, max_length=max_length, progress=True)
         with handle:

@@ -1,0 +1,192 @@
+"""`aoe embed` on a model folder or device it cannot use: exit status 2 and one line naming the file or option and the fix.
+
+Each broken folder is a copy of the tiny random BERT (conftest.tiny_bert) damaged the
+way downloads and copies go wrong: weights missing, config.json cut or hand-edited,
+model.safetensors cut short. The command runs as a user runs it, in a subprocess.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+REFETCH = "copy or download the model again, or point MODEL_DIR at a complete model folder"
+POINT = "point MODEL_DIR at a saved model folder (results/models/... or results/backbones/...)"
+
+
+@pytest.fixture
+def model(tmp_path: Path, tiny_bert: Path) -> Path:
+    return Path(shutil.copytree(tiny_bert, tmp_path / "model"))
+
+
+@pytest.fixture
+def texts(tmp_path: Path) -> Path:
+    path = tmp_path / "texts.txt"
+    path.write_text("a first text\nand a second one\n", encoding="utf-8")
+    return path
+
+
+def _embed(model_dir: Path, texts: Path, *options: str) -> subprocess.CompletedProcess:
+    out = texts.parent / "emb.npy"
+    return subprocess.run(
+        [sys.executable, "-m", "aoe", "embed", str(model_dir), "--in", str(texts), "--out", str(out), "--pooling", "cls",
+         *options],
+        capture_output=True, text=True, cwd=REPO_ROOT, env={**os.environ, "HF_HUB_OFFLINE": "1"}, timeout=300,
+    )
+
+
+def _remove_weights(m: Path) -> None:
+    (m / "model.safetensors").unlink()
+
+
+def _empty(m: Path) -> None:
+    shutil.rmtree(m)
+    m.mkdir()
+
+
+def _invalid_json(m: Path) -> None:
+    (m / "config.json").write_text('{\n  "model_type": "bert",\n    hidden_size: 32\n}\n')
+
+
+def _no_model_type(m: Path) -> None:
+    config = json.loads((m / "config.json").read_text())
+    del config["model_type"]
+    (m / "config.json").write_text(json.dumps(config))
+
+
+def _truncate(m: Path) -> None:
+    weights = m / "model.safetensors"
+    with weights.open("r+b") as f:
+        f.truncate(weights.stat().st_size // 2)
+
+
+# case -> (damage, the first stderr line with {m} for the model folder)
+FOLDER_CASES = {
+    "no weights": (
+        _remove_weights,
+        "aoe embed: {m}: no weights file (model.safetensors, model.safetensors.index.json, pytorch_model.bin "
+        "or pytorch_model.bin.index.json); " + REFETCH,
+    ),
+    "empty folder": (_empty, "aoe embed: {m} is not a model folder (no config.json or adapter_config.json); " + POINT),
+    "no such folder": (shutil.rmtree, "aoe embed: {m}: no such folder; " + POINT),
+    "config.json not JSON": (
+        _invalid_json,
+        "aoe embed: {m}/config.json: not valid JSON (line 3 column 5: Expecting property name enclosed in double quotes); "
+        + REFETCH,
+    ),
+    "config.json without model_type": (
+        _no_model_type,
+        'aoe embed: {m}/config.json: no "model_type" key, so transformers cannot tell which model it is; ' + REFETCH,
+    ),
+    "truncated safetensors": (_truncate, "aoe embed: {m}/model.safetensors: not a complete safetensors file ("),
+}
+
+
+@pytest.mark.parametrize("case", FOLDER_CASES)
+def test_a_broken_model_folder_is_one_line_naming_the_file_and_the_fix(case: str, model: Path, texts: Path):
+    damage, expected = FOLDER_CASES[case]
+    damage(model)
+    proc = _embed(model, texts, "--device", "cpu")
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert proc.stderr.splitlines()[0].startswith(expected.format(m=model)), proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr + proc.stdout
+    assert not (texts.parent / "emb.npy").exists()
+
+
+def test_a_truncated_safetensors_file_says_how_short_it_is_and_the_fix(model: Path, texts: Path):
+    _truncate(model)
+    size = (model / "model.safetensors").stat().st_size
+    first = _embed(model, texts, "--device", "cpu").stderr.splitlines()[0]
+    assert f"({size} bytes; Error while deserializing header: " in first
+    assert first.endswith("it was cut short or damaged, as by an interrupted copy or download: " + REFETCH)
+
+
+def test_a_cuda_device_without_cuda_is_one_line_before_any_loading(model: Path, texts: Path):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("needs a machine where CUDA cannot be used")
+    proc = _embed(model, texts, "--device", "cuda:0")
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    if torch.version.cuda is None:
+        expected = (
+            f"aoe embed: --device cuda:0: this torch ({torch.__version__}) is built without CUDA; "
+            "use --device cpu (or leave --device out), or install a CUDA build of torch"
+        )
+    else:
+        expected = "aoe embed: --device cuda:0: no CUDA GPU is visible to torch; "
+    # the first line: nothing (no weight-loading progress bar) comes before it
+    assert proc.stderr.splitlines()[0].startswith(expected), proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr + proc.stdout
+
+
+def test_an_unknown_device_is_one_line(model: Path, texts: Path):
+    proc = _embed(model, texts, "--device", "gpu")
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines() == [
+        "aoe embed: --device gpu: not a torch device; use cpu, cuda or cuda:N (or leave --device out)"
+    ]
+
+
+@pytest.mark.parametrize(
+    "cuda_build, available, count, device, expected",
+    [
+        (None, False, 0, "cuda", "this torch ({version}) is built without CUDA; "),
+        ("12.4", False, 0, "cuda:0", "no CUDA GPU is visible to torch; "),
+        ("12.4", True, 2, "cuda:2", "only 2 CUDA device(s) visible; use cuda:0 to cuda:1"),
+    ],
+)
+def test_the_device_check_on_cuda_builds(monkeypatch, cuda_build, available, count, device, expected):
+    """The branches this CPU-only machine cannot reach for real: a CUDA torch without a GPU, a GPU index too high."""
+    import torch
+
+    from aoe.embed import InputError, _check_device
+
+    monkeypatch.setattr(torch.version, "cuda", cuda_build)
+    monkeypatch.setattr(torch.version, "hip", None)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: available)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: count)
+    with pytest.raises(InputError) as exc:
+        _check_device(device)
+    assert str(exc.value).startswith(f"--device {device}: " + expected.format(version=torch.__version__))
+    assert _check_device("cpu") == "cpu"
+
+
+def test_a_weights_file_damaged_after_the_check_is_one_line(model: Path, texts: Path, monkeypatch, capsys):
+    """The load itself translates safetensors' error, for a file that changes between the check and the load."""
+    import aoe.embed
+
+    _truncate(model)
+    monkeypatch.setattr(aoe.embed, "_check_safetensors", lambda path: None)
+    with pytest.raises(SystemExit) as exc:
+        aoe.embed.main([str(model), "--in", str(texts), "--out", str(texts.parent / "emb.npy"), "--pooling", "cls",
+                        "--device", "cpu"], prog="aoe embed")
+    assert exc.value.code == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"aoe embed: {model}: a weights file cannot be read (Error while deserializing header: ")
+    assert line.endswith(REFETCH)
+    assert sorted(p.name for p in texts.parent.iterdir()) == ["model", "texts.txt"]  # no output, no temporary file
+
+
+def test_a_complete_folder_still_embeds(model: Path, texts: Path):
+    import numpy as np
+
+    proc = _embed(model, texts, "--device", "cpu")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert np.load(texts.parent / "emb.npy").shape == (2, 32)
+    assert proc.stderr.splitlines()[-1].endswith("2 texts x 32 dims (pooling cls, max_length 128)")
+
+
+def test_the_help_documents_the_exit_status():
+    proc = subprocess.run([sys.executable, "-m", "aoe", "embed", "--help"], capture_output=True, text=True, cwd=REPO_ROOT)
+    assert proc.returncode == 0
+    help_text = " ".join(proc.stdout.split())
+    assert "exit status: 0 when the embeddings are written; 2 when an option" in help_text
+    assert "1 for anything else" in help_text
