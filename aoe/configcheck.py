@@ -38,7 +38,7 @@ def _where(path: Iterable) -> str:
     return out or "(top level)"
 
 
-def _source(path: tuple, configfiles: Iterable[str | Path]) -> str | None:
+def key_source(path: tuple, configfiles: Iterable[str | Path]) -> str | None:
     """The last config file (the one that wins) whose YAML sets ``path``; None if none does."""
     found = None
     for file in configfiles:
@@ -69,13 +69,13 @@ def _message(error, configfiles) -> str:
         allowed = sorted(error.schema.get("properties", {}))
         extra = sorted(k for k in error.instance if k not in allowed)
         key = (*path, extra[0]) if extra else path
-        source = _source(key, configfiles)
+        source = key_source(key, configfiles)
         where = f" (in {source})" if source else ""
         valid = f"; valid keys: {', '.join(allowed)}" if allowed else ""
         if len(extra) > 1:
             return f"{_where(path)}: unknown keys {', '.join(extra)}{where}{valid}"
         return f"{_where(key)}: unknown key{where}{valid}"
-    source = _source(path, configfiles)
+    source = key_source(path, configfiles)
     where = f" (in {source})" if source else ""
     return f"{_where(path)}: {error.message}{where}"
 

@@ -1,0 +1,105 @@
+"""Why a requested target cannot be built, in one line, before Snakemake plans.
+
+For a target no rule matches, Snakemake says only "No rule to produce X". The usual causes are a
+typo in one part of a results path (a backbone, objective, train set, seed, dataset or split the
+config does not have) or a table the active config switches off; :func:`explain_target` names that
+part and the valid values, or the table and the config file that disables it. It returns None for
+anything else, so Snakemake's own planning decides as before.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Iterable, Mapping
+
+from aoe.configcheck import key_source
+from aoe.workflow import PRETRAINED, table_target
+
+__all__ = ["explain_target", "requested_targets"]
+
+# results roots whose next four folders are a cell: backbone/objective/trainset/seed<N>
+_CELL_ROOTS = ("results/models/", "results/eval/", "results/analysis/figures/")
+_PARTS = ("backbone", "objective", "trainset", "seed")
+
+
+def requested_targets(argv: list[str]) -> list[str]:
+    """The targets of a `snakemake` command line; [] for a cluster job's own invocation."""
+    if "--target-jobs" in argv or "--mode" in argv:
+        return []  # a job submitted by the main process: its targets were planned there
+    from snakemake.cli import get_argument_parser
+
+    try:
+        args, _ = get_argument_parser().parse_known_args(argv[1:])
+    except SystemExit:  # Snakemake reports its own usage errors
+        return []
+    return list(args.targets or [])
+
+
+def _valid(values: Iterable[str]) -> str:
+    return ", ".join(sorted(values))
+
+
+def _disabled(config: dict, table: str, configfiles: list) -> str:
+    where = key_source(("tables", table, "enabled"), configfiles)
+    by = f" in {where}" if where else ""
+    return f"table {table} is disabled (tables.{table}.enabled: false{by}); set it to true{by or ' in the config'} to build it"
+
+
+def _cell_problem(config: dict, parts: list[str]) -> str | None:
+    valid = {
+        "backbone": list(config["backbones"]),
+        "objective": [PRETRAINED, *config["objectives"], *{o for r in config["runs"] for o in r["objectives"]}],
+        "trainset": ["none", *config["trainsets"]],
+    }
+    for name, value in zip(_PARTS, parts):
+        if name == "seed":
+            if not re.fullmatch(r"seed\d+", value):
+                return f"the seed folder {value!r} must be seed<integer>, e.g. seed42"
+        elif value not in valid[name]:
+            return f"unknown {name} {value!r}; valid: {_valid(set(valid[name]))} (config.yaml {name}s)"
+    return None
+
+
+def explain_target(
+    target: str,
+    config: dict,
+    *,
+    rule_names: Iterable[str],
+    datasets: Mapping[str, Iterable[str]],
+    configfiles: Iterable[str | Path] = (),
+) -> str | None:
+    """One line on why ``target`` cannot be built with ``config``; None when nothing is known wrong."""
+    configfiles = list(configfiles)
+    path = target[2:] if target.startswith("./") else target
+    tables = config.get("tables", {})
+    if "/" not in path:
+        if path in set(rule_names) or Path(path).exists():
+            return None
+        named = [t for t in tables if table_target(t) == path or t == path]
+        if named:
+            return f"{target}: " + _disabled(config, named[0], configfiles)
+        targets = {r for r in rule_names if not r.startswith(("download_", "prepare_"))}
+        return f"{target}: no rule or output of that name; named targets: {_valid(targets)} (or a results/ path)"
+    if path.startswith("results/tables/"):
+        name = Path(path).name.split(".")[0]
+        if name not in tables:
+            return f"{target}: unknown table {name!r}; valid: {_valid(tables)} (config.yaml tables)"
+        if not tables[name].get("enabled", True):
+            return f"{target}: " + _disabled(config, name, configfiles)
+        return None
+    for root in _CELL_ROOTS:
+        if path.startswith(root):
+            problem = _cell_problem(config, path[len(root):].split("/")[:4])
+            return f"{target}: {problem}" if problem else None
+    if path.startswith("results/backbones/"):
+        problem = _cell_problem(config, path.split("/")[2:3])
+        return f"{target}: {problem}" if problem else None
+    m = re.fullmatch(r"results/data/([^/]+)/([^/.]+)\..*", path)
+    if m:
+        dataset, split = m.groups()
+        if dataset not in datasets:
+            return f"{target}: unknown dataset {dataset!r}; valid: {_valid(datasets)}"
+        if split not in datasets[dataset]:
+            return f"{target}: dataset {dataset!r} has no split {split!r}; its splits: {_valid(datasets[dataset])}"
+    return None

@@ -1,0 +1,83 @@
+"""A target no rule can build names its unknown part, or the table the config disables (aoe.targets)."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from aoe.data.pairsets import SOURCES
+from aoe.data.sts import SPLITS as STS_SPLITS
+from aoe.targets import explain_target, requested_targets
+from tests.workflow_utils import REPO, copy_workflow, snakemake
+
+RULES = ["all", "train", "table2", "train_model", "evaluate_sts", "download_file"]
+DATASETS = {**STS_SPLITS, **SOURCES}
+
+
+@pytest.fixture(scope="module")
+def config():
+    from aoe.configcheck import load_config
+
+    return load_config(REPO)
+
+
+@pytest.mark.parametrize(
+    "target, line",
+    [
+        ("results/models/nope/aoe/stsb/seed1", "results/models/nope/aoe/stsb/seed1: unknown backbone 'nope'; valid: bert-base-uncased, "),
+        ("results/models/bert-base-uncased/aoee/stsb/seed1", "results/models/bert-base-uncased/aoee/stsb/seed1: unknown objective 'aoee'; valid: angle_arxiv, "),
+        ("results/eval/bert-base-uncased/aoe/stsbb/seed1/sts.json", "results/eval/bert-base-uncased/aoe/stsbb/seed1/sts.json: unknown trainset 'stsbb'; valid: gis, "),
+        ("results/eval/bert-base-uncased/aoe/stsb/s1/sts.json", "results/eval/bert-base-uncased/aoe/stsb/s1/sts.json: the seed folder 's1' must be seed<integer>, e.g. seed42"),
+        ("results/data/stsb/valid.parquet", "results/data/stsb/valid.parquet: dataset 'stsb' has no split 'valid'; its splits: dev, test, train"),
+        ("results/data/stsbx/test.parquet", "results/data/stsbx/test.parquet: unknown dataset 'stsbx'; valid: allnli, "),
+        ("results/tables/table9.tex", "results/tables/table9.tex: unknown table 'table9'; valid: "),
+        ("results/backbones/bert-large", "results/backbones/bert-large: unknown backbone 'bert-large'; valid: "),
+        ("tabel2", "tabel2: no rule or output of that name; named targets: all, evaluate_sts, table2, train, train_model (or a results/ path)"),
+    ],
+)
+def test_unknown_part_is_named(config, target, line):
+    assert explain_target(target, config, rule_names=RULES, datasets=DATASETS).startswith(line)
+
+
+@pytest.mark.parametrize(
+    "target",
+    ["all", "table2", "results/models/bert-base-uncased/aoe/stsb/seed7", "results/eval/llama-2-7b/pretrained/none/seed0/sts.json",
+     "results/data/snli/dev.triplets.parquet", "results/tables/table2_indomain.tex", "results/REPORT.md", "results/downloads/files/x"],
+)
+def test_buildable_targets_pass(config, target):
+    # a seed outside the grid is still a cell Snakemake can train: only malformed parts are refused
+    assert explain_target(target, config, rule_names=RULES, datasets=DATASETS) is None
+
+
+def test_disabled_table_names_the_file(tmp_path, config):
+    preset = tmp_path / "preset.yaml"
+    preset.write_text(yaml.safe_dump({"tables": {"table3_transfer": {"enabled": False}}}))
+    config = {**config, "tables": {**config["tables"], "table3_transfer": {**config["tables"]["table3_transfer"], "enabled": False}}}
+    why = explain_target("table3", config, rule_names=RULES, datasets=DATASETS, configfiles=[REPO / "config.yaml", preset])
+    assert why == f"table3: table table3_transfer is disabled (tables.table3_transfer.enabled: false in {preset}); set it to true in {preset} to build it"
+
+
+def test_requested_targets_reads_the_command_line():
+    argv = ["snakemake", "-n", "--cores", "2", "table3", "results/REPORT.md", "--configfile", "presets/cpu-demo.yaml"]
+    assert requested_targets(argv) == ["table3", "results/REPORT.md"]
+    assert requested_targets(["snakemake", "--target-jobs", "train_model:seed=1", "--mode", "remote"]) == []
+
+
+@pytest.mark.parametrize(
+    "args, line",
+    [
+        (["results/models/nope/aoe/stsb/seed1"],
+         "target results/models/nope/aoe/stsb/seed1: unknown backbone 'nope'; valid: bert-base-uncased, gemma3-270m, llama-2-13b, llama-2-7b, minilm-l6 (config.yaml backbones)"),
+        (["table3", "--configfile", "presets/cpu-demo.yaml"],
+         "target table3: table table3_transfer is disabled (tables.table3_transfer.enabled: false in presets/cpu-demo.yaml); set it to true in presets/cpu-demo.yaml to build it"),
+    ],
+)
+def test_snakemake_names_the_reason_before_planning(tmp_path, args, line):
+    # was: "MissingRuleException: No rule to produce <target>" and nothing else
+    work = copy_workflow(tmp_path / "wf")
+    out = snakemake(work, "-n", *args, env={"AOE_DATA_MIRROR": ""})
+    assert out.returncode == 1
+    lines = out.stdout.splitlines()
+    at = next(i for i, text in enumerate(lines) if text.startswith("WorkflowError"))
+    assert lines[at + 1] == line, out.stdout[-2000:]
+    assert "Building DAG" not in out.stdout and "MissingRuleException" not in out.stdout
