@@ -101,7 +101,7 @@ def check_config(config: dict) -> None:
             check_prompt(spec.get("prompt"))
         except ValueError as err:
             raise ConfigError(f"backbones.{name}.prompt: {err}") from None
-    from aoe.data.pairsets import SOURCES
+    from aoe.data.pairsets import SOURCES, pair_table_problem
     from aoe.data.sts import SPLITS as STS_SPLITS
     from aoe.llm_supervised import GENERATED_SPLITS
 
@@ -123,10 +123,8 @@ def check_config(config: dict) -> None:
     for b in sat.get("backbones", []):
         if b not in backbones:
             raise ConfigError(f"analysis.saturation.backbones: unknown backbone {b!r}; known: {sorted(backbones)}")
-    if sat.get("backbones"):
-        splits = STS_SPLITS.get(sat["dataset"]) or SOURCES.get(sat["dataset"], {})
-        if sat["split"] not in splits:
-            raise ConfigError(f"analysis.saturation: dataset {sat['dataset']!r} has no split {sat['split']!r}")
+    if sat.get("backbones") and (problem := pair_table_problem(sat["dataset"], sat["split"])):
+        raise ConfigError(f"analysis.saturation: {problem}")
     targets: dict[str, str] = {}
     for name in enabled_tables(config):
         target = table_target(name)

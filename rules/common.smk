@@ -20,7 +20,7 @@ from aoe.workflow import (
     train_params,
 )
 from aoe.data.io import DataError
-from aoe.data.sts import STS_DATASETS, STS_TASKS, resolve_downstream_root, sts_files
+from aoe.data.sts import STS_DATASETS, STS_TASKS, downstream_folder_files, resolve_downstream_root, sts_files
 from aoe.data.glue import HUB_PAIR_SETS
 from aoe.data.nli import NLI_MIRROR_FILES
 from aoe.data.transfer import transfer_files
@@ -44,7 +44,7 @@ try:
     # SentEval's downstream folder in the mirror (data.mirror or $AOE_DATA_MIRROR); None: download.
     DOWNSTREAM = resolve_downstream_root(config["data"]["mirror"])
 except DataError as err:
-    raise WorkflowError(f"data.mirror: {err}") from None
+    raise WorkflowError(str(err)) from None  # names data.mirror or AOE_DATA_MIRROR, whichever was used
 
 # The mirror root (README.md, MANIFEST.tsv, nli/, glue/, ...) when the mirror is a full one.
 MIRROR_ROOT = DOWNSTREAM.parent.parent if DOWNSTREAM and (DOWNSTREAM.parent.parent / "MANIFEST.tsv").is_file() else None
@@ -89,13 +89,6 @@ wildcard_constraints:
     max_len=r"\d+",
     table="|".join(map(re.escape, enabled_tables(config))) or "NO_TABLES",
     evalset="|".join(map(re.escape, config["trainsets"])) or "NO_TRAINSETS",
-
-
-def get_downstream_inputs(wildcards):
-    """The raw files a prepared table is read from: mirror files, or the downloaded archive."""
-    if DOWNSTREAM is not None:
-        return [DOWNSTREAM / f for f in sts_files(wildcards.dataset, wildcards.split)]
-    return "results/downloads/senteval/source.json"
 
 
 def get_model_dir(wildcards):
@@ -211,7 +204,8 @@ def get_pairset_input(wildcards):
 def get_transfer_inputs(wildcards):
     """The SentEval files of the transfer tasks evaluated: mirror files, or the downloaded archive."""
     if DOWNSTREAM is not None:
-        return [DOWNSTREAM / f for t in config["evaluation"]["transfer"]["tasks"] for f in transfer_files(t)]
+        files = [f for t in config["evaluation"]["transfer"]["tasks"] for f in transfer_files(t)]
+        return downstream_folder_files(config["data"]["mirror"], DOWNSTREAM, files)
     return "results/downloads/senteval/source.json"
 
 

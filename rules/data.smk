@@ -1,5 +1,10 @@
 # Raw data -> normalised pair tables. Downloads run as local rules: compute nodes are often offline.
 
+from aoe.data.sts import DOWNSTREAM_SUBDIR
+
+# Published files fetched from their recorded public source, in the mirror's layout (rule download_file).
+DOWNLOADED_FILES = Path("results/downloads/files")
+
 
 localrules:
     download_senteval,
@@ -7,6 +12,7 @@ localrules:
 
 
 rule download_senteval:
+    # SentEval's folder for the evaluations that read it as a whole (transfer tasks) when there is no mirror
     output:
         "results/downloads/senteval/source.json",
     log:
@@ -22,8 +28,13 @@ rule download_senteval:
 
 
 rule prepare_sts:
+    # each file from the mirror when it has it, else fetched from its recorded source (download_file);
+    # either way checked against its published sha256 when read
     input:
-        get_downstream_inputs,
+        lambda wildcards: [
+            DOWNSTREAM / f if DOWNSTREAM and (DOWNSTREAM / f).is_file() else DOWNLOADED_FILES / DOWNSTREAM_SUBDIR / f
+            for f in sts_files(wildcards.dataset, wildcards.split)
+        ],
     output:
         table="results/data/{dataset}/{split}.parquet",
         manifest="results/data/{dataset}/{split}.manifest.json",
@@ -34,7 +45,7 @@ rule prepare_sts:
     conda:
         "../envs/data.yaml"
     params:
-        downstream=str(DOWNSTREAM) if DOWNSTREAM else None,
+        files=lambda wildcards, input: dict(zip(sts_files(wildcards.dataset, wildcards.split), map(str, input))),
     script:
         "../workflow_scripts/prepare_sts.py"
 
@@ -88,9 +99,9 @@ localrules:
 
 rule download_file:
     # A mirror file fetched from its recorded public source (sha256-checked against the
-    # mirror's), or AllNLI; the folder mimics the mirror's layout so the readers are shared.
+    # published one), or AllNLI; the folder mimics the mirror's layout so the readers are shared.
     output:
-        "results/downloads/files/{relpath}",
+        f"{DOWNLOADED_FILES}/{{relpath}}",
     log:
         "results/logs/download_file/{relpath}.log",
     conda:

@@ -39,7 +39,7 @@ def test_params_reproduce_sentevals_recorded_numbers(tmp_path, one_thread, mode)
     root = write_synthetic_senteval(tmp_path / "downstream")
     params = se.senteval_params(tmp_path, mode)
     assert Path(params["task_path"]) / "downstream" == root  # SentEval reads task_path + '/downstream/<task>'
-    data = read_transfer(root, "TREC", expected_rows=None)
+    data = read_transfer(root, "TREC", expected_rows=None, published=False)
     sentences = list(dict.fromkeys(transfer._task_sentences(data)))
     row = {s: i for i, s in enumerate(sentences)}
     result = transfer._run_task(data, encoder()(sentences), row, transfer.ClassifierParams.from_mapping(params), 1111)

@@ -1,4 +1,4 @@
-"""Rule download_senteval: fetch SimCSE's SentEval data archive (only when no mirror is given)."""
+"""Rule download_senteval: fetch SimCSE's SentEval data archive, the transfer tasks' folder when no mirror is given."""
 
 import json
 import sys

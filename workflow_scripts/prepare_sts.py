@@ -13,8 +13,7 @@ from aoe.data.prepare import prepare_sts_table
 prepare_sts_table(
     dataset=snakemake.wildcards.dataset,
     split=snakemake.wildcards.split,
-    downstream=snakemake.params.downstream,
-    source_record=None if snakemake.params.downstream else snakemake.input[0],
+    files=snakemake.params.files,
     table_out=snakemake.output.table,
     manifest_out=snakemake.output.manifest,
 )

@@ -2,7 +2,7 @@
 
 A dataset is read either from files laid out like the data mirror (the mirror itself,
 or the same files downloaded from their public sources into ``results/downloads/files``
-and checked against the mirror's sha256), from a single downloaded file (AllNLI), or
+and checked against the published sha256, aoe.data.published), from a single downloaded file (AllNLI), or
 from a Hugging Face hub snapshot pinned to a commit. ``SOURCES`` says which, per
 dataset and split, so the Snakemake rules can declare exact inputs.
 
@@ -13,11 +13,9 @@ sentence3], score`` columns; Flickr30k has ``image, caption_index, caption``.
 
 from __future__ import annotations
 
-import csv
 import json
 import os
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 
 import pandas as pd
@@ -26,6 +24,7 @@ from aoe.data.glue import HUB_PAIR_SETS, MRPC_FILES, QNLI_MIRROR_FILES, hub_pair
 from aoe.data.hub import read_hub_split
 from aoe.data.io import DataError, sha256_file, write_parquet_atomic
 from aoe.data.nli import NLI_MIRROR_FILES, nli_formats, read_allnli, read_nli_csv
+from aoe.data.published import TABLE, check_published, mirror_sources
 from aoe.jsonio import write_json_atomic
 
 __all__ = [
@@ -33,6 +32,8 @@ __all__ = [
     "Source",
     "PAIRSET_DATASETS",
     "mirror_sources",
+    "pair_tables",
+    "pair_table_problem",
     "upstream_url",
     "table_paths",
     "prepare_pairset",
@@ -84,19 +85,11 @@ SOURCES: dict[str, dict[str, Source]] = {
 PAIRSET_DATASETS = tuple(SOURCES)
 
 
-def mirror_sources() -> dict[str, dict[str, str]]:
-    """Mirror-relative path -> {sha256, source} for the mirror files this module reads."""
-    text = resources.files("aoe.resources").joinpath("mirror_sources.tsv").read_text(encoding="utf-8")
-    lines = [line for line in text.splitlines() if line and not line.startswith("#")]
-    rows = list(csv.DictReader(lines, delimiter="\t"))
-    return {r["path"]: {"sha256": r["sha256"], "source": r["source"]} for r in rows}
-
-
 def upstream_url(relpath: str) -> str:
     """The raw GitHub URL of a mirror file's recorded source (owner/repo@commit:path)."""
     src = mirror_sources().get(relpath)
     if src is None:
-        raise DataError(f"{relpath}: no recorded upstream source (aoe/resources/mirror_sources.tsv)")
+        raise DataError(f"{relpath}: no recorded upstream source (aoe/resources/{TABLE})")
     repo, rest = src["source"].split("@", 1)
     commit, path = rest.split(":", 1)
     from urllib.parse import quote
@@ -110,6 +103,28 @@ def source(dataset: str, split: str) -> Source:
     if split not in SOURCES[dataset]:
         raise DataError(f"dataset {dataset!r} has no split {split!r}; it has {', '.join(SOURCES[dataset])}")
     return SOURCES[dataset][split]
+
+
+def pair_tables() -> dict[str, tuple[str, ...]]:
+    """Dataset -> splits of every prepared table of sentence pairs (the STS sets and the pair sets)."""
+    from aoe.data.sts import SPLITS as STS_SPLITS
+
+    pairs = {ds: tuple(s for s, src in splits.items() if "pairs" in src.formats) for ds, splits in SOURCES.items()}
+    return {**STS_SPLITS, **{ds: splits for ds, splits in pairs.items() if splits}}
+
+
+def pair_table_problem(dataset: str, split: str) -> str | None:
+    """Why ``dataset``/``split`` names no pair table (a config error message: valid values and the fix), or None."""
+    tables = pair_tables()
+    if split in tables.get(dataset, ()):
+        return None
+    valid = "; ".join(f"{ds} ({', '.join(splits)})" for ds, splits in tables.items())
+    if dataset in tables:
+        return f"dataset {dataset!r} has no split {split!r}; its splits: {', '.join(tables[dataset])}; set split to one of them"
+    # a dataset and split written as one name, e.g. snli_dev
+    joined = [(ds, s) for ds, splits in tables.items() for s in splits if dataset in (f"{ds}_{s}", f"{ds}-{s}", f"{ds}/{s}")]
+    fix = f"set dataset: {joined[0][0]} and split: {joined[0][1]}" if joined else "set dataset to one of them and split to one of its splits"
+    return f"dataset {dataset!r} is not a pair dataset; valid: {valid}; {fix}"
 
 
 def table_paths(dataset: str, split: str, root: str = "results/data") -> dict[str, str]:
@@ -141,19 +156,15 @@ def read_flickr30k(path: str | os.PathLike, expected_rows: int | None = None) ->
 
 
 def _file_provenance(root: Path, relpaths: tuple[str, ...], kind: str) -> dict:
-    """sha256 of every input file, checked against the mirror's pinned hashes where it has one."""
-    pinned = mirror_sources()
+    """sha256 and source of every input file, each checked against its published sha256."""
     files = {}
     for rel in relpaths:
         path = root / rel
         if not path.is_file():
             where = "the mirror" if kind == "mirror" else "the download folder"
             raise DataError(f"{path}: missing from {where} (needed by {rel})")
-        digest = sha256_file(path)
-        expected = pinned.get(rel, {}).get("sha256")
-        if expected and digest != expected:
-            raise DataError(f"{path}: sha256 {digest} differs from the pinned {expected} (a changed or corrupt file)")
-        files[rel] = {"sha256": digest, "source": pinned.get(rel, {}).get("source")}
+        # AllNLI is not published in the mirror: config data.allnli_sha256 pins it at download
+        files[rel] = check_published(path, rel) if kind == "mirror" else {"sha256": sha256_file(path), "source": None}
     return files
 
 

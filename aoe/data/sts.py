@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Mapping
 from pathlib import Path
 
 import pandas as pd
@@ -136,8 +137,9 @@ def _check_known(dataset: str, split: str) -> None:
 def sts_files(dataset: str, split: str) -> list[str]:
     """Paths, relative to the downstream root, that :func:`read_sts` reads for this split.
 
-    Lets a Snakemake rule declare them as inputs and check them against the
-    mirror's manifest (prefix them with :data:`DOWNSTREAM_SUBDIR` for that).
+    Lets a Snakemake rule declare them as inputs and the preparation check them
+    against their published sha256 (:mod:`aoe.data.published`, which names them
+    with :data:`DOWNSTREAM_SUBDIR` in front).
     """
     _check_known(dataset, split)
     if dataset in STS_SUBSETS:
@@ -258,8 +260,14 @@ def _read_pair_file(
     return rows
 
 
-def read_sts(downstream_root: str | os.PathLike[str], dataset: str, split: str) -> pd.DataFrame:
+def read_sts(
+    downstream: str | os.PathLike[str] | Mapping[str, str | os.PathLike[str]], dataset: str, split: str
+) -> pd.DataFrame:
     """Load one STS dataset split as SentEval (SimCSE fork) would evaluate it.
+
+    ``downstream`` is SentEval's downstream folder, or a mapping from each of
+    :func:`sts_files` to where that file is (a mirror lacking some of them has
+    them fetched into another folder).
 
     Returns a DataFrame with exactly the columns ``sentence1, sentence2, score,
     split, subset`` (score float64, the others pandas' ``str`` dtype, which is
@@ -271,28 +279,34 @@ def read_sts(downstream_root: str | os.PathLike[str], dataset: str, split: str) 
     row, or a row count differing from :data:`EXPECTED_ROWS`.
     """
     _check_known(dataset, split)
-    root = Path(downstream_root)
     relpaths = sts_files(dataset, split)
-    missing = [str(root / rel) for rel in relpaths if not (root / rel).is_file()]
+    if isinstance(downstream, Mapping):
+        unmapped = [rel for rel in relpaths if rel not in downstream]
+        if unmapped:
+            raise DataError(f"{dataset}/{split}: no path given for {', '.join(unmapped)}")
+        paths = {rel: Path(downstream[rel]) for rel in relpaths}
+    else:
+        paths = {rel: Path(downstream) / rel for rel in relpaths}
+    missing = [str(path) for path in paths.values() if not path.is_file()]
     if missing:
         raise DataError(f"{dataset}/{split}: missing file(s): {', '.join(missing)}")
 
     subsets: list[tuple[str, list[_Row]]] = []
     if dataset in STS_SUBSETS:
-        year_dir = root / _STS_YEAR_DIRS[dataset]
+        year_dir = _STS_YEAR_DIRS[dataset]
         for subset in STS_SUBSETS[dataset]:
             rows = _read_sts_subset(
-                year_dir / f"STS.input.{subset}.txt", year_dir / f"STS.gs.{subset}.txt", dataset
+                paths[f"{year_dir}/STS.input.{subset}.txt"], paths[f"{year_dir}/STS.gs.{subset}.txt"], dataset
             )
             subsets.append((subset, rows))
     elif dataset == "stsb":
         rows = _read_pair_file(
-            root / relpaths[0], dataset, skip_header=False, min_fields=_STSB_MIN_FIELDS, columns=(5, 6, 4)
+            paths[relpaths[0]], dataset, skip_header=False, min_fields=_STSB_MIN_FIELDS, columns=(5, 6, 4)
         )
         subsets.append((dataset, rows))
     else:
         rows = _read_pair_file(
-            root / relpaths[0], dataset, skip_header=True, min_fields=_SICK_MIN_FIELDS, columns=(1, 2, 3)
+            paths[relpaths[0]], dataset, skip_header=True, min_fields=_SICK_MIN_FIELDS, columns=(1, 2, 3)
         )
         subsets.append((dataset, rows))
 
@@ -301,7 +315,7 @@ def read_sts(downstream_root: str | os.PathLike[str], dataset: str, split: str) 
     if expected is not None and len(all_rows) != expected:
         raise DataError(
             f"{dataset}/{split}: expected {expected} scored pairs, got {len(all_rows)} "
-            f"from {', '.join(str(root / rel) for rel in relpaths)}"
+            f"from {', '.join(map(str, paths.values()))}"
         )
 
     return pd.DataFrame(
@@ -316,32 +330,63 @@ def read_sts(downstream_root: str | os.PathLike[str], dataset: str, split: str) 
     )
 
 
+def _mirror_setting(mirror: str | os.PathLike[str] | None) -> tuple[str, str, str]:
+    """(value, how to name the setting it came from, how to drop it) of the mirror in effect."""
+    chosen = os.fspath(mirror) if mirror is not None else ""
+    if chosen:
+        return chosen, f"config data.mirror: {chosen}", "set data.mirror to null"
+    chosen = os.environ.get("AOE_DATA_MIRROR", "")
+    return chosen, f"AOE_DATA_MIRROR={chosen}", "unset AOE_DATA_MIRROR"
+
+
 def resolve_downstream_root(mirror: str | os.PathLike[str] | None) -> Path | None:
     """Find SentEval's downstream folder from a mirror setting.
 
-    Uses ``mirror`` if given (an empty string counts as not given, which is how
-    an unset config value usually arrives), else ``$AOE_DATA_MIRROR``, else
-    returns None (meaning: download instead). The path may be the mirror root
-    (holding ``README.md``, ``MANIFEST.tsv``, ``senteval/...``), in which case
-    ``<mirror>/senteval/downstream`` is returned, or a ``downstream`` folder
-    itself. Raises DataError naming the path if it does not exist or has
-    neither layout.
+    Uses ``mirror`` (config ``data.mirror``) if given (an empty string counts as
+    not given, which is how an unset config value usually arrives), else
+    ``$AOE_DATA_MIRROR``, else returns None (meaning: download instead). The path
+    may be the mirror root (holding ``README.md``, ``MANIFEST.tsv``,
+    ``senteval/...``), in which case ``<mirror>/senteval/downstream`` is returned,
+    or a ``downstream`` folder itself. Raises DataError, naming the setting the
+    path came from, its value, what a mirror is and the fix, if the path does not
+    exist or has neither layout.
     """
-    chosen = os.fspath(mirror) if mirror is not None else ""
-    if not chosen:
-        chosen = os.environ.get("AOE_DATA_MIRROR", "")
+    chosen, named, drop = _mirror_setting(mirror)
     if not chosen:
         return None
     path = Path(chosen).expanduser().absolute()
+    if str(path) != chosen:
+        named += f" ({path})"
+    valid = f"a data mirror is a folder holding {DOWNSTREAM_SUBDIR}/STS/ (the mirror root) or STS/ (SentEval's downstream folder)"
+    fix = f"{drop} to download the data, or point it at such a folder"
     if not path.exists():
-        raise DataError(f"data mirror {path} does not exist")
+        raise DataError(f"{named} does not exist; {valid}; {fix}")
     for candidate in (path / DOWNSTREAM_SUBDIR, path):
         if (candidate / "STS").is_dir():
             return candidate
-    raise DataError(
-        f"{path} is neither a data mirror (no {DOWNSTREAM_SUBDIR}/STS inside) "
-        "nor a SentEval downstream folder (no STS/ inside)"
-    )
+    raise DataError(f"{named} is neither a data mirror nor SentEval's downstream folder; {valid}; {fix}")
+
+
+def downstream_folder_files(mirror: str | os.PathLike[str] | None, downstream: Path, relpaths: list[str]) -> list[Path]:
+    """``relpaths`` in SentEval's folder ``downstream``, for an evaluation that reads that folder as a whole.
+
+    There a copy fetched into another folder cannot stand in for a missing file
+    (as it does for the STS tables), so DataError names the first one missing, the
+    mirror setting ``downstream`` was resolved from (``mirror``: config
+    ``data.mirror``, else ``$AOE_DATA_MIRROR``) and the fix.
+    """
+    missing = [rel for rel in dict.fromkeys(relpaths) if not (downstream / rel).is_file()]
+    if missing:
+        from aoe.data.pairsets import upstream_url
+
+        _, named, drop = _mirror_setting(mirror)
+        more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+        raise DataError(
+            f"{named}: {downstream / missing[0]} is missing{more}, and the evaluations read SentEval's folder "
+            f"as a whole; copy the published file there ({upstream_url(f'{DOWNSTREAM_SUBDIR}/{missing[0]}')}), "
+            f"or {drop} to download SimCSE's SentEval archive instead"
+        )
+    return [downstream / rel for rel in relpaths]
 
 
 def _read_manifest(manifest: Path) -> dict[str, tuple[str, str]]:
@@ -365,6 +410,10 @@ def verify_manifest(
     mirror_root: str | os.PathLike[str], relpaths: list[str]
 ) -> dict[str, dict[str, str | None]]:
     """Check mirror files against ``<mirror_root>/MANIFEST.tsv`` and return their provenance.
+
+    This is how the package's table of published sha256 is regenerated from an
+    intact mirror (:func:`aoe.data.published.write_table`); the pipeline checks
+    the files it reads against that table, whatever folder they are in.
 
     ``relpaths`` are relative to the mirror root (e.g.
     ``senteval/downstream/STS/STSBenchmark/sts-test.csv``). When the manifest

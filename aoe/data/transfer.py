@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from aoe.data.io import DataError
+from aoe.data.published import check_published
 
 TRANSFER_TASKS: tuple[str, ...] = ("MR", "CR", "SUBJ", "MPQA", "SST2", "TREC", "MRPC")
 
@@ -133,8 +134,9 @@ def _check_task(task: str) -> None:
 def transfer_files(task: str) -> list[str]:
     """Paths, relative to the downstream root, that :func:`read_transfer` reads for ``task``.
 
-    Lets a Snakemake rule declare them as inputs and check them against the
-    mirror's manifest (prefix them with :data:`DOWNSTREAM_SUBDIR` for that).
+    Lets a Snakemake rule declare them as inputs; :func:`read_transfer` checks
+    them against their published sha256 (:mod:`aoe.data.published`, which names
+    them with :data:`DOWNSTREAM_SUBDIR` in front).
     """
     _check_task(task)
     if task in _BINARY_FILES:
@@ -261,14 +263,17 @@ def read_transfer(
     downstream_root: str | os.PathLike[str],
     task: str,
     expected_rows: Mapping[str, int] | None = EXPECTED_ROWS,
+    *,
+    published: bool = True,
 ) -> TransferData:
     """Load one transfer task from SentEval's downstream folder, as SentEval reads it.
 
     Raises DataError for an unknown task, a missing or undecodable file, a
-    malformed line, or a file whose sample count differs from ``expected_rows``
+    malformed line, a file whose sample count differs from ``expected_rows``
     (keyed by path relative to the root; default :data:`EXPECTED_ROWS`, the
-    published sizes). ``expected_rows=None`` skips that check, for synthetic
-    data in SentEval's layout.
+    published sizes), or, with ``published``, a file whose sha256 is not the
+    published one (:func:`aoe.data.published.check_published`). Synthetic data
+    in SentEval's layout passes ``expected_rows=None, published=False``.
     """
     _check_task(task)
     root = Path(downstream_root)
@@ -289,4 +294,8 @@ def read_transfer(
         splits = {split: _read_trec(root, rel, expected_rows) for split, rel in _SPLIT_FILES[task].items()}
     else:
         splits = {split: _read_mrpc(root, rel, expected_rows) for split, rel in _SPLIT_FILES[task].items()}
+    if published:
+        # after parsing, so that a malformed line is still named by its line number
+        for rel in files:
+            check_published(root / rel, f"{DOWNSTREAM_SUBDIR}/{rel}")
     return TransferData(task=task, splits=splits, n_classes=N_CLASSES[task], pair=task == "MRPC", files=files)
