@@ -176,10 +176,14 @@ def file_sha256(relpath):
     return mirror_sources().get(relpath, {}).get("sha256")
 
 
+# published files fetched from their recorded public source, in the mirror's layout (rule download_file)
+DOWNLOADED_FILES = Path("results/downloads/files")
+
+
 def _pairset_file_root(relpath):
     if MIRROR_ROOT is not None and (MIRROR_ROOT / relpath).is_file():
         return MIRROR_ROOT
-    return Path("results/downloads/files")
+    return DOWNLOADED_FILES
 
 
 def get_pairset_root(wildcards):

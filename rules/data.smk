@@ -2,9 +2,6 @@
 
 from aoe.data.sts import DOWNSTREAM_SUBDIR
 
-# Published files fetched from their recorded public source, in the mirror's layout (rule download_file).
-DOWNLOADED_FILES = Path("results/downloads/files")
-
 
 localrules:
     download_senteval,

@@ -21,7 +21,7 @@ rule evaluate_mteb:
         model=get_model_dir,
         tables=expand("results/data/{dataset}/test.parquet", dataset=MTEB_LOCAL["sts"]),
         manifests=expand("results/data/{dataset}/test.manifest.json", dataset=MTEB_LOCAL["sts"]),
-        files=lambda wildcards: local_transfer_inputs(MTEB["local_tasks"], DOWNSTREAM),
+        files=lambda wildcards: local_transfer_inputs(MTEB["local_tasks"], DOWNSTREAM, config["data"]["mirror"]),
     output:
         "results/eval/{backbone}/{objective}/{trainset}/seed{seed}/mteb.json",
     log:

@@ -272,6 +272,21 @@ def test_a_missing_transfer_file_is_named_when_planned(workflow, tmp_path):
     )
 
 
+def test_mteb_local_trec_missing_in_the_mirror_is_named(tmp_path, monkeypatch):
+    # MTEB's local TREC reads the same folder (was: MissingInputException at planning)
+    from aoe.data.io import DataError
+    from aoe.evaluate.mteb_eval import local_transfer_inputs
+
+    downstream = tmp_path / "downstream"
+    (downstream / "TREC").mkdir(parents=True)
+    (downstream / "TREC" / "train_5500.label").write_text("x\n")
+    monkeypatch.setenv("AOE_DATA_MIRROR", str(downstream))
+    with pytest.raises(DataError) as err:
+        local_transfer_inputs(["TRECLocal"], downstream, None)
+    assert str(err.value).startswith(f"AOE_DATA_MIRROR={downstream}: {downstream / 'TREC/TREC_10.label'} is missing, and the evaluations")
+    assert local_transfer_inputs(["STSBenchmarkLocal"], downstream, None) == []
+
+
 # ---------------------------------------------------------------- analysis.saturation
 
 

@@ -122,16 +122,21 @@ def local_task_inputs(names: Iterable[str]) -> dict[str, list[str]]:
     }
 
 
-def local_transfer_inputs(names: Iterable[str], downstream: str | os.PathLike | None) -> list[str] | str:
+def local_transfer_inputs(
+    names: Iterable[str], downstream: str | os.PathLike | None, mirror: str | os.PathLike | None = None
+) -> list[str] | str:
     """Workflow input of the local classification tasks: SentEval files under ``downstream``
-    (the mirror), or the downloaded archive's record when there is no mirror; [] if none is asked."""
+    (the mirror; a missing one raises DataError naming it and the ``mirror`` setting), or the
+    downloaded archive's record when there is no mirror; [] if none is asked."""
+    from aoe.data.sts import downstream_folder_files
     from aoe.data.transfer import transfer_files
 
     transfer = local_task_inputs(names)["transfer"]
     if not transfer:
         return []
     if downstream is not None:
-        return [str(Path(downstream) / f) for t in transfer for f in transfer_files(t)]
+        files = downstream_folder_files(mirror, Path(downstream), [f for t in transfer for f in transfer_files(t)])
+        return [str(f) for f in files]
     return "results/downloads/senteval/source.json"
 
 
