@@ -204,7 +204,7 @@ TABLE_KINDS: dict[str, str | None] = {
     "mteb": "mteb",  # AoE §5 MTEB: per category + average
     "flickr30k": "flickr30k",  # AnglE §4.5: strict accuracy
     "train_time": None,  # AoE Appendix D: the training jobs' benchmark files
-    "gis_stats": None,  # AnglE Table 7: results/analysis/gis/stats.json
+    "gis_stats": None,  # AoE Table 7 (= arXiv-b/c Table 1): results/analysis/gis/stats.json
 }
 
 
