@@ -97,16 +97,11 @@ for _table in enabled_tables(config):
 
 # Snakemake says only "No rule to produce X" for a target no rule matches: name the unknown part
 # (backbone, objective, train set, seed, dataset, split, table) or the config file disabling it.
-from aoe.data.sts import SPLITS as STS_SPLITS
 from aoe.targets import explain_target, requested_targets
 
 for _target in requested_targets(sys.argv):
     _why = explain_target(
-        _target,
-        config,
-        rule_names=[r.name for r in workflow.rules],
-        datasets={**STS_SPLITS, **SOURCES, **GENERATED_SPLITS},
-        configfiles=workflow.configfiles,
+        _target, config, rule_names=[r.name for r in workflow.rules], configfiles=workflow.configfiles
     )
     if _why:
         raise WorkflowError(f"target {_why}")

@@ -22,7 +22,7 @@ from typing import Iterable
 
 import yaml
 
-__all__ = ["check_schema", "load_config"]
+__all__ = ["check_schema", "complete_config", "key_source", "load_config"]
 
 
 def _validator(schema: dict):
@@ -134,13 +134,24 @@ def check_schema(config: dict, schema_path: str | Path, configfiles: Iterable[st
 _OVERRIDDEN = {"train": "trainsets.<name>.train", "objective": "objectives.<name>", "weights": "objectives.<name>.weights"}
 
 
+def complete_config(config: dict, schema_path: str | Path, configfiles: Iterable[str | Path] = ()) -> None:
+    """Check ``config`` as the workflow does at start-up and fill in the schema's defaults, in place:
+    the schema first, as one line (Snakemake's ``validate`` would print the whole schema), then
+    Snakemake's ``validate`` for the defaults, then the cross-key checks. Raises ConfigError."""
+    from snakemake.utils import validate
+
+    from aoe.workflow import check_config
+
+    check_schema(config, schema_path, configfiles)
+    validate(config, str(schema_path))
+    check_config(config)
+
+
 def load_config(repo: str | Path, configfiles: Iterable[str | Path] = ()) -> dict:
     """The config a ``snakemake --configfile <configfiles>`` run of the workflow at ``repo`` sees:
     ``config.yaml`` with each file merged over it as Snakemake merges them, checked, the schema's
     defaults filled in. For tools outside the workflow (bench/), so they read what a run would."""
-    from snakemake.utils import update_config, validate
-
-    from aoe.workflow import check_config
+    from snakemake.utils import update_config
 
     repo = Path(repo)
     files = [repo / "config.yaml", *map(Path, configfiles)]
@@ -151,8 +162,5 @@ def load_config(repo: str | Path, configfiles: Iterable[str | Path] = ()) -> dic
 
             raise ConfigError(f"{path}: no such config file")
         update_config(config, yaml.safe_load(path.read_text()) or {})
-    schema = repo / "schemas" / "config.schema.yaml"
-    check_schema(config, schema, files)
-    validate(config, str(schema))
-    check_config(config)
+    complete_config(config, repo / "schemas" / "config.schema.yaml", files)
     return config

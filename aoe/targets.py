@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Iterable, Mapping
+from typing import Iterable
 
 from aoe.configcheck import key_source
-from aoe.workflow import PRETRAINED, table_target
+from aoe.data.pairsets import dataset_splits
+from aoe.workflow import cell_parts, table_target
 
 __all__ = ["explain_target", "requested_targets"]
 
@@ -47,17 +48,13 @@ def _disabled(config: dict, table: str, configfiles: list) -> str:
 
 
 def _cell_problem(config: dict, parts: list[str]) -> str | None:
-    valid = {
-        "backbone": list(config["backbones"]),
-        "objective": [PRETRAINED, *config["objectives"], *{o for r in config["runs"] for o in r["objectives"]}],
-        "trainset": ["none", *config["trainsets"]],
-    }
+    valid = cell_parts(config)
     for name, value in zip(_PARTS, parts):
         if name == "seed":
             if not re.fullmatch(r"seed\d+", value):
                 return f"the seed folder {value!r} must be seed<integer>, e.g. seed42"
         elif value not in valid[name]:
-            return f"unknown {name} {value!r}; valid: {_valid(set(valid[name]))} (config.yaml {name}s)"
+            return f"unknown {name} {value!r}; valid: {_valid(valid[name])} (config.yaml {name}s)"
     return None
 
 
@@ -66,7 +63,6 @@ def explain_target(
     config: dict,
     *,
     rule_names: Iterable[str],
-    datasets: Mapping[str, Iterable[str]],
     configfiles: Iterable[str | Path] = (),
 ) -> str | None:
     """One line on why ``target`` cannot be built with ``config``; None when nothing is known wrong."""
@@ -98,6 +94,7 @@ def explain_target(
     m = re.fullmatch(r"results/data/([^/]+)/([^/.]+)\..*", path)
     if m:
         dataset, split = m.groups()
+        datasets = dataset_splits()
         if dataset not in datasets:
             return f"{target}: unknown dataset {dataset!r}; valid: {_valid(datasets)}"
         if split not in datasets[dataset]:

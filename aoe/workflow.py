@@ -101,13 +101,11 @@ def check_config(config: dict) -> None:
             check_prompt(spec.get("prompt"))
         except ValueError as err:
             raise ConfigError(f"backbones.{name}.prompt: {err}") from None
-    from aoe.data.pairsets import SOURCES, pair_table_problem
-    from aoe.data.sts import SPLITS as STS_SPLITS
-    from aoe.llm_supervised import GENERATED_SPLITS
+    from aoe.data.pairsets import SOURCES, dataset_splits, pair_table_problem
 
+    all_splits = dataset_splits()
     for name, spec in trainsets.items():
-        # generated: built by the pipeline itself (rules/llm_supervised.smk), not read from a source
-        splits = STS_SPLITS.get(spec["dataset"]) or SOURCES.get(spec["dataset"]) or GENERATED_SPLITS.get(spec["dataset"], ())
+        splits = all_splits.get(spec["dataset"], ())
         if spec["split"] not in splits:
             raise ConfigError(
                 f"trainsets.{name}: dataset {spec['dataset']!r} has no split {spec['split']!r}; it has {sorted(splits)}"
@@ -162,6 +160,16 @@ def check_config(config: dict) -> None:
                     )
                 if set(row.seeds) - have:
                     raise ConfigError(f"{where}: seeds {sorted(set(row.seeds) - have)} of {row.objective!r} on {ts!r} are not trained by any run")
+
+
+def cell_parts(config: dict) -> dict[str, list[str]]:
+    """The values each part of a cell path (results/models/<backbone>/<objective>/<trainset>/seed<N>)
+    may take: the workflow's wildcard constraints and the target check (aoe.targets) read them."""
+    return {
+        "backbone": list(config["backbones"]),
+        "objective": list(dict.fromkeys([PRETRAINED, *config["objectives"], *(o for r in config["runs"] for o in r["objectives"])])),
+        "trainset": ["none", *config["trainsets"]],
+    }
 
 
 def table_target(name: str) -> str:

@@ -3,13 +3,11 @@ import sys
 # The package lives beside the Snakefile: importable with or without `pip install -e .`.
 sys.path.insert(0, workflow.basedir)
 
-from snakemake.utils import validate
-
-from aoe.configcheck import check_schema
+from aoe.configcheck import complete_config
 from aoe.workflow import (
     PRETRAINED,
     ConfigError,
-    check_config,
+    cell_parts,
     enabled_tables,
     eval_cells,
     run_cells,
@@ -25,18 +23,12 @@ from aoe.data.glue import HUB_PAIR_SETS
 from aoe.data.nli import NLI_MIRROR_FILES
 from aoe.data.transfer import transfer_files
 from aoe.evaluate.nli_probe import probe_inputs
-from aoe.data.pairsets import ALLNLI_FILE, SOURCES, mirror_sources, upstream_url
-from aoe.llm_supervised import GENERATED_SPLITS
+from aoe.data.pairsets import ALLNLI_FILE, SOURCES, dataset_splits, mirror_sources, upstream_url
 from aoe.formats import TOKEN_CACHE_FORMAT
 
 try:
-    # one line naming the key and its file (Snakemake's validate would print the whole schema)
-    check_schema(config, workflow.source_path("../schemas/config.schema.yaml"), workflow.configfiles)
-except ConfigError as err:
-    raise WorkflowError(f"config: {err}") from None
-validate(config, workflow.source_path("../schemas/config.schema.yaml"))  # fills in the defaults
-try:
-    check_config(config)
+    # one line naming the key and its file; fills in the schema's defaults
+    complete_config(config, workflow.source_path("../schemas/config.schema.yaml"), workflow.configfiles)
 except ConfigError as err:
     raise WorkflowError(f"config: {err}") from None
 
@@ -73,17 +65,18 @@ GIS_RESULTS = (
     else []
 )
 
+# the values of a results path's backbone/objective/trainset folders
+CELL_PARTS = cell_parts(config)
+
 # datasets of the STS tasks evaluated (config evaluation.sts.tasks, default all seven)
 STS_EVAL_DATASETS = [STS_TASKS[t] for t in config["evaluation"]["sts"]["tasks"]]
 
 
 wildcard_constraints:
-    backbone="|".join(map(re.escape, config["backbones"])),
-    objective="|".join(
-        map(re.escape, [PRETRAINED, *config["objectives"], *{o for r in config["runs"] for o in r["objectives"]}])
-    ),
-    trainset="|".join(map(re.escape, ["none", *config["trainsets"]])),
-    dataset="|".join([*STS_DATASETS, *SOURCES, *GENERATED_SPLITS]),
+    backbone="|".join(map(re.escape, CELL_PARTS["backbone"])),
+    objective="|".join(map(re.escape, CELL_PARTS["objective"])),
+    trainset="|".join(map(re.escape, CELL_PARTS["trainset"])),
+    dataset="|".join(dataset_splits()),
     split="|".join(ALL_SPLITS),
     seed=r"\d+",
     max_len=r"\d+",

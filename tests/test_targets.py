@@ -5,13 +5,10 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from aoe.data.pairsets import SOURCES
-from aoe.data.sts import SPLITS as STS_SPLITS
 from aoe.targets import explain_target, requested_targets
 from tests.workflow_utils import REPO, copy_workflow, snakemake
 
 RULES = ["all", "train", "table2", "train_model", "evaluate_sts", "download_file"]
-DATASETS = {**STS_SPLITS, **SOURCES}
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +33,7 @@ def config():
     ],
 )
 def test_unknown_part_is_named(config, target, line):
-    assert explain_target(target, config, rule_names=RULES, datasets=DATASETS).startswith(line)
+    assert explain_target(target, config, rule_names=RULES).startswith(line)
 
 
 @pytest.mark.parametrize(
@@ -46,14 +43,14 @@ def test_unknown_part_is_named(config, target, line):
 )
 def test_buildable_targets_pass(config, target):
     # a seed outside the grid is still a cell Snakemake can train: only malformed parts are refused
-    assert explain_target(target, config, rule_names=RULES, datasets=DATASETS) is None
+    assert explain_target(target, config, rule_names=RULES) is None
 
 
 def test_disabled_table_names_the_file(tmp_path, config):
     preset = tmp_path / "preset.yaml"
     preset.write_text(yaml.safe_dump({"tables": {"table3_transfer": {"enabled": False}}}))
     config = {**config, "tables": {**config["tables"], "table3_transfer": {**config["tables"]["table3_transfer"], "enabled": False}}}
-    why = explain_target("table3", config, rule_names=RULES, datasets=DATASETS, configfiles=[REPO / "config.yaml", preset])
+    why = explain_target("table3", config, rule_names=RULES, configfiles=[REPO / "config.yaml", preset])
     assert why == f"table3: table table3_transfer is disabled (tables.table3_transfer.enabled: false in {preset}); set it to true in {preset} to build it"
 
 

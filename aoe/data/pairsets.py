@@ -113,6 +113,15 @@ def pair_tables() -> dict[str, tuple[str, ...]]:
     return {**STS_SPLITS, **{ds: splits for ds, splits in pairs.items() if splits}}
 
 
+def dataset_splits() -> dict[str, tuple[str, ...]]:
+    """Dataset -> splits of every prepared table (results/data/<dataset>/<split>.*): the STS sets,
+    the pair sets and the ones the LLM-supervised rules generate."""
+    from aoe.data.sts import SPLITS as STS_SPLITS
+    from aoe.llm_supervised import GENERATED_SPLITS
+
+    return {**STS_SPLITS, **{ds: tuple(splits) for ds, splits in SOURCES.items()}, **GENERATED_SPLITS}
+
+
 def pair_table_problem(dataset: str, split: str) -> str | None:
     """Why ``dataset``/``split`` names no pair table (a config error message: valid values and the fix), or None."""
     tables = pair_tables()
