@@ -42,7 +42,7 @@ except DataError as err:
 MIRROR_ROOT = DOWNSTREAM.parent.parent if DOWNSTREAM and (DOWNSTREAM.parent.parent / "MANIFEST.tsv").is_file() else None
 NLI_DATASETS = ["allnli", *NLI_MIRROR_FILES]
 PAIR_DATASETS = [d for d in SOURCES if d not in NLI_DATASETS]
-ALL_SPLITS = sorted({s for splits in SOURCES.values() for s in splits} | {"train", "dev", "test"})
+ALL_SPLITS = sorted({s for splits in dataset_splits().values() for s in splits})
 
 # the configured suites on every model of the grid, and every result a table reads
 EVAL_RESULTS = suite_results(config)
