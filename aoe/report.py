@@ -2,41 +2,87 @@
 
 One section per table (``aoe.tables.to_json`` output): for each of our rows and each
 column, our mean ± std and seed count, the paper's number ± its std, Δ = ours − paper,
-and a flag ``⚠`` where |Δ| > 2 × the paper's std (``no std reported`` where the paper
-prints none); then the table's paper rows with no counterpart among ours, number by number,
-so every paper number a table shows is in the report. The header records the config files
-(preset) and the git commit that produced the numbers; each table names the config files that
-define or override it.
+and a flag ``⚠`` from :data:`FLAG_RULE` (the one-run prediction-interval test, :func:`flag`); then
+the table's paper rows with no counterpart among ours, number by number, so every paper number a
+table shows is in the report. Each line of ours links its Row cell to its cell's recipe in
+results/RECIPE.md (``aoe.hparams.recipe_anchor``; no links while that module is absent). The header
+records the config files (preset) and the git commit that produced the numbers; each table names the
+config files that define or override it.
 Figures' JSON numbers (results/figures/*.json) are listed when present. Reads files only.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 from pathlib import Path
 from typing import Any
 
 import yaml
+from scipy import stats
 
 from aoe.jsonio import finite_or_none
+from aoe.tables import PRETRAINED
 
-__all__ = ["FLAG", "NO_STD", "build_report", "figure_section", "flag", "git_commit", "table_section", "table_sources"]
+__all__ = ["FLAG", "FLAG_RULE", "FLAG_TEST", "ONE_SEED", "build_report", "figure_section", "flag", "flag_bound", "git_commit",
+           "table_section", "table_sources"]
 
 FLAG = "⚠"
-NO_STD = "no std reported"
-FLAG_SIGMAS = 2.0
+ONE_SEED = "one seed: no test"  # n < 2: no seed spread of ours to test against
+FLAG_TEST = "one-run 95% prediction interval"
+# Why this test: a paper's number is one seed's training (AoE: seed 42 for every main experiment), its
+# ± the spread of repeated runs of that seed (GPU nondeterminism, ±0.04-0.15), while different seeds
+# spread far more (AoE Table 4: ±0.10 fixed vs ±1.42 different seeds). Ours is a mean over different
+# seeds, so the paper's number is compared with where ONE run drawn from our seeds would fall, widened
+# by the paper's own run-to-run std; 2 × the paper's std alone flagged nearly every row.
+FLAG_RULE = (
+    f"{FLAG} where |Δ| > Bound = t(0.975, n−1) · √(s²·(1 + 1/n) + s_p²), "
+    "s = our sample std over our n seeds, s_p = the paper's std (0 where it prints none); "
+    f"'{ONE_SEED}' where n < 2"
+)
 
 
+def flag_bound(std: float | None, n: int, paper_std: float | None) -> float | None:
+    """Half-width of the 95% prediction interval of one run from our n seeds, widened by the paper's std
+    (see :data:`FLAG_RULE`); None with fewer than 2 seeds (no seed spread)."""
+    std = finite_or_none(std)
+    if n < 2 or std is None:
+        return None
+    paper_std = finite_or_none(paper_std) or 0.0
+    return float(stats.t.ppf(0.975, n - 1) * math.sqrt(std**2 * (1 + 1 / n) + paper_std**2))
 
-def flag(delta: float | None, paper_std: float | None) -> str:
-    """``⚠`` where |Δ| > 2 × the paper's std; ``no std reported`` without a paper std; '' otherwise (or without Δ)."""
-    delta, paper_std = finite_or_none(delta), finite_or_none(paper_std)
+
+def flag(delta: float | None, std: float | None, n: int, paper_std: float | None) -> str:
+    """:data:`FLAG_RULE`: ``⚠`` where |Δ| > :func:`flag_bound`; :data:`ONE_SEED` with fewer than 2 seeds
+    (never a flag on the paper's fixed-seed std alone); '' otherwise or without Δ."""
+    delta = finite_or_none(delta)
     if delta is None:
         return ""
-    if paper_std is None:
-        return NO_STD
-    return FLAG if abs(delta) > FLAG_SIGMAS * paper_std else ""
+    bound = flag_bound(std, n, paper_std)
+    if bound is None:
+        return ONE_SEED
+    return FLAG if abs(delta) > bound else ""
+
+
+def _recipe_anchor():
+    """``aoe.hparams.recipe_anchor``, or None while that module does not exist yet (then no links)."""
+    try:
+        from aoe.hparams import recipe_anchor
+    except ImportError:
+        return None
+    return recipe_anchor
+
+
+def _cell_trainset(row: dict, key: str) -> str | None:
+    """The train set of a row's cell under column ``key``: the row's only one, else (in-domain tables,
+    one column per train set) the column's; None for an average over several, pretrained, paper or GIS rows."""
+    trainsets = row.get("trainsets") or []
+    if row.get("reference") or row.get("objective") in (None, "", PRETRAINED) or not row.get("backbone"):
+        return None
+    if len(trainsets) == 1:
+        return trainsets[0]
+    return key if key in trainsets else None
 
 
 def git_commit(repo: str | Path) -> str:
@@ -85,6 +131,10 @@ def _paper_cell(value: float | None, std: float | None, digits: int) -> str:
     return "–" if finite_or_none(value) is None else _fmt_paper(value, digits) + (f" ± {_fmt_paper(std, digits)}" if finite_or_none(std) is not None else "")
 
 
+# a table's counts: numbers of ours, compared with the paper (Δ), flagged, compared but untested (one seed),
+# compared where the paper prints no std (tested with s_p = 0), paper numbers listed
+_COUNTS = ("ours", "compared", "flagged", "one_seed", "no_std", "paper")
+
 # counts print without decimals (GIS split sizes), like the table itself
 _COUNT_COLUMNS = {("gis_stats", "positive"), ("gis_stats", "negative"), ("gis_stats", "total")}
 
@@ -94,14 +144,15 @@ def _md(text: Any) -> str:
 
 
 def table_section(table: dict, sources: list[str] | None = None) -> tuple[str, dict[str, int]]:
-    """The Markdown section of one table and its counts (compared cells, flagged, no std, paper numbers listed)."""
+    """The Markdown section of one table and its counts (:data:`_COUNTS`)."""
     name = table["name"]
     lines = [f"## {name}", ""]
     if table.get("caption"):
         lines += [f"{table['caption']}", ""]
     lines.append(f"- Kind: `{table['kind']}`; config: {', '.join(f'`{s}`' for s in sources) if sources else 'defaults'}.")
     headers = {c["key"]: c["header"] for c in table["columns"]}
-    counts = {"compared": 0, "flagged": 0, "no_std": 0, "ours": 0, "paper": 0}
+    counts = dict.fromkeys(_COUNTS, 0)
+    anchor = _recipe_anchor()
     body = []
     for row in table["rows"]:
         if row.get("reference"):
@@ -122,22 +173,29 @@ def table_section(table: dict, sources: list[str] | None = None) -> tuple[str, d
             n = row["count"].get(key, 0)
             p_std = finite_or_none((row.get("paper_std") or {}).get(key))
             delta = finite_or_none(row["delta"].get(key))
-            f = flag(delta, p_std)
+            f = flag(delta, std, n, p_std)
+            bound = flag_bound(std, n, p_std) if delta is not None else None
             if delta is not None:
                 counts["compared"] += 1
                 counts["flagged"] += f == FLAG
-                counts["no_std"] += f == NO_STD
+                counts["one_seed"] += f == ONE_SEED
+                counts["no_std"] += p_std is None
             ours = _fmt(mean, digits) + (f" ± {_fmt(std, digits)}" if std is not None else "")
             paper_text = _paper_cell(paper, p_std, digits)
+            row_cell = _md(label)
+            trainset = _cell_trainset(row, key) if anchor else None
+            if trainset:
+                text = row_cell.replace("[", "\\[").replace("]", "\\]")
+                row_cell = f"[{text}](RECIPE.md#{anchor(row['backbone'], row['objective'], trainset)})"
             body.append(
-                f"| {_md(label)} | {_md(headers.get(key, key))} | {ours} | {n} | {paper_text} | "
-                f"{'–' if delta is None else f'{delta:+.{digits}f}'} | {f} |"
+                f"| {row_cell} | {_md(headers.get(key, key))} | {ours} | {n} | {paper_text} | "
+                f"{'–' if delta is None else f'{delta:+.{digits}f}'} | {_fmt(bound, digits)} | {f} |"
             )
     if body:
         lines += [
             "",
-            "| Row | Column | Ours (mean ± std) | Seeds | Paper (± std) | Δ | Flag |",
-            "|---|---|---|---|---|---|---|",
+            "| Row | Column | Ours (mean ± std) | Seeds | Paper (± std) | Δ | Bound | Flag |",
+            "|---|---|---|---|---|---|---|---|",
             *body,
         ]
     else:
@@ -230,7 +288,7 @@ def build_report(
     configfiles = [str(c) for c in configfiles or []]
     sources = table_sources(configfiles)
     tables = [json.loads(Path(p).read_text()) for p in table_files]
-    sections, total = [], {"compared": 0, "flagged": 0, "no_std": 0, "ours": 0, "paper": 0}
+    sections, total = [], dict.fromkeys(_COUNTS, 0)
     flagged_rows = []
     for t in tables:
         text, counts = table_section(t, sources.get(t["name"]))
@@ -244,7 +302,9 @@ def build_report(
         "",
         (
             "Every number we reproduced next to the paper's. Ours: mean ± sample std over the seeds that exist (Seeds = count). "
-            f"Δ = ours − paper. Flag {FLAG}: |Δ| > {FLAG_SIGMAS:g} × the paper's std; '{NO_STD}': the paper prints no std for that number. "
+            f"Δ = ours − paper. Flag, by the {FLAG_TEST} test: {FLAG_RULE}. A paper's number is one seed's training "
+            "(AoE: seed 42 for all main experiments) and its ± the spread of "
+            "repeated runs of that seed, so it is compared with where one run drawn from our seeds would fall. "
             "–: no result (never 0)."
         ),
         "",
@@ -252,8 +312,9 @@ def build_report(
         f"- Git commit: `{commit or 'unknown'}`",
         (
             f"- Tables: {len(tables)}; numbers of ours: {total['ours']}; compared with the paper: {total['compared']}; "
-            f"flagged {FLAG}: {total['flagged']}{' (' + ', '.join(flagged_rows) + ')' if flagged_rows else ''}; "
-            f"without a paper std: {total['no_std']}; paper numbers listed: {total['paper']}."
+            f"flagged {FLAG} ({FLAG_TEST}): {total['flagged']}{' (' + ', '.join(flagged_rows) + ')' if flagged_rows else ''}; "
+            f"not tested ({ONE_SEED}): {total['one_seed']}; without a paper std (s_p = 0): {total['no_std']}; "
+            f"paper numbers listed: {total['paper']}."
         ),
         "",
     ]

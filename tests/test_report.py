@@ -1,14 +1,17 @@
-"""results/REPORT.md from the tables' JSON twins: ours vs paper, Δ, the 2-std flag, presets, figures."""
+"""results/REPORT.md from the tables' JSON twins: ours vs paper, Δ, the prediction-interval flag, recipe links, presets, figures."""
 
 from __future__ import annotations
 
 import json
+import math
+import re
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
-from aoe.report import FLAG, NO_STD, build_report, figure_section, flag, table_sources
+import aoe.report
+from aoe.report import FLAG, FLAG_RULE, ONE_SEED, build_report, figure_section, flag, flag_bound, table_sources
 from aoe.tables import build_table, to_json
 
 NUMBERS = """\
@@ -18,19 +21,28 @@ paper_t:
     AoE: {STS-B: 85.0}
     SBERT: {STS-B: 80.0}
     SimCSE: {STS-B: 79.0}
+    AnglE: {STS-B: 84.0}
   std:
     AoE: {STS-B: 0.5}
     SBERT: {STS-B: 0.5}
+    AnglE: {STS-B: 0.3}
 """
 
 
-def test_flag():
-    assert flag(-1.01, 0.5) == FLAG  # |Δ| > 2 std
-    assert flag(1.01, 0.5) == FLAG
-    assert flag(1.0, 0.5) == ""  # not strictly more
-    assert flag(0.2, 0.5) == ""
-    assert flag(3.0, None) == NO_STD
-    assert flag(None, 0.5) == "" and flag(float("nan"), 0.5) == ""
+def test_flag_is_a_one_run_prediction_interval():
+    # n=5, s=0.4, s_p=0.1: bound = t(0.975, 4) · √(0.16·(1 + 1/5) + 0.01) = 2.7764 · 0.4494 = 1.248
+    assert flag_bound(0.4, 5, 0.1) == pytest.approx(2.776445 * math.sqrt(0.202), rel=1e-5)
+    assert flag(1.0, 0.4, 5, 0.1) == ""  # the old rule (|Δ| > 2 × 0.1) flagged this
+    assert flag(1.5, 0.4, 5, 0.1) == FLAG and flag(-1.5, 0.4, 5, 0.1) == FLAG
+    # no paper std: s_p = 0, bound 2.7764 · √0.192 = 1.217
+    assert flag(1.2, 0.4, 5, None) == "" and flag(1.3, 0.4, 5, None) == FLAG
+    assert flag(1.0, 0.0, 3, None) == FLAG  # identical seeds, no paper std: any Δ is outside
+    # Student's t, not a normal quantile: n=2 gives t = 12.71, bound 12.71 · 0.4 · √1.5 = 6.23
+    assert flag(5.0, 0.4, 2, 0.0) == "" and flag(6.5, 0.4, 2, 0.0) == FLAG
+    # one seed: no spread of ours, so no test, whatever the paper's std
+    assert flag(5.0, None, 1, 0.1) == ONE_SEED and flag(0.0, None, 1, None) == ONE_SEED
+    assert flag_bound(None, 1, 0.1) is None
+    assert flag(None, 0.4, 5, 0.1) == "" and flag(float("nan"), 0.4, 5, 0.1) == "" and flag(None, None, 1, None) == ""
 
 
 @pytest.fixture
@@ -38,14 +50,17 @@ def table_json(tmp_path) -> Path:
     numbers = tmp_path / "numbers.yaml"
     numbers.write_text(NUMBERS)
     rows = []
-    # aoe: mean 86.0 (Δ +1.0 = 2 std: not flagged); sbert: mean 78.0 (Δ -2.0 > 1.0: flagged); simcse: no paper std
-    for obj, vals in (("aoe", [85.5, 86.0, 86.5]), ("sbert", [77.5, 78.0, 78.5]), ("simcse_sup", [81.0, 81.0, 81.0])):
+    # n=3, s=0.5, t(0.975, 2) = 4.303: with the paper's std 0.5 the bound is 4.303 · √(0.25·4/3 + 0.25) = 3.29,
+    # so aoe (Δ +1.0) passes and sbert (Δ -4.0) is flagged; simcse: no paper std, bound 4.303 · √(0.25·4/3) = 2.48,
+    # Δ +2.0 passes; angle: one seed, not tested
+    for obj, vals in (("aoe", [85.5, 86.0, 86.5]), ("sbert", [75.5, 76.0, 76.5]), ("simcse_sup", [80.5, 81.0, 81.5]),
+                      ("angle_arxiv", [90.0])):
         for seed, v in enumerate(vals, 1):
             rows.append({"backbone": "b", "objective": obj, "trainset": "stsb", "seed": seed, "column": "STSB", "value": v})
     spec = {
-        "kind": "stsb", "trainset": "stsb", "backbones": ["b"], "objectives": ["aoe", "sbert", "simcse_sup", "cosent"],
+        "kind": "stsb", "trainset": "stsb", "backbones": ["b"], "objectives": ["aoe", "sbert", "simcse_sup", "angle_arxiv", "cosent"],
         "include_pretrained": False, "caption": "In-domain STS-B",
-        "paper": {"b": {"aoe": "paper_t/AoE", "sbert": "paper_t/SBERT", "simcse_sup": "paper_t/SimCSE"}},
+        "paper": {"b": {"aoe": "paper_t/AoE", "sbert": "paper_t/SBERT", "simcse_sup": "paper_t/SimCSE", "angle_arxiv": "paper_t/AnglE"}},
     }
     table = build_table(pd.DataFrame(rows), spec, numbers_file=numbers, name="table2_x")
     path = tmp_path / "table2_x.json"
@@ -53,13 +68,23 @@ def table_json(tmp_path) -> Path:
     return path
 
 
+def _unlink(text: str) -> str:
+    """A report line without its recipe links (present only once aoe.hparams exists)."""
+    return re.sub(r"\[(.*?)\]\(RECIPE\.md#[^)]*\)", r"\1", text)
+
+
 def _report_rows(text: str) -> dict[str, list[str]]:
     out = {}
-    for line in text.splitlines():
+    for line in map(_unlink, text.splitlines()):
         if line.startswith("| b "):
             cells = [c.strip() for c in line.strip("|").split(" | ")]
             out[cells[0]] = cells[1:]
     return out
+
+
+def _anchor(backbone: str, objective: str, trainset: str) -> str:
+    # the definition aoe.hparams.recipe_anchor has (that module is another change's)
+    return re.sub(r"[^a-z0-9]+", "-", f"recipe-{backbone}-{objective}-{trainset}".lower()).strip("-")
 
 
 def test_report_flags_and_numbers(table_json, tmp_path):
@@ -68,16 +93,18 @@ def test_report_flags_and_numbers(table_json, tmp_path):
     configs = [str(tmp_path / "config.yaml"), str(tmp_path / "preset.yaml")]
     text = build_report([table_json], configs, commit="abc123", figure_files=[])
     rows = _report_rows(text)
-    # Column, Ours, Seeds, Paper, Δ, Flag
-    assert rows["b AoE"] == ["STS-B test", "86.00 ± 0.50", "3", "85.00 ± 0.50", "+1.00", ""]
-    assert rows["b SBERT"] == ["STS-B test", "78.00 ± 0.50", "3", "80.00 ± 0.50", "-2.00", FLAG]
-    assert rows["b SimCSE (sup.)"] == ["STS-B test", "81.00 ± 0.00", "3", "79.00", "+2.00", NO_STD]
+    # Column, Ours, Seeds, Paper, Δ, Bound, Flag
+    assert rows["b AoE"] == ["STS-B test", "86.00 ± 0.50", "3", "85.00 ± 0.50", "+1.00", "3.29", ""]
+    assert rows["b SBERT"] == ["STS-B test", "76.00 ± 0.50", "3", "80.00 ± 0.50", "-4.00", "3.29", FLAG]
+    assert rows["b SimCSE (sup.)"] == ["STS-B test", "81.00 ± 0.50", "3", "79.00", "+2.00", "2.48", ""]
+    assert rows["b AnglE"] == ["STS-B test", "90.00", "1", "84.00 ± 0.30", "+6.00", "–", ONE_SEED]
     assert "b CoSENT" not in rows
+    assert FLAG_RULE in text and "t(0.975, n−1) · √(s²·(1 + 1/n) + s_p²)" in FLAG_RULE  # the test is named in the header
     assert "## table2_x" in text and "In-domain STS-B" in text
     assert "abc123" in text and all(c in text for c in configs)
     assert f"config: `{configs[0]}`, `{configs[1]}`" in text  # the files that set this table
-    assert "compared with the paper: 3" in text and f"flagged {FLAG}: 1 (table2_x (1))" in text
-    assert "without a paper std: 1" in text
+    assert "compared with the paper: 4" in text and f"flagged {FLAG} (one-run 95% prediction interval): 1 (table2_x (1))" in text
+    assert f"not tested ({ONE_SEED}): 1" in text and "without a paper std (s_p = 0): 1" in text
     assert "AoE vs SBERT" in text and "Paired t-tests" in text
     assert "Missing cells (1, printed as –): b/cosent/stsb STSB" in text
     assert "Figures" not in text
@@ -105,7 +132,8 @@ def test_report_without_paper_numbers(tmp_path):
     path.write_text(json.dumps(to_json(table)))
     text = build_report([path])
     assert "No paper numbers matched" in text
-    assert _report_rows(text)["b AoE"] == ["STS-B test", "70.00", "1", "–", "–", ""]
+    assert _report_rows(text)["b AoE"] == ["STS-B test", "70.00", "1", "–", "–", "–", ""]
+    assert "compared with the paper: 0" in text and f"not tested ({ONE_SEED}): 0" in text
 
 
 def test_reference_rows_are_listed_number_by_number(tmp_path):
@@ -155,8 +183,30 @@ def test_report_lists_every_paper_number_of_the_configured_tables(tmp_path):
     sections = {s.split("\n", 1)[0]: s for s in text.split("\n## ")[1:]}
     assert len(expected) > 150
     for name, start, printed in expected:
-        lines = [line for line in sections[name].splitlines() if line.startswith(start)]
+        lines = [line for line in map(_unlink, sections[name].splitlines()) if line.startswith(start)]
         assert any(f" | {printed} |" in line or f" | {printed} ± " in line for line in lines), (name, start, printed)
     assert "| AoE-LLaMA7B (paper: AoE ACL 2024, Appendix D) | s / epoch | 1027.18 |" in sections["table_train_time"]
-    assert "| pooling: bert-base-uncased cls-last-avg | STS-B | – | 0 | 85.81 | – |" in sections["angle_table3_ablation"]
-    assert f"| train | total | 2 | 1 | 18565 | -18563 | {NO_STD} |" in sections["table_gis_stats"]  # counts: no decimals
+    assert "| pooling: bert-base-uncased cls-last-avg | STS-B | – | 0 | 85.81 | – |" in _unlink(sections["angle_table3_ablation"])
+    # counts: no decimals; one measurement, so no test
+    assert f"| train | total | 2 | 1 | 18565 | -18563 | – | {ONE_SEED} |" in sections["table_gis_stats"]
+
+
+def test_rows_link_to_their_recipes(tmp_path, monkeypatch):
+    """Each line of ours links its Row cell to its cell's RECIPE.md anchor; pretrained rows and an average
+    over several train sets have no single recipe (no link); without aoe.hparams there are no links."""
+    rows = [
+        {"backbone": "b", "objective": o, "trainset": ts if o != "pretrained" else "none", "seed": 1, "column": ts, "value": 70.0}
+        for o in ("pretrained", "aoe") for ts in ("stsb", "gis")
+    ]
+    spec = {"kind": "indomain", "trainsets": ["stsb", "gis"], "backbones": ["b"], "objectives": ["aoe"], "include_pretrained": True}
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(to_json(build_table(pd.DataFrame(rows), spec, name="t"))))
+    monkeypatch.setattr(aoe.report, "_recipe_anchor", lambda: _anchor)
+    lines = [line for line in build_report([path]).splitlines() if line.startswith("| ") and "b " in line]
+    assert "| [b AoE](RECIPE.md#recipe-b-aoe-stsb) | STS-B | 70.00 | 1 |" in "\n".join(lines)
+    assert "| [b AoE](RECIPE.md#recipe-b-aoe-gis) | GIS | 70.00 | 1 |" in "\n".join(lines)
+    assert any(line.startswith("| b AoE | Avg. |") for line in lines)  # stsb and gis: no single recipe
+    assert all("RECIPE.md" not in line for line in lines if "as downloaded" in line)
+    assert sum("RECIPE.md" in line for line in lines) == 2
+    monkeypatch.setattr(aoe.report, "_recipe_anchor", lambda: None)  # aoe.hparams not there yet
+    assert "RECIPE.md" not in build_report([path])
