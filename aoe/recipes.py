@@ -8,7 +8,17 @@ builds the losses from it.
 
 from __future__ import annotations
 
-__all__ = ["FORMATS", "N_TEXTS", "COMPONENTS", "OBJECTIVES", "objective_spec", "objective_formats", "resolve_format"]
+from dataclasses import dataclass, field
+
+__all__ = [
+    "FORMATS", "N_TEXTS", "COMPONENTS", "OBJECTIVES", "RECIPE_SOURCES", "LossSettings", "source",
+    "objective_spec", "objective_formats", "resolve_format",
+]
+
+
+def source(text: str) -> dict:
+    """Dataclass field metadata naming where a default comes from (read by aoe.hparams' ledger)."""
+    return {"source": text}
 
 FORMATS = ("pairs", "triplets", "nli3")
 N_TEXTS = {"pairs": 2, "triplets": 3, "nli3": 2}
@@ -23,6 +33,27 @@ COMPONENTS: dict[str, tuple[tuple[str, ...], str]] = {
     "simcse": (("triplets", "pairs"), "supervised SimCSE Eq. 5: InfoNCE with hard negatives"),
 }
 
+@dataclass(frozen=True)
+class LossSettings:
+    """An objective's settings; :class:`aoe.losses.objectives.Objective` adds the losses.
+
+    The defaults are the values a recipe or config key does not set; each says where it comes from.
+    Taus are scales (1 / temperature).
+    """
+
+    name: str
+    format: str = "pairs"
+    weights: dict[str, float] = field(default_factory=dict)
+    angle_tau: float = field(default=20.0, metadata=source("AoE §4.1 (aoe-acl2024.txt l.182): temperature 0.05, i.e. scale 20"))
+    cosine_tau: float = field(default=20.0, metadata=source("AnglE §4.2 (angle-arxiv-a.txt l.134): tau_cos = 0.05, i.e. scale 20"))
+    contrastive_tau: float = field(default=20.0, metadata=source("AoE Eq. 4 and §4.1: temperature 0.05, i.e. scale 20"))
+    simcse_tau: float = field(default=20.0, metadata=source("supervised SimCSE (Gao et al. 2021 §4): temperature 0.05, i.e. scale 20"))
+    contrastive_threshold: float = field(
+        default=0.5, metadata=source("our choice: on binary labels (NLI entailment 1 / contradiction 0) any threshold in (0, 1] is the same")
+    )
+    detect_identical: bool = field(default=True, metadata=source("AoE §3.3 / AnglE Eq. 2: identical texts in a batch are not negatives"))
+
+
 # Built-in recipes. ``weights`` applies to every format; ``by_format`` gives weights per
 # format, in order of preference (SBERT: the NLI classifier, or STS regression on pairs).
 OBJECTIVES: dict[str, dict] = {
@@ -31,6 +62,7 @@ OBJECTIVES: dict[str, dict] = {
     "cosent": {"weights": {"cosine": 1.0}},
     # Ablations (AoE Table 4, AnglE Table 3)
     "only_angle": {"weights": {"angle": 1.0}},
+    "angle_only_angle": {"weights": {"angle": 1.0}, "angle_tau": 1.0},
     "only_contrastive": {"weights": {"contrastive": 1.0}},
     "only_cosine": {"weights": {"cosine": 1.0}},
     "only_ibn": {"weights": {"contrastive": 1.0}},
@@ -40,6 +72,32 @@ OBJECTIVES: dict[str, dict] = {
     # Baselines trained in the same harness
     "sbert": {"by_format": {"nli3": {"softmax": 1.0}, "pairs": {"cosine_mse": 1.0}}},
     "simcse_sup": {"weights": {"simcse": 1.0}},
+}
+
+# Where each built-in recipe's values come from: {objective: {key: source}}.
+RECIPE_SOURCES: dict[str, dict[str, str]] = {
+    "aoe": {"weights": "AoE Eq. 5 (w1 L_angle + w2 L_cl); ACL §4.1 l.182 grid-searched the weights and gives none: 1 and 1 are the reproduction report's in-domain values (reproduction-report-zh.txt l.122-123)"},
+    "angle_arxiv": {
+        "weights": "AnglE Eq. 8 (angle-arxiv-b.txt l.108: w1 L_cos + w2 L_ibn + w3 L_angle); the arXiv appendix grid-searched them (angle-arxiv-b.txt l.333): 1/1/1 are the official code's paper-era defaults (aoe/resources/official_recipes.yaml)",
+        "angle_tau": "AnglE §4.2 (angle-arxiv-a.txt l.134): tau_angle = 1.0",
+    },
+    "cosent": {"weights": "CoSENT (AnglE Eq. 1): the cosine ranking loss alone"},
+    "only_angle": {"weights": "AoE Table 4 'only angle objective': L_angle alone, at AoE's tau"},
+    "angle_only_angle": {
+        "weights": "AnglE ablation 'only angle' (angle-arxiv-b.txt l.203, Table 4): L_angle alone",
+        "angle_tau": "AnglE §4.2 (angle-arxiv-a.txt l.134): tau_angle = 1.0, as angle_arxiv",
+    },
+    "only_contrastive": {"weights": "AoE Table 4 'only contrastive objective': L_cl alone"},
+    "only_cosine": {"weights": "AnglE ablation 'only cosine': L_cos alone"},
+    "only_ibn": {"weights": "AnglE ablation 'only ibn': L_ibn alone"},
+    "wo_ibn": {"weights": "AnglE ablation 'without ibn': L_cos + L_angle", "angle_tau": "AnglE §4.2: tau_angle = 1.0"},
+    "wo_angle": {"weights": "AnglE ablation 'without angle': L_cos + L_ibn"},
+    "ibn_without_isp": {
+        "weights": "AnglE ablation text 'ibn w/o identical sentence pair detection'",
+        "detect_identical": "the same ablation: identical texts count as negatives",
+    },
+    "sbert": {"by_format": "SBERT (Reimers & Gurevych 2019): softmax classifier on NLI, cosine regression on STS pairs"},
+    "simcse_sup": {"weights": "supervised SimCSE (Gao et al. 2021 Eq. 5)"},
 }
 
 

@@ -38,12 +38,13 @@ import json
 import os
 import shutil
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
 
 from aoe.fsutil import atomic_dir
+from aoe.hparams import TrainSettings
 from aoe.losses import get_objective
 from aoe.losses.objectives import FORMATS
 from aoe.lora import FINETUNES, build_lora_model, quantization_settings, relative_base, trainable_names
@@ -56,34 +57,9 @@ __all__ = ["TrainConfig", "train", "epoch_batches", "checkpoint_dir", "num_warmu
 
 
 @dataclass
-class TrainConfig:
-    """Hyper-parameters of one training run (config.yaml ``trainsets.<name>.train``, merged with backbone overrides)."""
-
-    objective: str
-    pooling: str = "cls"
-    format: str = "pairs"  # resolved from the objective and the train set when the DAG is built
-    objective_overrides: dict = field(default_factory=dict)
-    seed: int = 42
-    learning_rate: float = 2e-5
-    batch_size: int = 32  # examples per optimizer step, across processes and accumulation
-    epochs: int = 1
-    max_steps: int = 0  # > 0 overrides epochs
-    warmup_ratio: float = 0.0
-    warmup_steps: int = 0  # > 0 overrides warmup_ratio (the official NLI recipe gives steps)
-    weight_decay: float = 0.0
-    max_grad_norm: float = 1.0
-    gradient_accumulation_steps: int = 1
-    mixed_precision: str = "no"  # no | fp16 | bf16
-    gradient_checkpointing: bool = False
-    max_length: int = 128
-    score_range: tuple[float, float] = (0.0, 1.0)  # gold scale mapped to [0, 1] labels (pairs)
-    length_grouped: bool = False  # batches of similar length (less padding; order still seeded)
-    length_buckets: int = 4  # forward passes per batch, over texts of similar length (aoe.models.embed_bucketed)
-    log_every: int = 10
-    checkpoint_every: int = 0  # steps between checkpoints; 0 = none
-    finetune: str = "full"  # full | lora | qlora (aoe.lora)
-    lora: dict = field(default_factory=dict)  # r, alpha, dropout, target_modules (finetune lora / qlora)
-    prompt: str | None = None  # an LLM backbone's template around every text (applied by the token cache)
+class TrainConfig(TrainSettings):
+    """Hyper-parameters of one training run (:class:`aoe.hparams.TrainSettings`, resolved per cell by
+    :func:`aoe.hparams.resolve_cell` from config.yaml's train set, backbone and objective keys)."""
 
     def __post_init__(self) -> None:
         if self.finetune not in FINETUNES:

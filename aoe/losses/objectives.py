@@ -15,7 +15,7 @@ built (:func:`resolve_format`), so a mismatch is a config error, not a crash in 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -23,16 +23,16 @@ import torch.nn.functional as F
 from aoe.losses.angle import angle_loss, cosent_ranking_loss
 from aoe.losses.baselines import SoftmaxHead, cosine_mse_loss, sbert_softmax_loss, simcse_loss
 from aoe.losses.contrastive import contrastive_loss
-from aoe.recipes import COMPONENTS, FORMATS, N_TEXTS, OBJECTIVES, objective_formats, objective_spec, resolve_format
+from aoe.recipes import COMPONENTS, FORMATS, N_TEXTS, OBJECTIVES, LossSettings, objective_formats, objective_spec, resolve_format
 
 __all__ = ["FORMATS", "COMPONENTS", "OBJECTIVES", "Objective", "get_objective", "resolve_format", "objective_formats"]
 
 
 @dataclass(frozen=True)
-class Objective:
+class Objective(LossSettings):
     """A weighted sum of loss components over the embeddings of a batch in one data format.
 
-    Attributes:
+    Attributes (:class:`aoe.recipes.LossSettings`, where each default cites its source):
         name: the config name.
         format: pairs | triplets | nli3.
         weights: component -> weight (components with weight 0 are skipped).
@@ -41,16 +41,6 @@ class Objective:
             (contrastive and, on pairs, simcse anchors).
         detect_identical: identical-text detection in the contrastive component.
     """
-
-    name: str
-    format: str = "pairs"
-    weights: dict[str, float] = field(default_factory=dict)
-    angle_tau: float = 20.0
-    cosine_tau: float = 20.0
-    contrastive_tau: float = 20.0
-    simcse_tau: float = 20.0
-    contrastive_threshold: float = 0.5
-    detect_identical: bool = True
 
     def __post_init__(self) -> None:
         unknown = set(self.weights) - set(COMPONENTS)

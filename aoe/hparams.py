@@ -1,0 +1,275 @@
+"""One training cell's hyperparameters, each with the config key that set it and where it comes from.
+
+A cell (backbone, objective, train set, seed) trains with values from several config
+sections. :func:`resolve_cell` merges them in one documented order, lowest first
+(:data:`TRAIN_LAYERS`, :data:`LOSS_LAYERS`), and records for every value the key that
+set it. The source of a value is the comment on that key in the YAML file that set it
+(config.yaml or a preset), or the ``source`` of a code default (:class:`TrainSettings`,
+:class:`aoe.recipes.LossSettings`, :data:`aoe.recipes.RECIPE_SOURCES`). The ledger
+(``snakemake recipe``: results/RECIPE.md, results/recipe.json) compares every value with
+what the official code trained (aoe/resources/official_recipes.yaml).
+
+Torch-free: the Snakefile resolves every cell while it plans the DAG.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import MISSING, dataclass, field, fields
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from aoe.recipes import OBJECTIVES, RECIPE_SOURCES, LossSettings, objective_spec, resolve_format, source
+
+__all__ = [
+    "LOSS_LAYERS", "TRAIN_LAYERS", "CellRecipe", "Setting", "TrainSettings", "key_comments",
+    "recipe_anchor", "resolve_cell",
+]
+
+
+@dataclass
+class TrainSettings:
+    """Hyper-parameters of one training run; :class:`aoe.train.TrainConfig` adds the checks.
+
+    Each default is what a cell gets when no config key sets it, and says where it comes from.
+    """
+
+    objective: str
+    pooling: str = field(default="cls", metadata=source("AoE §4.1: BERT-base with CLS pooling (the official angle-emb default 'cls')"))
+    format: str = field(default="pairs", metadata=source("resolved from the objective and the train set's formats (aoe.recipes.resolve_format)"))
+    objective_overrides: dict = field(default_factory=dict)
+    seed: int = field(default=42, metadata=source("AoE §4.1 (aoe-acl2024.txt l.182): seed 42 for the main experiments"))
+    learning_rate: float = field(default=2e-5, metadata=source("our choice: a common BERT fine-tuning rate (every paper train set sets its own)"))
+    # examples per optimizer step, across processes and accumulation
+    batch_size: int = field(default=32, metadata=source("the official angle-emb trainer's default batch size"))
+    epochs: int = field(default=1, metadata=source("our choice: one pass unless a train set says otherwise"))
+    max_steps: int = field(default=0, metadata=source("our choice: 0 = train for `epochs` (presets cap CPU runs with it)"))
+    warmup_ratio: float = field(default=0.0, metadata=source("our choice: no warm-up unless a train set sets one"))
+    warmup_steps: int = field(default=0, metadata=source("our choice: 0 = use warmup_ratio (the official NLI recipe gives steps)"))
+    weight_decay: float = field(default=0.0, metadata=source("AdamW without decay, as the official trainer's default"))
+    max_grad_norm: float = field(default=1.0, metadata=source("transformers Trainer default, which the official trainer uses"))
+    gradient_accumulation_steps: int = field(default=1, metadata=source("our choice: no accumulation unless a recipe splits its batch"))
+    mixed_precision: str = field(default="no", metadata=source("our choice: fp32 unless a recipe asks for fp16/bf16"))  # no | fp16 | bf16
+    gradient_checkpointing: bool = field(default=False, metadata=source("our choice: on only where memory needs it (LLM backbones)"))
+    max_length: int = field(default=128, metadata=source("arXiv-b appendix A.2 (angle-arxiv-b.txt l.333): max length 128"))
+    # gold scale mapped to [0, 1] labels (pairs)
+    score_range: tuple[float, float] = field(default=(0.0, 1.0), metadata=source("binary labels; graded sets give their scale"))
+    length_grouped: bool = field(default=False, metadata=source("our choice: batches in random order, as the official trainer"))
+    length_buckets: int = field(
+        default=4, metadata=source("our choice, speed only: texts of a batch embedded in 4 length buckets, the loss sees the whole batch")
+    )
+    log_every: int = field(default=10, metadata=source("our choice: logging only"))
+    checkpoint_every: int = field(default=0, metadata=source("our choice: no checkpoints unless a train set sets them (resume only)"))
+    finetune: str = field(default="full", metadata=source("AoE §4.1: BERT-base is fully fine-tuned"))  # full | lora | qlora
+    lora: dict = field(default_factory=dict, metadata=source("no adapters: full fine-tuning"))
+    prompt: str | None = field(default=None, metadata=source("no prompt: BERT-style backbones embed the text itself"))
+
+
+# Training settings, lowest precedence first; "{x}" names a cell part. Code defaults
+# (TrainSettings) sit below them all.
+TRAIN_LAYERS: tuple[tuple[str, ...], ...] = (
+    ("trainsets", "{trainset}", "train"),
+    ("backbones", "{backbone}", "train_overrides"),
+)
+# Loss settings, lowest precedence first, above LossSettings' defaults and the built-in
+# recipe aoe.recipes.OBJECTIVES[base]. A variant (objectives.<name>.base) trains its base's
+# recipe: its own entries sit right above the base's at each level.
+LOSS_LAYERS: tuple[tuple[str, ...], ...] = (
+    ("objectives", "{base}"),
+    ("objectives", "{objective}"),
+    ("trainsets", "{trainset}", "objective_overrides"),
+    ("trainsets", "{trainset}", "objective_settings", "{base}"),
+    ("trainsets", "{trainset}", "objective_settings", "{objective}"),
+    # a backbone's own recipe on a train set wins (LLaMA on NLI: in-batch weight 35, BERT 30)
+    ("backbones", "{backbone}", "objective_settings", "{trainset}", "{base}"),
+)
+# keys of an objectives entry that name the variant, not a loss setting
+_VARIANT_KEYS = ("base", "pooling")
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One resolved value: ``set_by`` is a dotted config key, or ``code:<where>`` for a code default."""
+
+    key: str
+    value: Any
+    set_by: str
+
+
+@dataclass
+class CellRecipe:
+    """A cell's TrainConfig keyword arguments and the ledger of where each value came from."""
+
+    params: dict
+    settings: list[Setting]
+
+    def provenance(self) -> dict[str, str]:
+        return {s.key: s.set_by for s in self.settings}
+
+
+def _lookup(config: dict, path: tuple[str, ...]) -> Any:
+    node: Any = config
+    for part in path:
+        if not isinstance(node, dict) or part not in node:
+            return None
+        node = node[part]
+    return node
+
+
+def _layers(config: dict, layers: tuple[tuple[str, ...], ...], parts: dict[str, str]) -> list[tuple[str, dict]]:
+    """(dotted key, mapping) of each layer present for this cell, lowest first, each path once."""
+    out, seen = [], set()
+    for layer in layers:
+        path = tuple(p.format(**parts) for p in layer)
+        if path in seen:
+            continue
+        seen.add(path)
+        node = _lookup(config, path)
+        if isinstance(node, dict):
+            out.append((".".join(path), node))
+    return out
+
+
+def _default(cls, name: str) -> tuple[Any, str]:
+    f = next(f for f in fields(cls) if f.name == name)
+    value = f.default_factory() if f.default is MISSING else f.default
+    return value, f"code:aoe.{'hparams' if cls is TrainSettings else 'recipes'}.{cls.__name__}.{name}"
+
+
+def resolve_cell(config: dict, backbone: str, objective: str, trainset: str, seed: int) -> CellRecipe:
+    """The cell's TrainConfig arguments (``params``) and every value's setter (``settings``).
+
+    A variant (``objectives.<name>.base``) trains its base's recipe with the train set's settings
+    for the base, and may change the pooling and loss settings; the model folder records the base
+    objective and the pooling it was trained with.
+    """
+    ts, bb = config["trainsets"][trainset], config["backbones"][backbone]
+    variant = config["objectives"].get(objective, {})
+    base = variant.get("base", objective)
+    parts = {"backbone": backbone, "objective": objective, "base": base, "trainset": trainset}
+    settings: dict[str, Setting] = {}
+
+    def put(key: str, value: Any, set_by: str) -> None:
+        settings[key] = Setting(key, value, set_by)
+
+    # training settings: code defaults, then the layers
+    skip = {"objective", "format", "objective_overrides", "seed", "pooling", "score_range", "finetune", "lora", "prompt"}
+    for f in fields(TrainSettings):
+        if f.name not in skip:
+            put(f.name, *_default(TrainSettings, f.name))
+    for where, layer in _layers(config, TRAIN_LAYERS, parts):
+        for key, value in layer.items():
+            put(key, value, f"{where}.{key}")
+    put("objective", base, f"objectives.{objective}.base" if base != objective else "cell")
+    put("seed", int(seed), "cell")
+    put("score_range", list(ts["score_range"]), f"trainsets.{trainset}.score_range")
+    if variant.get("pooling"):
+        put("pooling", variant["pooling"], f"objectives.{objective}.pooling")
+    elif bb.get("pooling"):
+        put("pooling", bb["pooling"], f"backbones.{backbone}.pooling")
+    else:
+        put("pooling", *_default(TrainSettings, "pooling"))
+    for key in ("finetune", "lora", "prompt"):
+        put(key, *((bb[key], f"backbones.{backbone}.{key}") if key in bb else _default(TrainSettings, key)))
+
+    # loss settings: the config layers give the overrides the trainer applies to the built-in recipe
+    overrides: dict[str, Any] = {}
+    loss_setters: dict[str, str] = {}
+    for where, layer in _layers(config, LOSS_LAYERS, parts):
+        for key, value in layer.items():
+            if where.startswith("objectives.") and key in _VARIANT_KEYS:
+                continue
+            overrides[key] = value
+            loss_setters[key] = f"{where}.{key}"
+    fmt = resolve_format(base, ts.get("formats", ["pairs"]), overrides or None)
+    put("format", fmt, f"trainsets.{trainset}.formats" if "formats" in ts else "code:aoe.hparams.TrainSettings.format")
+    spec = objective_spec(base, overrides or None)
+    builtin = OBJECTIVES.get(base, {})
+    for f in fields(LossSettings):
+        if f.name in ("name", "format"):
+            continue
+        if f.name in loss_setters:
+            value, set_by = overrides[f.name], loss_setters[f.name]
+        elif f.name == "weights" and "by_format" in spec:
+            value, set_by = spec["by_format"][fmt], f"code:aoe.recipes.OBJECTIVES.{base}.by_format.{fmt}"
+        elif f.name in builtin:
+            value, set_by = builtin[f.name], f"code:aoe.recipes.OBJECTIVES.{base}.{f.name}"
+        else:
+            value, set_by = _default(LossSettings, f.name)
+        put(f"loss.{f.name}", value, set_by)
+
+    # TrainConfig's arguments: what a config key or the cell sets (code defaults stay implicit)
+    params = {k: s.value for k, s in settings.items() if not k.startswith("loss.") and not s.set_by.startswith("code:")}
+    params.update({k: settings[k].value for k in ("pooling", "finetune", "lora", "prompt", "format")}, objective_overrides=overrides)
+    return CellRecipe(params=params, settings=list(settings.values()))
+
+
+def recipe_anchor(backbone: str, objective: str, trainset: str) -> str:
+    """The HTML anchor of a (backbone, objective, train set) group in results/RECIPE.md."""
+    return re.sub(r"[^a-z0-9]+", "-", f"recipe-{backbone}-{objective}-{trainset}".lower()).strip("-")
+
+
+def code_source(set_by: str) -> str:
+    """The ``source`` of a code default named ``code:aoe.<module>.<Class or OBJECTIVES>.<...>``."""
+    parts = set_by.removeprefix("code:").split(".")
+    if parts[2] == "OBJECTIVES":
+        return RECIPE_SOURCES.get(parts[3], {}).get(parts[4], "")
+    cls = TrainSettings if parts[2] == "TrainSettings" else LossSettings
+    f = next((f for f in fields(cls) if f.name == parts[3]), None)
+    return f.metadata.get("source", "") if f else ""
+
+
+# ---- the comments of a YAML file, by key path -------------------------------------------------
+
+
+def _comment_of(line: str) -> str:
+    """The comment of one YAML line: text after a '#' that is outside quotes and after whitespace."""
+    quote = None
+    for i, ch in enumerate(line):
+        if quote:
+            if ch == quote:
+                quote = None
+        elif ch in "'\"":
+            quote = ch
+        elif ch == "#" and (i == 0 or line[i - 1] in " \t"):
+            return line[i + 1 :].strip()
+    return ""
+
+
+@lru_cache(maxsize=32)
+def _key_comments(path: str, mtime: float) -> dict[tuple[str, ...], str]:
+    text = Path(path).read_text()
+    lines = text.splitlines()
+    out: dict[tuple[str, ...], str] = {}
+
+    def above(line_no: int) -> str:
+        block = []
+        i = line_no - 1
+        while i >= 0 and lines[i].strip().startswith("#"):
+            block.append(lines[i].strip().lstrip("#").strip())
+            i -= 1
+        return " ".join(reversed(block))
+
+    def walk(node, prefix: tuple[str, ...]) -> None:
+        if isinstance(node, yaml.MappingNode):
+            for key, value in node.value:
+                keypath = (*prefix, str(key.value))
+                line = key.start_mark.line
+                out[keypath] = " ".join(t for t in (above(line), _comment_of(lines[line])) if t)
+                walk(value, keypath)
+        elif isinstance(node, yaml.SequenceNode):
+            for i, item in enumerate(node.value):
+                walk(item, (*prefix, str(i)))
+
+    walk(yaml.compose(text, Loader=yaml.SafeLoader), ())
+    return out
+
+
+def key_comments(path: str | Path) -> dict[tuple[str, ...], str]:
+    """{key path: its comment} of a YAML file: the comment lines right above the key and the
+    comment at the end of its line (for a key inside a one-line {...}, its line's)."""
+    path = Path(path)
+    return _key_comments(str(path.resolve()), path.stat().st_mtime)

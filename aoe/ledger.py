@@ -1,0 +1,228 @@
+"""The recipe ledger (``snakemake recipe``): every value every trained cell uses, where it came from,
+and whether it departs from what the official code trained.
+
+results/recipe.json has one entry per trained cell of the active config; results/RECIPE.md a
+summary row per cell and one section per (backbone, objective, train set) with each value, the
+config key (and file) that set it, its source and the official value, ⚠ where they differ. The
+official values are aoe/resources/official_recipes.yaml (read from the official repository's
+history, each with its commit and line). Reads the config files only; torch-free.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from aoe.hparams import code_source, key_comments, recipe_anchor, resolve_cell
+
+__all__ = ["DEVIATES", "OFFICIAL_LOSS_BASES", "build_recipe", "ledger_rows", "official_recipes", "recipe_json", "recipe_markdown"]
+
+OFFICIAL_RECIPES = Path(__file__).parent / "resources" / "official_recipes.yaml"
+DEVIATES = "⚠"
+# Objectives whose loss the official AnglE loss (w1 cosine + w2 in-batch + w3 angle) trains;
+# ablations and baselines have no official loss to compare with.
+OFFICIAL_LOSS_BASES = frozenset({"aoe", "angle_arxiv"})
+# the value a row shows when a key was left at a code default
+NO_FILE = "code"
+
+
+@lru_cache(maxsize=1)
+def official_recipes() -> dict:
+    return yaml.safe_load(OFFICIAL_RECIPES.read_text())
+
+
+def _official_recipe(trainset: str, finetune: str) -> tuple[str | None, dict]:
+    for name, recipe in official_recipes()["recipes"].items():
+        match = recipe.get("match", {})
+        if match.get("trainset") == trainset and match.get("finetune") == finetune:
+            return name, recipe
+    return None, {}
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, bool) or isinstance(b, bool):
+        return a == b
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return math.isclose(float(a), float(b), rel_tol=1e-9, abs_tol=1e-12)
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(sorted(map(str, a)), sorted(map(str, b))))
+    return a == b
+
+
+@dataclass
+class _Files:
+    """Which config file set a dotted key: the last of the run's files that has it."""
+
+    paths: list[Path]
+
+    def __post_init__(self) -> None:
+        self.data = [yaml.safe_load(p.read_text()) or {} for p in self.paths]
+
+    def find(self, dotted: str) -> tuple[str, str]:
+        keys = tuple(dotted.split("."))
+        for path, data in zip(reversed(self.paths), reversed(self.data)):
+            node: Any = data
+            for k in keys:
+                if not isinstance(node, dict) or k not in node:
+                    break
+                node = node[k]
+            else:
+                return str(path), key_comments(path).get(keys, "")
+        return "", ""
+
+
+def _flat(key: str, value: Any) -> list[tuple[str, Any]]:
+    """Ledger keys of one setting: loss.weights -> weights.<component>, lora -> lora.<field>."""
+    name = key.removeprefix("loss.")
+    if isinstance(value, dict) and name in ("weights", "lora"):
+        return [(f"{name}.{k}", v) for k, v in value.items()]
+    return [(name, value)]
+
+
+def ledger_rows(config: dict, cell, files: _Files) -> list[dict]:
+    """One row per value of ``cell``: key, value, set_by, file, source, official, official_source, deviates."""
+    recipe = resolve_cell(config, cell.backbone, cell.objective, cell.trainset, cell.seed)
+    settings = {s.key: s for s in recipe.settings}
+    base = settings["objective"].value
+    off_name, off = _official_recipe(cell.trainset, settings["finetune"].value)
+    official = {**official_recipes().get("defaults", {}), **off.get("values", {})} if off_name else {}
+    compare_loss = base in OFFICIAL_LOSS_BASES
+    rows = []
+
+    def add(key: str, value: Any, set_by: str) -> None:
+        if set_by.startswith("code:"):
+            file, src = NO_FILE, code_source(set_by)
+        elif set_by == "cell":
+            file, src = "", "the cell: runs[].objectives / seeds"
+        else:
+            file, src = files.find(set_by)
+        off_entry = official.get(key)
+        is_loss = key.startswith(("weights.", "angle_tau", "cosine_tau", "contrastive_tau"))
+        if off_entry is None or (is_loss and not compare_loss):
+            off_value, off_src, dev = None, "", ""
+        else:
+            off_value, off_src = off_entry["value"], off_entry.get("source", "")
+            dev = "" if _same(value, off_value) else DEVIATES
+        rows.append({
+            "key": key, "value": value, "set_by": set_by, "file": file, "source": src,
+            "official": off_value, "official_source": off_src, "deviates": dev,
+        })
+
+    for key, s in settings.items():
+        for k, v in _flat(key, s.value):
+            add(k, v, s.set_by)
+    # AnglE's three loss terms, shown at 0 where our objective has none of them
+    if compare_loss:
+        for comp in ("cosine", "contrastive", "angle"):
+            if not any(r["key"] == f"weights.{comp}" for r in rows):
+                add(f"weights.{comp}", 0.0, settings["loss.weights"].set_by)
+    # the pool of in-batch negatives and ranking pairs: one micro-batch, all-gathered over processes
+    pool_by = f"{settings['batch_size'].set_by} / {settings['gradient_accumulation_steps'].set_by}"
+    add("in_batch_pool", settings["batch_size"].value // max(1, settings["gradient_accumulation_steps"].value), pool_by)
+    bb = config["backbones"][cell.backbone]
+    init_key = next((k for k in ("hf_id", "package", "gguf_package") if k in bb), None)
+    if init_key:
+        add("init", bb[init_key], f"backbones.{cell.backbone}.{init_key}")
+    return rows
+
+
+def build_recipe(config: dict, configfiles: list[str | Path]) -> dict:
+    """{versions, cells: [{cell, anchor, official_recipe, rows}]} for every trained cell of ``config``."""
+    from aoe.workflow import run_cells
+
+    files = _Files([Path(p) for p in configfiles])
+    cells = []
+    for cell in run_cells(config):
+        if not cell.trained:
+            continue
+        ft = config["backbones"][cell.backbone].get("finetune", "full")
+        off_name, _ = _official_recipe(cell.trainset, ft)
+        cells.append({
+            "cell": cell.path,
+            "backbone": cell.backbone, "objective": cell.objective, "trainset": cell.trainset, "seed": cell.seed,
+            "anchor": recipe_anchor(cell.backbone, cell.objective, cell.trainset),
+            "official_recipe": off_name,
+            "rows": ledger_rows(config, cell, files),
+        })
+    return {"configfiles": [str(p) for p in configfiles], "official_versions": official_recipes().get("versions", {}), "cells": cells}
+
+
+def recipe_json(recipe: dict) -> str:
+    return json.dumps(recipe, indent=1, default=str) + "\n"
+
+
+def _v(x: Any) -> str:
+    if x is None:
+        return "–"
+    if isinstance(x, float):
+        return f"{x:g}"
+    if isinstance(x, (list, dict)):
+        return json.dumps(x)
+    return str(x)
+
+
+def _md(text: Any) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+# the values the summary table shows per cell
+SUMMARY_KEYS = ("learning_rate", "batch_size", "in_batch_pool", "epochs", "warmup_steps", "warmup_ratio", "max_length", "mixed_precision")
+
+
+def recipe_markdown(recipe: dict) -> str:
+    lines = [
+        "# Training recipe of every trained cell",
+        "",
+        "Every value each cell trains with, the config key (and file) that set it, that key's source, and the "
+        f"official code's value for the same recipe where one exists ({DEVIATES}: ours differs). `code` rows are "
+        "defaults written in aoe/hparams.py or aoe/recipes.py with their source. Official values: "
+        "aoe/resources/official_recipes.yaml.",
+        "",
+        f"- Config files (later ones override earlier): {', '.join(f'`{c}`' for c in recipe['configfiles'])}",
+    ]
+    for name, v in (recipe.get("official_versions") or {}).items():
+        lines.append(f"- Official code `{name}`: {_md(v.get('package', ''))}, commit `{v.get('commit', '')}` ({v.get('date', '')})")
+    lines += ["", f"Cells: {len(recipe['cells'])}.", ""]
+    header = ["cell", "objective", "loss weights", *SUMMARY_KEYS, DEVIATES]
+    lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for c in recipe["cells"]:
+        by = {r["key"]: r for r in c["rows"]}
+        weights = ", ".join(f"{r['key'][8:]} {_v(r['value'])}" for r in c["rows"] if r["key"].startswith("weights.") and r["value"])
+        n_dev = sum(bool(r["deviates"]) for r in c["rows"])
+        lines.append(
+            f"| [{_md(c['cell'])}](#{c['anchor']}) | {by['objective']['value']} | {weights} | "
+            + " | ".join(_v(by[k]["value"]) if k in by else "–" for k in SUMMARY_KEYS)
+            + f" | {n_dev or ''} |"
+        )
+    seen = set()
+    for c in recipe["cells"]:
+        if c["anchor"] in seen:
+            continue
+        seen.add(c["anchor"])
+        seeds = [x["seed"] for x in recipe["cells"] if x["anchor"] == c["anchor"]]
+        lines += [
+            "",
+            f'<a id="{c["anchor"]}"></a>',
+            f"## {c['backbone']} / {c['objective']} / {c['trainset']}",
+            "",
+            f"Seeds: {', '.join(map(str, seeds))}. Official recipe compared: "
+            + (f"`{c['official_recipe']}`." if c["official_recipe"] else "none (the official code has no recipe for this train set and backbone)."),
+            "",
+            "| key | value | set by | file | source | official | |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for r in c["rows"]:
+            if r["key"] == "seed":
+                continue
+            official = "–" if r["official"] is None else f"{_v(r['official'])} ({_md(r['official_source'])})"
+            lines.append(
+                f"| {r['key']} | {_md(_v(r['value']))} | `{r['set_by']}` | {_md(r['file'])} | {_md(r['source']) or '**no source**'} | "
+                f"{official} | {r['deviates']} |"
+            )
+    return "\n".join(lines) + "\n"
