@@ -201,9 +201,9 @@ def resolve_cell(config: dict, backbone: str, objective: str, trainset: str, see
             value, set_by = _default(LossSettings, f.name)
         put(f"loss.{f.name}", value, set_by)
 
-    # TrainConfig's arguments: what a config key or the cell sets (code defaults stay implicit)
-    params = {k: s.value for k, s in settings.items() if not k.startswith("loss.") and not s.set_by.startswith("code:")}
-    params.update({k: settings[k].value for k in ("pooling", "finetune", "lora", "prompt", "format")}, objective_overrides=overrides)
+    # TrainConfig's arguments, every one resolved (a code default included)
+    params = {k: s.value for k, s in settings.items() if not k.startswith("loss.")}
+    params["objective_overrides"] = overrides
     return CellRecipe(params=params, settings=list(settings.values()))
 
 
@@ -253,18 +253,22 @@ def _key_comments(path: str, mtime: float) -> dict[tuple[str, ...], str]:
             i -= 1
         return " ".join(reversed(block))
 
-    def walk(node, prefix: tuple[str, ...]) -> None:
+    def walk(node, prefix: tuple[str, ...], parent_line: int, parent_comment: str) -> None:
         if isinstance(node, yaml.MappingNode):
             for key, value in node.value:
                 keypath = (*prefix, str(key.value))
                 line = key.start_mark.line
-                out[keypath] = " ".join(t for t in (above(line), _comment_of(lines[line])) if t)
-                walk(value, keypath)
+                comment = " ".join(t for t in (above(line), _comment_of(lines[line])) if t)
+                # a key inside a one-line {...} shares its parent key's comment
+                if line == parent_line and not above(line):
+                    comment = parent_comment
+                out[keypath] = comment
+                walk(value, keypath, line, comment)
         elif isinstance(node, yaml.SequenceNode):
             for i, item in enumerate(node.value):
-                walk(item, (*prefix, str(i)))
+                walk(item, (*prefix, str(i)), parent_line, parent_comment)
 
-    walk(yaml.compose(text, Loader=yaml.SafeLoader), ())
+    walk(yaml.compose(text, Loader=yaml.SafeLoader), (), -1, "")
     return out
 
 

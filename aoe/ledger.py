@@ -74,7 +74,32 @@ class _Files:
                 node = node[k]
             else:
                 return str(path), key_comments(path).get(keys, "")
-        return "", ""
+        return SCHEMA_FILE, f"schema default: {_schema_description(keys)}"
+
+
+SCHEMA_FILE = "schemas/config.schema.yaml"
+
+
+@lru_cache(maxsize=1)
+def _schema() -> dict:
+    return yaml.safe_load((Path(__file__).parent.parent / SCHEMA_FILE).read_text())
+
+
+def _schema_description(keys: tuple[str, ...]) -> str:
+    """The schema's description of a config key (values the schema fills in come from there)."""
+    schema = _schema()
+    node = schema
+    for k in keys:
+        if "$ref" in node:
+            node = schema["$defs"][node["$ref"].rsplit("/", 1)[1]]
+        props = node.get("properties", {})
+        if k in props:
+            node = props[k]
+        elif isinstance(node.get("additionalProperties"), dict):
+            node = node["additionalProperties"]
+        else:
+            return ""
+    return node.get("description", "")
 
 
 def _flat(key: str, value: Any) -> list[tuple[str, Any]]:
@@ -100,6 +125,8 @@ def ledger_rows(config: dict, cell, files: _Files) -> list[dict]:
             file, src = NO_FILE, code_source(set_by)
         elif set_by == "cell":
             file, src = "", "the cell: runs[].objectives / seeds"
+        elif set_by.startswith("derived:"):
+            file, src = "", set_by.removeprefix("derived:").strip()
         else:
             file, src = files.find(set_by)
         off_entry = official.get(key)
@@ -123,7 +150,7 @@ def ledger_rows(config: dict, cell, files: _Files) -> list[dict]:
             if not any(r["key"] == f"weights.{comp}" for r in rows):
                 add(f"weights.{comp}", 0.0, settings["loss.weights"].set_by)
     # the pool of in-batch negatives and ranking pairs: one micro-batch, all-gathered over processes
-    pool_by = f"{settings['batch_size'].set_by} / {settings['gradient_accumulation_steps'].set_by}"
+    pool_by = "derived: batch_size / gradient_accumulation_steps, one micro-batch all-gathered over processes (aoe/train.py)"
     add("in_batch_pool", settings["batch_size"].value // max(1, settings["gradient_accumulation_steps"].value), pool_by)
     bb = config["backbones"][cell.backbone]
     init_key = next((k for k in ("hf_id", "package", "gguf_package") if k in bb), None)

@@ -94,13 +94,13 @@ def estimate(config: dict, trained: list[Cell], evaluated: list[Cell], engine_ov
         if cell.trainset not in TRAIN_ROWS:
             raise SystemExit(f"bench/cluster_cost.py: no training-set size for trainset {cell.trainset!r}; add it to TRAIN_ROWS")
         n_rows = TRAIN_ROWS[cell.trainset][0]
-        if p.get("max_steps", 0) > 0:
+        if p["max_steps"] > 0:
             examples = p["max_steps"] * p["batch_size"]
         else:
-            examples = p.get("epochs", 1) * n_rows
+            examples = p["epochs"] * n_rows
         texts = N_TEXTS[p["format"]]
         speed, _ = per_gpu_pairs_per_s(cell.backbone, paper)
-        cost = examples * (texts / 2) * (p.get("max_length", 64) / 64) / speed / engine_over_bare
+        cost = examples * (texts / 2) * (p["max_length"] / 64) / speed / engine_over_bare
         entry = per_backbone[cell.backbone]
         entry["trainings"] += 1
         entry["train_gpu_h"] += cost / 3600
