@@ -65,16 +65,26 @@ class _Files:
         self.data = [yaml.safe_load(p.read_text()) or {} for p in self.paths]
 
     def find(self, dotted: str) -> tuple[str, str]:
+        """(the file that set the key, its source): the last file with the key; a file that only
+        restates an earlier file's value without a comment takes that file's comment."""
         keys = tuple(dotted.split("."))
-        for path, data in zip(reversed(self.paths), reversed(self.data)):
+        found = []
+        for path, data in zip(self.paths, self.data):
             node: Any = data
             for k in keys:
                 if not isinstance(node, dict) or k not in node:
                     break
                 node = node[k]
             else:
-                return str(path), key_comments(path).get(keys, "")
-        return SCHEMA_FILE, f"schema default: {_schema_description(keys)}"
+                found.append((str(path), node, key_comments(path).get(keys, "")))
+        if not found:
+            return SCHEMA_FILE, f"schema default: {_schema_description(keys)}"
+        path, value, comment = found[-1]
+        for _, earlier, earlier_comment in reversed(found[:-1]):
+            if comment or earlier != value:
+                break
+            comment = earlier_comment
+        return path, comment
 
 
 SCHEMA_FILE = "schemas/config.schema.yaml"
