@@ -55,6 +55,7 @@ rule all:
         GIS_RESULTS,
         FIGURE_RESULTS,
         "results/REPORT.md",
+        "results/RECIPE.md",
 
 
 rule train:

@@ -1,6 +1,16 @@
+# config.yaml first, then the --configfile files that override it (the preset): the report names the
+# preset behind each table, the recipe the file behind each value.
+RUN_CONFIGFILES = [
+    os.path.relpath(f)
+    for f in sorted(
+        workflow.configfiles,
+        key=lambda f: Path(f).resolve() in {Path(o).resolve() for o in workflow.overwrite_configfiles},
+    )
+]
+
+
 # results/REPORT.md: every reproduced number next to the paper's (aoe.report). Reads the tables'
-# JSON twins and the figures' numbers. The config files of
-# the run (config.yaml, then the preset) are a param: the report names the preset behind each table.
+# JSON twins and the figures' numbers.
 rule report_md:
     input:
         tables=expand("results/tables/{table}.json", table=enabled_tables(config)),
@@ -14,13 +24,26 @@ rule report_md:
     conda:
         "../envs/report.yaml"
     params:
-        # config.yaml first, then the --configfile files that override it (the preset)
-        configfiles=[
-            os.path.relpath(f)
-            for f in sorted(
-                workflow.configfiles,
-                key=lambda f: Path(f).resolve() in {Path(o).resolve() for o in workflow.overwrite_configfiles},
-            )
-        ],
+        configfiles=RUN_CONFIGFILES,
     script:
         "../workflow_scripts/make_report.py"
+
+
+# `snakemake recipe`: every value each trained cell of the active config trains with, the key and
+# file that set it, its source, and the official code's value (aoe.ledger). Reads the config only.
+rule recipe:
+    input:
+        configfiles=RUN_CONFIGFILES,
+        official="aoe/resources/official_recipes.yaml",
+        code=library_code("hparams.py", "ledger.py", "recipes.py"),
+    output:
+        md="results/RECIPE.md",
+        json="results/recipe.json",
+    log:
+        "results/logs/recipe.log",
+    conda:
+        "../envs/report.yaml"
+    params:
+        configfiles=RUN_CONFIGFILES,
+    script:
+        "../workflow_scripts/make_recipe.py"

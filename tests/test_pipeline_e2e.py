@@ -6,6 +6,7 @@ The run itself is the session fixture ``ci_run`` (tests/conftest.py), shared wit
 from __future__ import annotations
 
 import json
+import re
 
 import pandas as pd
 import pytest
@@ -33,7 +34,24 @@ def test_results_tree(ci_run):
     recorded = json.loads((model / "aoe_config.json").read_text())
     assert recorded["pooling"] == "cls" and recorded["train"]["max_steps"] == 60
     assert recorded["objective"]["weights"] == {"angle": 1.0, "contrastive": 1.0}
+    assert recorded["provenance"]["max_steps"] == "trainsets.stsb.train.max_steps"
+    assert recorded["provenance"]["loss.weights"] == "code:aoe.recipes.OBJECTIVES.aoe.weights"
     assert (res / "tokens" / "minilm-l6-64" / "stsb" / "train" / "cache.json").is_file()
+
+
+def test_recipe_ledger_and_report_links(ci_run):
+    """results/RECIPE.md lists the trained cell's values with their files; REPORT.md's row links land on it."""
+    work, _ = ci_run
+    res = work / "results"
+    recipe = json.loads((res / "recipe.json").read_text())
+    assert [c["cell"] for c in recipe["cells"]] == ["minilm-l6/aoe/stsb/seed1"]
+    rows = {r["key"]: r for r in recipe["cells"][0]["rows"]}
+    assert rows["max_steps"]["value"] == 60 and rows["max_steps"]["file"] == "presets/ci.yaml"
+    assert rows["learning_rate"]["file"] == "presets/ci.yaml" and rows["learning_rate"]["source"]
+    assert all(r["source"] for r in rows.values()), [k for k, r in rows.items() if not r["source"]]
+    md = (res / "RECIPE.md").read_text()
+    links = set(re.findall(r"RECIPE\.md#([a-z0-9-]+)", (res / "REPORT.md").read_text()))
+    assert links and all(f'<a id="{a}"></a>' in md for a in links), links
 
 
 def test_trained_model_beats_pretrained_backbone(ci_run):
@@ -131,10 +149,11 @@ def test_changing_table_code_reruns_only_tables(ci_run):
     assert out.returncode == 0, out.stdout[-3000:]
     assert set(job_counts(out.stdout)) == {"table", "report_md", "all"}, out.stdout[-3000:]
     # a caption is a table parameter: the same, and only tables
+    # (one more config file: the recipe ledger, which names the file behind each value, is redone too)
     (work / "caption.yaml").write_text("tables:\n  table2_indomain:\n    caption: another caption\n")
     out = snakemake(work, "-n", "--configfile", "presets/ci.yaml", "caption.yaml", env=env)
     assert out.returncode == 0, out.stdout[-3000:]
-    assert set(job_counts(out.stdout)) == {"table", "report_md", "all"}, out.stdout[-3000:]
+    assert set(job_counts(out.stdout)) == {"table", "report_md", "recipe", "all"}, out.stdout[-3000:]
     # every edit undone: nothing to rerun
     out = snakemake(work, "-n", "--configfile", "presets/ci.yaml", env=env)
     assert out.returncode == 0 and "Nothing to be done" in out.stdout, out.stdout[-3000:]

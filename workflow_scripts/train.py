@@ -14,8 +14,13 @@ start_log(snakemake.log[0])
 
 from aoe.train import TrainConfig, train
 
+from aoe.hparams import resolve_cell
+
 cfg = TrainConfig(**snakemake.params.train)
-record = {"cell": dict(snakemake.wildcards), "slurm_job_id": os.environ.get("SLURM_JOB_ID")}
+w = snakemake.wildcards
+# the config key behind each value (from the config, not a param: a moved key must not retrain)
+provenance = resolve_cell(snakemake.config, w.backbone, w.objective, w.trainset, int(w.seed)).provenance()
+record = {"cell": dict(w), "slurm_job_id": os.environ.get("SLURM_JOB_ID"), "provenance": provenance}
 args = (snakemake.input.tokens, snakemake.input.table, snakemake.input.backbone, snakemake.output[0])
 processes = int(snakemake.params.processes)
 if processes <= 1:

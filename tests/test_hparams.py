@@ -1,0 +1,129 @@
+"""The resolver's precedence and provenance, the sources of every value, and the recipe ledger."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+import yaml
+
+from aoe.configcheck import load_config
+from aoe.hparams import LOSS_LAYERS, TRAIN_LAYERS, key_comments, recipe_anchor, resolve_cell
+from aoe.ledger import DEVIATES, build_recipe, recipe_markdown
+from aoe.recipes import OBJECTIVES
+from aoe.train import TrainConfig
+from aoe.workflow import train_params
+
+REPO = Path(__file__).resolve().parents[1]
+PRESETS = sorted(p.relative_to(REPO).as_posix() for p in (REPO / "presets").glob("*.yaml"))
+
+
+@pytest.fixture(scope="module")
+def grid():
+    return load_config(REPO, [])
+
+
+def _settings(recipe):
+    return {s.key: s for s in recipe.settings}
+
+
+def test_each_layer_wins_over_the_ones_below(grid):
+    config = copy.deepcopy(grid)
+    config["objectives"]["aoe_pool_max"]["angle_tau"] = 5.0
+    config["trainsets"]["nli"]["train"]["warmup_steps"] = 7
+    config["backbones"]["bert-base-uncased"]["train_overrides"] = {"warmup_steps": 9}
+    config["trainsets"]["nli"]["objective_overrides"] = {"contrastive_tau": 10.0, "angle_tau": 3.0}
+    s = _settings(resolve_cell(config, "bert-base-uncased", "aoe_pool_max", "nli", 43))
+    assert (s["warmup_steps"].value, s["warmup_steps"].set_by) == (9, "backbones.bert-base-uncased.train_overrides.warmup_steps")
+    assert (s["learning_rate"].value, s["learning_rate"].set_by) == (5e-5, "trainsets.nli.train.learning_rate")
+    assert s["weight_decay"].set_by == "code:aoe.hparams.TrainSettings.weight_decay"
+    # the train set's objective_overrides sit above the variant's own entry
+    assert (s["loss.angle_tau"].value, s["loss.angle_tau"].set_by) == (3.0, "trainsets.nli.objective_overrides.angle_tau")
+    assert s["loss.weights"].value == {"angle": 1.0, "contrastive": 30.0}
+    assert s["loss.weights"].set_by == "trainsets.nli.objective_settings.aoe.weights"
+    assert (s["objective"].value, s["objective"].set_by) == ("aoe", "objectives.aoe_pool_max.base")
+    assert (s["pooling"].value, s["pooling"].set_by) == ("max", "objectives.aoe_pool_max.pooling")
+    assert (s["seed"].value, s["seed"].set_by) == (43, "cell")
+    # a backbone's recipe on the train set is the top loss layer
+    s = _settings(resolve_cell(grid, "llama-2-7b", "aoe", "nli", 42))
+    assert s["loss.weights"].value == {"angle": 1.0, "contrastive": 35.0}
+    assert s["loss.weights"].set_by == "backbones.llama-2-7b.objective_settings.nli.aoe.weights"
+    assert s["learning_rate"].set_by == "backbones.llama-2-7b.train_overrides.learning_rate"
+    assert TRAIN_LAYERS[-1][0] == "backbones" and LOSS_LAYERS[-1][0] == "backbones"
+
+
+def test_built_in_recipes_and_defaults_are_named(grid):
+    s = _settings(resolve_cell(grid, "bert-base-uncased", "aoe", "stsb", 42))
+    assert (s["loss.weights"].value, s["loss.weights"].set_by) == ({"angle": 1.0, "contrastive": 1.0}, "code:aoe.recipes.OBJECTIVES.aoe.weights")
+    assert s["loss.angle_tau"].set_by == "code:aoe.recipes.LossSettings.angle_tau"
+    s = _settings(resolve_cell(grid, "bert-base-uncased", "sbert", "nli", 42))
+    assert s["loss.weights"].value == {"softmax": 1.0} and s["loss.weights"].set_by.endswith("by_format.nli3")
+    s = _settings(resolve_cell(grid, "bert-base-uncased", "angle_only_angle", "stsb", 42))
+    assert s["loss.angle_tau"].value == 1.0  # AnglE's tau, not AoE's 20
+
+
+def test_params_build_the_train_config_of_every_cell(grid):
+    from aoe.workflow import run_cells
+
+    for cell in run_cells(grid):
+        if cell.trained:
+            params = train_params(grid, cell.backbone, cell.objective, cell.trainset, cell.seed)
+            cfg = TrainConfig(**params)
+            assert cfg.objective in OBJECTIVES and cfg.seed == cell.seed
+
+
+def test_config_does_not_restate_a_built_in_default(grid):
+    """Each default is written once: a config objectives entry only holds what differs from the recipe."""
+    raw = yaml.safe_load((REPO / "config.yaml").read_text())
+    for name, entry in raw["objectives"].items():
+        for key, value in entry.items():
+            assert OBJECTIVES.get(name, {}).get(key) != value, f"objectives.{name}.{key} restates aoe/recipes.py"
+
+
+def test_key_comments_reads_above_trailing_and_one_line_mappings(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text(
+        "a:\n"
+        "  # the rate\n"
+        "  # of b\n"
+        "  b: 1  # and more\n"
+        "  c: 'x # not a comment'\n"
+        "  d: {e: 1, f: [1, 2]}  # one line\n"
+        "  g: 2\n"
+    )
+    comments = key_comments(path)
+    assert comments[("a", "b")] == "the rate of b and more"
+    assert comments[("a", "c")] == ""
+    assert comments[("a", "d", "e")] == comments[("a", "d")] == "one line"
+    assert comments[("a", "g")] == ""
+
+
+@pytest.mark.parametrize("configfiles", [[], *([p] for p in PRESETS)], ids=["paper-grid", *PRESETS])
+def test_every_value_of_every_cell_cites_its_source(configfiles):
+    config = load_config(REPO, configfiles)
+    recipe = build_recipe(config, ["config.yaml", *configfiles])
+    assert recipe["cells"], "no trained cell"
+    unsourced = sorted({(r["key"], r["set_by"]) for c in recipe["cells"] for r in c["rows"] if not r["source"]})
+    assert not unsourced, f"values without a source (add a comment on the key): {unsourced[:10]}"
+    md = recipe_markdown(recipe)
+    for c in recipe["cells"]:
+        assert f'<a id="{c["anchor"]}"></a>' in md
+    assert "**no source**" not in md
+
+
+def test_the_ledger_flags_departures_from_the_official_code(grid):
+    recipe = build_recipe(grid, ["config.yaml"])
+    cells = {c["cell"]: {r["key"]: r for r in c["rows"]} for c in recipe["cells"]}
+    nli = cells["bert-base-uncased/aoe/nli/seed42"]
+    # ours all-gathers one micro-batch of 1,024 pairs; the official pool is one GPU's micro-batch
+    assert nli["in_batch_pool"]["value"] == 1024
+    assert nli["in_batch_pool"]["official"] is not None and nli["in_batch_pool"]["deviates"] == DEVIATES
+    assert nli["learning_rate"]["official"] == pytest.approx(5e-5) and nli["learning_rate"]["deviates"] == ""
+    llama = cells["llama-2-7b/aoe/nli/seed42"]
+    # the official LLaMA code trained a cosine term; AoE has none
+    assert llama["weights.cosine"]["value"] == 0.0 and llama["weights.cosine"]["deviates"] == DEVIATES
+    # a baseline's loss is not compared with the AnglE loss
+    sbert = cells["bert-base-uncased/sbert/nli/seed42"]
+    assert sbert["weights.softmax"]["official"] is None
+    assert recipe_anchor("bert-base-uncased", "aoe", "nli") == "recipe-bert-base-uncased-aoe-nli"
