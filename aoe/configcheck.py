@@ -13,6 +13,15 @@ defaults, which Snakemake would then fill in and so override everything):
 - ``trainsets.<t>.objective_overrides``, ``trainsets.<t>.objective_settings.<objective>`` and
   ``backbones.<b>.objective_settings.<trainset>.<objective>``: keys and values of ``objectives.<o>``;
 - ``objectives.<o>.by_format.<format>``: keys and values of ``objectives.<o>.weights``.
+
+It also holds every cross-key check the schema cannot express (:func:`check_config`), one
+function per concern, each raising ConfigError naming the key: objectives, runs, backbones,
+train sets, analysis.saturation, table targets, tables, llm_supervised, evaluation.mteb and
+figures. :func:`complete_config` runs the schema and all of them once, at start-up
+(rules/common.smk, and :func:`load_config` for tools outside the workflow); the rules files
+only compute from a config that passed. What stays in the rules is what needs the run itself:
+the data mirror on disk (rules/common.smk), a requested target (Snakefile), a job's wildcards
+(input functions), a figure asked for whose model no run trains (:func:`aoe.figures.figure_inputs`).
 """
 
 from __future__ import annotations
@@ -22,7 +31,36 @@ from typing import Iterable
 
 import yaml
 
-__all__ = ["check_schema", "complete_config", "key_source", "load_config"]
+from aoe.workflow import (
+    PRETRAINED,
+    RESERVED_TARGETS,
+    ConfigError,
+    TableRow,
+    _spec_trainsets,
+    _trained_seeds,
+    enabled_tables,
+    table_rows,
+    table_target,
+)
+
+__all__ = [
+    "CHECKS",
+    "check_backbones",
+    "check_config",
+    "check_figures",
+    "check_llm_supervised",
+    "check_mteb",
+    "check_objectives",
+    "check_runs",
+    "check_saturation",
+    "check_schema",
+    "check_table_targets",
+    "check_tables",
+    "check_trainsets",
+    "complete_config",
+    "key_source",
+    "load_config",
+]
 
 
 def _validator(schema: dict):
@@ -111,8 +149,6 @@ def _overrides(config: dict) -> Iterable[tuple[tuple, dict, str]]:
 
 def check_schema(config: dict, schema_path: str | Path, configfiles: Iterable[str | Path] = ()) -> None:
     """Raise ConfigError with one line if ``config`` breaks the schema, overrides included."""
-    from aoe.workflow import ConfigError
-
     schema = yaml.safe_load(Path(schema_path).read_text())
     configfiles = list(configfiles)
     error = _first_error(_validator(schema), config)
@@ -134,13 +170,225 @@ def check_schema(config: dict, schema_path: str | Path, configfiles: Iterable[st
 _OVERRIDDEN = {"train": "trainsets.<name>.train", "objective": "objectives.<name>", "weights": "objectives.<name>.weights"}
 
 
+# -- cross-key checks: what the schema cannot express, on a config that passed it -------------
+
+
+def check_objectives(config: dict) -> None:
+    """``objectives.<o>.base`` names a configured objective or a recipe of aoe.recipes."""
+    from aoe.recipes import OBJECTIVES
+
+    objectives = config["objectives"]
+    for name, spec in objectives.items():
+        base = spec.get("base")
+        if base is not None and base not in objectives and base not in OBJECTIVES:
+            raise ConfigError(f"objectives.{name}.base: unknown objective {base!r}")
+
+
+def check_runs(config: dict) -> None:
+    """Each entry of ``runs``: a known backbone and train set, trained objectives that exist, each
+    with a data format its train set provides."""
+    from aoe.recipes import OBJECTIVES, resolve_format
+
+    backbones, trainsets, objectives = config["backbones"], config["trainsets"], config["objectives"]
+    for i, run in enumerate(config["runs"]):
+        where = f"runs[{i}]"
+        if run["backbone"] not in backbones:
+            raise ConfigError(f"{where}.backbone: unknown backbone {run['backbone']!r}; known: {sorted(backbones)}")
+        if run["trainset"] not in trainsets:
+            raise ConfigError(f"{where}.trainset: unknown train set {run['trainset']!r}; known: {sorted(trainsets)}")
+        for obj in run["objectives"]:
+            if obj == PRETRAINED:
+                raise ConfigError(f"{where}.objectives: {PRETRAINED!r} is not trained; tables add it by include_pretrained")
+            if obj not in objectives and obj not in OBJECTIVES:
+                raise ConfigError(
+                    f"{where}.objectives: unknown objective {obj!r}; known: {sorted(set(objectives) | set(OBJECTIVES))}"
+                )
+            base = objectives.get(obj, {}).get("base", obj)
+            try:
+                resolve_format(base, trainsets[run["trainset"]].get("formats", ["pairs"]), objectives.get(base))
+            except ValueError as err:
+                raise ConfigError(f"{where}: {err} (trainsets.{run['trainset']}.formats)") from None
+
+
+def check_backbones(config: dict) -> None:
+    """Each backbone has exactly one source and, if any, a prompt template with ``{text}``."""
+    from aoe.prompts import check_prompt
+
+    for name, spec in config["backbones"].items():
+        # the same four sources as aoe.models.materialize_backbone (which imports torch: not while planning)
+        sources = [k for k in ("hf_id", "package", "gguf_package", "path") if k in spec]
+        if len(sources) != 1:
+            raise ConfigError(
+                f"backbones.{name}: give exactly one of hf_id, package, gguf_package, path (got {sources or 'none'})"
+            )
+        try:
+            check_prompt(spec.get("prompt"))
+        except ValueError as err:
+            raise ConfigError(f"backbones.{name}.prompt: {err}") from None
+
+
+def check_trainsets(config: dict) -> None:
+    """Each train set: a split its dataset has, formats the dataset provides, an increasing score range."""
+    from aoe.data.pairsets import SOURCES, dataset_splits
+
+    all_splits = dataset_splits()
+    for name, spec in config["trainsets"].items():
+        splits = all_splits.get(spec["dataset"], ())
+        if spec["split"] not in splits:
+            raise ConfigError(
+                f"trainsets.{name}: dataset {spec['dataset']!r} has no split {spec['split']!r}; it has {sorted(splits)}"
+            )
+        available = SOURCES[spec["dataset"]][spec["split"]].formats if spec["dataset"] in SOURCES else ("pairs",)
+        extra = sorted(set(spec.get("formats", ["pairs"])) - set(available))
+        if extra:
+            raise ConfigError(f"trainsets.{name}.formats: {spec['dataset']} provides {list(available)}, not {extra}")
+        lo, hi = spec["score_range"]
+        if not hi > lo:
+            raise ConfigError(f"trainsets.{name}.score_range: must be increasing, got {spec['score_range']}")
+
+
+def check_saturation(config: dict) -> None:
+    """``analysis.saturation``: known backbones and, when any is given, a pair dataset and its split."""
+    from aoe.data.pairsets import pair_table_problem
+
+    backbones = config["backbones"]
+    sat = config.get("analysis", {}).get("saturation", {})
+    for b in sat.get("backbones", []):
+        if b not in backbones:
+            raise ConfigError(f"analysis.saturation.backbones: unknown backbone {b!r}; known: {sorted(backbones)}")
+    if sat.get("backbones") and (problem := pair_table_problem(sat["dataset"], sat["split"])):
+        raise ConfigError(f"analysis.saturation: {problem}")
+
+
+def check_table_targets(config: dict) -> None:
+    """Each enabled table's target rule (aoe.workflow.table_target) is its own and no workflow rule's."""
+    targets: dict[str, str] = {}
+    for name in enabled_tables(config):
+        target = table_target(name)
+        if target in targets:
+            raise ConfigError(f"tables.{name}: its target {target!r} is also the target of tables.{targets[target]}; disable one (enabled: false)")
+        if target in RESERVED_TARGETS:
+            raise ConfigError(f"tables.{name}: its target {target!r} is the name of a workflow rule; rename the table")
+        targets[target] = name
+
+
+def check_tables(config: dict) -> None:
+    """Each enabled table (but gis_stats): known train sets (with an eval_split for an in-domain
+    table) and at least one row, each row a model the runs train (:func:`_check_table_row`)."""
+    trainsets = config["trainsets"]
+    for name, table in enabled_tables(config).items():
+        kind = table["kind"]
+        if kind == "gis_stats":
+            continue
+        for ts in _spec_trainsets(table):
+            if ts not in trainsets:
+                raise ConfigError(f"tables.{name}: unknown train set {ts!r}; known: {sorted(trainsets)}")
+            if kind == "indomain" and not trainsets[ts].get("eval_split"):
+                raise ConfigError(f"tables.{name}: train set {ts!r} has no eval_split for an in-domain column")
+        rows = table_rows(config, name)
+        if not rows:
+            raise ConfigError(f"tables.{name}: no rows (give backbones and objectives, or rows)")
+        for i, row in enumerate(rows):
+            _check_table_row(config, f"tables.{name}" + (f".rows[{i}]" if table.get("rows") else ""), row)
+
+
+def _check_table_row(config: dict, where: str, row: TableRow) -> None:
+    """A known backbone; unless pretrained, train sets on which runs train it with every seed asked."""
+    if row.backbone not in config["backbones"]:
+        raise ConfigError(f"{where}: unknown backbone {row.backbone!r}")
+    if row.objective == PRETRAINED:
+        return
+    if not row.trainsets:
+        raise ConfigError(f"{where}: no train set (give trainset or trainsets)")
+    for ts in row.trainsets:
+        have = set(_trained_seeds(config, row.backbone, row.objective, ts))
+        if not have:
+            raise ConfigError(
+                f"{where}: no run trains backbone {row.backbone!r} with objective {row.objective!r} on {ts!r}; "
+                "add it to runs or remove it from the table"
+            )
+        if set(row.seeds) - have:
+            raise ConfigError(f"{where}: seeds {sorted(set(row.seeds) - have)} of {row.objective!r} on {ts!r} are not trained by any run")
+
+
+def check_llm_supervised(config: dict) -> None:
+    """``llm_supervised.generator`` is a backbone when a train set reads the generated pairs (stsb_llm)."""
+    from aoe.llm_supervised import LLM_DATASET
+
+    generator, backbones = config["llm_supervised"]["generator"], config["backbones"]
+    if any(ts["dataset"] == LLM_DATASET for ts in config["trainsets"].values()) and generator not in backbones:
+        raise ConfigError(f"llm_supervised.generator: unknown backbone {generator!r}; known: {sorted(backbones)}")
+
+
+def check_mteb(config: dict) -> None:
+    """``evaluation.mteb.local_tasks`` are tasks aoe.evaluate.mteb_eval defines (the schema's enum
+    lists them too: this catches the two drifting apart)."""
+    from aoe.evaluate.mteb_eval import MtebEvalError, local_task_inputs
+
+    try:
+        local_task_inputs(config["evaluation"]["mteb"]["local_tasks"])
+    except MtebEvalError as err:
+        raise ConfigError(f"evaluation.mteb.local_tasks: {err}") from None
+
+
+def check_figures(config: dict) -> None:
+    """Config errors the schema cannot see: unknown backbones, train sets, objectives, bad bins or groups.
+
+    Raises :class:`aoe.workflow.ConfigError` naming the key. A known model that no run
+    trains is not an error here: :func:`aoe.figures.unavailable_figures` reports it, and the
+    figure is left out of the targets.
+    """
+    fig = config.get("figures", {})
+    if not fig.get("enabled", True):
+        return
+    from aoe.figures import figure_cells
+    from aoe.recipes import OBJECTIVES  # torch-free: this runs when the DAG is built
+
+    objectives = set(config["objectives"]) | set(OBJECTIVES) | {PRETRAINED}
+    for name, pairs in figure_cells(config).items():
+        for key, cell in pairs:
+            if cell.backbone not in config["backbones"]:
+                raise ConfigError(f"{key}: unknown backbone {cell.backbone!r}; known: {sorted(config['backbones'])}")
+            if cell.objective not in objectives:
+                raise ConfigError(f"{key}: unknown objective {cell.objective!r}; known: {sorted(objectives)}")
+            if cell.trained and cell.trainset not in config["trainsets"]:
+                raise ConfigError(f"{key}: unknown train set {cell.trainset!r}; known: {sorted(config['trainsets'])}")
+    groups = fig["similarity_density"]["gold_groups"]
+    if any(b <= a for a, b in zip(groups, groups[1:])):
+        raise ConfigError(f"figures.similarity_density.gold_groups: edges must increase, got {groups}")
+    lo, hi = fig["gradients"]["bin_range"]
+    if not hi > lo:
+        raise ConfigError(f"figures.gradients.bin_range: must be increasing, got {[lo, hi]}")
+
+
+# in the order they run: a config with several problems names the first
+CHECKS = (
+    check_objectives,
+    check_runs,
+    check_backbones,
+    check_trainsets,
+    check_saturation,
+    check_table_targets,
+    check_tables,
+    check_llm_supervised,
+    check_mteb,
+    check_figures,
+)
+
+
+def check_config(config: dict) -> None:
+    """Every cross-key check of :data:`CHECKS`, on a config the schema passed with its defaults
+    filled in; raises ConfigError naming the first bad key."""
+    for check in CHECKS:
+        check(config)
+
+
 def complete_config(config: dict, schema_path: str | Path, configfiles: Iterable[str | Path] = ()) -> None:
     """Check ``config`` as the workflow does at start-up and fill in the schema's defaults, in place:
     the schema first, as one line (Snakemake's ``validate`` would print the whole schema), then
-    Snakemake's ``validate`` for the defaults, then the cross-key checks. Raises ConfigError."""
+    Snakemake's ``validate`` for the defaults, then the cross-key checks (:func:`check_config`).
+    Raises ConfigError."""
     from snakemake.utils import validate
-
-    from aoe.workflow import check_config
 
     check_schema(config, schema_path, configfiles)
     validate(config, str(schema_path))
@@ -158,8 +406,6 @@ def load_config(repo: str | Path, configfiles: Iterable[str | Path] = ()) -> dic
     config: dict = {}
     for path in files:
         if not path.is_file():
-            from aoe.workflow import ConfigError
-
             raise ConfigError(f"{path}: no such config file")
         update_config(config, yaml.safe_load(path.read_text()) or {})
     complete_config(config, repo / "schemas" / "config.schema.yaml", files)

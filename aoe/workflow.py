@@ -11,8 +11,6 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from aoe.prompts import check_prompt
-
 __all__ = [
     "ConfigError",
     "Cell",
@@ -64,102 +62,11 @@ class Cell:
 
 
 def check_config(config: dict) -> None:
-    """Cross-key checks the JSON schema cannot express; raise ConfigError naming the key."""
-    backbones, trainsets, objectives = config["backbones"], config["trainsets"], config["objectives"]
-    from aoe.recipes import OBJECTIVES, resolve_format
+    """Every cross-key check the JSON schema cannot express; raise ConfigError naming the key.
+    They live in :mod:`aoe.configcheck` (one function per concern, :func:`aoe.configcheck.check_config`)."""
+    from aoe.configcheck import check_config as check_all
 
-    for name, spec in objectives.items():
-        base = spec.get("base")
-        if base is not None and base not in objectives and base not in OBJECTIVES:
-            raise ConfigError(f"objectives.{name}.base: unknown objective {base!r}")
-    for i, run in enumerate(config["runs"]):
-        where = f"runs[{i}]"
-        if run["backbone"] not in backbones:
-            raise ConfigError(f"{where}.backbone: unknown backbone {run['backbone']!r}; known: {sorted(backbones)}")
-        if run["trainset"] not in trainsets:
-            raise ConfigError(f"{where}.trainset: unknown train set {run['trainset']!r}; known: {sorted(trainsets)}")
-        for obj in run["objectives"]:
-            if obj == PRETRAINED:
-                raise ConfigError(f"{where}.objectives: {PRETRAINED!r} is not trained; tables add it by include_pretrained")
-            if obj not in objectives and obj not in OBJECTIVES:
-                raise ConfigError(
-                    f"{where}.objectives: unknown objective {obj!r}; known: {sorted(set(objectives) | set(OBJECTIVES))}"
-                )
-            base = objectives.get(obj, {}).get("base", obj)
-            try:
-                resolve_format(base, trainsets[run["trainset"]].get("formats", ["pairs"]), objectives.get(base))
-            except ValueError as err:
-                raise ConfigError(f"{where}: {err} (trainsets.{run['trainset']}.formats)") from None
-    for name, spec in backbones.items():
-        # the same four sources as aoe.models.materialize_backbone (which imports torch: not while planning)
-        sources = [k for k in ("hf_id", "package", "gguf_package", "path") if k in spec]
-        if len(sources) != 1:
-            raise ConfigError(
-                f"backbones.{name}: give exactly one of hf_id, package, gguf_package, path (got {sources or 'none'})"
-            )
-        try:
-            check_prompt(spec.get("prompt"))
-        except ValueError as err:
-            raise ConfigError(f"backbones.{name}.prompt: {err}") from None
-    from aoe.data.pairsets import SOURCES, dataset_splits, pair_table_problem
-
-    all_splits = dataset_splits()
-    for name, spec in trainsets.items():
-        splits = all_splits.get(spec["dataset"], ())
-        if spec["split"] not in splits:
-            raise ConfigError(
-                f"trainsets.{name}: dataset {spec['dataset']!r} has no split {spec['split']!r}; it has {sorted(splits)}"
-            )
-        available = SOURCES[spec["dataset"]][spec["split"]].formats if spec["dataset"] in SOURCES else ("pairs",)
-        extra = sorted(set(spec.get("formats", ["pairs"])) - set(available))
-        if extra:
-            raise ConfigError(f"trainsets.{name}.formats: {spec['dataset']} provides {list(available)}, not {extra}")
-        lo, hi = spec["score_range"]
-        if not hi > lo:
-            raise ConfigError(f"trainsets.{name}.score_range: must be increasing, got {spec['score_range']}")
-    sat = config.get("analysis", {}).get("saturation", {})
-    for b in sat.get("backbones", []):
-        if b not in backbones:
-            raise ConfigError(f"analysis.saturation.backbones: unknown backbone {b!r}; known: {sorted(backbones)}")
-    if sat.get("backbones") and (problem := pair_table_problem(sat["dataset"], sat["split"])):
-        raise ConfigError(f"analysis.saturation: {problem}")
-    targets: dict[str, str] = {}
-    for name in enabled_tables(config):
-        target = table_target(name)
-        if target in targets:
-            raise ConfigError(f"tables.{name}: its target {target!r} is also the target of tables.{targets[target]}; disable one (enabled: false)")
-        if target in RESERVED_TARGETS:
-            raise ConfigError(f"tables.{name}: its target {target!r} is the name of a workflow rule; rename the table")
-        targets[target] = name
-    for name, table in enabled_tables(config).items():
-        kind = table["kind"]
-        if kind == "gis_stats":
-            continue
-        for ts in _spec_trainsets(table):
-            if ts not in trainsets:
-                raise ConfigError(f"tables.{name}: unknown train set {ts!r}; known: {sorted(trainsets)}")
-            if kind == "indomain" and not trainsets[ts].get("eval_split"):
-                raise ConfigError(f"tables.{name}: train set {ts!r} has no eval_split for an in-domain column")
-        rows = table_rows(config, name)
-        if not rows:
-            raise ConfigError(f"tables.{name}: no rows (give backbones and objectives, or rows)")
-        for i, row in enumerate(rows):
-            where = f"tables.{name}" + (f".rows[{i}]" if table.get("rows") else "")
-            if row.backbone not in backbones:
-                raise ConfigError(f"{where}: unknown backbone {row.backbone!r}")
-            if row.objective == PRETRAINED:
-                continue
-            if not row.trainsets:
-                raise ConfigError(f"{where}: no train set (give trainset or trainsets)")
-            for ts in row.trainsets:
-                have = set(_trained_seeds(config, row.backbone, row.objective, ts))
-                if not have:
-                    raise ConfigError(
-                        f"{where}: no run trains backbone {row.backbone!r} with objective {row.objective!r} on {ts!r}; "
-                        "add it to runs or remove it from the table"
-                    )
-                if set(row.seeds) - have:
-                    raise ConfigError(f"{where}: seeds {sorted(set(row.seeds) - have)} of {row.objective!r} on {ts!r} are not trained by any run")
+    check_all(config)
 
 
 def cell_parts(config: dict) -> dict[str, list[str]]:

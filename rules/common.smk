@@ -27,6 +27,7 @@ from aoe.data.pairsets import ALLNLI_FILE, SOURCES, dataset_splits, mirror_sourc
 from aoe.formats import TOKEN_CACHE_FORMAT
 
 try:
+    # the schema, then every cross-key check (aoe.configcheck: the rules files check nothing more);
     # one line naming the key and its file; fills in the schema's defaults
     complete_config(config, workflow.source_path("../schemas/config.schema.yaml"), workflow.configfiles)
 except ConfigError as err:

@@ -11,7 +11,6 @@
 from aoe.data.sts import SCORE_RANGE
 from aoe.figures import (
     FIGURES,
-    check_figures,
     figure_cells,
     figure_inputs,
     figure_results,
@@ -20,11 +19,6 @@ from aoe.figures import (
     shares_eval_cache,
     unavailable_figures,
 )
-
-try:
-    check_figures(config)
-except ConfigError as err:
-    raise WorkflowError(f"config: {err}") from None
 
 _FIG = config["figures"]
 _FIG_CELLS = figure_cells(config)

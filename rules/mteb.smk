@@ -2,7 +2,7 @@
 # the tasks read the prepared STS tables / SentEval files of the mirror (no hub); otherwise the
 # tasks (or the benchmark, MTEB(eng, v1)) are downloaded by mteb from the Hugging Face hub.
 
-from aoe.evaluate.mteb_eval import MtebEvalError, local_downstream_root, local_task_inputs, local_transfer_inputs
+from aoe.evaluate.mteb_eval import local_downstream_root, local_task_inputs, local_transfer_inputs
 
 MTEB = config["evaluation"]["mteb"]
 # MTEB(eng, v1)'s 56 datasets from the hub: its retrieval corpora held as text (MS MARCO alone is 8.8M
@@ -10,10 +10,8 @@ MTEB = config["evaluation"]["mteb"]
 # estimates, to be replaced by a measured cluster run.
 MTEB_FULL_EXTRA_MEM_MB = 112000
 MTEB_FULL_RUNTIME_SCALE = 48
-try:
-    MTEB_LOCAL = local_task_inputs(MTEB["local_tasks"])
-except MtebEvalError as err:
-    raise WorkflowError(f"config evaluation.mteb.local_tasks: {err}") from None
+# local_tasks checked at start-up (schema enum, aoe.configcheck.check_mteb)
+MTEB_LOCAL = local_task_inputs(MTEB["local_tasks"])
 
 
 rule evaluate_mteb:

@@ -1,4 +1,5 @@
-"""aoe.configcheck: a config that breaks the schema fails in one line naming the key, its file and the fix.
+"""aoe.configcheck: a config that breaks the schema fails in one line naming the key, its file and the fix;
+one that breaks a cross-key check fails through the same start-up call (complete_config, load_config).
 
 In-process cases for every kind of problem; tests/test_workflow.py runs the Snakefile on a few
 of them to show the workflow calls the check before anything is planned.
@@ -10,7 +11,7 @@ import pytest
 import yaml
 from snakemake.utils import update_config
 
-from aoe.configcheck import check_schema
+from aoe.configcheck import CHECKS, check_schema, load_config
 from aoe.workflow import ConfigError
 from tests.workflow_utils import REPO
 
@@ -71,3 +72,60 @@ def test_override_dictionaries_take_the_schema_of_what_they_override(tmp_path, o
     message = _check(tmp_path, override)
     assert message.startswith(start), message
     assert str(tmp_path / "override.yaml") in message and "takes the keys of" in message
+
+
+# One config per cross-key check of aoe.configcheck.CHECKS that only it refuses: config.yaml with
+# the override merged over it, and the start of the message. A new check needs a case here.
+CROSS_KEY_CASES = {
+    "check_objectives": ({"objectives": {"aoe_pool_avg": {"base": "aoee"}}}, "objectives.aoe_pool_avg.base: unknown objective 'aoee'"),
+    "check_runs": (
+        {"runs": [{"backbone": "minilm-l6", "trainset": "quora", "objectives": ["aoe"], "seeds": [1]}]},
+        "runs[0].trainset: unknown train set 'quora'",
+    ),
+    "check_backbones": (
+        {"backbones": {"minilm-l6": {"prompt": "no placeholder"}}},
+        "backbones.minilm-l6.prompt: prompt template 'no placeholder' has no {text} placeholder",
+    ),
+    "check_trainsets": ({"trainsets": {"stsb": {"score_range": [5.0, 0.0]}}}, "trainsets.stsb.score_range: must be increasing, got [5.0, 0.0]"),
+    "check_saturation": ({"analysis": {"saturation": {"backbones": ["nope"]}}}, "analysis.saturation.backbones: unknown backbone 'nope'"),
+    "check_table_targets": (
+        {"tables": {"train": {"kind": "stsb", "trainset": "stsb", "backbones": ["bert-base-uncased"], "objectives": ["aoe"]}}},
+        "tables.train: its target 'train' is the name of a workflow rule",
+    ),
+    "check_tables": (
+        {"tables": {"table2_indomain": {"backbones": ["minilm-l6"]}}},
+        "tables.table2_indomain: no run trains backbone 'minilm-l6' with objective",
+    ),
+    "check_llm_supervised": ({"llm_supervised": {"generator": "no-such-model"}}, "llm_supervised.generator: unknown backbone 'no-such-model'"),
+    # the schema's enum refuses an unknown name first: drop a task from the code to reach the check
+    "check_mteb": ({"evaluation": {"mteb": {"local_tasks": ["TRECLocal"]}}}, "evaluation.mteb.local_tasks: unknown local MTEB task(s) ['TRECLocal']"),
+    "check_figures": (
+        {"figures": {"gradients": {"model": {"backbone": "bert-huge"}}}},
+        "figures.gradients.model: unknown backbone 'bert-huge'",
+    ),
+}
+
+
+def test_every_cross_key_check_has_a_case():
+    assert sorted(CROSS_KEY_CASES) == sorted(check.__name__ for check in CHECKS)
+
+
+@pytest.mark.parametrize("check", sorted(CROSS_KEY_CASES))
+def test_complete_config_runs_each_cross_key_check(tmp_path, monkeypatch, check):
+    """load_config (complete_config, what rules/common.smk calls at start-up) refuses each case with its check's line."""
+    override, start = CROSS_KEY_CASES[check]
+    if check == "check_mteb":
+        from aoe.evaluate import mteb_eval
+
+        monkeypatch.delitem(mteb_eval.LOCAL_TASKS, "TRECLocal")
+    (tmp_path / "override.yaml").write_text(yaml.safe_dump(override))
+    with pytest.raises(ConfigError) as err:
+        load_config(REPO, [tmp_path / "override.yaml"])
+    message = str(err.value)
+    assert message.startswith(start) and "\n" not in message, message
+
+
+def test_load_config_passes_the_shipped_configs():
+    for preset in [None, *sorted((REPO / "presets").glob("*.yaml"))]:
+        config = load_config(REPO, [preset] if preset else [])
+        assert config["evaluation"]["sts"]["batch_size"] >= 1  # a schema default filled in

@@ -17,6 +17,8 @@ Import-light on purpose (no torch, no matplotlib): the Snakefile imports it at D
 
 from __future__ import annotations
 
+# the figure config's checks live with the other cross-key checks, run once at start-up
+from aoe.configcheck import check_figures
 from aoe.workflow import NO_TRAINSET, PRETRAINED, PRETRAINED_SEED, Cell, ConfigError, run_cells
 
 __all__ = [
@@ -77,35 +79,6 @@ def figure_cells(config: dict) -> dict[str, list[tuple[str, Cell]]]:
         "fig5": [],
         "fig_gradients": [("figures.gradients.model", _cell(grad))],
     }
-
-
-def check_figures(config: dict) -> None:
-    """Config errors the schema cannot see: unknown backbones, train sets, objectives, bad bins or groups.
-
-    Raises :class:`aoe.workflow.ConfigError` naming the key. A known model that no run
-    trains is not an error here: :func:`unavailable_figures` reports it, and the figure
-    is left out of the targets.
-    """
-    fig = config.get("figures", {})
-    if not fig.get("enabled", True):
-        return
-    from aoe.recipes import OBJECTIVES  # torch-free: this runs when the DAG is built
-
-    objectives = set(config["objectives"]) | set(OBJECTIVES) | {PRETRAINED}
-    for name, pairs in figure_cells(config).items():
-        for key, cell in pairs:
-            if cell.backbone not in config["backbones"]:
-                raise ConfigError(f"{key}: unknown backbone {cell.backbone!r}; known: {sorted(config['backbones'])}")
-            if cell.objective not in objectives:
-                raise ConfigError(f"{key}: unknown objective {cell.objective!r}; known: {sorted(objectives)}")
-            if cell.trained and cell.trainset not in config["trainsets"]:
-                raise ConfigError(f"{key}: unknown train set {cell.trainset!r}; known: {sorted(config['trainsets'])}")
-    groups = fig["similarity_density"]["gold_groups"]
-    if any(b <= a for a, b in zip(groups, groups[1:])):
-        raise ConfigError(f"figures.similarity_density.gold_groups: edges must increase, got {groups}")
-    lo, hi = fig["gradients"]["bin_range"]
-    if not hi > lo:
-        raise ConfigError(f"figures.gradients.bin_range: must be increasing, got {[lo, hi]}")
 
 
 def unavailable_figures(config: dict) -> dict[str, str]:
