@@ -30,6 +30,10 @@ DEVIATES = "⚠"
 OFFICIAL_LOSS_BASES = frozenset({"aoe", "angle_arxiv"})
 # the value a row shows when a key was left at a code default
 NO_FILE = "code"
+# Keys whose official counterpart means something else: shown, never flagged. Ours counts the
+# micro-batches of one step across all processes, the official trainer's is per GPU (batch_size
+# and in_batch_pool compare the two recipes).
+NOT_COMPARED = frozenset({"gradient_accumulation_steps"})
 
 
 @lru_cache(maxsize=1)
@@ -53,6 +57,12 @@ def _same(a: Any, b: Any) -> bool:
     if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
         return len(a) == len(b) and all(_same(x, y) for x, y in zip(sorted(map(str, a)), sorted(map(str, b))))
     return a == b
+
+
+def _hub_name(model: Any) -> Any:
+    """A hub id without its namespace: google-bert/bert-base-uncased and bert-base-uncased, or the
+    NousResearch and meta-llama copies of Llama-2-7b-hf, are the same weights under two owners."""
+    return model.rsplit("/", 1)[-1] if isinstance(model, str) else model
 
 
 @dataclass
@@ -145,13 +155,16 @@ def ledger_rows(config: dict, cell, files: _Files) -> list[dict]:
             off_value, off_src, dev = None, "", ""
         else:
             off_value, off_src = off_entry["value"], off_entry.get("source", "")
-            dev = "" if _same(value, off_value) else DEVIATES
+            same = _same(_hub_name(value), _hub_name(off_value)) if key == "init" else _same(value, off_value)
+            dev = "" if key in NOT_COMPARED or same else DEVIATES
         rows.append({
             "key": key, "value": value, "set_by": set_by, "file": file, "source": src,
             "official": off_value, "official_source": off_src, "deviates": dev,
         })
 
     for key, s in settings.items():
+        if key == "lora" and settings["finetune"].value == "full":
+            continue  # no adapters: LoRA settings do not touch full fine-tuning
         for k, v in _flat(key, s.value):
             add(k, v, s.set_by)
     # AnglE's three loss terms, shown at 0 where our objective has none of them

@@ -34,7 +34,7 @@ __all__ = [
 
 PRETRAINED = "pretrained"  # objective of a backbone evaluated as downloaded
 # rule names a table's target must not take
-RESERVED_TARGETS = frozenset({"all", "table", "tables", "figures", "analysis", "evaluate", "train", "train_all", "report"})
+RESERVED_TARGETS = frozenset({"all", "table", "tables", "figures", "analysis", "evaluate", "train", "train_all", "report", "recipe"})
 NO_TRAINSET = "none"
 PRETRAINED_SEED = 0
 
@@ -259,41 +259,10 @@ def objective_base(config: dict, objective: str) -> str:
 
 
 def train_params(config: dict, backbone: str, objective: str, trainset: str, seed: int) -> dict:
-    """Resolved keyword arguments of aoe.train.TrainConfig for one cell.
+    """Resolved keyword arguments of aoe.train.TrainConfig for one cell (:func:`aoe.hparams.resolve_cell`)."""
+    from aoe.hparams import resolve_cell
 
-    A variant (``objectives.<name>.base``) trains its base's recipe, with the train set's
-    settings for the base, and may change only the pooling: the model folder records
-    the base objective and the pooling it was trained with.
-    """
-    ts = config["trainsets"][trainset]
-    base = objective_base(config, objective)
-    variant = {k: v for k, v in config["objectives"].get(objective, {}).items() if k not in ("base", "pooling")}
-    params = {**ts.get("train", {}), **config["backbones"][backbone].get("train_overrides", {})}
-    overrides = {
-        **config["objectives"].get(base, {}),
-        **(variant if base != objective else {}),
-        **ts.get("objective_overrides", {}),
-        **ts.get("objective_settings", {}).get(base, {}),
-        **(ts.get("objective_settings", {}).get(objective, {}) if base != objective else {}),
-        # a backbone's own recipe on this train set wins (official LLaMA NLI recipe: in-batch weight 35, BERT 30)
-        **config["backbones"][backbone].get("objective_settings", {}).get(trainset, {}).get(base, {}),
-    }
-    overrides = {k: v for k, v in overrides.items() if k not in ("base", "pooling")}
-    from aoe.recipes import resolve_format
-
-    bb = config["backbones"][backbone]
-    pooling = config["objectives"].get(objective, {}).get("pooling") or bb.get("pooling", "cls")
-    llm = {"finetune": bb.get("finetune", "full"), "lora": bb.get("lora", {}), "prompt": bb.get("prompt")}
-    return {
-        **params,
-        **llm,
-        "objective": base,
-        "format": resolve_format(base, ts.get("formats", ["pairs"]), overrides or None),
-        "objective_overrides": overrides,
-        "pooling": pooling,
-        "seed": int(seed),
-        "score_range": list(ts["score_range"]),
-    }
+    return resolve_cell(config, backbone, objective, trainset, seed).params
 
 
 def start_log(log_path: str | os.PathLike) -> None:

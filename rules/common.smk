@@ -122,7 +122,7 @@ def get_trainset_table(wildcards):
 
 def get_trainset_tokens(wildcards):
     ts = config["trainsets"][wildcards.trainset]
-    max_len = get_train_params(wildcards).get("max_length", 128)
+    max_len = get_train_params(wildcards)["max_length"]
     return f"results/tokens/{wildcards.backbone}-{max_len}/{ts['dataset']}/{_trainset_table_name(wildcards)}"
 
 

@@ -116,13 +116,19 @@ def test_the_ledger_flags_departures_from_the_official_code(grid):
     recipe = build_recipe(grid, ["config.yaml"])
     cells = {c["cell"]: {r["key"]: r for r in c["rows"]} for c in recipe["cells"]}
     nli = cells["bert-base-uncased/aoe/nli/seed42"]
-    # ours all-gathers one micro-batch of 1,024 pairs; the official pool is one GPU's micro-batch
-    assert nli["in_batch_pool"]["value"] == 1024
-    assert nli["in_batch_pool"]["official"] is not None and nli["in_batch_pool"]["deviates"] == DEVIATES
+    # the official command's 2,048 pairs a step, negatives from one GPU's 128: the grid matches both
+    assert (nli["batch_size"]["value"], nli["batch_size"]["official"]) == (2048, 2048)
+    assert (nli["in_batch_pool"]["value"], nli["in_batch_pool"]["official"], nli["in_batch_pool"]["deviates"]) == (128, 128, "")
     assert nli["learning_rate"]["official"] == pytest.approx(5e-5) and nli["learning_rate"]["deviates"] == ""
+    assert nli["init"]["deviates"] == ""  # google-bert/bert-base-uncased: the same weights
+    assert not any(key.startswith("lora.") for key in nli)  # full fine-tuning
     llama = cells["llama-2-7b/aoe/nli/seed42"]
-    # the official LLaMA code trained a cosine term; AoE has none
+    # the official LLaMA code trained a cosine term and angle tau 1.0; AoE has neither
     assert llama["weights.cosine"]["value"] == 0.0 and llama["weights.cosine"]["deviates"] == DEVIATES
+    assert llama["angle_tau"]["official"] == 1.0 and llama["angle_tau"]["deviates"] == DEVIATES
+    # the official STS-B example starts from the NLI checkpoint, the grid from bert-base-uncased
+    stsb = cells["bert-base-uncased/aoe/stsb/seed42"]
+    assert stsb["init"]["deviates"] == DEVIATES and stsb["epochs"]["official"] == 5
     # a baseline's loss is not compared with the AnglE loss
     sbert = cells["bert-base-uncased/sbert/nli/seed42"]
     assert sbert["weights.softmax"]["official"] is None
