@@ -341,6 +341,7 @@ def test_cpu_preset_plans_the_chain(tmp_path):
         "evaluate_sts": 7,  # those 6 and the backbone as downloaded
         "table": 1,
         "report_md": 1,
+        "recipe": 1,
         "all": 1,
     }, out.stdout[-3000:]
     for path in ("results/data/stsb_llm/train.parquet", "results/data/stsb_self/train.parquet", "results/backbones/gemma3-270m"):

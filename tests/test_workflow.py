@@ -89,7 +89,11 @@ def test_train_params_merge_trainset_backbone_and_objective():
     assert params["learning_rate"] == 1e-5  # backbone override wins over the train set's 2e-5
     assert params["batch_size"] == 32 and params["seed"] == 43 and params["pooling"] == "cls"
     assert params["objective_overrides"]["contrastive_threshold"] == 0.8
-    assert params["objective_overrides"]["weights"] == {"angle": 1.0, "contrastive": 1.0}
+    # AoE's in-domain weights are the built-in recipe's (aoe/recipes.py), written once
+    assert "weights" not in params["objective_overrides"]
+    from aoe.recipes import objective_spec
+
+    assert objective_spec("aoe", params["objective_overrides"])["weights"] == {"angle": 1.0, "contrastive": 1.0}
     from aoe.train import TrainConfig
 
     TrainConfig(**params)  # every resolved key is a TrainConfig field
