@@ -6,6 +6,15 @@ import yaml
 
 from tests.workflow_utils import REPO
 
+def _train_fields():
+    from dataclasses import fields
+
+    from aoe.hparams import TrainSettings
+
+    schema = yaml.safe_load((REPO / "schemas" / "config.schema.yaml").read_text())
+    return [f for f in fields(TrainSettings) if f.name in schema["$defs"]["train"]["properties"]]
+
+
 # Keys whose absence means something (which source a backbone comes from, which weights an
 # objective has): a default would be wrong, not missing. By path, so that a new key of the same
 # name elsewhere is still checked ("*": any name under additionalProperties, "[]": a list item).
@@ -20,6 +29,8 @@ NO_DEFAULT = {
     # a table's rows and references: absent = none, or the table's own value
     *(f"config.tables.*.{k}" for k in ("trainset", "trainsets", "backbones", "objectives", "rows", "paper", "ttest.treatment")),
     *(f"config.tables.*.rows[].{k}" for k in ("trainset", "trainsets", "seeds", "label", "paper")),
+    # training keys: absent = the default of aoe.hparams.TrainSettings, written there once with its source
+    *(f"$defs.train.{f.name}" for f in _train_fields()),
 }
 
 
