@@ -31,6 +31,7 @@ from typing import Iterable
 
 import yaml
 
+from aoe.hparams import NOT_SET, lookup, objective_base
 from aoe.workflow import (
     PRETRAINED,
     RESERVED_TARGETS,
@@ -84,14 +85,7 @@ def key_source(path: tuple, configfiles: Iterable[str | Path]) -> str | None:
             node = yaml.safe_load(Path(file).read_text())
         except (OSError, yaml.YAMLError):
             continue
-        for part in path:
-            if isinstance(node, dict) and part in node:
-                node = node[part]
-            elif isinstance(node, list) and isinstance(part, int) and part < len(node):
-                node = node[part]
-            else:
-                break
-        else:
+        if lookup(node, path) is not NOT_SET:
             found = Path(file)
     if found is None:
         return None
@@ -203,7 +197,7 @@ def check_runs(config: dict) -> None:
                 raise ConfigError(
                     f"{where}.objectives: unknown objective {obj!r}; known: {sorted(set(objectives) | set(OBJECTIVES))}"
                 )
-            base = objectives.get(obj, {}).get("base", obj)
+            base = objective_base(config, obj)
             try:
                 resolve_format(base, trainsets[run["trainset"]].get("formats", ["pairs"]), objectives.get(base))
             except ValueError as err:

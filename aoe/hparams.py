@@ -25,8 +25,8 @@ import yaml
 from aoe.recipes import OBJECTIVES, RECIPE_SOURCES, LossSettings, objective_spec, resolve_format, source
 
 __all__ = [
-    "LOSS_LAYERS", "TRAIN_LAYERS", "CellRecipe", "Setting", "TrainSettings", "key_comments",
-    "recipe_anchor", "resolve_cell",
+    "LOSS_LAYERS", "NOT_SET", "TRAIN_LAYERS", "CellRecipe", "Setting", "TrainSettings", "key_comments",
+    "lookup", "objective_base", "recipe_anchor", "resolve_cell",
 ]
 
 
@@ -110,13 +110,24 @@ class CellRecipe:
         return {s.key: s.set_by for s in self.settings}
 
 
-def _lookup(config: dict, path: tuple[str, ...]) -> Any:
-    node: Any = config
+NOT_SET = object()  # what lookup returns for a path a config does not have (None is a value)
+
+
+def lookup(node: Any, path: tuple) -> Any:
+    """The value at ``path`` in a loaded YAML document (str keys, int list indices), or NOT_SET."""
     for part in path:
-        if not isinstance(node, dict) or part not in node:
-            return None
-        node = node[part]
+        if isinstance(node, dict) and part in node:
+            node = node[part]
+        elif isinstance(node, list) and isinstance(part, int) and part < len(node):
+            node = node[part]
+        else:
+            return NOT_SET
     return node
+
+
+def objective_base(config: dict, objective: str) -> str:
+    """The recipe an objective trains with: itself, or the ``base`` of a variant (AoE Table 4 poolings)."""
+    return config["objectives"].get(objective, {}).get("base", objective)
 
 
 def _layers(config: dict, layers: tuple[tuple[str, ...], ...], parts: dict[str, str]) -> list[tuple[str, dict]]:
@@ -127,7 +138,7 @@ def _layers(config: dict, layers: tuple[tuple[str, ...], ...], parts: dict[str, 
         if path in seen:
             continue
         seen.add(path)
-        node = _lookup(config, path)
+        node = lookup(config, path)
         if isinstance(node, dict):
             out.append((".".join(path), node))
     return out
@@ -136,7 +147,7 @@ def _layers(config: dict, layers: tuple[tuple[str, ...], ...], parts: dict[str, 
 def _default(cls, name: str) -> tuple[Any, str]:
     f = next(f for f in fields(cls) if f.name == name)
     value = f.default_factory() if f.default is MISSING else f.default
-    return value, f"code:aoe.{'hparams' if cls is TrainSettings else 'recipes'}.{cls.__name__}.{name}"
+    return value, f"code:{cls.__module__}.{cls.__name__}.{name}"
 
 
 def resolve_cell(config: dict, backbone: str, objective: str, trainset: str, seed: int) -> CellRecipe:
@@ -148,7 +159,7 @@ def resolve_cell(config: dict, backbone: str, objective: str, trainset: str, see
     """
     ts, bb = config["trainsets"][trainset], config["backbones"][backbone]
     variant = config["objectives"].get(objective, {})
-    base = variant.get("base", objective)
+    base = objective_base(config, objective)
     parts = {"backbone": backbone, "objective": objective, "base": base, "trainset": trainset}
     settings: dict[str, Setting] = {}
 
@@ -185,7 +196,7 @@ def resolve_cell(config: dict, backbone: str, objective: str, trainset: str, see
             overrides[key] = value
             loss_setters[key] = f"{where}.{key}"
     fmt = resolve_format(base, ts.get("formats", ["pairs"]), overrides or None)
-    put("format", fmt, f"trainsets.{trainset}.formats" if "formats" in ts else "code:aoe.hparams.TrainSettings.format")
+    put("format", fmt, f"trainsets.{trainset}.formats" if "formats" in ts else _default(TrainSettings, "format")[1])
     spec = objective_spec(base, overrides or None)
     builtin = OBJECTIVES.get(base, {})
     for f in fields(LossSettings):

@@ -19,9 +19,9 @@ from typing import Any
 
 import yaml
 
-from aoe.hparams import code_source, key_comments, recipe_anchor, resolve_cell
+from aoe.hparams import NOT_SET, code_source, key_comments, lookup, recipe_anchor, resolve_cell
 
-__all__ = ["DEVIATES", "OFFICIAL_LOSS_BASES", "build_recipe", "ledger_rows", "official_recipes", "recipe_json", "recipe_markdown"]
+__all__ = ["DEVIATES", "OFFICIAL_LOSS_BASES", "build_recipe", "cell_ledger", "official_recipes", "recipe_json", "recipe_markdown"]
 
 OFFICIAL_RECIPES = Path(__file__).parent / "resources" / "official_recipes.yaml"
 DEVIATES = "⚠"
@@ -80,13 +80,8 @@ class _Files:
         keys = tuple(dotted.split("."))
         found = []
         for path, data in zip(self.paths, self.data):
-            node: Any = data
-            for k in keys:
-                if not isinstance(node, dict) or k not in node:
-                    break
-                node = node[k]
-            else:
-                found.append((str(path), node, key_comments(path).get(keys, "")))
+            if (value := lookup(data, keys)) is not NOT_SET:
+                found.append((str(path), value, key_comments(path).get(keys, "")))
         if not found:
             return SCHEMA_FILE, f"schema default: {_schema_description(keys)}"
         path, value, comment = found[-1]
@@ -130,8 +125,9 @@ def _flat(key: str, value: Any) -> list[tuple[str, Any]]:
     return [(name, value)]
 
 
-def ledger_rows(config: dict, cell, files: _Files) -> list[dict]:
-    """One row per value of ``cell``: key, value, set_by, file, source, official, official_source, deviates."""
+def cell_ledger(config: dict, cell, files: _Files) -> tuple[str | None, list[dict]]:
+    """The official recipe compared (its name, or None) and one row per value of ``cell``: key, value,
+    set_by, file, source, official, official_source, deviates."""
     recipe = resolve_cell(config, cell.backbone, cell.objective, cell.trainset, cell.seed)
     settings = {s.key: s for s in recipe.settings}
     base = settings["objective"].value
@@ -140,7 +136,7 @@ def ledger_rows(config: dict, cell, files: _Files) -> list[dict]:
     compare_loss = base in OFFICIAL_LOSS_BASES
     rows = []
 
-    def add(key: str, value: Any, set_by: str) -> None:
+    def add(key: str, value: Any, set_by: str, loss: bool = False) -> None:
         if set_by.startswith("code:"):
             file, src = NO_FILE, code_source(set_by)
         elif set_by == "cell":
@@ -150,8 +146,7 @@ def ledger_rows(config: dict, cell, files: _Files) -> list[dict]:
         else:
             file, src = files.find(set_by)
         off_entry = official.get(key)
-        is_loss = key.startswith(("weights.", "angle_tau", "cosine_tau", "contrastive_tau"))
-        if off_entry is None or (is_loss and not compare_loss):
+        if off_entry is None or (loss and not compare_loss):
             off_value, off_src, dev = None, "", ""
         else:
             off_value, off_src = off_entry["value"], off_entry.get("source", "")
@@ -166,12 +161,12 @@ def ledger_rows(config: dict, cell, files: _Files) -> list[dict]:
         if key == "lora" and settings["finetune"].value == "full":
             continue  # no adapters: LoRA settings do not touch full fine-tuning
         for k, v in _flat(key, s.value):
-            add(k, v, s.set_by)
+            add(k, v, s.set_by, loss=key.startswith("loss."))
     # AnglE's three loss terms, shown at 0 where our objective has none of them
     if compare_loss:
         for comp in ("cosine", "contrastive", "angle"):
             if not any(r["key"] == f"weights.{comp}" for r in rows):
-                add(f"weights.{comp}", 0.0, settings["loss.weights"].set_by)
+                add(f"weights.{comp}", 0.0, settings["loss.weights"].set_by, loss=True)
     # the pool of in-batch negatives and ranking pairs: one micro-batch, all-gathered over processes
     pool_by = "derived: batch_size / gradient_accumulation_steps, one micro-batch all-gathered over processes (aoe/train.py)"
     add("in_batch_pool", settings["batch_size"].value // max(1, settings["gradient_accumulation_steps"].value), pool_by)
@@ -179,7 +174,7 @@ def ledger_rows(config: dict, cell, files: _Files) -> list[dict]:
     init_key = next((k for k in ("hf_id", "package", "gguf_package") if k in bb), None)
     if init_key:
         add("init", bb[init_key], f"backbones.{cell.backbone}.{init_key}")
-    return rows
+    return off_name, rows
 
 
 def build_recipe(config: dict, configfiles: list[str | Path]) -> dict:
@@ -191,14 +186,13 @@ def build_recipe(config: dict, configfiles: list[str | Path]) -> dict:
     for cell in run_cells(config):
         if not cell.trained:
             continue
-        ft = config["backbones"][cell.backbone].get("finetune", "full")
-        off_name, _ = _official_recipe(cell.trainset, ft)
+        off_name, rows = cell_ledger(config, cell, files)
         cells.append({
             "cell": cell.path,
             "backbone": cell.backbone, "objective": cell.objective, "trainset": cell.trainset, "seed": cell.seed,
             "anchor": recipe_anchor(cell.backbone, cell.objective, cell.trainset),
             "official_recipe": off_name,
-            "rows": ledger_rows(config, cell, files),
+            "rows": rows,
         })
     return {"configfiles": [str(p) for p in configfiles], "official_versions": official_recipes().get("versions", {}), "cells": cells}
 

@@ -5,7 +5,7 @@ column, our mean ± std and seed count, the paper's number ± its std, Δ = ours
 and a flag ``⚠`` from :data:`FLAG_RULE` (the one-run prediction-interval test, :func:`flag`); then
 the table's paper rows with no counterpart among ours, number by number, so every paper number a
 table shows is in the report. Each line of ours links its Row cell to its cell's recipe in
-results/RECIPE.md (``aoe.hparams.recipe_anchor``; no links while that module is absent). The header
+results/RECIPE.md (``aoe.hparams.recipe_anchor``). The header
 records the config files (preset) and the git commit that produced the numbers; each table names the
 config files that define or override it.
 Figures' JSON numbers (results/figures/*.json) are listed when present. Reads files only.
@@ -22,6 +22,7 @@ from typing import Any
 import yaml
 from scipy import stats
 
+from aoe.hparams import recipe_anchor
 from aoe.jsonio import finite_or_none
 from aoe.tables import PRETRAINED
 
@@ -56,22 +57,15 @@ def flag_bound(std: float | None, n: int, paper_std: float | None) -> float | No
 def flag(delta: float | None, std: float | None, n: int, paper_std: float | None) -> str:
     """:data:`FLAG_RULE`: ``⚠`` where |Δ| > :func:`flag_bound`; :data:`ONE_SEED` with fewer than 2 seeds
     (never a flag on the paper's fixed-seed std alone); '' otherwise or without Δ."""
-    delta = finite_or_none(delta)
+    return _flag_of(finite_or_none(delta), flag_bound(std, n, paper_std))
+
+
+def _flag_of(delta: float | None, bound: float | None) -> str:
     if delta is None:
         return ""
-    bound = flag_bound(std, n, paper_std)
     if bound is None:
         return ONE_SEED
     return FLAG if abs(delta) > bound else ""
-
-
-def _recipe_anchor():
-    """``aoe.hparams.recipe_anchor``, or None while that module does not exist yet (then no links)."""
-    try:
-        from aoe.hparams import recipe_anchor
-    except ImportError:
-        return None
-    return recipe_anchor
 
 
 def _cell_trainset(row: dict, key: str) -> str | None:
@@ -152,7 +146,6 @@ def table_section(table: dict, sources: list[str] | None = None) -> tuple[str, d
     lines.append(f"- Kind: `{table['kind']}`; config: {', '.join(f'`{s}`' for s in sources) if sources else 'defaults'}.")
     headers = {c["key"]: c["header"] for c in table["columns"]}
     counts = dict.fromkeys(_COUNTS, 0)
-    anchor = _recipe_anchor()
     body = []
     for row in table["rows"]:
         if row.get("reference"):
@@ -173,8 +166,8 @@ def table_section(table: dict, sources: list[str] | None = None) -> tuple[str, d
             n = row["count"].get(key, 0)
             p_std = finite_or_none((row.get("paper_std") or {}).get(key))
             delta = finite_or_none(row["delta"].get(key))
-            f = flag(delta, std, n, p_std)
             bound = flag_bound(std, n, p_std) if delta is not None else None
+            f = _flag_of(delta, bound)
             if delta is not None:
                 counts["compared"] += 1
                 counts["flagged"] += f == FLAG
@@ -183,10 +176,10 @@ def table_section(table: dict, sources: list[str] | None = None) -> tuple[str, d
             ours = _fmt(mean, digits) + (f" ± {_fmt(std, digits)}" if std is not None else "")
             paper_text = _paper_cell(paper, p_std, digits)
             row_cell = _md(label)
-            trainset = _cell_trainset(row, key) if anchor else None
+            trainset = _cell_trainset(row, key)
             if trainset:
                 text = row_cell.replace("[", "\\[").replace("]", "\\]")
-                row_cell = f"[{text}](RECIPE.md#{anchor(row['backbone'], row['objective'], trainset)})"
+                row_cell = f"[{text}](RECIPE.md#{recipe_anchor(row['backbone'], row['objective'], trainset)})"
             body.append(
                 f"| {row_cell} | {_md(headers.get(key, key))} | {ours} | {n} | {paper_text} | "
                 f"{'–' if delta is None else f'{delta:+.{digits}f}'} | {_fmt(bound, digits)} | {f} |"

@@ -15,7 +15,6 @@ __all__ = [
     "ConfigError",
     "Cell",
     "PRETRAINED",
-    "check_config",
     "run_cells",
     "eval_cells",
     "table_cells",
@@ -59,14 +58,6 @@ class Cell:
     @property
     def trained(self) -> bool:
         return self.objective != PRETRAINED
-
-
-def check_config(config: dict) -> None:
-    """Every cross-key check the JSON schema cannot express; raise ConfigError naming the key.
-    They live in :mod:`aoe.configcheck` (one function per concern, :func:`aoe.configcheck.check_config`)."""
-    from aoe.configcheck import check_config as check_all
-
-    check_all(config)
 
 
 def cell_parts(config: dict) -> dict[str, list[str]]:
@@ -251,11 +242,6 @@ def eval_cells(config: dict) -> list[Cell]:
     for table in enabled_tables(config):
         cells.update(table_cells(config, table))
     return sorted(cells)
-
-
-def objective_base(config: dict, objective: str) -> str:
-    """The recipe an objective trains with: itself, or the ``base`` of a variant (AoE Table 4 poolings)."""
-    return config["objectives"].get(objective, {}).get("base", objective)
 
 
 def train_params(config: dict, backbone: str, objective: str, trainset: str, seed: int) -> dict:

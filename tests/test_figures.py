@@ -10,7 +10,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from aoe.figures import check_figures, figure_cells, figure_inputs, figure_results, unavailable_figures
+from aoe.configcheck import check_figures
+from aoe.figures import figure_cells, figure_inputs, figure_results, unavailable_figures
 from aoe.figures.gradients import bin_stats, gradient_summary, plot_gradients, score_gradient_norms
 from aoe.figures.similarity import distance_to_gold, group_index, plot_gold_density, plot_similarity_density, rank_normalise
 from aoe.figures.sts_geometry import (

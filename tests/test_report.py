@@ -10,7 +10,6 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-import aoe.report
 from aoe.report import FLAG, FLAG_RULE, ONE_SEED, build_report, figure_section, flag, flag_bound, table_sources
 from aoe.tables import build_table, to_json
 
@@ -69,7 +68,7 @@ def table_json(tmp_path) -> Path:
 
 
 def _unlink(text: str) -> str:
-    """A report line without its recipe links (present only once aoe.hparams exists)."""
+    """A report line without its recipe links."""
     return re.sub(r"\[(.*?)\]\(RECIPE\.md#[^)]*\)", r"\1", text)
 
 
@@ -80,11 +79,6 @@ def _report_rows(text: str) -> dict[str, list[str]]:
             cells = [c.strip() for c in line.strip("|").split(" | ")]
             out[cells[0]] = cells[1:]
     return out
-
-
-def _anchor(backbone: str, objective: str, trainset: str) -> str:
-    # the definition aoe.hparams.recipe_anchor has (that module is another change's)
-    return re.sub(r"[^a-z0-9]+", "-", f"recipe-{backbone}-{objective}-{trainset}".lower()).strip("-")
 
 
 def test_report_flags_and_numbers(table_json, tmp_path):
@@ -191,9 +185,9 @@ def test_report_lists_every_paper_number_of_the_configured_tables(tmp_path):
     assert f"| train | total | 2 | 1 | 18565 | -18563 | – | {ONE_SEED} |" in sections["table_gis_stats"]
 
 
-def test_rows_link_to_their_recipes(tmp_path, monkeypatch):
+def test_rows_link_to_their_recipes(tmp_path):
     """Each line of ours links its Row cell to its cell's RECIPE.md anchor; pretrained rows and an average
-    over several train sets have no single recipe (no link); without aoe.hparams there are no links."""
+    over several train sets have no single recipe (no link)."""
     rows = [
         {"backbone": "b", "objective": o, "trainset": ts if o != "pretrained" else "none", "seed": 1, "column": ts, "value": 70.0}
         for o in ("pretrained", "aoe") for ts in ("stsb", "gis")
@@ -201,12 +195,9 @@ def test_rows_link_to_their_recipes(tmp_path, monkeypatch):
     spec = {"kind": "indomain", "trainsets": ["stsb", "gis"], "backbones": ["b"], "objectives": ["aoe"], "include_pretrained": True}
     path = tmp_path / "t.json"
     path.write_text(json.dumps(to_json(build_table(pd.DataFrame(rows), spec, name="t"))))
-    monkeypatch.setattr(aoe.report, "_recipe_anchor", lambda: _anchor)
     lines = [line for line in build_report([path]).splitlines() if line.startswith("| ") and "b " in line]
     assert "| [b AoE](RECIPE.md#recipe-b-aoe-stsb) | STS-B | 70.00 | 1 |" in "\n".join(lines)
     assert "| [b AoE](RECIPE.md#recipe-b-aoe-gis) | GIS | 70.00 | 1 |" in "\n".join(lines)
     assert any(line.startswith("| b AoE | Avg. |") for line in lines)  # stsb and gis: no single recipe
     assert all("RECIPE.md" not in line for line in lines if "as downloaded" in line)
     assert sum("RECIPE.md" in line for line in lines) == 2
-    monkeypatch.setattr(aoe.report, "_recipe_anchor", lambda: None)  # aoe.hparams not there yet
-    assert "RECIPE.md" not in build_report([path])

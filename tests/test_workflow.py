@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from aoe.configcheck import check_config
 from aoe.workflow import (
     Cell,
     ConfigError,
-    check_config,
     eval_cells,
     run_cells,
     table_cells,

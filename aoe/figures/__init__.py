@@ -17,14 +17,11 @@ Import-light on purpose (no torch, no matplotlib): the Snakefile imports it at D
 
 from __future__ import annotations
 
-# the figure config's checks live with the other cross-key checks, run once at start-up
-from aoe.configcheck import check_figures
 from aoe.workflow import NO_TRAINSET, PRETRAINED, PRETRAINED_SEED, Cell, ConfigError, run_cells
 
 __all__ = [
     "FIGURES",
     "figure_cells",
-    "check_figures",
     "unavailable_figures",
     "figure_outputs",
     "figure_results",
