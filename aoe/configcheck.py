@@ -16,7 +16,7 @@ defaults, which Snakemake would then fill in and so override everything):
 
 It also holds every cross-key check the schema cannot express (:func:`check_config`), one
 function per concern, each raising ConfigError naming the key: objectives, runs, backbones,
-train sets, analysis.saturation, table targets, tables, llm_supervised, evaluation.mteb and
+train sets, trained starts (init), analysis.saturation, table targets, tables, llm_supervised, evaluation.mteb and
 figures. :func:`complete_config` runs the schema and all of them once, at start-up
 (rules/common.smk, and :func:`load_config` for tools outside the workflow); the rules files
 only compute from a config that passed. What stays in the rules is what needs the run itself:
@@ -40,6 +40,8 @@ from aoe.workflow import (
     _spec_trainsets,
     _trained_seeds,
     enabled_tables,
+    init_cell,
+    run_cells,
     table_rows,
     table_target,
 )
@@ -49,6 +51,7 @@ __all__ = [
     "check_backbones",
     "check_config",
     "check_figures",
+    "check_inits",
     "check_llm_supervised",
     "check_mteb",
     "check_objectives",
@@ -241,6 +244,37 @@ def check_trainsets(config: dict) -> None:
             raise ConfigError(f"trainsets.{name}.score_range: must be increasing, got {spec['score_range']}")
 
 
+def check_inits(config: dict) -> None:
+    """A trained cell's ``init`` (a trained model to start from) names a known train set and objective,
+    is set only where the backbone is fully fine-tuned, and its chain of starts ends (no cycle)."""
+    from aoe.hparams import resolve_cell
+    from aoe.recipes import OBJECTIVES
+
+    known = set(config["objectives"]) | set(OBJECTIVES)
+    for cell in run_cells(config):
+        chain = [cell]
+        while True:
+            current = chain[-1]
+            recipe = resolve_cell(config, current.backbone, current.objective, current.trainset, current.seed)
+            init, where = recipe.params.get("init"), recipe.provenance()["init"]
+            if not init:
+                break
+            if init["trainset"] not in config["trainsets"]:
+                raise ConfigError(f"{where}.trainset: unknown train set {init['trainset']!r}; known: {sorted(config['trainsets'])}")
+            if init.get("objective") and init["objective"] not in known:
+                raise ConfigError(f"{where}.objective: unknown objective {init['objective']!r}; known: {sorted(known)}")
+            if recipe.params["finetune"] != "full":
+                raise ConfigError(
+                    f"{where}: cell {current.path} fine-tunes with {recipe.params['finetune']!r}; a trained start needs "
+                    f"full fine-tuning (set backbones.{current.backbone}.train_overrides.init: null)"
+                )
+            start = init_cell(config, current)
+            if start in chain:
+                loop = [*chain[chain.index(start):], start]
+                raise ConfigError(f"{where}: the starts form a cycle: {' starts from '.join(c.path for c in loop)}")
+            chain.append(start)
+
+
 def check_saturation(config: dict) -> None:
     """``analysis.saturation``: known backbones and, when any is given, a pair dataset and its split."""
     from aoe.data.pairsets import pair_table_problem
@@ -361,6 +395,7 @@ CHECKS = (
     check_runs,
     check_backbones,
     check_trainsets,
+    check_inits,
     check_saturation,
     check_table_targets,
     check_tables,

@@ -66,6 +66,9 @@ class TrainSettings:
     finetune: str = field(default="full", metadata=source("AoE §4.1: BERT-base is fully fine-tuned"))  # full | lora | qlora
     lora: dict = field(default_factory=dict, metadata=source("no adapters: full fine-tuning"))
     prompt: str | None = field(default=None, metadata=source("no prompt: BERT-style backbones embed the text itself"))
+    # {trainset: <t>, objective: <o>}: start from the trained model of (same backbone, <o>, <t>, same
+    # seed) instead of the backbone's weights; no objective: the cell's own (a two-stage run)
+    init: dict | None = field(default=None, metadata=source("our choice: the backbone's own pretrained weights, no earlier training stage"))
 
 
 # Training settings, lowest precedence first; "{x}" names a cell part. Code defaults

@@ -160,6 +160,8 @@ def cell_ledger(config: dict, cell, files: _Files) -> tuple[str | None, list[dic
     for key, s in settings.items():
         if key == "lora" and settings["finetune"].value == "full":
             continue  # no adapters: LoRA settings do not touch full fine-tuning
+        if key == "init":
+            continue  # one row below: the weights the cell starts from
         for k, v in _flat(key, s.value):
             add(k, v, s.set_by, loss=key.startswith("loss."))
     # AnglE's three loss terms, shown at 0 where our objective has none of them
@@ -170,9 +172,15 @@ def cell_ledger(config: dict, cell, files: _Files) -> tuple[str | None, list[dic
     # the pool of in-batch negatives and ranking pairs: one micro-batch, all-gathered over processes
     pool_by = "derived: batch_size / gradient_accumulation_steps, one micro-batch all-gathered over processes (aoe/train.py)"
     add("in_batch_pool", settings["batch_size"].value // max(1, settings["gradient_accumulation_steps"].value), pool_by)
+    # the starting weights: a trained cell's model (a two-stage run), else the backbone's
+    from aoe.workflow import init_cell
+
+    start = init_cell(config, cell)
     bb = config["backbones"][cell.backbone]
     init_key = next((k for k in ("hf_id", "package", "gguf_package") if k in bb), None)
-    if init_key:
+    if start:
+        add("init", f"results/models/{start.path}", settings["init"].set_by)
+    elif init_key:
         add("init", bb[init_key], f"backbones.{cell.backbone}.{init_key}")
     return off_name, rows
 

@@ -11,7 +11,8 @@ backbone asks for more than one GPU.
 Each run writes, into ``results/models/{backbone}/{objective}/{trainset}/seed{seed}/``:
 
     config.json, model.safetensors, tokenizer files   the fine-tuned transformer
-    aoe_config.json                                   resolved training config (pooling, objective, data identity, summary)
+    aoe_config.json                                   resolved training config (pooling, objective, data identity, summary,
+                                                      and ``init``: the trained model it started from, if any)
     versions.json                                     library versions and git commit
     metrics.jsonl                                     loss components, lr and pairs/s every ``log_every`` steps
     modules.json, sentence_bert_config.json, ...      sentence-transformers files (aoe.interop)
@@ -77,6 +78,11 @@ class TrainConfig(TrainSettings):
         if not hi > lo:
             raise ValueError(f"score_range must be increasing, got {self.score_range}")
         self.score_range = (float(lo), float(hi))
+        if self.init is not None:
+            if not isinstance(self.init, dict) or "trainset" not in self.init or set(self.init) - {"trainset", "objective"}:
+                raise ValueError(f"init must be null or {{trainset: <name>, objective: <name, optional>}}, got {self.init!r}")
+            if self.finetune != "full":
+                raise ValueError(f"init (a trained model to start from) needs full fine-tuning, not {self.finetune!r}")
 
     def fingerprint(self) -> str:
         """Identity of the run, to refuse resuming a checkpoint of another configuration."""
@@ -189,14 +195,20 @@ def train(
     out_dir: str | Path,
     cfg: TrainConfig,
     extra_record: dict | None = None,
+    init_dir: str | Path | None = None,
 ) -> dict:
-    """Train and save the model into ``out_dir`` (resuming from its checkpoint if one exists); return the run summary."""
+    """Train and save the model into ``out_dir`` (resuming from its checkpoint if one exists); return the run summary.
+
+    ``init_dir``: a model folder this function wrote, of the same backbone, whose weights the run
+    starts from (``cfg.init`` names its cell; both or neither must be given).
+    """
     from accelerate import Accelerator
     from accelerate.utils import DistributedDataParallelKwargs, set_seed
     from tqdm.auto import tqdm
     from transformers import AutoModel, AutoTokenizer, get_linear_schedule_with_warmup
 
     out_dir = Path(out_dir)
+    init_record = _check_init(cfg, backbone_dir, init_dir)
     objective = get_objective(cfg.objective, cfg.objective_overrides, format=cfg.format)
     # BERT's pooler (and an unused head) get no gradient: DDP must not wait for them
     accelerator = Accelerator(
@@ -228,7 +240,7 @@ def train(
     collate = _Collator(tokenizer, cfg, n_texts)
 
     if cfg.finetune == "full":
-        encoder = AutoModel.from_pretrained(backbone_dir)
+        encoder = AutoModel.from_pretrained(init_dir or backbone_dir)
         if cfg.gradient_checkpointing:
             encoder.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     else:
@@ -363,6 +375,7 @@ def train(
                     "backbone": json.loads(backbone_info.read_text()) if backbone_info.is_file() else str(backbone_dir),
                     "token_cache": json.loads((Path(cache_dir) / "cache.json").read_text()),
                     "summary": summary,
+                    **({"init": init_record} if init_record else {}),
                     **(extra_record or {}),
                 }
                 if cfg.finetune != "full":
@@ -380,6 +393,30 @@ def train(
         return summary
     finally:
         bar.close()
+
+
+def _check_init(cfg: TrainConfig, backbone_dir: str | Path, init_dir: str | Path | None) -> dict | None:
+    """What aoe_config.json records of the model a run starts from (None: the backbone's weights)."""
+    if (cfg.init is None) != (init_dir is None):
+        raise ValueError(f"init {cfg.init!r} and init_dir {init_dir!r}: give both (a trained start) or neither")
+    if init_dir is None:
+        return None
+    record_file = Path(init_dir) / "aoe_config.json"
+    if not record_file.is_file():
+        raise FileNotFoundError(f"{init_dir}: not a trained model folder (no aoe_config.json); init {cfg.init!r} starts from one")
+    init_record = json.loads(record_file.read_text())
+    if init_record.get("finetune") != "full":
+        raise ValueError(f"{init_dir}: trained with finetune {init_record.get('finetune')!r}; init starts from a full fine-tuning only")
+    # the token cache was built with the backbone's tokenizer: the start must share it
+    backbone_info = Path(backbone_dir) / "backbone.json"
+    ours = json.loads(backbone_info.read_text()) if backbone_info.is_file() else str(backbone_dir)
+    if init_record.get("backbone") != ours:
+        raise ValueError(f"{init_dir}: trained from backbone {init_record.get('backbone')!r}, this run's is {ours!r}")
+    return {
+        "model": str(init_dir),
+        "cell": init_record.get("cell"),
+        "aoe_config_sha256": hashlib.sha256(record_file.read_bytes()).hexdigest(),
+    }
 
 
 def _save_checkpoint(accelerator, root: Path, cfg: TrainConfig, state: dict, metrics_lines: list[str]) -> None:
@@ -438,10 +475,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", required=True, help="output model folder")
     parser.add_argument("--config", required=True, help="JSON file with the TrainConfig fields")
     parser.add_argument("--record", help="JSON file of extra fields for aoe_config.json")
+    parser.add_argument("--init", help="trained model folder to start from (the config's init names its cell)")
     args = parser.parse_args(argv)
     cfg = TrainConfig(**json.loads(Path(args.config).read_text()))
     extra = json.loads(Path(args.record).read_text()) if args.record else None
-    summary = train(args.cache, args.table, args.backbone, args.out, cfg, extra_record=extra)
+    summary = train(args.cache, args.table, args.backbone, args.out, cfg, extra_record=extra, init_dir=args.init)
     if int(os.environ.get("RANK", "0")) == 0:
         print(json.dumps(summary, indent=2))
 

@@ -28,6 +28,7 @@ __all__ = [
     "table_target",
     "indomain_cells",
     "train_params",
+    "init_cell",
     "start_log",
 ]
 
@@ -249,6 +250,15 @@ def train_params(config: dict, backbone: str, objective: str, trainset: str, see
     from aoe.hparams import resolve_cell
 
     return resolve_cell(config, backbone, objective, trainset, seed).params
+
+
+def init_cell(config: dict, cell: Cell) -> Cell | None:
+    """The trained cell whose model ``cell`` starts from (its resolved ``init``: the same backbone and
+    seed, the init's train set and objective, else its own objective), or None: the backbone's weights."""
+    init = train_params(config, cell.backbone, cell.objective, cell.trainset, cell.seed).get("init")
+    if not init:
+        return None
+    return Cell(cell.backbone, init.get("objective") or cell.objective, init["trainset"], cell.seed)
 
 
 def start_log(log_path: str | os.PathLike) -> None:

@@ -6,10 +6,12 @@ sys.path.insert(0, workflow.basedir)
 from aoe.configcheck import complete_config
 from aoe.workflow import (
     PRETRAINED,
+    Cell,
     ConfigError,
     cell_parts,
     enabled_tables,
     eval_cells,
+    init_cell,
     run_cells,
     suite_results,
     table_inputs,
@@ -106,6 +108,12 @@ def get_prompt(wildcards):
 
 def get_train_params(wildcards):
     return train_params(config, wildcards.backbone, wildcards.objective, wildcards.trainset, int(wildcards.seed))
+
+
+def get_init_model(wildcards):
+    """The trained model a cell starts from (trainsets.<t>.train.init), or none: the backbone's weights."""
+    start = init_cell(config, Cell(wildcards.backbone, wildcards.objective, wildcards.trainset, int(wildcards.seed)))
+    return f"results/models/{start.path}" if start else []
 
 
 def _trainset_table_name(wildcards):

@@ -3,6 +3,7 @@ rule train_model:
         tokens=get_trainset_tokens,
         table=get_trainset_table,
         backbone="results/backbones/{backbone}",
+        init=get_init_model,
     output:
         directory("results/models/{backbone}/{objective}/{trainset}/seed{seed}"),
     log:

@@ -87,6 +87,10 @@ CROSS_KEY_CASES = {
         "backbones.minilm-l6.prompt: prompt template 'no placeholder' has no {text} placeholder",
     ),
     "check_trainsets": ({"trainsets": {"stsb": {"score_range": [5.0, 0.0]}}}, "trainsets.stsb.score_range: must be increasing, got [5.0, 0.0]"),
+    "check_inits": (
+        {"trainsets": {"stsb": {"train": {"init": {"trainset": "nil"}}}}},
+        "trainsets.stsb.train.init.trainset: unknown train set 'nil'",
+    ),
     "check_saturation": ({"analysis": {"saturation": {"backbones": ["nope"]}}}, "analysis.saturation.backbones: unknown backbone 'nope'"),
     "check_table_targets": (
         {"tables": {"train": {"kind": "stsb", "trainset": "stsb", "backbones": ["bert-base-uncased"], "objectives": ["aoe"]}}},
@@ -123,6 +127,29 @@ def test_complete_config_runs_each_cross_key_check(tmp_path, monkeypatch, check)
         load_config(REPO, [tmp_path / "override.yaml"])
     message = str(err.value)
     assert message.startswith(start) and "\n" not in message, message
+
+
+@pytest.mark.parametrize(
+    "override, start",
+    [
+        ({"trainsets": {"gis": {"train": {"init": {"trainset": "nli", "objective": "anglee"}}}}},
+         "trainsets.gis.train.init.objective: unknown objective 'anglee'"),
+        # QLoRA adapters train on the quantized base: a full model as the start cannot be loaded into it
+        ({"backbones": {"llama-2-7b": {"train_overrides": {"init": {"trainset": "stsb"}}}}},
+         "backbones.llama-2-7b.train_overrides.init: cell llama-2-7b/aoe/nli/seed42 fine-tunes with 'qlora'"),
+        # nli/angle_arxiv would start from stsb/angle_arxiv, which starts from nli/angle_arxiv
+        ({"trainsets": {"nli": {"train": {"init": {"trainset": "stsb", "objective": "angle_arxiv"}}}}},
+         "trainsets.stsb.train.init: the starts form a cycle: bert-base-uncased/angle_arxiv/nli/seed42 starts from "
+         "bert-base-uncased/angle_arxiv/stsb/seed42 starts from bert-base-uncased/angle_arxiv/nli/seed42"),
+        ({"trainsets": {"stsb_llm": {"train": {"init": {"objective": "aoe"}}}}},
+         "trainsets.stsb_llm.train.init: 'trainset' is a required property"),
+    ],
+)
+def test_a_trained_start_is_checked_at_planning_time(tmp_path, override, start):
+    (tmp_path / "override.yaml").write_text(yaml.safe_dump(override))
+    with pytest.raises(ConfigError) as err:
+        load_config(REPO, [tmp_path / "override.yaml"])
+    assert str(err.value).startswith(start), str(err.value)
 
 
 def test_load_config_passes_the_shipped_configs():

@@ -313,3 +313,41 @@ def test_warmup_steps_override_the_ratio():
     assert num_warmup_steps(TrainConfig(objective="aoe", warmup_ratio=0.1), 380) == 38
     assert num_warmup_steps(TrainConfig(objective="aoe", warmup_ratio=0.1, warmup_steps=50), 380) == 50
     assert num_warmup_steps(TrainConfig(objective="aoe", warmup_steps=50), 20) == 20  # never past the end
+
+
+def test_a_trained_start_loads_its_weights_and_is_recorded(runs, data, tmp_path):
+    """init: the run starts from a trained model's weights (a two-stage run), not the backbone's."""
+    start = runs["a"][0]
+    out = tmp_path / "second"
+    # a vanishing rate: one step leaves the weights where they started
+    cfg = _cfg(init={"trainset": "stage1"}, learning_rate=1e-12, max_steps=1)
+    train(data["cache"], data["table"], data["backbone"], out, cfg, extra_record={"cell": {"seed": 0}}, init_dir=start)
+    first, second, backbone = (load_file(p / "model.safetensors") for p in (start, out, Path(data["backbone"])))
+    shared = sorted(set(first) & set(second) & set(backbone))
+    assert shared
+    assert all(torch.allclose(first[k], second[k], atol=1e-6) for k in shared)
+    assert any(not torch.allclose(backbone[k], second[k], atol=1e-4) for k in shared)
+    record = json.loads((out / "aoe_config.json").read_text())
+    assert record["train"]["init"] == {"trainset": "stage1"}
+    assert record["init"]["model"] == str(start) and record["init"]["cell"] == {"seed": 0}
+    assert len(record["init"]["aoe_config_sha256"]) == 64
+
+
+def test_a_trained_start_must_be_named_and_compatible(runs, data, tmp_path):
+    start = runs["a"][0]
+    with pytest.raises(ValueError, match="give both"):
+        train(data["cache"], data["table"], data["backbone"], tmp_path / "x", _cfg(), init_dir=start)
+    with pytest.raises(ValueError, match="give both"):
+        train(data["cache"], data["table"], data["backbone"], tmp_path / "x", _cfg(init={"trainset": "nli"}))
+    with pytest.raises(FileNotFoundError, match="no aoe_config.json"):
+        train(data["cache"], data["table"], data["backbone"], tmp_path / "x", _cfg(init={"trainset": "nli"}), init_dir=tmp_path)
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "aoe_config.json").write_text(json.dumps({"finetune": "full", "backbone": {"hf_id": "bert-large-uncased"}}))
+    with pytest.raises(ValueError, match="trained from backbone"):
+        train(data["cache"], data["table"], data["backbone"], tmp_path / "x", _cfg(init={"trainset": "nli"}), init_dir=other)
+    assert not (tmp_path / "x").exists()
+    with pytest.raises(ValueError, match="needs full fine-tuning"):
+        _cfg(init={"trainset": "nli"}, finetune="qlora")
+    with pytest.raises(ValueError, match="init must be null"):
+        _cfg(init={"objective": "aoe"})

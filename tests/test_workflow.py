@@ -193,11 +193,16 @@ def test_full_paper_config_plans(paper_grid_plan):
     # no mirror: the SentEval archive is downloaded by a local rule; the whole grid is trained
     assert counts["download_senteval"] == 1 and counts["train_model"] == 225
     assert counts["table"] == len([t for t, s in _validated_config()["tables"].items() if s.get("enabled", True)])
-    # one table of the paper grid: AoE Table 2 trains only BERT on STS-B and GIS (3 objectives x 5 seeds each)
+    # one table of the paper grid: AoE Table 2 trains only BERT on STS-B and GIS (3 objectives x 5 seeds
+    # each), each from the NLI AnglE model of its seed (5 more), which it does not evaluate
     out = snakemake(work, "-n", "table2", env={"AOE_DATA_MIRROR": ""})
     assert out.returncode == 0, out.stdout[-3000:]
     counts = job_counts(out.stdout)
-    assert counts["train_model"] == 30 and counts["evaluate_indomain"] == 32 and "evaluate_sts" not in counts
+    assert counts["train_model"] == 35 and counts["evaluate_indomain"] == 32 and "evaluate_sts" not in counts
+    trains = {tuple(j["wildcards"][k] for k in ("objective", "trainset", "seed")): j["input"]
+              for j in dry_run_jobs(out.stdout) if j["rule"] == "train_model"}
+    assert "results/models/bert-base-uncased/angle_arxiv/nli/seed44" in trains[("sbert", "gis", "44")]
+    assert not any(path.startswith("results/models/") for path in trains[("angle_arxiv", "nli", "44")])
 
 
 def test_every_job_of_all_requests_the_memory_it_needs(paper_grid_plan):

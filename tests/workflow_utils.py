@@ -71,7 +71,7 @@ def job_counts(stdout: str) -> dict[str, int]:
 
 
 def dry_run_jobs(stdout: str) -> list[dict]:
-    """Each job of a dry run (not --quiet) as {"rule", "wildcards", "resources"}, values as printed."""
+    """Each job of a dry run (not --quiet) as {"rule", "wildcards", "resources", "input"}, values as printed."""
     jobs = []
     for block in re.split(r"\n(?=\[[^\]]*\]\n(?:local)?rule )", stdout):
         rule = re.search(r"^(?:local)?rule (\w+):", block, re.M)
@@ -81,6 +81,8 @@ def dry_run_jobs(stdout: str) -> list[dict]:
         for key in ("wildcards", "resources"):
             line = re.search(rf"^\s+{key}: (.*)$", block, re.M)
             fields[key] = dict(kv.split("=", 1) for kv in line.group(1).split(", ")) if line else {}
+        line = re.search(r"^\s+input: (.*)$", block, re.M)
+        fields["input"] = line.group(1).split(", ") if line else []
         jobs.append({"rule": rule.group(1), **fields})
     return jobs
 

@@ -22,9 +22,10 @@ w = snakemake.wildcards
 provenance = resolve_cell(snakemake.config, w.backbone, w.objective, w.trainset, int(w.seed)).provenance()
 record = {"cell": dict(w), "slurm_job_id": os.environ.get("SLURM_JOB_ID"), "provenance": provenance}
 args = (snakemake.input.tokens, snakemake.input.table, snakemake.input.backbone, snakemake.output[0])
+init_dir = snakemake.input.get("init") or None  # trainsets.<t>.train.init: a trained model to start from
 processes = int(snakemake.params.processes)
 if processes <= 1:
-    print(json.dumps(train(*args, cfg, extra_record=record), indent=2))
+    print(json.dumps(train(*args, cfg, extra_record=record, init_dir=init_dir), indent=2))
 else:
     with tempfile.TemporaryDirectory() as tmp:
         (Path(tmp) / "config.json").write_text(json.dumps(snakemake.params.train))
@@ -34,6 +35,7 @@ else:
             "--num_processes", str(processes), "--mixed_precision", cfg.mixed_precision, "--dynamo_backend", "no",
             "-m", "aoe.train", "--cache", args[0], "--table", args[1], "--backbone", args[2], "--out", args[3],
             "--config", str(Path(tmp) / "config.json"), "--record", str(Path(tmp) / "record.json"),
+            *(["--init", init_dir] if init_dir else []),
         ]
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(snakemake.scriptdir).parent), os.environ.get("PYTHONPATH", "")])}
         subprocess.run(launch, check=True, env=env)
