@@ -293,3 +293,36 @@ def test_documented_table_files_are_tables():
     for doc in ("README.md", "slurm/config.yaml", "Snakefile", "bench/README.md"):
         for name in re.findall(r"results/tables/(\w+)\.(?:tex|csv|md|json)", (REPO / doc).read_text()):
             assert name in names, f"{doc} names results/tables/{name}, which no table writes"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(MIRROR is None, reason="data mirror (AOE_DATA_MIRROR or ../shared/data) not found")
+def test_a_two_stage_cell_trains_from_its_start(tmp_path):
+    """init: Snakemake trains the start first and the second stage starts from its weights."""
+    import hashlib
+    import json
+
+    work = copy_workflow(tmp_path / "wf")
+    (work / "override.yaml").write_text(textwrap.dedent("""\
+        trainsets:
+          stsb:
+            train: {max_steps: 2, batch_size: 8, checkpoint_every: 0}
+          stsb_second:
+            dataset: stsb
+            split: train
+            score_range: [0, 5]
+            train: {init: {trainset: stsb, objective: aoe}, max_steps: 2, batch_size: 8, max_length: 64}
+        """))
+    target = "results/models/minilm-l6/aoe/stsb_second/seed1"
+    out = snakemake(work, "--cores", "2", target, "--configfile", "presets/ci.yaml", "override.yaml",
+                    env={"AOE_DATA_MIRROR": str(MIRROR)})
+    assert out.returncode == 0, out.stdout[-3000:]
+    start = work / "results/models/minilm-l6/aoe/stsb/seed1"
+    record = json.loads((work / target / "aoe_config.json").read_text())
+    assert record["init"]["model"] == "results/models/minilm-l6/aoe/stsb/seed1"
+    assert record["init"]["cell"] == json.loads((start / "aoe_config.json").read_text())["cell"]
+    assert record["init"]["aoe_config_sha256"] == hashlib.sha256((start / "aoe_config.json").read_bytes()).hexdigest()
+    assert record["provenance"]["init"] == "trainsets.stsb_second.train.init"
+    assert record["train"]["init"] == {"trainset": "stsb", "objective": "aoe"}
+    # the start itself trained from the backbone
+    assert "init" not in json.loads((start / "aoe_config.json").read_text())
