@@ -227,6 +227,17 @@ def _md(text: Any) -> str:
 SUMMARY_KEYS = ("learning_rate", "batch_size", "in_batch_pool", "epochs", "warmup_steps", "warmup_ratio", "max_length", "mixed_precision")
 
 
+def _start(init_row: dict | None) -> str:
+    """The summary's start column: a trained cell's objective/train set, else the backbone's weights."""
+    if init_row is None:
+        return "–"
+    value = str(init_row["value"])
+    if value.startswith("results/models/"):
+        _, objective, trainset, _ = value.removeprefix("results/models/").split("/")
+        return f"{objective}/{trainset} model"
+    return "backbone"
+
+
 def recipe_markdown(recipe: dict) -> str:
     lines = [
         "# Training recipe of every trained cell",
@@ -241,14 +252,14 @@ def recipe_markdown(recipe: dict) -> str:
     for name, v in (recipe.get("official_versions") or {}).items():
         lines.append(f"- Official code `{name}`: {_md(v.get('package', ''))}, commit `{v.get('commit', '')}` ({v.get('date', '')})")
     lines += ["", f"Cells: {len(recipe['cells'])}.", ""]
-    header = ["cell", "objective", "loss weights", *SUMMARY_KEYS, DEVIATES]
+    header = ["cell", "objective", "start", "loss weights", *SUMMARY_KEYS, DEVIATES]
     lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for c in recipe["cells"]:
         by = {r["key"]: r for r in c["rows"]}
         weights = ", ".join(f"{r['key'][8:]} {_v(r['value'])}" for r in c["rows"] if r["key"].startswith("weights.") and r["value"])
         n_dev = sum(bool(r["deviates"]) for r in c["rows"])
         lines.append(
-            f"| [{_md(c['cell'])}](#{c['anchor']}) | {by['objective']['value']} | {weights} | "
+            f"| [{_md(c['cell'])}](#{c['anchor']}) | {by['objective']['value']} | {_start(by.get('init'))} | {weights} | "
             + " | ".join(_v(by[k]["value"]) if k in by else "–" for k in SUMMARY_KEYS)
             + f" | {n_dev or ''} |"
         )

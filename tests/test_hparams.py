@@ -134,6 +134,9 @@ def test_the_ledger_flags_departures_from_the_official_code(grid):
     assert stsb["init"]["official"] == "SeanLee97/angle-bert-base-uncased-nli-en-v1" and stsb["init"]["deviates"] == DEVIATES
     for key in ("epochs", "warmup_ratio", "learning_rate", "batch_size", "max_length", "weights.angle", "angle_tau"):
         assert stsb[key]["deviates"] == "", (key, stsb[key])
+    summary = {line.split(" | ")[0]: line for line in recipe_markdown(recipe).splitlines() if line.startswith("| [")}
+    assert " | angle_arxiv/nli model | " in summary["| [bert-base-uncased/angle_arxiv/stsb/seed43](#recipe-bert-base-uncased-angle-arxiv-stsb)"]
+    assert " | backbone | " in summary["| [bert-base-uncased/aoe/nli/seed42](#recipe-bert-base-uncased-aoe-nli)"]
     # a baseline's loss is not compared with the AnglE loss
     sbert = cells["bert-base-uncased/sbert/nli/seed42"]
     assert sbert["weights.softmax"]["official"] is None

@@ -31,6 +31,7 @@ NO_DEFAULT = {
     *(f"config.tables.*.rows[].{k}" for k in ("trainset", "trainsets", "seeds", "label", "paper")),
     # training keys: absent = the default of aoe.hparams.TrainSettings, written there once with its source
     *(f"$defs.train.{f.name}" for f in _train_fields()),
+    "$defs.train.init.objective",  # absent = the cell's own objective (a two-stage run of one objective)
 }
 
 
