@@ -40,8 +40,8 @@ from aoe.workflow import (
     _spec_trainsets,
     _trained_seeds,
     enabled_tables,
-    init_cell,
     run_cells,
+    start_cell,
     table_rows,
     table_target,
 )
@@ -268,7 +268,7 @@ def check_inits(config: dict) -> None:
                     f"{where}: cell {current.path} fine-tunes with {recipe.params['finetune']!r}; a trained start needs "
                     f"full fine-tuning (set backbones.{current.backbone}.train_overrides.init: null)"
                 )
-            start = init_cell(config, current)
+            start = start_cell(current, init)
             if start in chain:
                 loop = [*chain[chain.index(start):], start]
                 raise ConfigError(f"{where}: the starts form a cycle: {' starts from '.join(c.path for c in loop)}")

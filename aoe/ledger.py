@@ -20,6 +20,7 @@ from typing import Any
 import yaml
 
 from aoe.hparams import NOT_SET, code_source, key_comments, lookup, recipe_anchor, resolve_cell
+from aoe.workflow import run_cells, start_cell
 
 __all__ = ["DEVIATES", "OFFICIAL_LOSS_BASES", "build_recipe", "cell_ledger", "official_recipes", "recipe_json", "recipe_markdown"]
 
@@ -173,9 +174,7 @@ def cell_ledger(config: dict, cell, files: _Files) -> tuple[str | None, list[dic
     pool_by = "derived: batch_size / gradient_accumulation_steps, one micro-batch all-gathered over processes (aoe/train.py)"
     add("in_batch_pool", settings["batch_size"].value // max(1, settings["gradient_accumulation_steps"].value), pool_by)
     # the starting weights: a trained cell's model (a two-stage run), else the backbone's
-    from aoe.workflow import init_cell
-
-    start = init_cell(config, cell)
+    start = start_cell(cell, settings["init"].value)
     bb = config["backbones"][cell.backbone]
     init_key = next((k for k in ("hf_id", "package", "gguf_package") if k in bb), None)
     if start:
@@ -187,8 +186,6 @@ def cell_ledger(config: dict, cell, files: _Files) -> tuple[str | None, list[dic
 
 def build_recipe(config: dict, configfiles: list[str | Path]) -> dict:
     """{versions, cells: [{cell, anchor, official_recipe, rows}]} for every trained cell of ``config``."""
-    from aoe.workflow import run_cells
-
     files = _Files([Path(p) for p in configfiles])
     cells = []
     for cell in run_cells(config):

@@ -365,14 +365,13 @@ def train(
                 accelerator.unwrap_model(module).encoder.save_pretrained(work, safe_serialization=True)
                 tokenizer.save_pretrained(work)
                 (work / "metrics.jsonl").write_text("".join(line + "\n" for line in metrics_lines))
-                backbone_info = Path(backbone_dir) / "backbone.json"
                 record = {
                     "pooling": cfg.pooling,
                     "prompt": cfg.prompt,
                     "finetune": cfg.finetune,
                     "objective": asdict(objective),
                     "train": asdict(cfg),
-                    "backbone": json.loads(backbone_info.read_text()) if backbone_info.is_file() else str(backbone_dir),
+                    "backbone": _backbone_identity(backbone_dir),
                     "token_cache": json.loads((Path(cache_dir) / "cache.json").read_text()),
                     "summary": summary,
                     **({"init": init_record} if init_record else {}),
@@ -395,6 +394,12 @@ def train(
         bar.close()
 
 
+def _backbone_identity(backbone_dir: str | Path) -> dict | str:
+    """What aoe_config.json records as the backbone: its backbone.json (source, revision), else its folder."""
+    info = Path(backbone_dir) / "backbone.json"
+    return json.loads(info.read_text()) if info.is_file() else str(backbone_dir)
+
+
 def _check_init(cfg: TrainConfig, backbone_dir: str | Path, init_dir: str | Path | None) -> dict | None:
     """What aoe_config.json records of the model a run starts from (None: the backbone's weights)."""
     if (cfg.init is None) != (init_dir is None):
@@ -408,8 +413,7 @@ def _check_init(cfg: TrainConfig, backbone_dir: str | Path, init_dir: str | Path
     if init_record.get("finetune") != "full":
         raise ValueError(f"{init_dir}: trained with finetune {init_record.get('finetune')!r}; init starts from a full fine-tuning only")
     # the token cache was built with the backbone's tokenizer: the start must share it
-    backbone_info = Path(backbone_dir) / "backbone.json"
-    ours = json.loads(backbone_info.read_text()) if backbone_info.is_file() else str(backbone_dir)
+    ours = _backbone_identity(backbone_dir)
     if init_record.get("backbone") != ours:
         raise ValueError(f"{init_dir}: trained from backbone {init_record.get('backbone')!r}, this run's is {ours!r}")
     return {

@@ -29,6 +29,7 @@ __all__ = [
     "indomain_cells",
     "train_params",
     "init_cell",
+    "start_cell",
     "start_log",
 ]
 
@@ -252,13 +253,17 @@ def train_params(config: dict, backbone: str, objective: str, trainset: str, see
     return resolve_cell(config, backbone, objective, trainset, seed).params
 
 
-def init_cell(config: dict, cell: Cell) -> Cell | None:
-    """The trained cell whose model ``cell`` starts from (its resolved ``init``: the same backbone and
-    seed, the init's train set and objective, else its own objective), or None: the backbone's weights."""
-    init = train_params(config, cell.backbone, cell.objective, cell.trainset, cell.seed).get("init")
+def start_cell(cell: Cell, init: dict | None) -> Cell | None:
+    """The trained cell whose model ``cell`` starts from, given its resolved ``init``: the same backbone
+    and seed, the init's train set and objective (else its own objective); None: the backbone's weights."""
     if not init:
         return None
     return Cell(cell.backbone, init.get("objective") or cell.objective, init["trainset"], cell.seed)
+
+
+def init_cell(config: dict, cell: Cell) -> Cell | None:
+    """:func:`start_cell` of ``cell`` with its ``init`` resolved from ``config``."""
+    return start_cell(cell, train_params(config, cell.backbone, cell.objective, cell.trainset, cell.seed).get("init"))
 
 
 def start_log(log_path: str | os.PathLike) -> None:
