@@ -51,7 +51,18 @@ class LossSettings:
     contrastive_threshold: float = field(
         default=0.5, metadata=source("our choice: on binary labels (NLI entailment 1 / contradiction 0) any threshold in (0, 1] is the same")
     )
-    detect_identical: bool = field(default=True, metadata=source("AoE §3.3 / AnglE Eq. 2: identical texts in a batch are not negatives"))
+    graded_labels: str = field(
+        default="int",
+        metadata=source("official angle-emb, every version: AngleDataTokenizer stores int(data['label']) (fcb6223:angle_emb/angle.py:254; 1c5515b:angle_emb/angle.py:558), and in_batch_negative_loss builds its targets from y_true.int() (fcb6223:angle_emb/angle.py:100-113)"),
+    )  # int | score
+    contrastive_reduction: str = field(
+        default="all_rows",
+        metadata=source("official in_batch_negative_loss, every version: per-text cross-entropy summed over its positives, .mean() over all 2B texts (fcb6223:angle_emb/angle.py:40-43,130; 1c5515b:angle_emb/angle.py:88-90,212)"),
+    )  # all_rows | anchored
+    identical_texts: str = field(
+        default="filter",
+        metadata=source("official angle-emb from 0.3.0 (the ACL code, 1c5515b = 0.4.6): AngleDataCollator(filter_duplicate=True) drops every example with a text already in the micro-batch (1c5515b:angle_emb/angle.py:583,619-622,645-646; fit default :1428)"),
+    )  # filter | positive | detect | ignore
 
 
 # Built-in recipes. ``weights`` applies to every format; ``by_format`` gives weights per

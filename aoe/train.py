@@ -146,18 +146,16 @@ def _clip_gradients(accelerator, module: torch.nn.Module, max_norm: float) -> No
 class _Collator:
     """Rows of the token cache -> padded (B, K, T) ids and mask, (B,) labels, (B, K) text ids."""
 
-    def __init__(self, tokenizer, cfg: TrainConfig, n_texts: int):
-        self.tokenizer, self.cfg, self.k = tokenizer, cfg, n_texts
+    def __init__(self, tokenizer, cfg: TrainConfig, objective):
+        self.tokenizer, self.cfg, self.objective, self.k = tokenizer, cfg, objective, objective.n_texts
 
     def __call__(self, rows: list[dict]) -> dict:
         seqs = [r[f"input_ids_{j}"] for r in rows for j in range(1, self.k + 1)]  # example-major
         enc = pad_ids(seqs, self.tokenizer)
         b = len(rows)
+        labels = torch.tensor([r["score"] for r in rows], dtype=torch.float32)
         if self.cfg.format == "pairs":
-            lo, hi = self.cfg.score_range
-            labels = torch.tensor([(r["score"] - lo) / (hi - lo) for r in rows], dtype=torch.float32)
-        else:
-            labels = torch.tensor([r["score"] for r in rows], dtype=torch.float32)
+            labels = self.objective.train_labels(labels, self.cfg.score_range)
         return {
             "input_ids": enc["input_ids"].view(b, self.k, -1),
             "attention_mask": enc["attention_mask"].view(b, self.k, -1),
@@ -237,7 +235,7 @@ def train(
     if missing:
         raise ValueError(f"{cache_dir}: objective {cfg.objective!r} on {cfg.format} needs {missing}")
     lengths = [len(x) for x in data["input_ids_1"]] if cfg.length_grouped else None
-    collate = _Collator(tokenizer, cfg, n_texts)
+    collate = _Collator(tokenizer, cfg, objective)
 
     if cfg.finetune == "full":
         encoder = AutoModel.from_pretrained(init_dir or backbone_dir)

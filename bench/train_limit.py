@@ -90,7 +90,7 @@ def worker_bare(args) -> dict:
     set_seed(cfg.seed)  # as the engine: before the model is built
     tokenizer = ensure_pad_token(AutoTokenizer.from_pretrained(bb))
     data = load_token_cache(cache, table, bb, cfg.max_length)
-    collate = _Collator(tokenizer, cfg, 2)
+    collate = _Collator(tokenizer, cfg, objective)
     model = AutoModel.from_pretrained(bb)
     # the same parameter groups as the engine (weight decay 0 here, so they only matter for identity)
     no_decay = ("bias", "LayerNorm.weight", "layer_norm", "norm.weight")

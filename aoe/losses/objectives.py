@@ -56,6 +56,18 @@ class Objective(LossSettings):
     def n_texts(self) -> int:
         return N_TEXTS[self.format]
 
+    def train_labels(self, scores: torch.Tensor, score_range: tuple[float, float]) -> torch.Tensor:
+        """The labels the losses see, from a train set's raw pair scores (``pairs`` format).
+
+        ``graded_labels`` "int": the raw score truncated to an integer, as the official code
+        tokenises every label (``int(data['label'])``), so STS-B's 0-5 scores become 0..5 and
+        binary sets stay 0/1. "score": the score rescaled to [0, 1] by ``score_range``.
+        """
+        if self.graded_labels == "int":
+            return torch.trunc(scores.float())
+        lo, hi = score_range
+        return (scores.float() - lo) / (hi - lo)
+
     def make_head(self, hidden_size: int) -> torch.nn.Module | None:
         """Trainable parameters the objective adds beside the encoder (SBERT's classifier), or None."""
         return SoftmaxHead(hidden_size) if self.weights.get("softmax") else None
