@@ -161,8 +161,8 @@ def cell_ledger(config: dict, cell, files: _Files) -> tuple[str | None, list[dic
     for key, s in settings.items():
         if key == "lora" and settings["finetune"].value == "full":
             continue  # no adapters: LoRA settings do not touch full fine-tuning
-        if key == "init":
-            continue  # one row below: the weights the cell starts from
+        if key in ("init", "in_batch_pool"):
+            continue  # one row each below: the weights the cell starts from, the pool's size
         for k, v in _flat(key, s.value):
             add(k, v, s.set_by, loss=key.startswith("loss."))
     # AnglE's three loss terms, shown at 0 where our objective has none of them
@@ -170,9 +170,16 @@ def cell_ledger(config: dict, cell, files: _Files) -> tuple[str | None, list[dic
         for comp in ("cosine", "contrastive", "angle"):
             if not any(r["key"] == f"weights.{comp}" for r in rows):
                 add(f"weights.{comp}", 0.0, settings["loss.weights"].set_by, loss=True)
-    # the pool of in-batch negatives and ranking pairs: one micro-batch, all-gathered over processes
-    pool_by = "derived: batch_size / gradient_accumulation_steps, one micro-batch all-gathered over processes (aoe/train.py)"
-    add("in_batch_pool", settings["batch_size"].value // max(1, settings["gradient_accumulation_steps"].value), pool_by)
+    # the pool of in-batch negatives and ranking pairs: a micro-batch, or one process's slice of it
+    micro = settings["batch_size"].value // max(1, settings["gradient_accumulation_steps"].value)
+    gpus = int(config["backbones"][cell.backbone].get("resources", {}).get("gpus", 1))
+    mode = settings["in_batch_pool"]
+    if mode.value == "process":
+        pool_by = f"derived: batch_size / gradient_accumulation_steps / {gpus} GPU(s), each process's own slice (in_batch_pool process, set by {mode.set_by}; aoe/train.py)"
+        add("in_batch_pool", micro // max(1, gpus), pool_by)
+    else:
+        pool_by = f"derived: batch_size / gradient_accumulation_steps, all-gathered over processes (in_batch_pool global, set by {mode.set_by}; aoe/train.py)"
+        add("in_batch_pool", micro, pool_by)
     # the starting weights: a trained cell's model (a two-stage run), else the backbone's
     start = start_cell(cell, settings["init"].value)
     bb = config["backbones"][cell.backbone]

@@ -49,7 +49,7 @@ class LossSettings:
     contrastive_tau: float = field(default=20.0, metadata=source("AoE Eq. 4 and §4.1: temperature 0.05, i.e. scale 20"))
     simcse_tau: float = field(default=20.0, metadata=source("supervised SimCSE (Gao et al. 2021 §4): temperature 0.05, i.e. scale 20"))
     contrastive_threshold: float = field(
-        default=0.5, metadata=source("our choice: on binary labels (NLI entailment 1 / contradiction 0) any threshold in (0, 1] is the same")
+        default=0.5, metadata=source("our choice, used under graded_labels 'score' only: on binary labels (NLI entailment 1 / contradiction 0) any threshold in (0, 1] is the same")
     )
     graded_labels: str = field(
         default="int",
@@ -65,24 +65,40 @@ class LossSettings:
     )  # filter | positive | detect | ignore
 
 
+# The official code changed how it treats identical texts in a batch: angle-emb 0.1.x-0.2.x (the
+# arXiv AnglE papers' time) adds them as extra in-batch positives (the collator's similar_matrix);
+# from 0.3.0 (the ACL AoE paper's time) the collator drops the examples that repeat a text. The
+# AnglE (arXiv) recipes and ablations take the first, AoE's the LossSettings defaults (the second).
+PAPER_ERA = {"identical_texts": "positive"}
+# Baselines are not angle-emb objectives: their own papers' labels (rescaled scores) and no duplicate handling.
+BASELINE = {"graded_labels": "score", "identical_texts": "ignore"}
+
 # Built-in recipes. ``weights`` applies to every format; ``by_format`` gives weights per
 # format, in order of preference (SBERT: the NLI classifier, or STS regression on pairs).
 OBJECTIVES: dict[str, dict] = {
     "aoe": {"weights": {"angle": 1.0, "contrastive": 1.0}},
-    "angle_arxiv": {"weights": {"cosine": 1.0, "contrastive": 1.0, "angle": 1.0}, "angle_tau": 1.0},
-    "cosent": {"weights": {"cosine": 1.0}},
+    "angle_arxiv": {"weights": {"cosine": 1.0, "contrastive": 1.0, "angle": 1.0}, "angle_tau": 1.0, **PAPER_ERA},
+    "cosent": {"weights": {"cosine": 1.0}, **BASELINE},
     # Ablations (AoE Table 4, AnglE Table 3)
     "only_angle": {"weights": {"angle": 1.0}},
-    "angle_only_angle": {"weights": {"angle": 1.0}, "angle_tau": 1.0},
+    "angle_only_angle": {"weights": {"angle": 1.0}, "angle_tau": 1.0, **PAPER_ERA},
     "only_contrastive": {"weights": {"contrastive": 1.0}},
-    "only_cosine": {"weights": {"cosine": 1.0}},
-    "only_ibn": {"weights": {"contrastive": 1.0}},
-    "wo_ibn": {"weights": {"cosine": 1.0, "angle": 1.0}, "angle_tau": 1.0},
-    "wo_angle": {"weights": {"cosine": 1.0, "contrastive": 1.0}},
-    "ibn_without_isp": {"weights": {"contrastive": 1.0}, "detect_identical": False},
+    "only_cosine": {"weights": {"cosine": 1.0}, **PAPER_ERA},
+    "only_ibn": {"weights": {"contrastive": 1.0}, **PAPER_ERA},
+    "wo_ibn": {"weights": {"cosine": 1.0, "angle": 1.0}, "angle_tau": 1.0, **PAPER_ERA},
+    "wo_angle": {"weights": {"cosine": 1.0, "contrastive": 1.0}, **PAPER_ERA},
+    "ibn_without_isp": {"weights": {"contrastive": 1.0}, **PAPER_ERA, "identical_texts": "ignore"},
     # Baselines trained in the same harness
-    "sbert": {"by_format": {"nli3": {"softmax": 1.0}, "pairs": {"cosine_mse": 1.0}}},
-    "simcse_sup": {"weights": {"simcse": 1.0}},
+    "sbert": {"by_format": {"nli3": {"softmax": 1.0}, "pairs": {"cosine_mse": 1.0}}, **BASELINE},
+    "simcse_sup": {"weights": {"simcse": 1.0}, **BASELINE},
+}
+
+_PAPER_ERA_SOURCE = {
+    "identical_texts": "official angle-emb 0.1.1 (the arXiv papers' time): AngleDataCollator's similar_matrix makes identical texts extra in-batch positives (fcb6223:angle_emb/angle.py:264,302-310,118-119)",
+}
+_BASELINE_SOURCES = {
+    "graded_labels": "a baseline's own paper: the gold score rescaled to [0, 1], not angle-emb's int(label)",
+    "identical_texts": "a baseline's own paper: no identical-text handling",
 }
 
 # Where each built-in recipe's values come from: {objective: {key: source}}.
@@ -91,24 +107,26 @@ RECIPE_SOURCES: dict[str, dict[str, str]] = {
     "angle_arxiv": {
         "weights": "AnglE Eq. 8 (angle-arxiv-b.txt l.108: w1 L_cos + w2 L_ibn + w3 L_angle); the arXiv appendix grid-searched them (angle-arxiv-b.txt l.333): 1/1/1 are the official code's paper-era defaults (aoe/resources/official_recipes.yaml)",
         "angle_tau": "AnglE §4.2 (angle-arxiv-a.txt l.134): tau_angle = 1.0",
+        **_PAPER_ERA_SOURCE,
     },
-    "cosent": {"weights": "CoSENT (AnglE Eq. 1): the cosine ranking loss alone"},
+    "cosent": {"weights": "CoSENT (AnglE Eq. 1): the cosine ranking loss alone", **_BASELINE_SOURCES},
     "only_angle": {"weights": "AoE Table 4 'only angle objective': L_angle alone, at AoE's tau"},
     "angle_only_angle": {
         "weights": "AnglE ablation 'only angle' (angle-arxiv-b.txt l.203, Table 4): L_angle alone",
         "angle_tau": "AnglE §4.2 (angle-arxiv-a.txt l.134): tau_angle = 1.0, as angle_arxiv",
+        **_PAPER_ERA_SOURCE,
     },
     "only_contrastive": {"weights": "AoE Table 4 'only contrastive objective': L_cl alone"},
-    "only_cosine": {"weights": "AnglE ablation 'only cosine': L_cos alone"},
-    "only_ibn": {"weights": "AnglE ablation 'only ibn': L_ibn alone"},
-    "wo_ibn": {"weights": "AnglE ablation 'without ibn': L_cos + L_angle", "angle_tau": "AnglE §4.2: tau_angle = 1.0"},
-    "wo_angle": {"weights": "AnglE ablation 'without angle': L_cos + L_ibn"},
+    "only_cosine": {"weights": "AnglE ablation 'only cosine': L_cos alone", **_PAPER_ERA_SOURCE},
+    "only_ibn": {"weights": "AnglE ablation 'only ibn': L_ibn alone", **_PAPER_ERA_SOURCE},
+    "wo_ibn": {"weights": "AnglE ablation 'without ibn': L_cos + L_angle", "angle_tau": "AnglE §4.2: tau_angle = 1.0", **_PAPER_ERA_SOURCE},
+    "wo_angle": {"weights": "AnglE ablation 'without angle': L_cos + L_ibn", **_PAPER_ERA_SOURCE},
     "ibn_without_isp": {
         "weights": "AnglE ablation text 'ibn w/o identical sentence pair detection'",
-        "detect_identical": "the same ablation: identical texts count as negatives",
+        "identical_texts": "the same ablation: identical texts count as negatives (the official collator with compute_similar_matrix=False, fcb6223:angle_emb/angle.py:264,302)",
     },
-    "sbert": {"by_format": "SBERT (Reimers & Gurevych 2019): softmax classifier on NLI, cosine regression on STS pairs"},
-    "simcse_sup": {"weights": "supervised SimCSE (Gao et al. 2021 Eq. 5)"},
+    "sbert": {"by_format": "SBERT (Reimers & Gurevych 2019): softmax classifier on NLI, cosine regression on STS pairs", **_BASELINE_SOURCES},
+    "simcse_sup": {"weights": "supervised SimCSE (Gao et al. 2021 Eq. 5)", **_BASELINE_SOURCES},
 }
 
 

@@ -47,8 +47,10 @@ def test_each_layer_wins_over_the_ones_below(grid):
     assert (s["seed"].value, s["seed"].set_by) == (43, "cell")
     # a backbone's recipe on the train set is the top loss layer
     s = _settings(resolve_cell(grid, "llama-2-7b", "aoe", "nli", 42))
-    assert s["loss.weights"].value == {"angle": 1.0, "contrastive": 35.0}
+    assert s["loss.weights"].value == {"cosine": 1.0, "contrastive": 35.0, "angle": 1.0}
     assert s["loss.weights"].set_by == "backbones.llama-2-7b.objective_settings.nli.aoe.weights"
+    assert (s["loss.angle_tau"].value, s["loss.identical_texts"].value) == (1.0, "positive")
+    assert (s["in_batch_pool"].value, s["gradient_accumulation_steps"].value, s["batch_size"].value) == ("process", 1, 640)
     assert s["learning_rate"].set_by == "backbones.llama-2-7b.train_overrides.learning_rate"
     assert TRAIN_LAYERS[-1][0] == "backbones" and LOSS_LAYERS[-1][0] == "backbones"
 
@@ -122,10 +124,17 @@ def test_the_ledger_flags_departures_from_the_official_code(grid):
     assert nli["learning_rate"]["official"] == pytest.approx(5e-5) and nli["learning_rate"]["deviates"] == ""
     assert nli["init"]["deviates"] == ""  # google-bert/bert-base-uncased: the same weights
     assert not any(key.startswith("lora.") for key in nli)  # full fine-tuning
+    for key in ("graded_labels", "contrastive_reduction", "identical_texts"):
+        assert nli[key]["value"] == nli[key]["official"] and nli[key]["deviates"] == "", key
+    assert nli["identical_texts"]["value"] == "filter"  # the 2024 code's collator
     llama = cells["llama-2-7b/aoe/nli/seed42"]
-    # the official LLaMA code trained a cosine term and angle tau 1.0; AoE has neither
-    assert llama["weights.cosine"]["value"] == 0.0 and llama["weights.cosine"]["deviates"] == DEVIATES
-    assert llama["angle_tau"]["official"] == 1.0 and llama["angle_tau"]["deviates"] == DEVIATES
+    # the official LLaMA command's loss (cosine 1, ibn 35, angle 1 at tau 1.0) and pool (160 per GPU);
+    # only the learning rate departs, because ACL §4.1 states 1e-4
+    for key in ("weights.cosine", "weights.contrastive", "weights.angle", "angle_tau", "identical_texts", "in_batch_pool",
+                "max_length", "warmup_steps", "mixed_precision", "lora.target_modules", "batch_size"):
+        assert llama[key]["deviates"] == "", (key, llama[key])
+    assert llama["in_batch_pool"]["value"] == 160 and "4 GPU(s)" in llama["in_batch_pool"]["source"]
+    assert llama["learning_rate"]["value"] == pytest.approx(1e-4) and llama["learning_rate"]["deviates"] == DEVIATES
     # the official STS-B example's recipe, its start included: the grid's own NLI AnglE model of the
     # same seed, flagged because it is not the released checkpoint's weights
     stsb = cells["bert-base-uncased/angle_arxiv/stsb/seed43"]

@@ -25,7 +25,8 @@ NO_DEFAULT = {
     "config.objectives.*.weights", "config.objectives.*.by_format",
     *(f"config.objectives.*.weights.{k}" for k in ("angle", "contrastive", "cosine", "cosine_mse", "softmax", "simcse")),
     *(f"config.objectives.*.{k}" for k in ("angle_tau", "cosine_tau", "contrastive_tau", "simcse_tau",
-                                           "contrastive_threshold", "detect_identical")),
+                                           "contrastive_threshold", "graded_labels", "contrastive_reduction",
+                                           "identical_texts")),
     # a table's rows and references: absent = none, or the table's own value
     *(f"config.tables.*.{k}" for k in ("trainset", "trainsets", "backbones", "objectives", "rows", "paper", "ttest.treatment")),
     *(f"config.tables.*.rows[].{k}" for k in ("trainset", "trainsets", "seeds", "label", "paper")),

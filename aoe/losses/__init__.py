@@ -5,7 +5,7 @@ named training objectives of ``config.yaml``.
 """
 
 from aoe.losses.angle import angle_loss, angle_scores, cosent_ranking_loss
-from aoe.losses.contrastive import contrastive_loss, contrastive_targets
+from aoe.losses.contrastive import contrastive_loss, contrastive_targets, filter_duplicates
 from aoe.losses.objectives import OBJECTIVES, Objective, get_objective, objective_formats, resolve_format
 
 __all__ = [
@@ -14,6 +14,7 @@ __all__ = [
     "cosent_ranking_loss",
     "contrastive_loss",
     "contrastive_targets",
+    "filter_duplicates",
     "OBJECTIVES",
     "Objective",
     "get_objective",

@@ -22,7 +22,7 @@ import torch.nn.functional as F
 
 from aoe.losses.angle import angle_loss, cosent_ranking_loss
 from aoe.losses.baselines import SoftmaxHead, cosine_mse_loss, sbert_softmax_loss, simcse_loss
-from aoe.losses.contrastive import contrastive_loss
+from aoe.losses.contrastive import GRADED_LABELS, IDENTICAL_TEXTS, REDUCTIONS, contrastive_loss, filter_duplicates
 from aoe.recipes import COMPONENTS, FORMATS, N_TEXTS, OBJECTIVES, LossSettings, objective_formats, objective_spec, resolve_format
 
 __all__ = ["FORMATS", "COMPONENTS", "OBJECTIVES", "Objective", "get_objective", "resolve_format", "objective_formats"]
@@ -38,8 +38,10 @@ class Objective(LossSettings):
         weights: component -> weight (components with weight 0 are skipped).
         angle_tau, cosine_tau, contrastive_tau, simcse_tau: scales (1 / temperature).
         contrastive_threshold: label at or above which a pair is a positive pair
-            (contrastive and, on pairs, simcse anchors).
-        detect_identical: identical-text detection in the contrastive component.
+            (contrastive under graded_labels "score" and, on pairs, simcse anchors).
+        graded_labels, contrastive_reduction, identical_texts: the official behaviour
+            (int labels, mean over all 2B texts, duplicates filtered or extra positives)
+            or ours, see :mod:`aoe.losses.contrastive`.
     """
 
     def __post_init__(self) -> None:
@@ -48,6 +50,10 @@ class Objective(LossSettings):
             raise ValueError(f"objective {self.name!r}: unknown loss component(s) {sorted(unknown)}; known: {sorted(COMPONENTS)}")
         if not any(w != 0 for w in self.weights.values()):
             raise ValueError(f"objective {self.name!r} has no component with a non-zero weight")
+        for key, allowed in (("graded_labels", GRADED_LABELS), ("identical_texts", IDENTICAL_TEXTS),
+                             ("contrastive_reduction", REDUCTIONS)):
+            if getattr(self, key) not in allowed:
+                raise ValueError(f"objective {self.name!r}: {key} must be one of {allowed}, got {getattr(self, key)!r}")
         bad = [c for c, w in self.weights.items() if w and self.format not in COMPONENTS[c][0]]
         if bad:
             raise ValueError(f"objective {self.name!r}: component(s) {bad} cannot train on {self.format!r} data")
@@ -89,6 +95,15 @@ class Objective(LossSettings):
         """
         if len(embs) != self.n_texts:
             raise ValueError(f"objective {self.name!r} on {self.format} expects {self.n_texts} texts per example, got {len(embs)}")
+        if self.identical_texts == "filter":
+            if text_ids is None:
+                raise ValueError(f"objective {self.name!r}: identical_texts 'filter' needs the texts' ids")
+            keep = filter_duplicates(text_ids)
+            if not keep.all():
+                embs, labels, text_ids = tuple(e[keep] for e in embs), labels[keep], text_ids[keep]
+            if not keep.any():
+                zero = 0.0 * sum(e.sum() for e in embs)  # keeps the graph (and DDP's gradient hooks) alive
+                return {name: zero for name, weight in self.weights.items() if weight}
         flat_ids = None if text_ids is None else text_ids[:, :2].T.reshape(-1)  # (2B,) u texts, then v texts
         u, v = embs[0], embs[1]
         out: dict[str, torch.Tensor] = {}
@@ -102,7 +117,8 @@ class Objective(LossSettings):
             elif name == "contrastive":
                 out[name] = contrastive_loss(
                     u, v, labels, tau=self.contrastive_tau, text_ids=flat_ids,
-                    threshold=self.contrastive_threshold, detect_identical=self.detect_identical,
+                    threshold=self.contrastive_threshold, identical_texts=self.identical_texts,
+                    graded_labels=self.graded_labels, reduction=self.contrastive_reduction,
                 )
             elif name == "cosine_mse":
                 out[name] = cosine_mse_loss(u, v, labels)
