@@ -433,15 +433,21 @@ def pin_4bit_cpu_path(model: torch.nn.Module, packed: bool = False) -> int:
     return len(layers)
 
 
-def load_base_model(model_dir: str | Path, quantization: dict | None = None, device: torch.device | str | None = None):
+EVAL_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}
+
+
+def load_base_model(
+    model_dir: str | Path, quantization: dict | None = None, device: torch.device | str | None = None, dtype: str | None = None
+):
     """``AutoModel`` of a backbone folder, in 4-bit when ``quantization`` says so (placed on ``device``).
 
+    ``dtype`` (fp16 | bf16 | fp32, unquantized only): the weights' dtype; None: as transformers loads them.
     A 4-bit model runs bitsandbytes' dequantizing CPU kernel on every CPU (:func:`pin_4bit_cpu_path`).
     """
     from transformers import AutoModel
 
     if not quantization:
-        model = AutoModel.from_pretrained(model_dir)
+        model = AutoModel.from_pretrained(model_dir, **({"dtype": EVAL_DTYPES[dtype]} if dtype else {}))
         return model.to(device) if device is not None else model
     device = torch.device(device or "cpu")
     # bitsandbytes places quantized weights at load time; moving them afterwards is refused
@@ -497,7 +503,10 @@ class Encoder:
             base_dir = (model_dir / record["base_model"]).resolve()
             if not (base_dir / "config.json").is_file():
                 raise FileNotFoundError(f"{model_dir}: its base model folder {base_dir} (aoe_config.json base_model) is missing")
-            base = load_base_model(base_dir, record.get("quantization"), self.device)
+            # the official LLaMA evaluation loads the base in fp16 under the adapter (eval.py --load_kbit 16)
+            eval_dtype = record.get("train", {}).get("eval_base_dtype")
+            quantization = None if eval_dtype else record.get("quantization")
+            base = load_base_model(base_dir, quantization, self.device, dtype=eval_dtype)
             self.model = PeftModel.from_pretrained(base, model_dir).to(self.device).eval()
         else:
             self.model = load_base_model(model_dir, None, self.device).eval()

@@ -228,3 +228,20 @@ def test_qlora_resume_equals_the_uninterrupted_run(data, tmp_path, monkeypatch):
     a, b = load_file(full / "adapter_model.safetensors"), load_file(killed / "adapter_model.safetensors")
     for k in a:
         torch.testing.assert_close(a[k], b[k], rtol=1e-5, atol=1e-6)
+
+
+def test_a_qlora_adapter_evaluates_on_the_unquantized_base_when_its_record_says_so(trained, tmp_path):
+    # the official LLaMA evaluation: fp16 base under the adapter (eval.py --load_kbit 16); fp32 here, on the CPU
+    out = tmp_path / "adapter"
+    shutil.copytree(trained["qlora"], out)
+    record = json.loads((out / "aoe_config.json").read_text())
+    record["base_model"] = str((trained["qlora"] / record["base_model"]).resolve())  # the copy sits elsewhere
+    quantized = Encoder(out, device="cpu")
+    record["train"]["eval_base_dtype"] = "fp32"
+    (out / "aoe_config.json").write_text(json.dumps(record))
+    full = Encoder(out, device="cpu")
+    assert any(isinstance(m, bnb.nn.Linear4bit) for m in quantized.model.modules())
+    assert not any(isinstance(m, bnb.nn.Linear4bit) for m in full.model.modules())
+    texts = ["apple river", "a bright green stone"]
+    a, b = quantized.encode(texts, max_length=MAX_LENGTH), full.encode(texts, max_length=MAX_LENGTH)
+    assert a.shape == b.shape and not np.allclose(a, b, atol=1e-6)  # NF4 rounding is gone
