@@ -52,6 +52,15 @@ class TrainSettings:
     weight_decay: float = field(default=0.0, metadata=source("AdamW without decay, as the official trainer's default"))
     max_grad_norm: float = field(default=1.0, metadata=source("transformers Trainer default, which the official trainer uses"))
     gradient_accumulation_steps: int = field(default=1, metadata=source("our choice: no accumulation unless a recipe splits its batch"))
+    # whose texts the in-batch losses compare: each process's own slice of a micro-batch
+    # (process), or the whole micro-batch all-gathered over processes (global)
+    in_batch_pool: str = field(
+        default="process",
+        metadata=source(
+            "official angle-emb: no all-gather anywhere in angle_emb (git grep over fcb6223, 00a78ed, 70cbd01, 1c5515b); "
+            "each DDP process computes every loss on its own per-GPU micro-batch (aoe/resources/official_recipes.yaml)"
+        ),
+    )
     mixed_precision: str = field(default="no", metadata=source("our choice: fp32 unless a recipe asks for fp16/bf16"))  # no | fp16 | bf16
     gradient_checkpointing: bool = field(default=False, metadata=source("our choice: on only where memory needs it (LLM backbones)"))
     max_length: int = field(default=128, metadata=source("arXiv-b appendix A.2 (angle-arxiv-b.txt l.333): max length 128"))
@@ -60,6 +69,13 @@ class TrainSettings:
     length_grouped: bool = field(default=False, metadata=source("our choice: batches in random order, as the official trainer"))
     length_buckets: int = field(
         default=4, metadata=source("our choice, speed only: texts of a batch embedded in 4 length buckets, the loss sees the whole batch")
+    )
+    deterministic: bool = field(
+        default=False,
+        metadata=source(
+            "our choice: off, as the official trainer (HF Trainer without full_determinism); on for the repeated "
+            "seed-42 runs of ACL Table 4 ('fixed random seed 42', aoe-acl2024.txt)"
+        ),
     )
     log_every: int = field(default=10, metadata=source("our choice: logging only"))
     checkpoint_every: int = field(default=0, metadata=source("our choice: no checkpoints unless a train set sets them (resume only)"))

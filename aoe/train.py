@@ -23,12 +23,21 @@ a rerun of the same job resumes from the newest one (a preempted SLURM job retri
 by Snakemake continues where it stopped); they are removed when training finishes.
 
 Batches. Every process reads the same global batch (the epoch's order is a
-permutation seeded by (seed, epoch)), takes its contiguous slice, embeds it, and the
-embeddings are all-gathered with their gradients so each loss sees the whole global
-batch, exactly as one process would: in-batch negatives and ranking pairs do not
-shrink with the number of processes. Every process computes the same loss; the
-all-gather's backward sums the N identical gradients and DDP's mean divides them
-back, so the update equals the one-process update.
+permutation seeded by (seed, epoch)), cut into ``gradient_accumulation_steps``
+micro-batches; each process embeds its contiguous slice of a micro-batch.
+``in_batch_pool`` says which texts the in-batch losses (negatives, ranking pairs) see:
+
+* ``process`` (default, as the official angle-emb code, which has no all-gather):
+  each process computes every loss on its own slice, so the pool is micro-batch / N
+  with N processes; DDP's mean of the gradients makes the update that of the mean of
+  the N losses, and the logged loss is that mean.
+* ``global``: the embeddings are all-gathered with their gradients so each loss sees
+  the whole micro-batch, exactly as one process would: the pool does not shrink with
+  the number of processes. Every process computes the same loss; the all-gather's
+  backward sums the N identical gradients and DDP's mean divides them back, so the
+  update equals the one-process update.
+
+With one process the two are the same computation.
 """
 
 from __future__ import annotations
@@ -41,6 +50,7 @@ import shutil
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import ClassVar
 
 import torch
 
@@ -56,6 +66,9 @@ from aoe.tokens import load_token_cache
 
 __all__ = ["TrainConfig", "train", "epoch_batches", "checkpoint_dir", "num_warmup_steps"]
 
+# process: each process's slice of a micro-batch, as the official code; global: the whole micro-batch
+IN_BATCH_POOLS = ("process", "global")
+
 
 @dataclass
 class TrainConfig(TrainSettings):
@@ -70,6 +83,8 @@ class TrainConfig(TrainSettings):
             raise ValueError(f"unknown pooling {self.pooling!r}; known: {sorted(POOLINGS)}")
         if self.mixed_precision not in ("no", "fp16", "bf16"):
             raise ValueError(f"mixed_precision must be no, fp16 or bf16, got {self.mixed_precision!r}")
+        if self.in_batch_pool not in IN_BATCH_POOLS:
+            raise ValueError(f"in_batch_pool must be one of {IN_BATCH_POOLS}, got {self.in_batch_pool!r}")
         if self.length_buckets < 1:
             raise ValueError(f"length_buckets must be >= 1 (1: one padded forward pass), got {self.length_buckets}")
         if self.format not in FORMATS:
@@ -186,6 +201,91 @@ def _gather_with_grad(x: torch.Tensor, num_processes: int) -> torch.Tensor:
     return torch.cat(all_gather(x.contiguous()), dim=0)
 
 
+@dataclass(frozen=True)
+class _Full:
+    """Full fine-tuning: the whole transformer trains, is checkpointed, resumed and saved.
+
+    :class:`_LoRA` answers the same four questions for adapters: each difference between the
+    two lives in these two classes, so the stages never ask which one they run.
+    """
+
+    cfg: TrainConfig
+    partial_resume: ClassVar[bool] = False  # a checkpoint holds every weight
+
+    def load_encoder(self, backbone_dir, init_dir, device) -> torch.nn.Module:
+        from transformers import AutoModel
+
+        encoder = AutoModel.from_pretrained(init_dir or backbone_dir)
+        if self.cfg.gradient_checkpointing:
+            encoder.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        return encoder
+
+    def hook_checkpoints(self, accelerator) -> None:
+        pass
+
+    def record(self, out_dir: Path, backbone_dir) -> dict:
+        """What aoe_config.json adds beside the common fields."""
+        return {}
+
+
+@dataclass(frozen=True)
+class _LoRA:
+    """LoRA and QLoRA: adapters train over a frozen (quantized) base, reloaded from the backbone folder."""
+
+    cfg: TrainConfig
+    partial_resume: ClassVar[bool] = True  # a checkpoint holds the trainable parameters only
+
+    def load_encoder(self, backbone_dir, init_dir, device) -> torch.nn.Module:
+        # each process holds its own (quantized) copy on its own device, as QLoRA under DDP does
+        cfg = self.cfg
+        return build_lora_model(backbone_dir, cfg.finetune, cfg.lora, cfg.mixed_precision, cfg.gradient_checkpointing, device)
+
+    def hook_checkpoints(self, accelerator) -> None:
+        # A checkpoint holds what trains (adapters, head): the frozen base is reloaded from the
+        # backbone folder, bit for bit, and would cost GBs per checkpoint for LLaMA-2.
+        def _trainable_only(models, weights, output_dir):
+            for model, state in zip(models, weights):
+                keep = trainable_names(model)
+                for name in [k for k in state if k not in keep]:
+                    del state[name]
+
+        accelerator.register_save_state_pre_hook(_trainable_only)
+
+    def record(self, out_dir: Path, backbone_dir) -> dict:
+        """What aoe_config.json adds: peft saved the adapter only, the base is found from here."""
+        cfg = self.cfg
+        return {
+            "base_model": relative_base(out_dir, backbone_dir),
+            "quantization": quantization_settings(cfg.finetune, cfg.mixed_precision),
+            "lora": cfg.lora,
+        }
+
+
+def _finetuning(cfg: TrainConfig) -> _Full | _LoRA:
+    return _Full(cfg) if cfg.finetune == "full" else _LoRA(cfg)
+
+
+@dataclass
+class _Run:
+    """One run as :func:`_build` assembles it: what the step, loop and save stages read."""
+
+    cfg: TrainConfig
+    finetuning: _Full | _LoRA
+    accelerator: object
+    tokenizer: object
+    objective: object
+    data: object  # the token cache (a datasets.Dataset)
+    lengths: list[int] | None  # text lengths for length-grouped batches
+    collate: _Collator
+    module: torch.nn.Module  # the prepared (DDP-wrapped) _Trainee
+    head: torch.nn.Module | None
+    optimizer: torch.optim.Optimizer
+    scheduler: object
+    total_steps: int
+    micro: int  # examples per micro-batch, all processes together
+    local: int  # examples per micro-batch and process
+
+
 def train(
     cache_dir: str | Path,
     table: str | Path,
@@ -200,14 +300,49 @@ def train(
     ``init_dir``: a model folder this function wrote, of the same backbone, whose weights the run
     starts from (``cfg.init`` names its cell; both or neither must be given).
     """
-    from accelerate import Accelerator
-    from accelerate.utils import DistributedDataParallelKwargs, set_seed
-    from tqdm.auto import tqdm
-    from transformers import AutoModel, AutoTokenizer, get_linear_schedule_with_warmup
-
     out_dir = Path(out_dir)
     init_record = _check_init(cfg, backbone_dir, init_dir)
+    run = _build(cfg, cache_dir, table, backbone_dir, init_dir)
+    out_dir.parent.mkdir(parents=True, exist_ok=True)  # checkpoints and the model go here
+    state = {"step": 0, "epoch": 0, "batch": 0, "examples_seen": 0, "train_seconds": 0.0}
+    ckpt_root = checkpoint_dir(out_dir)
+    metrics_lines: list[str] = []
+    resumed_from = _try_resume(run.accelerator, ckpt_root, cfg, state, metrics_lines, partial=run.finetuning.partial_resume)
+    _train_steps(run, state, ckpt_root, metrics_lines)
+    summary = {
+        "steps": state["step"],
+        "epochs_started": state["epoch"] + 1,
+        "examples_seen": state["examples_seen"],
+        "train_seconds": state["train_seconds"],
+        "pairs_per_s": state["examples_seen"] / max(state["train_seconds"], 1e-9),
+        "num_processes": run.accelerator.num_processes,
+        "resumed_from_step": resumed_from,
+    }
+    record = {
+        "pooling": cfg.pooling,
+        "prompt": cfg.prompt,
+        "finetune": cfg.finetune,
+        "objective": asdict(run.objective),
+        "train": asdict(cfg),
+        "backbone": _backbone_identity(backbone_dir),
+        "token_cache": json.loads((Path(cache_dir) / "cache.json").read_text()),
+        "summary": summary,
+        **({"init": init_record} if init_record else {}),
+        **(extra_record or {}),
+        **run.finetuning.record(out_dir, backbone_dir),
+    }
+    _save(run, out_dir, record, metrics_lines)
+    return summary
+
+
+def _build(cfg: TrainConfig, cache_dir, table, backbone_dir, init_dir) -> _Run:
+    """Accelerator, data, encoder, optimizer, scheduler and checkpoint hooks of one run."""
+    from accelerate import Accelerator
+    from accelerate.utils import DistributedDataParallelKwargs, set_seed
+    from transformers import AutoTokenizer, get_linear_schedule_with_warmup
+
     objective = get_objective(cfg.objective, cfg.objective_overrides, format=cfg.format)
+    finetuning = _finetuning(cfg)
     # BERT's pooler (and an unused head) get no gradient: DDP must not wait for them
     accelerator = Accelerator(
         mixed_precision=cfg.mixed_precision,
@@ -215,37 +350,20 @@ def train(
         cpu=not torch.cuda.is_available(),
         kwargs_handlers=[DistributedDataParallelKwargs(find_unused_parameters=True)],
     )
-    n_proc, rank = accelerator.num_processes, accelerator.process_index
-    accum = cfg.gradient_accumulation_steps
-    micro = cfg.batch_size // accum  # examples per micro-batch, all processes together
+    n_proc, accum = accelerator.num_processes, cfg.gradient_accumulation_steps
+    micro = cfg.batch_size // accum
     if micro * accum != cfg.batch_size or micro % n_proc:
         raise ValueError(
             f"batch_size {cfg.batch_size} must split into gradient_accumulation_steps ({accum}) micro-batches "
             f"each divisible by the number of processes ({n_proc})"
         )
-    local = micro // n_proc
     set_seed(cfg.seed)  # python, numpy, torch (and cuda) RNGs: dropout masks, head init
+    if cfg.deterministic:
+        _use_deterministic_algorithms()
 
     tokenizer = ensure_pad_token(AutoTokenizer.from_pretrained(backbone_dir))
-    data = load_token_cache(cache_dir, table, backbone_dir, cfg.max_length, cfg.prompt)
-    if len(data) < cfg.batch_size:
-        raise ValueError(f"{table}: {len(data)} training examples, fewer than one batch of {cfg.batch_size}")
-    n_texts = objective.n_texts
-    missing = [f"input_ids_{j}" for j in range(1, n_texts + 1) if f"input_ids_{j}" not in data.column_names]
-    if missing:
-        raise ValueError(f"{cache_dir}: objective {cfg.objective!r} on {cfg.format} needs {missing}")
-    lengths = [len(x) for x in data["input_ids_1"]] if cfg.length_grouped else None
-    collate = _Collator(tokenizer, cfg, objective)
-
-    if cfg.finetune == "full":
-        encoder = AutoModel.from_pretrained(init_dir or backbone_dir)
-        if cfg.gradient_checkpointing:
-            encoder.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-    else:
-        # each process holds its own (quantized) copy on its own device, as QLoRA under DDP does
-        encoder = build_lora_model(
-            backbone_dir, cfg.finetune, cfg.lora, cfg.mixed_precision, cfg.gradient_checkpointing, accelerator.device
-        )
+    data = _load_data(cfg, objective, cache_dir, table, backbone_dir)
+    encoder = finetuning.load_encoder(backbone_dir, init_dir, accelerator.device)
     module = _Trainee(encoder, objective.make_head(encoder.config.hidden_size), cfg.pooling, cfg.length_buckets)
     no_decay = ("bias", "LayerNorm.weight", "layer_norm", "norm.weight")
     params = [(n, p) for n, p in module.named_parameters() if p.requires_grad]  # LoRA: the adapters only
@@ -254,142 +372,161 @@ def train(
         {"params": [p for n, p in params if any(k in n for k in no_decay)], "weight_decay": 0.0},
     ]
     optimizer = _adamw(groups, cfg.learning_rate)
-    steps_per_epoch = len(data) // cfg.batch_size
-    total_steps = cfg.max_steps if cfg.max_steps > 0 else cfg.epochs * steps_per_epoch
+    total_steps = cfg.max_steps if cfg.max_steps > 0 else cfg.epochs * (len(data) // cfg.batch_size)
     scheduler = get_linear_schedule_with_warmup(optimizer, num_warmup_steps(cfg, total_steps), total_steps)
     # The scheduler is stepped once per optimizer step by this loop, so it is only
     # registered for checkpointing (a prepared scheduler would step once per process).
     module, optimizer = accelerator.prepare(module, optimizer)
     accelerator.register_for_checkpointing(scheduler)
-    if cfg.finetune != "full":
-        # A checkpoint holds what trains (adapters, head): the frozen base is reloaded from the
-        # backbone folder, bit for bit, and would cost GBs per checkpoint for LLaMA-2.
-        def _trainable_only(models, weights, output_dir):
-            for model, state in zip(models, weights):
-                keep = trainable_names(model)
-                for name in [k for k in state if k not in keep]:
-                    del state[name]
+    finetuning.hook_checkpoints(accelerator)
+    return _Run(
+        cfg=cfg, finetuning=finetuning, accelerator=accelerator, tokenizer=tokenizer, objective=objective, data=data,
+        lengths=[len(x) for x in data["input_ids_1"]] if cfg.length_grouped else None,
+        collate=_Collator(tokenizer, cfg, objective), module=module, head=accelerator.unwrap_model(module).head,
+        optimizer=optimizer, scheduler=scheduler, total_steps=total_steps, micro=micro, local=micro // n_proc,
+    )
 
-        accelerator.register_save_state_pre_hook(_trainable_only)
 
-    out_dir.parent.mkdir(parents=True, exist_ok=True)  # checkpoints and the model go here
-    state = {"step": 0, "epoch": 0, "batch": 0, "examples_seen": 0, "train_seconds": 0.0}
-    ckpt_root = checkpoint_dir(out_dir)
-    metrics_lines: list[str] = []
-    resumed_from = _try_resume(accelerator, ckpt_root, cfg, state, metrics_lines, partial=cfg.finetune != "full")
+def _use_deterministic_algorithms() -> None:
+    """Deterministic kernels, as transformers' ``enable_full_determinism`` sets them, less its two debugging costs.
 
-    bar = tqdm(total=total_steps, initial=state["step"], desc=f"train {cfg.objective} seed {cfg.seed}",
-               mininterval=5, disable=not accelerator.is_main_process)
-    module.train()
+    That function also sets ``CUDA_LAUNCH_BLOCKING=1`` (every kernel launch waits for the GPU;
+    no result changes) and overwrites ``CUBLAS_WORKSPACE_CONFIG`` with the smaller ``:16:8``.
+    Process-wide and left on, as the HF Trainer leaves it.
+    """
+    # cuBLAS reads it when it first starts: before the model's first matmul
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    torch.use_deterministic_algorithms(True)
+    torch.backends.cudnn.deterministic = True
+    torch.backends.cudnn.benchmark = False
+
+
+def _load_data(cfg: TrainConfig, objective, cache_dir, table, backbone_dir):
+    """The token cache of ``table``, checked to hold a batch and the texts the objective reads."""
+    data = load_token_cache(cache_dir, table, backbone_dir, cfg.max_length, cfg.prompt)
+    if len(data) < cfg.batch_size:
+        raise ValueError(f"{table}: {len(data)} training examples, fewer than one batch of {cfg.batch_size}")
+    missing = [f"input_ids_{j}" for j in range(1, objective.n_texts + 1) if f"input_ids_{j}" not in data.column_names]
+    if missing:
+        raise ValueError(f"{cache_dir}: objective {cfg.objective!r} on {cfg.format} needs {missing}")
+    return data
+
+
+def _train_steps(run: _Run, state: dict, ckpt_root: Path, metrics_lines: list[str]) -> None:
+    """Optimizer steps from ``state`` to the end: a metrics line every ``log_every``, a checkpoint every ``checkpoint_every``."""
+    from tqdm.auto import tqdm
+
+    cfg, total = run.cfg, run.total_steps
+    bar = tqdm(total=total, initial=state["step"], desc=f"train {cfg.objective} seed {cfg.seed}",
+               mininterval=5, disable=not run.accelerator.is_main_process)
+    run.module.train()
     tick, tick_step, start = time.perf_counter(), state["step"], time.perf_counter()
-    head = accelerator.unwrap_model(module).head
-    try:
-        while state["step"] < total_steps:
-            batches = epoch_batches(len(data), cfg.batch_size, cfg.seed, state["epoch"], lengths)
+    with bar:
+        while state["step"] < total:
+            batches = epoch_batches(len(run.data), cfg.batch_size, cfg.seed, state["epoch"], run.lengths)
             for b_idx in range(state["batch"], len(batches)):
-                rows = data[batches[b_idx]]
-                rows = [dict(zip(rows, vals)) for vals in zip(*rows.values())]
-                loss_sum, parts_sum = 0.0, {}
-                for m in range(accum):
-                    batch = collate(rows[m * micro : (m + 1) * micro])
-                    mine = slice(rank * local, (rank + 1) * local)
-                    sync = contextlib.nullcontext() if m == accum - 1 else accelerator.no_sync(module)
-                    with sync:
-                        emb_local = module(
-                            batch["input_ids"][mine].to(accelerator.device), batch["attention_mask"][mine].to(accelerator.device)
-                        )
-                        emb = _gather_with_grad(emb_local, n_proc)  # (micro, K, H), the whole micro-batch
-                        labels = batch["labels"].to(accelerator.device)
-                        text_ids = batch["text_ids"].to(accelerator.device)
-                        loss, parts = objective(tuple(emb.unbind(1)), labels, text_ids, head)
-                        if not torch.isfinite(loss):
-                            comps = {k: x.item() for k, x in parts.items()}
-                            raise FloatingPointError(
-                                f"non-finite loss {loss.item()} at step {state['step']} (epoch {state['epoch']}, "
-                                f"batch {b_idx}, micro-batch {m}); components {comps}; "
-                                f"batch text ids {batch['text_ids'].tolist()}"
-                            )
-                        accelerator.backward(loss / accum)
-                    loss_sum += loss.item() / accum
-                    for k, x in parts.items():
-                        parts_sum[k] = parts_sum.get(k, 0.0) + x.item() / accum
-                if cfg.max_grad_norm > 0:
-                    _clip_gradients(accelerator, module, cfg.max_grad_norm)
-                optimizer.step()
-                scheduler.step()
-                optimizer.zero_grad()
+                rows = run.data[batches[b_idx]]
+                logged = _step(run, [dict(zip(rows, vals)) for vals in zip(*rows.values())], state, b_idx)
                 state["step"] += 1
                 state["batch"] = b_idx + 1
                 state["examples_seen"] += cfg.batch_size
                 bar.update(1)
-                if state["step"] % cfg.log_every == 0 or state["step"] == total_steps:
+                if state["step"] % cfg.log_every == 0 or state["step"] == total:
                     now = time.perf_counter()
                     record = {
                         "step": state["step"],
                         "epoch": state["epoch"],
-                        "loss": loss_sum,
-                        **parts_sum,
-                        "lr": scheduler.get_last_lr()[0],
+                        **logged,
+                        "lr": run.scheduler.get_last_lr()[0],
                         "pairs_per_s": cfg.batch_size * (state["step"] - tick_step) / max(now - tick, 1e-9),
                     }
                     tick, tick_step = now, state["step"]
-                    bar.set_postfix({k: f"{record[k]:.4g}" for k in ("loss", *parts_sum, "pairs_per_s")})
+                    bar.set_postfix({k: f"{record[k]:.4g}" for k in (*logged, "pairs_per_s")})
                     metrics_lines.append(json.dumps(record))
-                if cfg.checkpoint_every and state["step"] % cfg.checkpoint_every == 0 and state["step"] < total_steps:
+                if cfg.checkpoint_every and state["step"] % cfg.checkpoint_every == 0 and state["step"] < total:
                     state["train_seconds"] += time.perf_counter() - start
                     start = time.perf_counter()
-                    _save_checkpoint(accelerator, ckpt_root, cfg, state, metrics_lines)
-                if state["step"] >= total_steps:
+                    _save_checkpoint(run.accelerator, ckpt_root, cfg, state, metrics_lines)
+                if state["step"] >= total:
                     break
             else:
                 state["epoch"] += 1
                 state["batch"] = 0
-        state["train_seconds"] += time.perf_counter() - start
-        summary = {
-            "steps": state["step"],
-            "epochs_started": state["epoch"] + 1,
-            "examples_seen": state["examples_seen"],
-            "train_seconds": state["train_seconds"],
-            "pairs_per_s": state["examples_seen"] / max(state["train_seconds"], 1e-9),
-            "num_processes": n_proc,
-            "resumed_from_step": resumed_from,
-        }
-        accelerator.wait_for_everyone()
-        if accelerator.is_main_process:
-            # everything is written at the end (metrics are kept in memory), into a folder
-            # that replaces out_dir only when complete
-            with atomic_dir(out_dir) as work:
-                # full fine-tuning: the whole transformer; LoRA: peft writes the adapter only
-                accelerator.unwrap_model(module).encoder.save_pretrained(work, safe_serialization=True)
-                tokenizer.save_pretrained(work)
-                (work / "metrics.jsonl").write_text("".join(line + "\n" for line in metrics_lines))
-                record = {
-                    "pooling": cfg.pooling,
-                    "prompt": cfg.prompt,
-                    "finetune": cfg.finetune,
-                    "objective": asdict(objective),
-                    "train": asdict(cfg),
-                    "backbone": _backbone_identity(backbone_dir),
-                    "token_cache": json.loads((Path(cache_dir) / "cache.json").read_text()),
-                    "summary": summary,
-                    **({"init": init_record} if init_record else {}),
-                    **(extra_record or {}),
-                }
-                if cfg.finetune != "full":
-                    record["base_model"] = relative_base(out_dir, backbone_dir)
-                    record["quantization"] = quantization_settings(cfg.finetune, cfg.mixed_precision)
-                    record["lora"] = cfg.lora
-                (work / "aoe_config.json").write_text(json.dumps(record, indent=2) + "\n")
-                (work / "versions.json").write_text(json.dumps(library_versions(), indent=2) + "\n")
-                # so that sentence_transformers.SentenceTransformer(out_dir) embeds as our Encoder does
-                from aoe.interop import write_sentence_transformers_files
+    state["train_seconds"] += time.perf_counter() - start
 
-                write_sentence_transformers_files(work)
-            shutil.rmtree(ckpt_root, ignore_errors=True)
-        accelerator.wait_for_everyone()
-        return summary
-    finally:
-        bar.close()
+
+def _step(run: _Run, rows: list[dict], state: dict, b_idx: int) -> dict[str, float]:
+    """One optimizer step over the global batch ``rows``; the loss and its components to log.
+
+    Logged values are means over the micro-batches, and over the processes where each
+    computed its own loss (``in_batch_pool: process``).
+    """
+    cfg, accelerator, accum = run.cfg, run.accelerator, run.cfg.gradient_accumulation_steps
+    logged: dict[str, float] = {}
+    for m in range(accum):
+        batch = run.collate(rows[m * run.micro : (m + 1) * run.micro])
+        # gradients are averaged over processes once, after the step's last micro-batch
+        sync = contextlib.nullcontext() if m == accum - 1 else accelerator.no_sync(run.module)
+        with sync:
+            loss, parts = _micro_batch_loss(run, batch)
+            if not torch.isfinite(loss):
+                comps = {k: x.item() for k, x in parts.items()}
+                raise FloatingPointError(
+                    f"non-finite loss {loss.item()} at step {state['step']} (epoch {state['epoch']}, "
+                    f"batch {b_idx}, micro-batch {m}); components {comps}; "
+                    f"batch text ids {batch['text_ids'].tolist()}"
+                )
+            accelerator.backward(loss / accum)
+        for k, x in {"loss": loss, **parts}.items():
+            logged[k] = logged.get(k, 0.0) + x.item() / accum
+    if cfg.max_grad_norm > 0:
+        _clip_gradients(accelerator, run.module, cfg.max_grad_norm)
+    run.optimizer.step()
+    run.scheduler.step()
+    run.optimizer.zero_grad()
+    if cfg.in_batch_pool == "process" and accelerator.num_processes > 1:
+        # one all-reduce for every logged value; the same key order on every process (same objective)
+        means = accelerator.reduce(torch.tensor(list(logged.values()), dtype=torch.float64, device=accelerator.device), "mean")
+        logged = dict(zip(logged, means.tolist()))
+    return logged
+
+
+def _micro_batch_loss(run: _Run, batch: dict) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """The objective on this process's slice of the micro-batch (``process``) or on the whole micro-batch (``global``)."""
+    accelerator = run.accelerator
+    device, n_proc, rank = accelerator.device, accelerator.num_processes, accelerator.process_index
+    mine = slice(rank * run.local, (rank + 1) * run.local)
+    emb = run.module(batch["input_ids"][mine].to(device), batch["attention_mask"][mine].to(device))  # (local, K, H)
+    if run.cfg.in_batch_pool == "global":
+        emb = _gather_with_grad(emb, n_proc)  # (micro, K, H)
+        labels, text_ids = batch["labels"], batch["text_ids"]
+    else:
+        labels, text_ids = batch["labels"][mine], batch["text_ids"][mine]
+    return run.objective(tuple(emb.unbind(1)), labels.to(device), text_ids.to(device), run.head)
+
+
+def _save(run: _Run, out_dir: Path, record: dict, metrics_lines: list[str]) -> None:
+    """Write the model folder (by the main process), then remove the checkpoints.
+
+    Everything is written at the end (metrics are kept in memory), into a folder that
+    replaces ``out_dir`` only when complete.
+    """
+    accelerator = run.accelerator
+    accelerator.wait_for_everyone()
+    if accelerator.is_main_process:
+        with atomic_dir(out_dir) as work:
+            # full fine-tuning: the whole transformer; LoRA: peft writes the adapter only
+            accelerator.unwrap_model(run.module).encoder.save_pretrained(work, safe_serialization=True)
+            run.tokenizer.save_pretrained(work)
+            (work / "metrics.jsonl").write_text("".join(line + "\n" for line in metrics_lines))
+            (work / "aoe_config.json").write_text(json.dumps(record, indent=2) + "\n")
+            (work / "versions.json").write_text(json.dumps(library_versions(), indent=2) + "\n")
+            # so that sentence_transformers.SentenceTransformer(out_dir) embeds as our Encoder does
+            from aoe.interop import write_sentence_transformers_files
+
+            write_sentence_transformers_files(work)
+        shutil.rmtree(checkpoint_dir(out_dir), ignore_errors=True)
+    accelerator.wait_for_everyone()
 
 
 def _backbone_identity(backbone_dir: str | Path) -> dict | str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from importlib.metadata import version
@@ -184,16 +185,16 @@ def test_batches_pair_texts_and_cover_each_epoch(runs, data):
     from datasets import load_from_disk
 
     cache = load_from_disk(str(data["cache"] / "pairs"))
-    table_pairs = Counter((r["text_id_1"], r["text_id_2"], r["score"]) for r in cache)  # integer scores 0..5
+    # labels are the objective's own reading of the 0..5 scores (Objective.train_labels)
+    labels_of = get_objective("aoe").train_labels(torch.tensor(cache["score"]), (0.0, 5.0)).tolist()
+    table_pairs = Counter((r["text_id_1"], r["text_id_2"], y) for r, y in zip(cache, labels_of))
     _, _, batches, collated = runs["a"]
     assert len(batches) == 6
     epoch0 = Counter()
     for n, ids, labels in batches[:5]:
         assert n == 8 and len(ids) == 8 and all(len(row) == 2 for row in ids) and len(labels) == 8
         # one row per pair: (text id of sentence1, text id of sentence2)
-        # labels are the scores mapped from [0, 5] to [0, 1]
-        assert all(abs(5 * y - round(5 * y)) < 1e-6 for y in labels)
-        epoch0.update((ids[r][0], ids[r][1], float(round(5 * labels[r]))) for r in range(n))
+        epoch0.update((ids[r][0], ids[r][1], labels[r]) for r in range(n))
     # the first epoch shows every pair exactly once
     assert epoch0 == table_pairs
     # each padded sequence holds the tokens of the text its text id names
@@ -230,6 +231,9 @@ class _NaNObjective:
     def make_head(self, hidden_size):
         return None
 
+    def train_labels(self, scores, score_range):
+        return scores
+
     def __call__(self, embs, labels, text_ids=None, head=None):
         nan = (embs[0] * embs[1]).sum() * float("nan")
         return nan, {"angle": nan}
@@ -254,6 +258,59 @@ def test_train_config_validation():
         TrainConfig(objective="aoe", score_range=(5, 0))
     cfg = TrainConfig(objective="aoe", score_range=[0, 5])
     assert cfg.score_range == (0.0, 5.0)
+
+
+def test_in_batch_pool_is_checked():
+    with pytest.raises(ValueError, match=r"in_batch_pool must be one of \('process', 'global'\), got 'gpu'"):
+        TrainConfig(objective="aoe", in_batch_pool="gpu")
+    assert TrainConfig(objective="aoe").in_batch_pool == "process"
+
+
+def test_one_process_trains_the_same_with_either_pool(data, tmp_path, monkeypatch):
+    """With one process a slice is the whole micro-batch: process and global give the same bits;
+    only global goes through the all-gather."""
+    gathers, gather = [], aoe.train._gather_with_grad
+    monkeypatch.setattr(aoe.train, "_gather_with_grad", lambda *a: gathers.append(a[0].shape) or gather(*a))
+    weights, metrics, calls = {}, {}, {}
+    for pool in ("process", "global"):
+        gathers.clear()
+        out = tmp_path / pool
+        _run(data, out, in_batch_pool=pool, max_steps=3, gradient_accumulation_steps=2)
+        weights[pool], metrics[pool], calls[pool] = load_file(out / "model.safetensors"), _without_timing(_metrics(out)), len(gathers)
+    assert calls == {"process": 0, "global": 6}  # 3 steps of 2 micro-batches
+    assert metrics["process"] == metrics["global"]
+    assert weights["process"].keys() == weights["global"].keys()
+    assert all(torch.equal(weights["process"][k], weights["global"][k]) for k in weights["global"])
+
+
+@pytest.fixture
+def restore_determinism():
+    """deterministic: true switches process-wide state; give the later tests theirs back."""
+    env = os.environ.pop("CUBLAS_WORKSPACE_CONFIG", None)
+    before = (torch.are_deterministic_algorithms_enabled(), torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark)
+    yield
+    torch.use_deterministic_algorithms(before[0])
+    torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = before[1:]
+    os.environ.pop("CUBLAS_WORKSPACE_CONFIG", None)
+    if env is not None:
+        os.environ["CUBLAS_WORKSPACE_CONFIG"] = env
+
+
+def test_deterministic_runs_are_bit_identical(data, tmp_path, monkeypatch, restore_determinism):
+    assert not torch.are_deterministic_algorithms_enabled()
+    # the switch must be on before the model is built (cuBLAS reads its workspace setting once)
+    at_load, load = [], aoe.train._Full.load_encoder
+    monkeypatch.setattr(
+        aoe.train._Full, "load_encoder", lambda self, *a: at_load.append(torch.are_deterministic_algorithms_enabled()) or load(self, *a)
+    )
+    for name in ("a", "b"):
+        _run(data, tmp_path / name, deterministic=True, max_steps=3)
+    assert at_load == [True, True]
+    assert torch.backends.cudnn.deterministic and not torch.backends.cudnn.benchmark
+    assert os.environ["CUBLAS_WORKSPACE_CONFIG"] == ":4096:8"
+    assert _without_timing(_metrics(tmp_path / "a")) == _without_timing(_metrics(tmp_path / "b"))
+    wa, wb = load_file(tmp_path / "a" / "model.safetensors"), load_file(tmp_path / "b" / "model.safetensors")
+    assert wa.keys() == wb.keys() and all(torch.equal(wa[k], wb[k]) for k in wa)
 
 
 def test_batch_not_divisible_by_accumulation(data, tmp_path):

@@ -1,8 +1,9 @@
 """The training engine across processes and interruptions: real subprocesses on the CPU.
 
-* 2 processes (``accelerate launch``, gloo) follow the same loss trajectory as 1 process
-  with the same global batch. The tiny model has dropout off: with dropout, each
-  process draws its own masks, so the runs agree in distribution only.
+* 2 processes (``accelerate launch``, gloo) with ``in_batch_pool: global`` follow the same
+  loss trajectory as 1 process with the same global batch; with ``process`` each computes
+  the loss on its half and logs the mean. The tiny model has dropout off: with dropout,
+  each process draws its own masks, so the runs agree in distribution only.
 * A run SIGKILLed a few steps after a checkpoint and rerun ends where an
   uninterrupted run ends (dropout on: the RNG states are restored too).
 """
@@ -84,13 +85,16 @@ def _env():
     return {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1]), "OMP_NUM_THREADS": "1"}
 
 
+LAUNCH = [ACCELERATE, "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
+          "--mixed_precision", "no", "--dynamo_backend", "no"]
+
+
 def test_two_processes_follow_the_one_process_trajectory(setup):
     root = setup["root"]
     one, two = root / "one", root / "two"
-    subprocess.run([sys.executable, *_args(setup, 0.0, one, max_steps=6)], check=True, env=_env(), capture_output=True)
-    launch = [ACCELERATE, "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
-              "--mixed_precision", "no", "--dynamo_backend", "no"]
-    proc = subprocess.run([*launch, *_args(setup, 0.0, two, max_steps=6)], env=_env(), capture_output=True, text=True)
+    cfg = {"max_steps": 6, "in_batch_pool": "global"}
+    subprocess.run([sys.executable, *_args(setup, 0.0, one, **cfg)], check=True, env=_env(), capture_output=True)
+    proc = subprocess.run([*LAUNCH, *_args(setup, 0.0, two, **cfg)], env=_env(), capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert json.loads((two / "aoe_config.json").read_text())["summary"]["num_processes"] == 2
     l1, l2 = _losses(one), _losses(two)
@@ -103,6 +107,58 @@ def test_two_processes_follow_the_one_process_trajectory(setup):
         torch.testing.assert_close(w2[k], w1[k], rtol=1e-3, atol=1e-4)
 
 
+def _first_steps_by_hand(setup, halves: int, steps: int) -> list[float]:
+    """The loss of each of the first ``steps`` steps, in this process: the mean of the losses of the
+    global batch's ``halves`` contiguous slices, one AdamW step on that mean (what DDP's gradient
+    mean applies) between them."""
+    from transformers import AutoModel, AutoTokenizer
+
+    from aoe.losses import get_objective
+    from aoe.tokens import load_token_cache
+    from aoe.train import TrainConfig, _adamw, _Collator, _Trainee, epoch_batches
+
+    bb, cache = setup[0.0]
+    cfg = TrainConfig(objective="aoe", pooling="cls", seed=0, batch_size=8, max_length=16, score_range=(0.0, 5.0))
+    objective = get_objective("aoe", format="pairs")
+    collate = _Collator(AutoTokenizer.from_pretrained(bb), cfg, objective)
+    data = load_token_cache(cache, setup["table"], bb, 16, None)
+    module = _Trainee(AutoModel.from_pretrained(bb), None, "cls", cfg.length_buckets)
+    optimizer = _adamw([{"params": list(module.parameters()), "weight_decay": 0.0}], 1e-3)  # the run's lr at step 1
+    losses, k = [], 8 // halves
+    for batch_idx in epoch_batches(len(data), 8, seed=0, epoch=0)[:steps]:
+        rows = data[batch_idx]
+        batch = collate([dict(zip(rows, vals)) for vals in zip(*rows.values())])
+        parts = []
+        for h in range(halves):
+            mine = slice(h * k, (h + 1) * k)
+            emb = module(batch["input_ids"][mine], batch["attention_mask"][mine])
+            parts.append(objective(tuple(emb.unbind(1)), batch["labels"][mine], batch["text_ids"][mine])[0])
+        loss = torch.stack(parts).mean()
+        losses.append(loss.item())
+        optimizer.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(module.parameters(), 1.0)
+        optimizer.step()
+    return losses
+
+
+def test_process_pool_computes_each_loss_on_its_own_half(setup):
+    """in_batch_pool: process, 2 processes: the logged loss is the mean of the two halves' losses and
+    the update is that of their mean; the whole batch's loss (global) is another number."""
+    out = setup["root"] / "two_process_pool"
+    proc = subprocess.run([*LAUNCH, *_args(setup, 0.0, out, max_steps=2, in_batch_pool="process")],
+                          env=_env(), capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    record = json.loads((out / "aoe_config.json").read_text())
+    assert record["summary"]["num_processes"] == 2 and record["train"]["in_batch_pool"] == "process"
+    logged = _losses(out)
+    assert [s for s, _ in logged] == [1, 2]
+    by_hand = _first_steps_by_hand(setup, halves=2, steps=2)
+    np.testing.assert_allclose([x for _, x in logged], by_hand, rtol=1e-5)
+    whole_batch = _first_steps_by_hand(setup, halves=1, steps=1)[0]
+    assert abs(whole_batch - by_hand[0]) > 1e-2 * abs(whole_batch)
+
+
 # Runs aoe.train's command line, SIGKILLing itself during step CHECKPOINT + MORE + 1, i.e. after
 # the checkpoint at CHECKPOINT is written and MORE later steps are done (lost to the kill): a
 # fixed point, not a race between a polling test and a fast run (tests/test_lora.py does the same
@@ -112,21 +168,21 @@ import os, signal, sys
 import aoe.train as t
 
 checkpoint, more = int(sys.argv[1]), int(sys.argv[2])
-save, gather, left = t._save_checkpoint, t._gather_with_grad, []
+save, step, left = t._save_checkpoint, t._step, []
 
 def save_and_arm(accelerator, root, cfg, state, metrics_lines):
     save(accelerator, root, cfg, state, metrics_lines)
     if state["step"] == checkpoint:
         left.append(more)
 
-def gather_or_die(*args):  # once per step (one process, no accumulation), before its update
+def step_or_die(*args):  # once per optimizer step, before its update
     if left:
         if left[0] == 0:
             os.kill(os.getpid(), signal.SIGKILL)
         left[0] -= 1
-    return gather(*args)
+    return step(*args)
 
-t._save_checkpoint, t._gather_with_grad = save_and_arm, gather_or_die
+t._save_checkpoint, t._step = save_and_arm, step_or_die
 t.main(sys.argv[3:])
 """
 
