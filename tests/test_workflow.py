@@ -254,9 +254,12 @@ def test_llama_cells_train_through_qlora_with_their_own_recipe():
         assert params["finetune"] == "qlora" and params["pooling"] == "last"
         assert params["prompt"] == 'Summarize sentence "{text}" in one word:"'
         assert params["lora"]["r"] == 32 and params["lora"]["alpha"] == 32 and params["lora"]["dropout"] == 0.1
-        # official LLaMA NLI recipe: in-batch weight 35 where BERT's is 30
-        assert params["objective_overrides"]["weights"] == {"angle": 1.0, "contrastive": 35.0}
-        assert params["learning_rate"] == 1e-4 and params["max_length"] == 50 and params["mixed_precision"] == "bf16"
+        # the official October 2023 LLaMA command: cosine 1, in-batch 35, angle 1 at tau 1.0, fp16
+        assert params["objective_overrides"]["weights"] == {"cosine": 1.0, "contrastive": 35.0, "angle": 1.0}
+        assert params["objective_overrides"]["angle_tau"] == 1.0
+        assert params["learning_rate"] == 1e-4 and params["max_length"] == 45 and params["mixed_precision"] == "fp16"
+        assert (params["batch_size"], params["gradient_accumulation_steps"], params["in_batch_pool"]) == (640, 1, "process")
+        assert params["eval_base_dtype"] == "fp16" and params["warmup_steps"] == 100
         TrainConfig(**params)
         # SBERT / SimCSE on the same backbone keep their own objective
         assert "weights" not in train_params(config, backbone, "sbert", "nli", 42)["objective_overrides"]
