@@ -7,8 +7,8 @@ evaluation need beside what its ``resources`` request (tests/test_workflow.py as
 request covers the need for every job of ``snakemake -n all``).
 
 The LLaMA-2 rows are computed (no GPU needed) from the architecture and the
-recipe of config.yaml (micro-batch 120 pairs = 240 texts x 50 tokens per GPU,
-LoRA r 32 on every linear layer, bf16 compute, gradient checkpointing):
+recipe of config.yaml (micro-batch 160 pairs = 320 texts x 45 tokens per GPU,
+LoRA r 32 on every linear layer, 16-bit compute, gradient checkpointing):
 
 - 4-bit weights: NF4 is 4 bits a weight plus, with double quantization, an 8-bit
   scale per 64 weights and a float32 scale per 256 scales; the embedding matrix
@@ -96,8 +96,8 @@ def measure(backbone: Path) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--micro-batch-pairs", type=int, default=120, help="pairs per GPU per micro-batch (official: 120)")
-    parser.add_argument("--max-length", type=int, default=50, help="tokens per text (official: 50)")
+    parser.add_argument("--micro-batch-pairs", type=int, default=160, help="pairs per GPU per micro-batch (the official Oct-2023 command: 160)")
+    parser.add_argument("--max-length", type=int, default=45, help="tokens per text (the official Oct-2023 command: 45)")
     parser.add_argument("--measure", type=Path, help="a backbone folder to load in 4-bit and check the formula on")
     parser.add_argument("--configfile", nargs="*", default=[], help="presets merged over config.yaml, as snakemake --configfile")
     parser.add_argument("--out", type=Path, default=Path("results/bench/llm_memory.json"))
