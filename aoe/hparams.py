@@ -82,6 +82,8 @@ class TrainSettings:
     finetune: str = field(default="full", metadata=source("AoE §4.1: BERT-base is fully fine-tuned"))  # full | lora | qlora
     lora: dict = field(default_factory=dict, metadata=source("no adapters: full fine-tuning"))
     prompt: str | None = field(default=None, metadata=source("no prompt: BERT-style backbones embed the text itself"))
+    # LoRA/QLoRA only: the base an adapter is evaluated on; null = as trained (4-bit NF4 for qlora)
+    eval_base_dtype: str | None = field(default=None, metadata=source("our choice: the base as it was trained"))  # null | fp16 | bf16 | fp32
     # {trainset: <t>, objective: <o>}: start from the trained model of (same backbone, <o>, <t>, same
     # seed) instead of the backbone's weights; no objective: the cell's own (a two-stage run)
     init: dict | None = field(default=None, metadata=source("our choice: the backbone's own pretrained weights, no earlier training stage"))
