@@ -56,7 +56,7 @@ import torch
 
 from aoe.fsutil import atomic_dir
 from aoe.hparams import TrainSettings
-from aoe.losses import get_objective
+from aoe.losses import Objective, get_objective
 from aoe.losses.objectives import FORMATS
 from aoe.lora import FINETUNES, build_lora_model, quantization_settings, relative_base, trainable_names
 from aoe.models import POOLINGS, embed_bucketed, ensure_pad_token, pad_ids
@@ -205,14 +205,17 @@ def _gather_with_grad(x: torch.Tensor, num_processes: int) -> torch.Tensor:
 class _Full:
     """Full fine-tuning: the whole transformer trains, is checkpointed, resumed and saved.
 
-    :class:`_LoRA` answers the same four questions for adapters: each difference between the
-    two lives in these two classes, so the stages never ask which one they run.
+    :class:`_LoRA` answers the same four questions for adapters (how the encoder is loaded,
+    what a checkpoint keeps, how strictly it is resumed, what aoe_config.json adds): every
+    difference between the two lives in these two classes, so the stages never ask which
+    one they run.
     """
 
     cfg: TrainConfig
     partial_resume: ClassVar[bool] = False  # a checkpoint holds every weight
 
     def load_encoder(self, backbone_dir, init_dir, device) -> torch.nn.Module:
+        """The backbone's transformer, or ``init_dir``'s (a trained start)."""
         from transformers import AutoModel
 
         encoder = AutoModel.from_pretrained(init_dir or backbone_dir)
@@ -236,6 +239,7 @@ class _LoRA:
     partial_resume: ClassVar[bool] = True  # a checkpoint holds the trainable parameters only
 
     def load_encoder(self, backbone_dir, init_dir, device) -> torch.nn.Module:
+        """The backbone with fresh adapters; ``init_dir`` is always None (TrainConfig refuses init here)."""
         # each process holds its own (quantized) copy on its own device, as QLoRA under DDP does
         cfg = self.cfg
         return build_lora_model(backbone_dir, cfg.finetune, cfg.lora, cfg.mixed_precision, cfg.gradient_checkpointing, device)
@@ -273,7 +277,7 @@ class _Run:
     finetuning: _Full | _LoRA
     accelerator: object
     tokenizer: object
-    objective: object
+    objective: Objective
     data: object  # the token cache (a datasets.Dataset)
     lengths: list[int] | None  # text lengths for length-grouped batches
     collate: _Collator
@@ -299,6 +303,9 @@ def train(
 
     ``init_dir``: a model folder this function wrote, of the same backbone, whose weights the run
     starts from (``cfg.init`` names its cell; both or neither must be given).
+
+    Stages: :func:`_build` (accelerator, data, model, optimizer), :func:`_train_steps` (the
+    loop, one :func:`_step` per optimizer step, logging and checkpoints), :func:`_save`.
     """
     out_dir = Path(out_dir)
     init_record = _check_init(cfg, backbone_dir, init_dir)
@@ -365,13 +372,7 @@ def _build(cfg: TrainConfig, cache_dir, table, backbone_dir, init_dir) -> _Run:
     data = _load_data(cfg, objective, cache_dir, table, backbone_dir)
     encoder = finetuning.load_encoder(backbone_dir, init_dir, accelerator.device)
     module = _Trainee(encoder, objective.make_head(encoder.config.hidden_size), cfg.pooling, cfg.length_buckets)
-    no_decay = ("bias", "LayerNorm.weight", "layer_norm", "norm.weight")
-    params = [(n, p) for n, p in module.named_parameters() if p.requires_grad]  # LoRA: the adapters only
-    groups = [
-        {"params": [p for n, p in params if not any(k in n for k in no_decay)], "weight_decay": cfg.weight_decay},
-        {"params": [p for n, p in params if any(k in n for k in no_decay)], "weight_decay": 0.0},
-    ]
-    optimizer = _adamw(groups, cfg.learning_rate)
+    optimizer = _adamw(_param_groups(module, cfg.weight_decay), cfg.learning_rate)
     total_steps = cfg.max_steps if cfg.max_steps > 0 else cfg.epochs * (len(data) // cfg.batch_size)
     scheduler = get_linear_schedule_with_warmup(optimizer, num_warmup_steps(cfg, total_steps), total_steps)
     # The scheduler is stepped once per optimizer step by this loop, so it is only
@@ -385,6 +386,16 @@ def _build(cfg: TrainConfig, cache_dir, table, backbone_dir, init_dir) -> _Run:
         collate=_Collator(tokenizer, cfg, objective), module=module, head=accelerator.unwrap_model(module).head,
         optimizer=optimizer, scheduler=scheduler, total_steps=total_steps, micro=micro, local=micro // n_proc,
     )
+
+
+def _param_groups(module: torch.nn.Module, weight_decay: float) -> list[dict]:
+    """The trainable parameters (LoRA: the adapters only), biases and norms without weight decay."""
+    no_decay = ("bias", "LayerNorm.weight", "layer_norm", "norm.weight")
+    params = [(n, p) for n, p in module.named_parameters() if p.requires_grad]
+    return [
+        {"params": [p for n, p in params if not any(k in n for k in no_decay)], "weight_decay": weight_decay},
+        {"params": [p for n, p in params if any(k in n for k in no_decay)], "weight_decay": 0.0},
+    ]
 
 
 def _use_deterministic_algorithms() -> None:
