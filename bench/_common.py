@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
@@ -134,3 +135,181 @@ def run_worker(argv: list[str], env: dict | None = None, timeout: float | None =
     if proc.returncode != 0 or not lines:
         raise SystemExit(f"worker {' '.join(argv[:4])} ... failed (rc {proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}")
     return json.loads(lines[-1][len("RESULT "):]), wall, before, after
+
+
+# --------------------------------------------------------------------------- official angle-emb venvs
+#
+# Each official version runs in its own venv under results/bench/angle-venvs/, built from the
+# package index pip is configured with (pip.conf, PIP_* variables; nothing else), with this venv's
+# torch release and the pins below, and reused while its key (version, pins, torch, Python) holds.
+# uv builds one in seconds (measured, bench/README.md); without uv, pip does it in about a minute.
+
+VENV_ROOT = OUT_DIR / "angle-venvs"
+
+# The paper-era releases (0.1.1: the arXiv AnglE papers; 0.2.0: the January 2024 LLaMA command;
+# 0.4.6: the ACL AoE paper) with the torch we run: what makes them import and train, each pin tested.
+_PAPER_ERA_PINS = (
+    # the newest transformers whose Trainer calls compute_loss(model, inputs, return_outputs): 4.46.0
+    # added num_items_in_batch, which these releases' AngleTrainer.compute_loss does not take
+    # (4.46.3 and 4.57.6 raise TypeError at the first step); 0.1.1's own notebook ran 4.34.1
+    "transformers==4.45.2",
+    # 0.1.1 imports peft.prepare_model_for_int8_training, gone from peft 0.10.0 (ImportError)
+    "peft==0.9.0",
+    # the datasets the resolver picks beside these pins (2.14.4) subclasses pyarrow.PyExtensionType,
+    # gone from pyarrow 21 (AttributeError at import)
+    "datasets==2.14.4",
+    "pyarrow==20.0.0",
+    # 0.1.1 imports scipy without declaring it
+    "scipy",
+)
+ANGLE_PINS: dict[str, tuple[str, ...]] = {
+    "0.1.1": _PAPER_ERA_PINS,
+    # 0.2.0's bellm package imports transformers.models.llama's _make_causal_mask, gone from 4.38.0
+    # (ImportError), and transformers 4.37's Trainer passes Accelerator(dispatch_batches=...), gone
+    # from accelerate 1.0 (TypeError at the first step)
+    "0.2.0": ("transformers==4.37.2", "accelerate==0.34.2", *_PAPER_ERA_PINS[1:]),
+    "0.4.6": _PAPER_ERA_PINS,
+    "0.6.1": ("pandas", "pyarrow"),  # angle-emb 0.6.1 pins transformers 5.3.0 itself; the workers read parquet
+}
+
+
+def _pip_settings() -> dict[str, list[str]]:
+    """pip's configured index options (``pip config list``: files, then PIP_* variables over them)."""
+    out = subprocess.run([sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True)
+    found: dict[str, dict[str, str]] = {"file": {}, "env": {}}
+    for line in out.stdout.splitlines():
+        key, sep, value = line.partition("=")
+        section, _, name = key.partition(".")
+        if sep and section in ("global", "install", ":env:"):
+            found["env" if section == ":env:" else "file"][name] = value.strip().strip("'\"")
+    merged = {**found["file"], **found["env"]}
+    return {k: merged[k].split() for k in ("index-url", "extra-index-url", "find-links", "cert") if merged.get(k)}
+
+
+def _uv() -> str | None:
+    """A uv binary: on PATH, else installed once (pip, configured index) under VENV_ROOT/uv; None if neither works."""
+    found = shutil.which("uv")
+    if found:
+        return found
+    target = VENV_ROOT / "uv"
+    binary = target / "bin" / "uv"
+    if not binary.is_file():
+        got = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--target", str(target), "uv"],
+                             capture_output=True, text=True)
+        if got.returncode != 0:
+            print(f"uv not installable ({got.stderr.strip().splitlines()[-1:]}); building with pip", flush=True)
+            return None
+    return str(binary)
+
+
+def _angle_wheel(version: str, dest: Path) -> tuple[Path, list[str]]:
+    """angle-emb ``version``'s wheel from the configured index, and the console scripts dropped from it.
+
+    Some releases (0.2.0) declare ``angle-trainer = angle_emb.train_cli`` without a function,
+    which current pip and uv refuse to install; the script is removed from entry_points.txt
+    (and RECORD), the package itself is untouched.
+    """
+    import base64
+    import hashlib
+    import zipfile
+
+    subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:",
+                    f"angle-emb=={version}", "-d", str(dest)], check=True)
+    wheel = next(dest.glob(f"angle_emb-{version}-*.whl"))
+    with zipfile.ZipFile(wheel) as z:
+        names = z.namelist()
+        entry = next((n for n in names if n.endswith(".dist-info/entry_points.txt")), None)
+        text = z.read(entry).decode() if entry else ""
+    kept, dropped, section = [], [], None
+    for line in text.splitlines():
+        if line.strip().startswith("["):
+            section = line.strip()
+        elif section in ("[console_scripts]", "[gui_scripts]") and "=" in line and ":" not in line.partition("=")[2]:
+            dropped.append(line.strip())
+            continue
+        kept.append(line)
+    if not dropped:
+        return wheel, []
+    fixed_entry = ("\n".join(kept) + "\n").encode()
+    digest = base64.urlsafe_b64encode(hashlib.sha256(fixed_entry).digest()).rstrip(b"=").decode()
+    fixed = dest / "fixed" / wheel.name
+    fixed.parent.mkdir(exist_ok=True)
+    with zipfile.ZipFile(wheel) as src, zipfile.ZipFile(fixed, "w", zipfile.ZIP_DEFLATED) as out:
+        for info in src.infolist():
+            data = src.read(info)
+            if info.filename == entry:
+                data = fixed_entry
+            elif info.filename.endswith(".dist-info/RECORD"):
+                lines = [f"{entry},sha256={digest},{len(fixed_entry)}" if ln.startswith(entry + ",") else ln
+                         for ln in data.decode().splitlines()]
+                data = ("\n".join(lines) + "\n").encode()
+            out.writestr(info, data)
+    return fixed, dropped
+
+
+def angle_venv(version: str) -> Path:
+    """The folder of angle-emb ``version``'s venv (its key: version, pins, torch release, Python)."""
+    import hashlib
+
+    import torch
+
+    key = {"angle_emb": version, "pins": list(ANGLE_PINS.get(version, ())), "torch": torch.__version__.split("+")[0],
+           "python": platform.python_version()}
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:10]
+    return VENV_ROOT / f"angle-emb-{version}-{digest}"
+
+
+def ensure_angle_venv(version: str) -> Path:
+    """The python of angle-emb ``version``'s venv, built when missing (uv if available, else pip); see ANGLE_PINS."""
+    import fcntl
+    import tempfile
+
+    import torch
+
+    venv = angle_venv(version)
+    py, record_file = venv / "bin" / "python", venv / "aoe-venv.json"
+    VENV_ROOT.mkdir(parents=True, exist_ok=True)
+    with open(VENV_ROOT / f"{venv.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # one builder per venv; the others wait and reuse it
+        if record_file.is_file() and py.is_file():
+            return py
+        shutil.rmtree(venv, ignore_errors=True)
+        start = time.perf_counter()
+        settings = _pip_settings()
+        torch_req = f"torch=={torch.__version__.split('+')[0]}"  # a local build (2.13.0+cpu) matches when the index has it
+        with tempfile.TemporaryDirectory() as tmp:
+            wheel, dropped = _angle_wheel(version, Path(tmp))
+            requirements = [torch_req, *ANGLE_PINS.get(version, ()), str(wheel)]
+            uv = _uv()
+            print(f"building {venv} (angle-emb {version}, {'uv' if uv else 'pip'})", flush=True)
+            if uv:
+                opts = ["--index-strategy", "unsafe-best-match"]  # pip's rule: the best version over all indexes
+                opts += [x for u in settings.get("index-url", [])[:1] for x in ("--index-url", u)]
+                opts += [x for u in settings.get("extra-index-url", []) for x in ("--extra-index-url", u)]
+                opts += [x for u in settings.get("find-links", []) for x in ("--find-links", u)]
+                env = dict(os.environ)
+                if settings.get("cert") and "SSL_CERT_FILE" not in env:
+                    env["SSL_CERT_FILE"] = settings["cert"][0]
+                subprocess.run([uv, "venv", "-q", "-p", sys.executable, str(venv)], check=True, env=env)
+                subprocess.run([uv, "pip", "install", "-q", "-p", str(py), *opts, *requirements], check=True, env=env)
+                freeze = subprocess.run([uv, "pip", "freeze", "-p", str(py)], capture_output=True, text=True, env=env).stdout
+            else:
+                subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+                subprocess.run([str(py), "-m", "pip", "install", "-q", *requirements], check=True)
+                freeze = subprocess.run([str(py), "-m", "pip", "freeze"], capture_output=True, text=True).stdout
+        probe = subprocess.run([str(py), "-c", "import angle_emb, torch, transformers; print(angle_emb.__version__)"],
+                               capture_output=True, text=True)
+        if probe.returncode != 0 or probe.stdout.strip().splitlines()[-1:] != [version]:
+            raise SystemExit(f"{venv}: angle-emb {version} does not import after install:\n{probe.stdout}\n{probe.stderr[-3000:]}")
+        record = {"angle_emb": version, "requirements": requirements[:-1] + [f"angle-emb=={version} ({wheel.name})"],
+                  "console_scripts_dropped": dropped, "built_with": "uv" if uv else "pip",
+                  "build_seconds": round(time.perf_counter() - start, 1), "index": settings,
+                  "freeze": freeze.split()}
+        record_file.write_text(json.dumps(record, indent=2) + "\n")
+        print(f"built {venv.name} in {record['build_seconds']} s", flush=True)
+        return py
+
+
+def angle_venv_record(version: str) -> dict:
+    """What ensure_angle_venv recorded about the venv: requirements, build time, pip freeze."""
+    return json.loads((angle_venv(version) / "aoe-venv.json").read_text())

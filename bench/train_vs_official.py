@@ -13,8 +13,9 @@ seed 42, ``--threads`` torch threads (``OMP_NUM_THREADS`` and ``torch.set_num_th
   before the runs, as the pipeline's tokens rule does; collation in the loop; log every 10
   steps). pairs/s from its run summary: the training loop's wall time, model loading and
   saving excluded.
-* ``official``: ``angle_emb.AnglE(...).fit(...)`` in its own venv (results/bench/angle-venv,
-  created here when missing: angle-emb 0.6.1 pins transformers 5.3.0). Raw texts go in as a
+* ``official``: ``angle_emb.AnglE(...).fit(...)`` in its own venv (``_common.ensure_angle_venv``:
+  results/bench/angle-venvs/angle-emb-0.6.1-<key>, built from the configured package index when
+  missing; angle-emb 0.6.1 pins transformers 5.3.0). Raw texts go in as a
   ``datasets.Dataset`` with text1/text2/label (label = the raw 0-5 STS-B score, as its README's
   STS-B example); its collator tokenizes inside the loop (that is how the official trainer
   works, and it is counted). ``filter_duplicate=False`` (the official CLI default; fit's
@@ -40,22 +41,24 @@ with overrides::
     cosine_w 1.0, cosine_tau 20    weights.cosine 1.0, cosine_tau 20
     ibn_w 1.0, ibn_tau 20          weights.contrastive 1.0, contrastive_tau 20
     angle_w 0.02, angle_tau 20     weights.angle 0.02, angle_tau 20
-    ibn positive: int(label) >= 1  contrastive_threshold 0.2 (label = score / 5 >= 0.2)
-    no duplicate handling          detect_identical False
+    labels: the raw score          graded_labels score (score / 5: the same ranking order)
+    ibn targets int(label) >= 1    contrastive_threshold 0.2 (score / 5 >= 0.2), contrastive_reduction all_rows
+    no duplicate handling          identical_texts ignore
     (filter_duplicate False)
 
-The cosine and angle terms are the same functions (CoSENT ranking over cos and over the
-summed complex-quotient score); ``loss_check`` in the JSON evaluates both implementations on
-the benchmark's first batches (random embeddings, real labels), angle-emb's loss.py loaded
-from its venv by path. What cannot be matched:
+``loss_check`` in the JSON evaluates both implementations on the benchmark's first batches
+(random embeddings, real labels), angle-emb's loss.py loaded from its venv by path. What
+cannot be matched:
 
-* in-batch negatives, normalisation: angle-emb averages the per-text cross-entropy over all
-  2B texts (texts of a pair with score < 1 count as 0), ours over the texts that have a
-  positive. Ours = official * 2B / #anchored texts, a per-batch factor no fixed weight
-  reproduces (loss_check records the rescaled difference, which is 0 without the next item);
-* in-batch negatives, extra positives: angle-emb builds its target matrix from ``int(label)``
-  used as a multiplier of the text index, so with non-binary labels a text k also counts as
-  a positive of text r when ``k * int(y_k) == partner(r) * int(y_r)``; ours has only the partner;
+* in-batch targets: angle-emb 0.6.1 keeps the raw float label (its tokenizer no longer
+  truncates it: 0.6.1 angle_emb/angle.py:223, where 0.1.1-0.5.x stored ``int(label)``), so its
+  ranking terms see the graded score while its in-batch loss builds targets from
+  ``y.int()`` by index products: besides the partner of a pair scoring >= 1, a text k is a
+  target of text r when ``k * int(y_k) == partner(r) * int(y_r)``. Our ``graded_labels int``
+  (the 0.1.1/0.4.6 behaviour) would reproduce those targets but tie the ranking terms within
+  each integer; ``score`` keeps the ranking and the partner targets and leaves out the
+  index-product extras (6-12 per batch here; loss_check shows the in-batch terms agree when
+  angle-emb gets binary labels, which have none);
 * dropout masks: same seed, different RNG paths (ours seeds before building the model,
   the HF Trainer seeds at its construction);
 * library versions: transformers 5.3.0 (pinned by angle-emb) against ours; the JSON records both;
@@ -100,7 +103,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common as C  # noqa: E402
 
 ANGLE_VERSION = "0.6.1"
-ANGLE_VENV = C.OUT_DIR / "angle-venv"
+ANGLE_VENV = C.angle_venv(ANGLE_VERSION)  # results/bench/angle-venvs/angle-emb-0.6.1-<key>
 SIDES = ("engine", "official")
 
 # angle-emb's README STS-B recipe (AngleLoss keyword arguments)
@@ -113,16 +116,17 @@ OVERRIDES = {
     "cosine_tau": ANGLE_LOSS["cosine_tau"],
     "contrastive_tau": ANGLE_LOSS["ibn_tau"],
     "angle_tau": ANGLE_LOSS["angle_tau"],
-    "contrastive_threshold": 0.2,  # int(score) >= 1  <=>  score / 5 >= 0.2
-    "detect_identical": False,  # angle-emb (filter_duplicate False) treats duplicates as negatives
+    "graded_labels": "score",  # 0.6.1 ranks on the raw score (score / 5: the same order)
+    "contrastive_threshold": 0.2,  # its in-batch positives: int(score) >= 1  <=>  score / 5 >= 0.2
+    "contrastive_reduction": "all_rows",  # its cross-entropy mean over all 2B texts
+    "identical_texts": "ignore",  # angle-emb (filter_duplicate False) treats duplicates as negatives
 }
 SCORE_RANGE = (0.0, 5.0)
 LOG_EVERY = 10
 UNMATCHED = [
-    "in-batch negatives normalisation: angle-emb averages over all 2B texts (no-positive texts count 0), ours over "
-    "texts with a positive: ours = official * 2B / #anchored per batch, not reproducible by a fixed weight",
-    "in-batch negatives targets: angle-emb's make_target_matrix multiplies text indices by int(label), so with "
-    "non-binary labels a text k is also a positive of text r when k*int(y_k) == partner(r)*int(y_r); ours: the partner only",
+    "in-batch targets: angle-emb 0.6.1 ranks on the raw score but builds in-batch targets from int(score) by index "
+    "products (a text k is also a target of text r when k*int(y_k) == partner(r)*int(y_r)); ours (graded_labels score): "
+    "the partner of a pair scoring >= 1 only",
     "dropout masks: same seed, different RNG paths (ours seeds before building the model, the HF Trainer at its init)",
     "transformers version: angle-emb 0.6.1 pins transformers 5.3.0 (see versions)",
     "by design (what is compared): angle-emb tokenizes in its collator inside the loop, the engine reads the token "
@@ -187,29 +191,9 @@ def _hash_batch(h, input_ids, attention_mask) -> None:
 # --------------------------------------------------------------------------- official venv
 
 
-def ensure_angle_venv(venv: Path = ANGLE_VENV) -> Path:
-    """The venv with angle-emb; created (python -m venv + pip) when missing or without angle-emb ANGLE_VERSION."""
-    py = venv / "bin" / "python"
-    probe = [str(py), "-c", "import angle_emb, torch, transformers; print(angle_emb.__version__)"]
-    if py.is_file():
-        got = subprocess.run(probe, capture_output=True, text=True)
-        if got.returncode == 0 and got.stdout.strip().splitlines()[-1:] == [ANGLE_VERSION]:
-            return py
-    import torch
-
-    print(f"creating {venv} (angle-emb {ANGLE_VERSION})", flush=True)
-    if not py.is_file():
-        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    # the torch release ours runs (angle-emb pins transformers 5.3.0 itself); a CPU build from PyTorch's CPU index
-    cmd = [str(py), "-m", "pip", "install", f"angle-emb=={ANGLE_VERSION}", f"torch=={torch.__version__.split('+')[0]}",
-           "pandas", "pyarrow"]
-    if "+cpu" in torch.__version__:
-        cmd += ["--extra-index-url", "https://download.pytorch.org/whl/cpu"]
-    subprocess.run(cmd, check=True)
-    got = subprocess.run(probe, capture_output=True, text=True)
-    if got.returncode != 0 or got.stdout.strip().splitlines()[-1:] != [ANGLE_VERSION]:
-        raise SystemExit(f"{venv}: angle-emb {ANGLE_VERSION} not importable after install:\n{got.stdout}\n{got.stderr}")
-    return py
+def ensure_angle_venv() -> Path:
+    """The python of angle-emb ANGLE_VERSION's venv (``_common.ensure_angle_venv``: built from the configured index when missing)."""
+    return C.ensure_angle_venv(ANGLE_VERSION)
 
 
 def _angle_loss_module(venv: Path = ANGLE_VENV):
@@ -299,7 +283,7 @@ def loss_check(batches: list[tuple], args) -> dict:
 
     ``batches``: (our labels as the engine's collator makes them (score / 5, float32), the raw scores) per batch.
     The in-batch term is also compared with angle-emb fed binary labels (int(score) >= 1), where its
-    target matrix has the partners only: there ours * anchored / 2B must equal it.
+    targets are the partners only: there it must equal ours.
     """
     import torch
 
@@ -324,33 +308,33 @@ def loss_check(batches: list[tuple], args) -> dict:
             "angle": float(L.angle_loss(y, zig, ANGLE_LOSS["angle_tau"], pooling_strategy=ANGLE_LOSS["angle_pooling_strategy"])),
         }
         official_total = sum(weights[k] * x for k, x in official.items())  # AngleLoss.__call__, format A
-        y_bin = (y.int() >= 1).double()
-        official_ibn_binary = float(L.in_batch_negative_loss(y_bin, zig, ANGLE_LOSS["ibn_tau"]))
-        total, parts = objective((u, v), labels, None, None)
+        official_ibn_binary = float(L.in_batch_negative_loss((y.int() >= 1).double(), zig, ANGLE_LOSS["ibn_tau"]))
+        total, parts = objective((u, v), labels, None)
         ours = {k: float(x) for k, x in parts.items()}
-        anchored = 2 * int((labels >= OVERRIDES["contrastive_threshold"]).sum())
         targets = _official_ibn_targets(y)
         partners = torch.zeros_like(targets)
         partners[torch.arange(2 * b), torch.arange(2 * b) ^ 1] = True
         per_batch.append({
             "official": official, "official_total": official_total, "ours": ours, "ours_total": float(total),
             "abs_diff": {k: abs(official[k] - ours[k]) for k in official},
+            "total_abs_diff": abs(official_total - float(total)),
             "official_ibn_targets": int(targets.sum()),
             "official_ibn_partner_targets": int((targets & partners).sum()),
             "official_ibn_extra_targets": int((targets & ~partners).sum()),
-            "anchored_texts_ours": anchored, "texts": 2 * b,
+            "texts": 2 * b,
             "official_ibn_binary_labels": official_ibn_binary,
-            "contrastive_rescaled_vs_binary_abs_diff": abs(official_ibn_binary - ours["contrastive"] * anchored / (2 * b)),
+            "contrastive_vs_binary_abs_diff": abs(official_ibn_binary - ours["contrastive"]),
         })
     worst = {k: max(p["abs_diff"][k] for p in per_batch) for k in ("cosine", "angle", "contrastive")}
+    worst["total"] = max(p["total_abs_diff"] for p in per_batch)
     return {
         "what": "float64 random embeddings (v = 0.6 u + 0.8 noise), the first batches' real labels; angle-emb's "
-                "loss.py functions weighted as AngleLoss (format A) vs get_objective('angle_arxiv', overrides). "
-                "contrastive differs through angle-emb's extra targets (k*int(y_k) == partner(r)*int(y_r)) and its "
-                "mean over all 2B texts; with binary labels (no extra targets) official == ours * anchored / 2B",
+                "loss.py functions weighted as AngleLoss (format A) vs get_objective('angle_arxiv', overrides) "
+                "(graded_labels score, threshold 0.2, contrastive_reduction all_rows, identical_texts ignore). "
+                "contrastive differs by angle-emb's index-product extra targets; with binary labels it must agree",
         "angle_emb_loss_py": path,
         "max_abs_diff": worst,
-        "max_contrastive_rescaled_vs_binary_abs_diff": max(p["contrastive_rescaled_vs_binary_abs_diff"] for p in per_batch),
+        "max_contrastive_vs_binary_abs_diff": max(p["contrastive_vs_binary_abs_diff"] for p in per_batch),
         "official_ibn_extra_targets_per_batch": [p["official_ibn_extra_targets"] for p in per_batch],
         "batches": per_batch,
     }
@@ -644,8 +628,9 @@ def main() -> None:
                 {"angle_emb": "cosine_w 1.0, cosine_tau 20", "ours": "weights.cosine 1.0, cosine_tau 20"},
                 {"angle_emb": "ibn_w 1.0, ibn_tau 20", "ours": "weights.contrastive 1.0, contrastive_tau 20"},
                 {"angle_emb": "angle_w 0.02, angle_tau 20, angle_pooling_strategy sum", "ours": "weights.angle 0.02, angle_tau 20"},
-                {"angle_emb": "ibn positive: partner with int(score) >= 1", "ours": "contrastive_threshold 0.2 (score/5)"},
-                {"angle_emb": "filter_duplicate False (duplicates are negatives)", "ours": "detect_identical False"},
+                {"angle_emb": "labels the raw score; in-batch targets from int(score) by index products, mean over all 2B texts",
+                 "ours": "graded_labels score, contrastive_threshold 0.2 (score/5), contrastive_reduction all_rows"},
+                {"angle_emb": "filter_duplicate False (duplicates are negatives)", "ours": "identical_texts ignore"},
             ],
             "not_matched": UNMATCHED,
         },
@@ -687,7 +672,7 @@ def main() -> None:
     print("  loss check, max |official - ours|: "
           + ", ".join(f"{k} {v:.2e}" for k, v in lc["max_abs_diff"].items())
           + f" (angle-emb's extra ibn targets per batch: {lc['official_ibn_extra_targets_per_batch']}); with binary labels, "
-          f"|official ibn - ours * anchored/2B| {lc['max_contrastive_rescaled_vs_binary_abs_diff']:.2e}")
+          f"|official ibn - ours| {lc['max_contrastive_vs_binary_abs_diff']:.2e}")
     print(f"wrote {path}")
 
 
