@@ -373,6 +373,13 @@ def _build(cfg: TrainConfig, cache_dir, table, backbone_dir, init_dir) -> _Run:
     encoder = finetuning.load_encoder(backbone_dir, init_dir, accelerator.device)
     module = _Trainee(encoder, objective.make_head(encoder.config.hidden_size), cfg.pooling, cfg.length_buckets)
     optimizer = _adamw(_param_groups(module, cfg.weight_decay), cfg.learning_rate)
+    if module.head is not None:
+        # The objective runs the head after forward, where DDP cannot follow it ("Expected to mark
+        # a variable ready only once"): DDP leaves the head alone and _step averages its gradients.
+        from torch.nn.parallel import DistributedDataParallel
+
+        head_names = [n for n, _ in module.named_parameters() if n.startswith("head.")]
+        DistributedDataParallel._set_params_and_buffers_to_ignore_for_model(module, head_names)
     total_steps = cfg.max_steps if cfg.max_steps > 0 else cfg.epochs * (len(data) // cfg.batch_size)
     scheduler = get_linear_schedule_with_warmup(optimizer, num_warmup_steps(cfg, total_steps), total_steps)
     # The scheduler is stepped once per optimizer step by this loop, so it is only
@@ -490,6 +497,10 @@ def _step(run: _Run, rows: list[dict], state: dict, b_idx: int) -> dict[str, flo
             accelerator.backward(loss / accum)
         for k, x in {"loss": loss, **parts}.items():
             logged[k] = logged.get(k, 0.0) + x.item() / accum
+    if run.head is not None and cfg.in_batch_pool == "process" and accelerator.num_processes > 1:
+        # outside DDP (_build); under global every process computed the same head gradients
+        for p in run.head.parameters():
+            p.grad = accelerator.reduce(p.grad, "mean")
     if cfg.max_grad_norm > 0:
         _clip_gradients(accelerator, run.module, cfg.max_grad_norm)
     run.optimizer.step()

@@ -62,18 +62,26 @@ def setup(tmp_path_factory):
         bb = _tiny_bert(root, dropout)
         build_token_cache(table, bb, 16, root / f"cache{dropout}")
         out[dropout] = (bb, root / f"cache{dropout}")
+    # the same pairs as 3-way NLI labels, for SBERT's classifier head
+    nli3 = root / "train.nli3.parquet"
+    pd.DataFrame([(a, b, y % 3) for a, b, y in rows], columns=["sentence1", "sentence2", "score"]).to_parquet(nli3)
+    build_token_cache(nli3, out[0.0][0], 16, root / "cache_nli3")
+    out["nli3"] = (nli3, root / "cache_nli3")
     return out
 
 
 def _args(setup, dropout: float, out: Path, **cfg) -> list[str]:
     bb, cache = setup[dropout]
+    table = setup["table"]
+    if cfg.get("format") == "nli3":
+        table, cache = setup["nli3"]
     config = {
         "objective": "aoe", "pooling": "cls", "seed": 0, "learning_rate": 1e-3, "batch_size": 8,
         "max_length": 16, "score_range": [0, 5], "log_every": 1, **cfg,
     }
     cfg_file = out.with_suffix(".json")
     cfg_file.write_text(json.dumps(config))
-    return ["-m", "aoe.train", "--cache", str(cache), "--table", str(setup["table"]), "--backbone", str(bb),
+    return ["-m", "aoe.train", "--cache", str(cache), "--table", str(table), "--backbone", str(bb),
             "--out", str(out), "--config", str(cfg_file)]
 
 
@@ -107,10 +115,12 @@ def test_two_processes_follow_the_one_process_trajectory(setup):
         torch.testing.assert_close(w2[k], w1[k], rtol=1e-3, atol=1e-4)
 
 
-def _first_steps_by_hand(setup, halves: int, steps: int) -> list[float]:
+def _first_steps_by_hand(setup, halves: int, steps: int, objective: str = "aoe", format: str = "pairs") -> list[float]:
     """The loss of each of the first ``steps`` steps, in this process: the mean of the losses of the
     global batch's ``halves`` contiguous slices, one AdamW step on that mean (what DDP's gradient
-    mean applies) between them."""
+    mean applies) between them. The rate is the run's first (linear decay follows), so the losses
+    are a run's for ``steps`` <= 2."""
+    from accelerate.utils import set_seed
     from transformers import AutoModel, AutoTokenizer
 
     from aoe.losses import get_objective
@@ -118,11 +128,16 @@ def _first_steps_by_hand(setup, halves: int, steps: int) -> list[float]:
     from aoe.train import TrainConfig, _adamw, _Collator, _Trainee, epoch_batches
 
     bb, cache = setup[0.0]
-    cfg = TrainConfig(objective="aoe", pooling="cls", seed=0, batch_size=8, max_length=16, score_range=(0.0, 5.0))
-    objective = get_objective("aoe", format="pairs")
-    collate = _Collator(AutoTokenizer.from_pretrained(bb), cfg, objective)
-    data = load_token_cache(cache, setup["table"], bb, 16, None)
-    module = _Trainee(AutoModel.from_pretrained(bb), None, "cls", cfg.length_buckets)
+    table = setup["table"]
+    if format == "nli3":
+        table, cache = setup["nli3"]
+    cfg = TrainConfig(objective=objective, format=format, pooling="cls", seed=0, batch_size=8, max_length=16, score_range=(0.0, 5.0))
+    obj = get_objective(objective, format=format)
+    collate = _Collator(AutoTokenizer.from_pretrained(bb), cfg, obj)
+    data = load_token_cache(cache, table, bb, 16, None)
+    set_seed(0)  # as the run seeds before it builds the model: the same initial head
+    encoder = AutoModel.from_pretrained(bb)
+    module = _Trainee(encoder, obj.make_head(encoder.config.hidden_size), "cls", cfg.length_buckets)
     optimizer = _adamw([{"params": list(module.parameters()), "weight_decay": 0.0}], 1e-3)  # the run's lr at step 1
     losses, k = [], 8 // halves
     for batch_idx in epoch_batches(len(data), 8, seed=0, epoch=0)[:steps]:
@@ -132,7 +147,7 @@ def _first_steps_by_hand(setup, halves: int, steps: int) -> list[float]:
         for h in range(halves):
             mine = slice(h * k, (h + 1) * k)
             emb = module(batch["input_ids"][mine], batch["attention_mask"][mine])
-            parts.append(objective(tuple(emb.unbind(1)), batch["labels"][mine], batch["text_ids"][mine])[0])
+            parts.append(obj(tuple(emb.unbind(1)), batch["labels"][mine], batch["text_ids"][mine], module.head)[0])
         loss = torch.stack(parts).mean()
         losses.append(loss.item())
         optimizer.zero_grad()
@@ -157,6 +172,17 @@ def test_process_pool_computes_each_loss_on_its_own_half(setup):
     np.testing.assert_allclose([x for _, x in logged], by_hand, rtol=1e-5)
     whole_batch = _first_steps_by_hand(setup, halves=1, steps=1)[0]
     assert abs(whole_batch - by_hand[0]) > 1e-2 * abs(whole_batch)
+
+
+def test_process_pool_averages_the_head_outside_ddp(setup):
+    """SBERT's classifier runs after forward, out of DDP's sight: 2 processes train it (they stopped
+    with "mark a variable ready only once" before) and its gradients are the mean of both halves'."""
+    out = setup["root"] / "two_process_sbert"
+    cfg = {"objective": "sbert", "format": "nli3", "max_steps": 2, "in_batch_pool": "process"}
+    proc = subprocess.run([*LAUNCH, *_args(setup, 0.0, out, **cfg)], env=_env(), capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    logged = [x for _, x in _losses(out)]
+    np.testing.assert_allclose(logged, _first_steps_by_hand(setup, halves=2, steps=2, objective="sbert", format="nli3"), rtol=1e-5)
 
 
 # Runs aoe.train's command line, SIGKILLing itself during step CHECKPOINT + MORE + 1, i.e. after
