@@ -131,7 +131,8 @@ def _first_steps_by_hand(setup, halves: int, steps: int, objective: str = "aoe",
     table = setup["table"]
     if format == "nli3":
         table, cache = setup["nli3"]
-    cfg = TrainConfig(objective=objective, format=format, pooling="cls", seed=0, batch_size=8, max_length=16, score_range=(0.0, 5.0))
+    cfg = TrainConfig(objective=objective, format=format, pooling="cls", seed=0, batch_size=8, max_length=16,
+                      score_range=(0.0, 5.0))
     obj = get_objective(objective, format=format)
     collate = _Collator(AutoTokenizer.from_pretrained(bb), cfg, obj)
     data = load_token_cache(cache, table, bb, 16, None)
@@ -181,8 +182,8 @@ def test_process_pool_averages_the_head_outside_ddp(setup):
     cfg = {"objective": "sbert", "format": "nli3", "max_steps": 2, "in_batch_pool": "process"}
     proc = subprocess.run([*LAUNCH, *_args(setup, 0.0, out, **cfg)], env=_env(), capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    logged = [x for _, x in _losses(out)]
-    np.testing.assert_allclose(logged, _first_steps_by_hand(setup, halves=2, steps=2, objective="sbert", format="nli3"), rtol=1e-5)
+    by_hand = _first_steps_by_hand(setup, halves=2, steps=2, objective="sbert", format="nli3")
+    np.testing.assert_allclose([x for _, x in _losses(out)], by_hand, rtol=1e-5)
 
 
 # Runs aoe.train's command line, SIGKILLing itself during step CHECKPOINT + MORE + 1, i.e. after
