@@ -313,3 +313,20 @@ def ensure_angle_venv(version: str) -> Path:
 def angle_venv_record(version: str) -> dict:
     """What ensure_angle_venv recorded about the venv: requirements, build time, pip freeze."""
     return json.loads((angle_venv(version) / "aoe-venv.json").read_text())
+
+
+def index_unreachable(timeout: float = 5.0) -> str | None:
+    """None when the configured package index answers within ``timeout`` s, else why not (local file indexes skipped)."""
+    import ssl
+    import urllib.request
+
+    settings = _pip_settings()
+    context = ssl.create_default_context(cafile=settings["cert"][0]) if settings.get("cert") else None
+    for url in settings.get("index-url", ["https://pypi.org/simple/"])[:1]:
+        probe = url.rstrip("/") + "/angle-emb/"
+        try:
+            with urllib.request.urlopen(probe, timeout=timeout, context=context) as r:
+                r.read(1)
+        except Exception as e:  # noqa: BLE001 - any failure means no venv can be built
+            return f"{probe}: {type(e).__name__}: {e}"
+    return None
