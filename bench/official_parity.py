@@ -66,6 +66,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common as C  # noqa: E402
 
 RESULT = C.REPO / "bench" / "results" / "official_parity.json"
+RESULT_STEPS = C.REPO / "bench" / "results" / "official_parity_steps.json"
+STEP_TOLERANCE = 1e-5  # max |weight difference| after the steps, fp32 on CPU
 TOLERANCE = 1e-6
 SEED = 42
 COMPONENTS = ("cosine", "contrastive", "angle")
@@ -335,6 +337,25 @@ def _official_targets(y):
     return int((targets & partners).sum()), int((targets & ~partners).sum())
 
 
+def _official_features(data_tok, b: dict) -> tuple[list[dict], int]:
+    """Each example through the release's AngleDataTokenizer (its labels: [int(label)]), on our token ids.
+
+    The collator then runs on our ids, the identity the comparison needs; the count of examples
+    whose official token ids differ from ours is returned beside.
+    """
+    features, tok_diff = [], 0
+    for (t1, t2), score, ids1, ids2 in zip(b["texts"], b["scores"], b["ids1"], b["ids2"]):
+        f = data_tok({"text1": t1, "text2": t2, "label": score})
+        tok_diff += f["input_ids"] != ids1 + ids2
+        f["input_ids"] = ids1 + ids2
+        f["attention_mask"] = [1] * len(f["input_ids"])
+        if "token_type_ids" in f:
+            f["token_type_ids"] = [0] * len(f["input_ids"])
+        f["seperate_ids"] = [0] * len(ids1) + [1] * len(ids2)
+        features.append(f)
+    return features, tok_diff
+
+
 def worker_official(payload_path: str, out_path: str) -> None:
     """Run in angle-emb's venv: AngleDataTokenizer -> AngleDataCollator -> AngleLoss on each batch of the payload."""
     import inspect
@@ -364,17 +385,7 @@ def worker_official(payload_path: str, out_path: str) -> None:
         w = {"cosine": loss_kwargs["w1"], "contrastive": loss_kwargs["w2"], "angle": loss_kwargs["w3"]}
     results = {}
     for label, b in p["batches"].items():
-        features, tok_diff = [], 0
-        for (t1, t2), score, ids1, ids2 in zip(b["texts"], b["scores"], b["ids1"], b["ids2"]):
-            f = data_tok({"text1": t1, "text2": t2, "label": score})  # its labels: [int(label)]
-            tok_diff += f["input_ids"] != ids1 + ids2
-            # the collator runs on our token ids (the identity the comparison needs); its label is the tokenizer's
-            f["input_ids"] = ids1 + ids2
-            f["attention_mask"] = [1] * len(f["input_ids"])
-            if "token_type_ids" in f:
-                f["token_type_ids"] = [0] * len(f["input_ids"])
-            f["seperate_ids"] = [0] * len(ids1) + [1] * len(ids2)
-            features.append(f)
+        features, tok_diff = _official_features(data_tok, b)
         batch = collator(features)
         ids, mask = batch["input_ids"], batch["attention_mask"]
         rows = [tuple(ids[r][mask[r].bool()].tolist()) for r in range(ids.shape[0])]
@@ -491,25 +502,265 @@ def run_case(name: str, n_engine: int, mirror: str, only: set[str] | None = None
     }
 
 
+# --------------------------------------------------------------------------- step parity (--steps N)
+
+STEP_CASES = ("stsb-angle-bert", "nli-aoe-bert")
+
+
+def nodropout_backbone() -> Path:
+    """MiniLM-L6 with hidden and attention dropout 0 (a copy under results/bench/work/): both trainers deterministic."""
+    import shutil
+
+    out = C.WORK_DIR / "minilm-l6-nodropout"
+    if (out / "config.json").is_file():
+        return out
+    tmp = out.with_name(out.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    src = C.backbone_dir()
+    for f in ("model.safetensors", "vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
+        shutil.copy2(src / f, tmp / f)
+    config = json.loads((src / "config.json").read_text())
+    config.update(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    (tmp / "config.json").write_text(json.dumps(config, indent=2) + "\n")
+    tmp.rename(out)
+    return out
+
+
+def _load_weights(path: Path) -> dict:
+    import torch
+    from safetensors.torch import load_file
+
+    state = load_file(str(path)) if path.suffix == ".safetensors" else torch.load(path, weights_only=True)
+    return {k.removeprefix("bert."): v.float() for k, v in state.items()}
+
+
+def _key_bias_gradients(backbone: Path, data, rows: list[int], objective, score_range) -> dict:
+    """Max |gradient| of the attention key biases and of the query biases on one batch, fp32 and fp64.
+
+    A key bias adds the same amount to every score of a query row, which softmax ignores: its
+    exact gradient is 0, so what a trainer computes is rounding noise (smaller in fp64).
+    """
+    import torch
+    from transformers import AutoModel, AutoTokenizer
+
+    from aoe.models import embed, pad_ids
+
+    tokenizer = AutoTokenizer.from_pretrained(backbone)
+    r = data[rows]
+    seqs = [list(map(int, x)) for pair in zip(r["input_ids_1"], r["input_ids_2"]) for x in pair]  # zigzag
+    enc = pad_ids(seqs, tokenizer)
+    labels = objective.train_labels(torch.tensor(list(r["score"]), dtype=torch.float32), tuple(score_range))
+    text_ids = torch.tensor([[int(a), int(b)] for a, b in zip(r["text_id_1"], r["text_id_2"])])
+    out = {}
+    for dtype in (torch.float32, torch.float64):
+        model = AutoModel.from_pretrained(backbone, dtype=dtype)
+        emb = embed(model, "cls", enc["input_ids"], enc["attention_mask"]).view(len(rows), 2, -1)
+        total, _ = objective((emb[:, 0], emb[:, 1]), labels.to(dtype), text_ids)
+        total.backward()
+        grads = dict(model.named_parameters())
+        key = max(float(p.grad.abs().max()) for n, p in grads.items() if n.endswith("attention.self.key.bias"))
+        query = max(float(p.grad.abs().max()) for n, p in grads.items() if n.endswith("attention.self.query.bias"))
+        out[str(dtype).removeprefix("torch.")] = {"key_bias_max_abs_grad": key, "query_bias_max_abs_grad": query}
+    return out
+
+
+def step_case(name: str, steps: int, mirror: str) -> dict:
+    """``steps`` optimizer steps of aoe.train.train and of the official trainer from the same weights on the same batches."""
+    import shutil
+
+    import torch
+
+    from aoe.tokens import load_token_cache
+    from aoe.train import TrainConfig, epoch_batches, num_warmup_steps, train
+
+    start = time.perf_counter()
+    case, resolved = CASES[name], resolve_case(name)
+    params, pool = resolved["params"], resolved["pool"]
+    backbone = nodropout_backbone()
+    table = _table(case["data"], mirror)
+    max_length = params["max_length"]
+    cache = _cache("minilm-nodropout", table, backbone, max_length, None)
+    # the cell's settings, on one process: the in-batch pool as the batch, no accumulation, fp32,
+    # one padded forward pass per batch (as the official collator pads), no earlier stage, every step logged
+    cfg = TrainConfig(**{**params, "batch_size": pool, "gradient_accumulation_steps": 1, "max_steps": steps, "epochs": 1,
+                         "init": None, "length_buckets": 1, "length_grouped": False, "mixed_precision": "no",
+                         "gradient_checkpointing": False, "log_every": 1, "checkpoint_every": 0})
+    # ours caps the warm-up at the run's length (num_warmup_steps), the HF Trainer does not: a run
+    # shorter than the cell's warm-up (the NLI cell's 50 steps) gets the capped value on both sides
+    warmup = num_warmup_steps(cfg, steps)
+    out = C.WORK_DIR / "step-parity" / name
+    shutil.rmtree(out, ignore_errors=True)
+    shutil.rmtree(out.with_name(out.name + ".ckpt"), ignore_errors=True)
+    train(cache, table, backbone, out / "ours", cfg)
+    ours_losses = [json.loads(x)["loss"] for x in (out / "ours" / "metrics.jsonl").read_text().splitlines() if x]
+
+    # the official side: the same rows in the engine's order, sequentially sampled
+    data = load_token_cache(cache, table, backbone, max_length)
+    order = epoch_batches(len(data), pool, cfg.seed, 0)[:steps]
+    rows = [i for b in order for i in b]
+    import pandas as pd
+
+    df = pd.read_parquet(table)
+    r = data[rows]
+    payload = out / "official.pt"
+    torch.save({"backbone": str(backbone), "max_length": max_length, "batch_size": pool, "steps": steps,
+                "learning_rate": cfg.learning_rate, "warmup_steps": warmup, "seed": cfg.seed,
+                "loss": case["loss"], "fit": case["collator"],
+                "rows": {"texts": [[str(df["sentence1"].iat[i]), str(df["sentence2"].iat[i])] for i in rows],
+                         "scores": [float(x) for x in r["score"]],
+                         "ids1": [list(map(int, x)) for x in r["input_ids_1"]],
+                         "ids2": [list(map(int, x)) for x in r["input_ids_2"]]}}, payload)
+    env = {**os.environ, "OMP_NUM_THREADS": "2", "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1",
+           "TRANSFORMERS_OFFLINE": "1", "PYTHONWARNINGS": "ignore"}
+    py = C.ensure_angle_venv(case["official"])
+    proc = subprocess.run([str(py), str(Path(__file__).resolve()), "--steps-worker", str(payload), str(out / "official")],
+                          capture_output=True, text=True, env=env, cwd=C.REPO)
+    if proc.returncode != 0:
+        raise SystemExit(f"official trainer ({case['official']}) failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}")
+    theirs = json.loads((out / "official" / "result.json").read_text())
+
+    w0 = _load_weights(backbone / "model.safetensors")
+    w_ours = _load_weights(out / "ours" / "model.safetensors")
+    w_off = _load_weights(out / "official" / "state_dict.pt")
+    common = sorted(set(w_ours) & set(w_off))
+    delta = {k: float((w_ours[k] - w_off[k]).abs().max()) for k in common}
+    moved = {k: float((w_ours[k] - w0[k]).abs().max()) for k in common if k in w0}
+    worst = max(delta, key=delta.get)
+    # attention key biases get no gradient in exact arithmetic (softmax ignores a constant added to
+    # a query's scores): theirs is rounding noise, which Adam scales to full-size steps
+    key_bias = [k for k in common if k.endswith("attention.self.key.bias")]
+    rest = {k: v for k, v in delta.items() if k not in key_bias}
+    loss_diff = [abs(a - b) for a, b in zip(ours_losses, theirs["losses"])]
+    grads = _key_bias_gradients(backbone, data, order[0], resolved["objective"], params["score_range"])
+    return {
+        "cell": "/".join(case["cell"]), "official_release": case["official"], "steps": steps, "batch": pool,
+        "settings": {"learning_rate": cfg.learning_rate, "warmup_steps_cell": cfg.warmup_steps, "warmup_steps_run": warmup,
+                     "max_length": max_length,
+                     "weight_decay": cfg.weight_decay, "max_grad_norm": cfg.max_grad_norm, "precision": "fp32",
+                     "dropout": 0.0, "backbone": str(backbone), "loss": case["loss"], "fit": case["collator"],
+                     "ours": "aoe.train.train (length_buckets 1, fused AdamW, foreach clipping)",
+                     "official": "AnglE.fit, HF Trainer with a SequentialSampler (the engine's batch order)"},
+        "official_training_args": theirs["training_args"], "official_versions": theirs["versions"],
+        "losses": {"ours": ours_losses, "official": theirs["losses"], "max_abs_diff": max(loss_diff)},
+        "official_rows_per_step": theirs["rows_per_step"],
+        "parameters_compared": len(common), "parameters_only_one_side": sorted(set(w_ours) ^ set(w_off)),
+        "max_abs_weight_diff": delta[worst], "max_abs_weight_diff_param": worst,
+        "max_abs_weight_change_ours": max(moved.values()),
+        "max_abs_weight_diff_without_key_biases": max(rest.values()),
+        "key_bias_max_abs_diff": max(delta[k] for k in key_bias), "key_bias_max_abs_change_ours": max(moved[k] for k in key_bias),
+        "first_batch_gradients": grads,
+        "weight_diff_per_param_top5": dict(sorted(delta.items(), key=lambda kv: -kv[1])[:5]),
+        "seconds": round(time.perf_counter() - start, 1),
+    }
+
+
+def worker_steps(payload_path: str, out_dir: str) -> None:
+    """Run in angle-emb's venv: AnglE(...).fit(...) on the payload's rows, in order; save the weights and per-step losses."""
+    import inspect
+
+    import torch
+    import transformers
+    from torch.utils.data import SequentialSampler
+
+    import angle_emb
+    import angle_emb.angle as A
+    import datasets
+
+    p = torch.load(payload_path, weights_only=False)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    losses, rows_per_step, info = [], [], {}
+
+    class InOrderTrainer(A.AngleTrainer):
+        """The release's trainer with the given row order (a SequentialSampler) and each step's loss recorded."""
+
+        def _get_train_sampler(self, *args, **kwargs):
+            return SequentialSampler(self.train_dataset)
+
+        def compute_loss(self, model, inputs, return_outputs=False):
+            rows_per_step.append(int(inputs["input_ids"].shape[0]))
+            loss = super().compute_loss(model, inputs, return_outputs)
+            losses.append(float(loss[0] if return_outputs else loss))
+            if not info:
+                info.update({k: str(getattr(self.args, k)) for k in (
+                    "optim", "lr_scheduler_type", "learning_rate", "warmup_steps", "max_steps", "weight_decay",
+                    "max_grad_norm", "adam_beta1", "adam_beta2", "adam_epsilon", "per_device_train_batch_size",
+                    "gradient_accumulation_steps", "fp16", "seed")})
+                info["optimizer_class"] = type(self.optimizer).__name__
+            return loss
+
+    A.AngleTrainer = InOrderTrainer  # fit() looks the class up in its module when called
+    angle = A.AnglE(p["backbone"], max_length=p["max_length"], pooling_strategy="cls", train_mode=True)
+    data_tok = A.AngleDataTokenizer(angle.tokenizer, p["max_length"])
+    features, _ = _official_features(data_tok, p["rows"])
+    ds = datasets.Dataset.from_list(features)
+    fit_kwargs = {k: v for k, v in p["fit"].items() if k in inspect.signature(angle.fit).parameters}
+    angle.fit(train_ds=ds, batch_size=p["batch_size"], output_dir=str(out / "fit"), epochs=1,
+              learning_rate=p["learning_rate"], warmup_steps=p["warmup_steps"], logging_steps=1, save_strategy="no",
+              loss_kwargs=dict(p["loss"]), argument_kwargs={"max_steps": p["steps"], "seed": p["seed"], "report_to": "none"},
+              **fit_kwargs)
+    model = getattr(angle.backbone, "_orig_mod", angle.backbone)  # fit() wraps it in torch.compile after training setup
+    torch.save(model.state_dict(), out / "state_dict.pt")
+    versions = {"angle_emb": angle_emb.__version__, "torch": torch.__version__, "transformers": transformers.__version__}
+    (out / "result.json").write_text(json.dumps({"losses": losses, "rows_per_step": rows_per_step,
+                                                 "training_args": info, "versions": versions}))
+
+
+def main_steps(names: list[str], args) -> None:
+    cases = {name: step_case(name, args.steps, args.mirror) for name in names}
+    for c in cases.values():
+        c["pass_all_parameters"] = c["max_abs_weight_diff"] <= STEP_TOLERANCE
+        # the key biases' updates follow rounding noise (their exact gradient is 0, first_batch_gradients)
+        c["pass"] = c["max_abs_weight_diff_without_key_biases"] <= STEP_TOLERANCE
+    record = {"command": "python bench/official_parity.py " + " ".join(sys.argv[1:]), "tolerance": STEP_TOLERANCE,
+              "criterion": "max |w_ours - w_official| after the steps, fp32 on CPU, over every parameter but the attention "
+                           "key biases (their exact gradient is 0: their updates follow rounding noise; given beside)",
+              "pass": all(c["pass"] for c in cases.values()), "cases": cases}
+    path = C.write_json("official_parity_steps", record, args.out or str(RESULT_STEPS))
+    rows = [[name, c["official_release"], c["steps"], c["batch"], f"{c['losses']['max_abs_diff']:.1e}",
+             f"{c['max_abs_weight_diff_without_key_biases']:.1e}", f"{c['key_bias_max_abs_diff']:.1e}",
+             f"{c['first_batch_gradients']['float32']['key_bias_max_abs_grad']:.0e}",
+             f"{c['first_batch_gradients']['float32']['query_bias_max_abs_grad']:.0e}",
+             f"{c['max_abs_weight_change_ours']:.1e}", "yes" if c["pass"] else "NO"] for name, c in cases.items()]
+    C.print_table(f"Step parity with the official trainers (MiniLM-L6 without dropout, fp32, {args.steps} steps; tolerance "
+                  f"{STEP_TOLERANCE:g})", ["case", "release", "steps", "batch", "max |loss diff|", "max |w diff| (no key bias)",
+                                          "key biases", "key-bias grad", "query-bias grad", "max |w change|", "pass"], rows)
+    print(f"wrote {path}")
+    if not record["pass"]:
+        raise SystemExit(1)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--cases", default=",".join(CASES), help=f"comma-separated, from {', '.join(CASES)}")
+    ap.add_argument("--cases", default=None, help=f"comma-separated, from {', '.join(CASES)} (default: all; with --steps "
+                    f"{', '.join(STEP_CASES)})")
     ap.add_argument("--batches", type=int, default=3, help="batches of the engine's epoch order per case (plus file-order and crafted)")
     ap.add_argument("--mirror", default=C.default_mirror())
-    ap.add_argument("--out", default=str(RESULT))
+    ap.add_argument("--out", default=None, help=f"JSON path (default {RESULT.relative_to(C.REPO)}, with --steps "
+                    f"{RESULT_STEPS.relative_to(C.REPO)})")
+    ap.add_argument("--steps", type=int, default=0,
+                    help="step parity instead: N optimizer steps of both trainers on the cases in STEP_CASES, max |weight difference|")
     ap.add_argument("--worker", nargs=2, help=argparse.SUPPRESS)
+    ap.add_argument("--steps-worker", nargs=2, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
         worker_official(*args.worker)
+        return
+    if args.steps_worker:
+        worker_steps(*args.steps_worker)
         return
 
     import torch
 
     torch.set_num_threads(2)
-    names = [c for c in args.cases.split(",") if c]
+    names = [c for c in args.cases.split(",") if c] if args.cases else list(STEP_CASES if args.steps else CASES)
     unknown = set(names) - set(CASES)
     if unknown:
         raise SystemExit(f"unknown case(s) {sorted(unknown)}; known: {list(CASES)}")
+    if args.steps:
+        main_steps(names, args)
+        return
     cases = {name: run_case(name, args.batches, args.mirror) for name in names}
     venvs = {v: {k: r[k] for k in ("requirements", "built_with", "build_seconds", "console_scripts_dropped", "freeze")}
              for v in sorted({CASES[n]["official"] for n in names}) for r in [C.angle_venv_record(v)]}
@@ -517,7 +768,7 @@ def main() -> None:
               "criterion": "|ours - official| <= tolerance per component and total, float64 embeddings on both sides; "
                            "the same examples kept and the same labels",
               "pass": all(c["pass"] for c in cases.values()), "cases": cases, "venvs": venvs}
-    path = C.write_json("official_parity", record, args.out)
+    path = C.write_json("official_parity", record, args.out or str(RESULT))
     rows = []
     for name, c in cases.items():
         d = c["max_abs_diff"]
