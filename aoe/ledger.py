@@ -20,7 +20,7 @@ from typing import Any
 import yaml
 
 from aoe.hparams import NOT_SET, code_source, key_comments, lookup, recipe_anchor, resolve_cell
-from aoe.workflow import run_cells, start_cell
+from aoe.workflow import in_batch_pool_size, run_cells, start_cell
 
 __all__ = ["DEVIATES", "OFFICIAL_LOSS_BASES", "build_recipe", "cell_ledger", "official_recipes", "recipe_json", "recipe_markdown"]
 
@@ -171,15 +171,15 @@ def cell_ledger(config: dict, cell, files: _Files) -> tuple[str | None, list[dic
             if not any(r["key"] == f"weights.{comp}" for r in rows):
                 add(f"weights.{comp}", 0.0, settings["loss.weights"].set_by, loss=True)
     # the pool of in-batch negatives and ranking pairs: a micro-batch, or one process's slice of it
-    micro = settings["batch_size"].value // max(1, settings["gradient_accumulation_steps"].value)
-    gpus = int(config["backbones"][cell.backbone].get("resources", {}).get("gpus", 1))
     mode = settings["in_batch_pool"]
+    pool, gpus = in_batch_pool_size(
+        config, cell.backbone, {k: settings[k].value for k in ("batch_size", "gradient_accumulation_steps", "in_batch_pool")}
+    )
     if mode.value == "process":
         pool_by = f"derived: batch_size / gradient_accumulation_steps / {gpus} GPU(s), each process's own slice (in_batch_pool process, set by {mode.set_by}; aoe/train.py)"
-        add("in_batch_pool", micro // max(1, gpus), pool_by)
     else:
         pool_by = f"derived: batch_size / gradient_accumulation_steps, all-gathered over processes (in_batch_pool global, set by {mode.set_by}; aoe/train.py)"
-        add("in_batch_pool", micro, pool_by)
+    add("in_batch_pool", pool, pool_by)
     # the starting weights: a trained cell's model (a two-stage run), else the backbone's
     start = start_cell(cell, settings["init"].value)
     bb = config["backbones"][cell.backbone]

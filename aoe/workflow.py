@@ -28,6 +28,7 @@ __all__ = [
     "table_target",
     "indomain_cells",
     "train_params",
+    "in_batch_pool_size",
     "init_cell",
     "start_cell",
     "start_log",
@@ -251,6 +252,15 @@ def train_params(config: dict, backbone: str, objective: str, trainset: str, see
     from aoe.hparams import resolve_cell
 
     return resolve_cell(config, backbone, objective, trainset, seed).params
+
+
+def in_batch_pool_size(config: dict, backbone: str, params: dict) -> tuple[int, int]:
+    """Pairs one loss of a cell sees, and its backbone's GPU count: a micro-batch
+    (``batch_size / gradient_accumulation_steps``), split over the GPUs under ``in_batch_pool: process``
+    (aoe.train: each process its own slice), whole under ``global`` (all-gathered)."""
+    micro = params["batch_size"] // max(1, params["gradient_accumulation_steps"])
+    gpus = max(1, int(config["backbones"][backbone].get("resources", {}).get("gpus", 1)))
+    return (micro // gpus if params["in_batch_pool"] == "process" else micro), gpus
 
 
 def start_cell(cell: Cell, init: dict | None) -> Cell | None:

@@ -116,15 +116,13 @@ def resolve_case(name: str) -> dict:
     """The cell's resolved training parameters, objective and in-batch pool (pairs one loss sees)."""
     from aoe.configcheck import load_config
     from aoe.losses import get_objective
-    from aoe.workflow import train_params
+    from aoe.workflow import in_batch_pool_size, train_params
 
     case = CASES[name]
     config = load_config(C.REPO, [C.REPO / f for f in case["configfiles"]])
     backbone, objective_name, trainset = case["cell"]
     params = train_params(config, backbone, objective_name, trainset, SEED)
-    gpus = int(config["backbones"][backbone].get("resources", {}).get("gpus", 1))
-    per_step = params["batch_size"] // params["gradient_accumulation_steps"]
-    pool = per_step // gpus if params.get("in_batch_pool", "process") == "process" else per_step
+    pool, gpus = in_batch_pool_size(config, backbone, params)
     objective = get_objective(params["objective"], params["objective_overrides"], format=params["format"])
     return {"params": params, "objective": objective, "pool": pool, "gpus": gpus}
 
