@@ -330,3 +330,20 @@ def index_unreachable(timeout: float = 5.0) -> str | None:
         except Exception as e:  # noqa: BLE001 - any failure means no venv can be built
             return f"{probe}: {type(e).__name__}: {e}"
     return None
+
+
+def official_target_counts(y) -> tuple[int, int]:
+    """How many in-batch targets angle-emb's ``make_target_matrix`` rule gives, on (2B, 1) labels in its
+    zigzag order: ``(partners, extras)``, extras being its index-product collisions (a replica, for
+    counting only; it runs in either venv, so it imports no aoe code)."""
+    import torch
+
+    n = y.shape[0]
+    idxs = torch.arange(0, n).int()
+    y_int = y.int()
+    idxs_1 = idxs[None, :] * y_int.T + (y_int.T == 0).int() * -2
+    idxs_2 = (idxs + 1 - idxs % 2 * 2)[:, None] * y_int + (y_int == 0).int() * -1
+    targets = idxs_1 == idxs_2
+    partners = torch.zeros_like(targets)
+    partners[torch.arange(n), torch.arange(n) ^ 1] = True
+    return int((targets & partners).sum()), int((targets & ~partners).sum())

@@ -149,22 +149,21 @@ def tiny_llama_dir() -> Path:
     import torch
     from transformers import LlamaConfig, LlamaModel
 
+    from aoe.fsutil import atomic_dir
+
     out = C.WORK_DIR / "tiny-llama"
     if (out / "config.json").is_file():
         return out
-    tmp = out.with_name(out.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
     bb = C.backbone_dir()
-    for f in ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
-        if (bb / f).is_file():
-            shutil.copy2(bb / f, tmp / f)
-    vocab = sum(1 for _ in (bb / "vocab.txt").open(encoding="utf-8"))
-    config = LlamaConfig(vocab_size=vocab, hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-                         intermediate_size=128, max_position_embeddings=128, pad_token_id=0)
-    torch.manual_seed(0)
-    LlamaModel(config).save_pretrained(tmp, safe_serialization=True)
-    tmp.rename(out)
+    with atomic_dir(out) as tmp:
+        for f in ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
+            if (bb / f).is_file():
+                shutil.copy2(bb / f, tmp / f)
+        vocab = sum(1 for _ in (bb / "vocab.txt").open(encoding="utf-8"))
+        config = LlamaConfig(vocab_size=vocab, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+                             num_key_value_heads=2, intermediate_size=128, max_position_embeddings=128, pad_token_id=0)
+        torch.manual_seed(0)
+        LlamaModel(config).save_pretrained(tmp, safe_serialization=True)
     return out
 
 
@@ -320,21 +319,6 @@ def ours(resolved: dict, built: dict) -> dict:
 # --------------------------------------------------------------------------- official side (its venv)
 
 
-def _official_targets(y):
-    """Counts of angle-emb's in-batch targets (its make_target_matrix rule, zigzag order): partners and index-product extras."""
-    import torch
-
-    n = y.shape[0]
-    idxs = torch.arange(0, n).int()
-    y_int = y.int()
-    idxs_1 = idxs[None, :] * y_int.T + (y_int.T == 0).int() * -2
-    idxs_2 = (idxs + 1 - idxs % 2 * 2)[:, None] * y_int + (y_int == 0).int() * -1
-    targets = idxs_1 == idxs_2
-    partners = torch.zeros_like(targets)
-    partners[torch.arange(n), torch.arange(n) ^ 1] = True
-    return int((targets & partners).sum()), int((targets & ~partners).sum())
-
-
 def _official_features(data_tok, b: dict) -> tuple[list[dict], int]:
     """Each example through the release's AngleDataTokenizer (its labels: [int(label)]), on our token ids.
 
@@ -410,7 +394,7 @@ def worker_official(payload_path: str, out_path: str) -> None:
                      "contrastive": A.in_batch_negative_loss(labels, emb, loss_kwargs["ibn_tau"], similar_matrix=sm),
                      "angle": A.angle_loss(labels, emb, loss_kwargs["angle_tau"])}
             total = loss_fn(labels, emb, similar_matrix=sm)
-        partners, extra = _official_targets(labels)
+        partners, extra = C.official_target_counts(labels)
         results[label] = {
             "parts": {k: float(v) for k, v in parts.items() if w[k] > 0},
             "total": float(total), "dtype": str(emb.dtype), "kept": kept, "rows": len(rows),
@@ -509,19 +493,18 @@ def nodropout_backbone() -> Path:
     """MiniLM-L6 with hidden and attention dropout 0 (a copy under results/bench/work/): both trainers deterministic."""
     import shutil
 
+    from aoe.fsutil import atomic_dir
+
     out = C.WORK_DIR / "minilm-l6-nodropout"
     if (out / "config.json").is_file():
         return out
-    tmp = out.with_name(out.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
     src = C.backbone_dir()
-    for f in ("model.safetensors", "vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
-        shutil.copy2(src / f, tmp / f)
-    config = json.loads((src / "config.json").read_text())
-    config.update(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
-    (tmp / "config.json").write_text(json.dumps(config, indent=2) + "\n")
-    tmp.rename(out)
+    with atomic_dir(out) as tmp:
+        for f in ("model.safetensors", "vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
+            shutil.copy2(src / f, tmp / f)
+        config = json.loads((src / "config.json").read_text())
+        config.update(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+        (tmp / "config.json").write_text(json.dumps(config, indent=2) + "\n")
     return out
 
 

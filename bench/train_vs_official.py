@@ -266,18 +266,6 @@ def prepare(args) -> dict:
     }
 
 
-def _official_ibn_targets(y):
-    """Replica of the target matrix of angle-emb's in_batch_negative_loss (its nested make_target_matrix), to count targets."""
-    import torch
-
-    n = y.shape[0]
-    idxs = torch.arange(0, n).int()
-    y_int = y.int()
-    idxs_1 = idxs[None, :] * y_int.T + (y_int.T == 0).int() * -2
-    idxs_2 = (idxs + 1 - idxs % 2 * 2)[:, None] * y_int + (y_int == 0).int() * -1
-    return idxs_1 == idxs_2
-
-
 def loss_check(batches: list[tuple], args) -> dict:
     """Both implementations of the loss on the same embeddings: random (seeded) u, v and the batches' real labels.
 
@@ -311,16 +299,14 @@ def loss_check(batches: list[tuple], args) -> dict:
         official_ibn_binary = float(L.in_batch_negative_loss((y.int() >= 1).double(), zig, ANGLE_LOSS["ibn_tau"]))
         total, parts = objective((u, v), labels, None)
         ours = {k: float(x) for k, x in parts.items()}
-        targets = _official_ibn_targets(y)
-        partners = torch.zeros_like(targets)
-        partners[torch.arange(2 * b), torch.arange(2 * b) ^ 1] = True
+        partner_targets, extra_targets = C.official_target_counts(y)
         per_batch.append({
             "official": official, "official_total": official_total, "ours": ours, "ours_total": float(total),
             "abs_diff": {k: abs(official[k] - ours[k]) for k in official},
             "total_abs_diff": abs(official_total - float(total)),
-            "official_ibn_targets": int(targets.sum()),
-            "official_ibn_partner_targets": int((targets & partners).sum()),
-            "official_ibn_extra_targets": int((targets & ~partners).sum()),
+            "official_ibn_targets": partner_targets + extra_targets,
+            "official_ibn_partner_targets": partner_targets,
+            "official_ibn_extra_targets": extra_targets,
             "texts": 2 * b,
             "official_ibn_binary_labels": official_ibn_binary,
             "contrastive_vs_binary_abs_diff": abs(official_ibn_binary - ours["contrastive"]),
