@@ -59,7 +59,7 @@ from aoe.hparams import TrainSettings
 from aoe.losses import Objective, get_objective
 from aoe.losses.objectives import FORMATS
 from aoe.lora import FINETUNES, build_lora_model, quantization_settings, relative_base, trainable_names
-from aoe.models import POOLINGS, embed_bucketed, ensure_pad_token, pad_ids
+from aoe.models import EVAL_DTYPES, POOLINGS, embed_bucketed, ensure_pad_token, pad_ids
 from aoe.prompts import check_prompt
 from aoe.provenance import library_versions
 from aoe.tokens import load_token_cache
@@ -85,6 +85,12 @@ class TrainConfig(TrainSettings):
             raise ValueError(f"mixed_precision must be no, fp16 or bf16, got {self.mixed_precision!r}")
         if self.in_batch_pool not in IN_BATCH_POOLS:
             raise ValueError(f"in_batch_pool must be one of {IN_BATCH_POOLS}, got {self.in_batch_pool!r}")
+        if self.eval_base_dtype is not None:
+            # read at evaluation only (aoe.models.Encoder): a bad value would pass a whole training first
+            if self.eval_base_dtype not in EVAL_DTYPES:
+                raise ValueError(f"eval_base_dtype must be null or one of {sorted(EVAL_DTYPES)}, got {self.eval_base_dtype!r}")
+            if self.finetune == "full":
+                raise ValueError("eval_base_dtype sets the base under a LoRA adapter; a full fine-tuning has none")
         if self.length_buckets < 1:
             raise ValueError(f"length_buckets must be >= 1 (1: one padded forward pass), got {self.length_buckets}")
         if self.format not in FORMATS:
@@ -480,6 +486,7 @@ def _step(run: _Run, rows: list[dict], state: dict, b_idx: int) -> dict[str, flo
     computed its own loss (``in_batch_pool: process``).
     """
     cfg, accelerator, accum = run.cfg, run.accelerator, run.cfg.gradient_accumulation_steps
+    split = cfg.in_batch_pool == "process" and accelerator.num_processes > 1  # each process its own loss
     logged: dict[str, float] = {}
     for m in range(accum):
         batch = run.collate(rows[m * run.micro : (m + 1) * run.micro])
@@ -497,7 +504,7 @@ def _step(run: _Run, rows: list[dict], state: dict, b_idx: int) -> dict[str, flo
             accelerator.backward(loss / accum)
         for k, x in {"loss": loss, **parts}.items():
             logged[k] = logged.get(k, 0.0) + x.item() / accum
-    if run.head is not None and cfg.in_batch_pool == "process" and accelerator.num_processes > 1:
+    if run.head is not None and split:
         # outside DDP (_build); under global every process computed the same head gradients
         for p in run.head.parameters():
             p.grad = accelerator.reduce(p.grad, "mean")
@@ -506,7 +513,7 @@ def _step(run: _Run, rows: list[dict], state: dict, b_idx: int) -> dict[str, flo
     run.optimizer.step()
     run.scheduler.step()
     run.optimizer.zero_grad()
-    if cfg.in_batch_pool == "process" and accelerator.num_processes > 1:
+    if split:
         # one all-reduce for every logged value; the same key order on every process (same objective)
         means = accelerator.reduce(torch.tensor(list(logged.values()), dtype=torch.float64, device=accelerator.device), "mean")
         logged = dict(zip(logged, means.tolist()))

@@ -266,6 +266,14 @@ def test_in_batch_pool_is_checked():
     assert TrainConfig(objective="aoe").in_batch_pool == "process"
 
 
+def test_eval_base_dtype_is_checked_before_training():
+    with pytest.raises(ValueError, match=r"eval_base_dtype must be null or one of \['bf16', 'fp16', 'fp32'\], got 'fp8'"):
+        TrainConfig(objective="aoe", finetune="qlora", eval_base_dtype="fp8")
+    with pytest.raises(ValueError, match="a full fine-tuning has none"):
+        TrainConfig(objective="aoe", eval_base_dtype="fp16")
+    assert TrainConfig(objective="aoe", finetune="qlora", eval_base_dtype="fp16").eval_base_dtype == "fp16"
+
+
 def test_one_process_trains_the_same_with_either_pool(data, tmp_path, monkeypatch):
     """With one process a slice is the whole micro-batch: process and global give the same bits;
     only global goes through the all-gather."""

@@ -11,11 +11,20 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-__all__ = ["GRADED_LABELS", "IDENTICAL_TEXTS", "REDUCTIONS", "contrastive_targets", "contrastive_loss", "filter_duplicates"]
+__all__ = ["GRADED_LABELS", "IDENTICAL_TEXTS", "REDUCTIONS", "SETTINGS", "check_setting", "contrastive_targets", "contrastive_loss",
+           "filter_duplicates"]
 
 GRADED_LABELS = ("int", "score")
 IDENTICAL_TEXTS = ("filter", "positive", "detect", "ignore")
 REDUCTIONS = ("all_rows", "anchored")
+# each LossSettings key of this module and its values
+SETTINGS = {"graded_labels": GRADED_LABELS, "identical_texts": IDENTICAL_TEXTS, "contrastive_reduction": REDUCTIONS}
+
+
+def check_setting(key: str, value: str, where: str = "") -> None:
+    """ValueError (prefixed by ``where``) unless ``value`` is one of the values of ``key`` in SETTINGS."""
+    if value not in SETTINGS[key]:
+        raise ValueError(f"{where}{key} must be one of {SETTINGS[key]}, got {value!r}")
 
 
 def _interleaved(n_pairs: int, device) -> torch.Tensor:
@@ -60,10 +69,8 @@ def contrastive_targets(
     Returns:
         (2B, 2B) float target weights, zero on the diagonal.
     """
-    if identical_texts not in IDENTICAL_TEXTS:
-        raise ValueError(f"identical_texts must be one of {IDENTICAL_TEXTS}, got {identical_texts!r}")
-    if graded_labels not in GRADED_LABELS:
-        raise ValueError(f"graded_labels must be one of {GRADED_LABELS}, got {graded_labels!r}")
+    check_setting("identical_texts", identical_texts)
+    check_setting("graded_labels", graded_labels)
     n_pairs = labels.shape[0]
     n = 2 * n_pairs
     device = labels.device
@@ -163,8 +170,7 @@ def contrastive_loss(
         raise ValueError(
             f"expected u, v of shape (B, D) and labels (B,), got {tuple(u.shape)}, {tuple(v.shape)}, {tuple(labels.shape)}"
         )
-    if reduction not in REDUCTIONS:
-        raise ValueError(f"contrastive_reduction must be one of {REDUCTIONS}, got {reduction!r}")
+    check_setting("contrastive_reduction", reduction)
     x = F.normalize(torch.cat([u, v], dim=0), dim=1)  # (2B, D)
     n = x.shape[0]
     logits = (tau * (x @ x.T)).masked_fill(torch.eye(n, dtype=torch.bool, device=x.device), float("-inf"))

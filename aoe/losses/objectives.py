@@ -22,7 +22,7 @@ import torch.nn.functional as F
 
 from aoe.losses.angle import angle_loss, cosent_ranking_loss
 from aoe.losses.baselines import SoftmaxHead, cosine_mse_loss, sbert_softmax_loss, simcse_loss
-from aoe.losses.contrastive import GRADED_LABELS, IDENTICAL_TEXTS, REDUCTIONS, contrastive_loss, filter_duplicates
+from aoe.losses.contrastive import SETTINGS, check_setting, contrastive_loss, filter_duplicates
 from aoe.recipes import COMPONENTS, FORMATS, N_TEXTS, OBJECTIVES, LossSettings, objective_formats, objective_spec, resolve_format
 
 __all__ = ["FORMATS", "COMPONENTS", "OBJECTIVES", "Objective", "get_objective", "resolve_format", "objective_formats"]
@@ -50,10 +50,8 @@ class Objective(LossSettings):
             raise ValueError(f"objective {self.name!r}: unknown loss component(s) {sorted(unknown)}; known: {sorted(COMPONENTS)}")
         if not any(w != 0 for w in self.weights.values()):
             raise ValueError(f"objective {self.name!r} has no component with a non-zero weight")
-        for key, allowed in (("graded_labels", GRADED_LABELS), ("identical_texts", IDENTICAL_TEXTS),
-                             ("contrastive_reduction", REDUCTIONS)):
-            if getattr(self, key) not in allowed:
-                raise ValueError(f"objective {self.name!r}: {key} must be one of {allowed}, got {getattr(self, key)!r}")
+        for key in SETTINGS:
+            check_setting(key, getattr(self, key), where=f"objective {self.name!r}: ")
         bad = [c for c, w in self.weights.items() if w and self.format not in COMPONENTS[c][0]]
         if bad:
             raise ValueError(f"objective {self.name!r}: component(s) {bad} cannot train on {self.format!r} data")
