@@ -5,4 +5,5 @@ reruns exactly those jobs (Snakemake's params trigger), not every job whose code
 """
 
 # 2: token and text ids stored as int32 (1: int64), half the disk and page cache
-TOKEN_CACHE_FORMAT = 2
+# 3: text ids identify token sequences, not strings (the official collators' identity)
+TOKEN_CACHE_FORMAT = 3

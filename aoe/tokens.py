@@ -3,7 +3,7 @@
 The cache is a ``datasets`` Arrow folder with one row per pair::
 
     input_ids_1, input_ids_2   token ids of sentence1 / sentence2 (truncated, unpadded)
-    text_id_1, text_id_2       integer identity of each text: equal id = identical text
+    text_id_1, text_id_2       integer identity of each text: equal id = equal token ids
     score                      the table's gold score, unchanged
 
 and ``cache.json`` recording what it was built from (the table's sha256, the
@@ -25,7 +25,7 @@ from aoe.formats import TOKEN_CACHE_FORMAT
 from aoe.fsutil import atomic_dir
 from aoe.models import ensure_pad_token, tokenize_texts, tokenizer_fingerprint
 
-__all__ = ["text_columns", "build_token_cache", "load_token_cache", "StaleCacheError", "CACHE_FORMAT"]
+__all__ = ["text_columns", "text_identities", "build_token_cache", "load_token_cache", "StaleCacheError", "CACHE_FORMAT"]
 
 CACHE_FORMAT = TOKEN_CACHE_FORMAT  # aoe.formats: the tokenize rule reruns when it changes
 
@@ -40,6 +40,19 @@ def text_columns(df: pd.DataFrame) -> list[str]:
     while f"sentence{len(cols) + 1}" in df.columns:
         cols.append(f"sentence{len(cols) + 1}")
     return cols
+
+
+def text_identities(ids: list[list[int]]) -> list[int]:
+    """One identity per token sequence: ``out[i] == out[j]`` iff ``ids[i] == ids[j]``.
+
+    Texts are identical when the model sees the same tokens, as the official collators
+    decide (``tuple(input_ids)`` of the truncated text, angle-emb 0.1.1 ``similar_matrix``
+    and >= 0.3.0 ``filter_duplicate``): an uncased tokenizer makes "A man ..." and
+    "a man ..." one text, and so does truncation of two texts that differ only past
+    max_length. Identities are numbered 0, 1, ... in order of first appearance.
+    """
+    number: dict[tuple[int, ...], int] = {}
+    return [number.setdefault(tuple(x), len(number)) for x in ids]
 
 
 def build_token_cache(
@@ -61,19 +74,20 @@ def build_token_cache(
     if len(cols) < 2:
         raise DataError(f"{table}: needs text columns sentence1 and sentence2, has {list(df.columns)}")
     tokenizer = ensure_pad_token(AutoTokenizer.from_pretrained(tokenizer_dir))
-    # Each distinct text is tokenized once and gets one id, which the contrastive
-    # loss uses to recognise identical texts inside a batch.
+    # Each distinct string is tokenized once; its text id (text_identities) is what the
+    # losses use to recognise identical texts inside a batch.
     texts = pd.unique(pd.concat([df[c] for c in cols], ignore_index=True))
     # the cache stores ids as int32 (checked before the tokenizer runs)
     if len(texts) >= 2**31 or (tokenizer.vocab_size or 0) >= 2**31:  # never for real vocabularies
         raise DataError(f"{table}: {len(texts)} texts / vocabulary {tokenizer.vocab_size} exceed int32 ids")
-    text_id = {t: i for i, t in enumerate(texts)}
+    index = {t: i for i, t in enumerate(texts)}
     ids = tokenize_texts(tokenizer, list(texts), max_length, prompt)
+    identity_of = text_identities(ids)
     columns: dict[str, list] = {}
     for k, col in enumerate(cols, start=1):
-        tid = df[col].map(text_id).to_numpy()
-        columns[f"input_ids_{k}"] = [ids[i] for i in tid]
-        columns[f"text_id_{k}"] = tid.tolist()
+        i = df[col].map(index).to_numpy()
+        columns[f"input_ids_{k}"] = [ids[j] for j in i]
+        columns[f"text_id_{k}"] = [identity_of[j] for j in i]
     columns["score"] = df["score"].astype("float64").tolist() if "score" in df.columns else [1.0] * len(df)
     features = {}
     for k in range(1, len(cols) + 1):
@@ -92,6 +106,9 @@ def build_token_cache(
         "n_examples": len(ds),
         "texts_per_example": len(cols),
         "n_texts": len(texts),
+        # distinct token sequences: fewer than n_texts where strings differ only in what the
+        # tokenizer drops (case, under an uncased one) or past max_length
+        "n_distinct_token_sequences": len(set(identity_of)),
         # texts that reach max_length: truncated, or exactly that long
         "n_at_max_length": int(sum(len(x) >= max_length for x in ids)),
     }

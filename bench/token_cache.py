@@ -168,7 +168,7 @@ def worker_retokenize(args) -> dict:
     from transformers import AutoTokenizer
 
     from aoe.models import ensure_pad_token, tokenize_texts
-    from aoe.tokens import text_columns
+    from aoe.tokens import text_columns, text_identities
 
     table = _table_path(args.pairs)
     t0 = time.perf_counter()
@@ -179,15 +179,16 @@ def worker_retokenize(args) -> dict:
     t_read = time.perf_counter()
     cols = text_columns(df)
     texts = pd.unique(pd.concat([df[c] for c in cols], ignore_index=True))
-    text_id = {t: i for i, t in enumerate(texts)}
+    index = {t: i for i, t in enumerate(texts)}
     t_unique = time.perf_counter()
     ids = tokenize_texts(tokenizer, list(texts), args.max_length)
     t_tok = time.perf_counter()
+    identity_of = text_identities(ids)
     per_row = {}
     for k, col in enumerate(cols, start=1):
-        tid = df[col].map(text_id).to_numpy()
-        per_row[f"input_ids_{k}"] = [ids[i] for i in tid]
-        per_row[f"text_id_{k}"] = tid
+        i = df[col].map(index).to_numpy()
+        per_row[f"input_ids_{k}"] = [ids[j] for j in i]
+        per_row[f"text_id_{k}"] = [identity_of[j] for j in i]
     seconds = time.perf_counter() - start
     result = {
         "retokenize_s": seconds,
@@ -209,7 +210,7 @@ def worker_retokenize(args) -> dict:
 
         data = load_token_cache(_cache_path(args.pairs, args.max_length), table, C.backbone_dir(), args.max_length)
         same = all(data[f"input_ids_{k}"] == per_row[f"input_ids_{k}"] for k in range(1, len(cols) + 1))
-        same_ids = all(data[f"text_id_{k}"] == per_row[f"text_id_{k}"].tolist() for k in range(1, len(cols) + 1))
+        same_ids = all(data[f"text_id_{k}"] == per_row[f"text_id_{k}"] for k in range(1, len(cols) + 1))
         result["equal_to_cache"] = bool(same and same_ids)
     return result
 

@@ -4,7 +4,7 @@ The official side runs in its own venv (bench/_common.py ``ensure_angle_venv``: 
 configured package index on first use, ~10-30 s with uv, then cached under results/bench/); the
 harness is bench/official_parity.py, which also covers the LLaMA cells and more batches. Here:
 the BERT NLI AoE cell against 0.4.6 (duplicates filtered by its collator, including the quirk
-that a dropped example's first text still counts) and the in-domain STS-B AnglE cell against
+that a dropped example's first text still counts, and texts equal as token ids but not as strings) and the in-domain STS-B AnglE cell against
 0.1.1 (graded int labels with index-product targets, identical texts as extra positives), on
 SNLI dev / STS-B train from the data mirror and the real MiniLM-L6's embeddings (float64).
 """
@@ -40,8 +40,12 @@ def _check(result: dict) -> None:
 
 
 def test_aoe_nli_cell_matches_angle_emb_046(official_venvs, mirror):
-    result = P.run_case("nli-aoe-bert", 1, str(mirror), only={"engine-0", "crafted"})
+    result = P.run_case("nli-aoe-bert", 1, str(mirror), only={"engine-0", "crafted", "case-variants"})
     _check(result)
+    # strings that one uncased tokenizer maps to the same ids ("A man ..." / "a man ..."): one text
+    # to 0.4.6's collator and to ours, so the same examples are dropped
+    variants = result["batches"]["case-variants"]["ours"]
+    assert variants["identical_text_pairs"] > variants["identical_string_pairs"]
     assert result["ours"]["resolved"]["identical_texts"] == "filter" and result["ours"]["pool"] == 128
     crafted = result["batches"]["crafted"]
     # the batch exercises the filter and its quirk: examples dropped, one of them only because a

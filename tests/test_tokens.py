@@ -68,6 +68,23 @@ def test_text_ids_identify_identical_texts(cache, table, tokenizer_dir):
     assert sorted(set(ids)) == list(range(len(DISTINCT)))
 
 
+def test_text_ids_identify_token_sequences_not_strings(tmp_path, tokenizer_dir):
+    # the official collators compare tuple(input_ids): strings that differ only past max_length (or in
+    # case, under an uncased tokenizer) are one text to the model and to the in-batch losses
+    past_end = [LONG + " tail one", LONG + " tail two"]
+    pairs = [(past_end[0], "short text", 1.0), (past_end[1], "A Cat Sits", 2.0), ("a cat sits", "short text", 3.0)]
+    table = _write_table(tmp_path / "t.parquet", pairs)
+    meta = build_token_cache(table, tokenizer_dir, MAX_LENGTH, tmp_path / "c")
+    ds = load_token_cache(tmp_path / "c", table, tokenizer_dir, MAX_LENGTH)
+    seqs = [tuple(r[f"input_ids_{k}"]) for r in ds for k in (1, 2)]
+    ids = [r[f"text_id_{k}"] for r in ds for k in (1, 2)]
+    for a in range(len(ids)):
+        for b in range(len(ids)):
+            assert (ids[a] == ids[b]) == (seqs[a] == seqs[b])
+    assert ids[0] == ids[2]  # the two long texts, cut at MAX_LENGTH
+    assert meta["n_texts"] == 5 and meta["n_distinct_token_sequences"] == len(set(seqs)) < 5
+
+
 def test_input_ids_match_the_tokenizer_and_truncate(cache, table, tokenizer_dir):
     from transformers import AutoTokenizer
 
