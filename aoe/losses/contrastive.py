@@ -63,7 +63,7 @@ def contrastive_targets(
 
     Args:
         labels: (B,) pair labels (integers under "int").
-        text_ids: (2B,) integer identity of each text (equal id = identical text), in
+        text_ids: (2B,) integer identity of each text (equal id = equal token ids), in
             row order; needed by "positive" and "detect".
 
     Returns:
