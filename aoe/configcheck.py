@@ -38,6 +38,7 @@ from aoe.workflow import (
     ConfigError,
     TableRow,
     _spec_trainsets,
+    _trained_reruns,
     _trained_seeds,
     enabled_tables,
     run_cells,
@@ -337,6 +338,13 @@ def _check_table_row(config: dict, where: str, row: TableRow) -> None:
             )
         if set(row.seeds) - have:
             raise ConfigError(f"{where}: seeds {sorted(set(row.seeds) - have)} of {row.objective!r} on {ts!r} are not trained by any run")
+        for seed in row.seeds:
+            made = _trained_reruns(config, row.backbone, row.objective, ts, seed)
+            if made < row.reruns:
+                raise ConfigError(
+                    f"{where}: reruns {row.reruns} of {row.objective!r} on {ts!r} seed {seed}, but the runs train it "
+                    f"{made} time(s); give that run reruns: {row.reruns}"
+                )
 
 
 def check_llm_supervised(config: dict) -> None:

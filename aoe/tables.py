@@ -34,6 +34,7 @@ import yaml
 
 from aoe.evaluate.sts import TASKS
 from aoe.jsonio import finite_or_none, json_safe
+from aoe.workflow import Cell, parse_run
 
 __all__ = [
     "KINDS",
@@ -141,9 +142,14 @@ NO_BOLD = {"epochs"}
 
 
 # ---------------------------------------------------------------------------
-# Loading result files into a long table (backbone, objective, trainset, seed, column, value).
+# Loading result files into a long table (backbone, objective, trainset, seed, rerun, column, value).
 
-RESULT_COLUMNS = ["backbone", "objective", "trainset", "seed", "column", "value"]
+RESULT_COLUMNS = ["backbone", "objective", "trainset", "seed", "rerun", "column", "value"]
+
+
+def run_key(seed: int, rerun: int = 0) -> str:
+    """A row's key for one training: "42", or "42-rerun2" (aoe.workflow.Cell.run)."""
+    return Cell("", "", "", int(seed), int(rerun)).run
 
 
 def _cell(result: dict, path: Path) -> dict:
@@ -151,7 +157,8 @@ def _cell(result: dict, path: Path) -> dict:
         cell = dict(result["model"]["cell"])
     except (KeyError, TypeError):
         raise ValueError(f"{path}: no model.cell record") from None
-    cell["seed"] = int(cell["seed"])
+    # the record's seed is the run of the path: "42", or "42-rerun2"
+    cell["seed"], cell["rerun"] = parse_run(cell["seed"])
     return cell
 
 
@@ -269,7 +276,8 @@ def load_train_times(paths: list[str | Path]) -> pd.DataFrame:
         cell = t["cell"] or dict(zip(("backbone", "objective", "trainset"), parts[:3]), seed=parts[3].removeprefix("seed"))
         for column in ("sec_per_epoch", "train_seconds", "job_seconds", "epochs"):
             if t[column] is not None:
-                rows.append({**cell, "seed": int(cell["seed"]), "column": column, "value": float(t[column])})
+                seed, rerun = parse_run(cell["seed"])
+                rows.append({**cell, "seed": seed, "rerun": rerun, "column": column, "value": float(t[column])})
     return pd.DataFrame(rows, columns=RESULT_COLUMNS)
 
 
@@ -355,7 +363,8 @@ class Row:
     trainsets: list[str]
     seeds: list[int] | None  # None: every seed found
     section: str = ""
-    values: dict[str, dict[int, float]] = field(default_factory=dict)  # column -> seed -> value
+    values: dict[str, dict[str, float]] = field(default_factory=dict)  # column -> run (run_key) -> value
+    reruns: int = 1  # trainings per seed: rerun 0 .. reruns-1
     paper_ref: str | None = None
     paper_label: str = ""
     paper: dict[str, float] = field(default_factory=dict)
@@ -427,6 +436,7 @@ def spec_rows(spec: dict) -> list[dict]:
                 "objective": e["objective"],
                 "trainsets": e["trainsets"],
                 "seeds": list(e["seeds"]) if "seeds" in e else None,
+                "reruns": int(e.get("reruns", 1)),
                 "label": e.get("label"),
                 "section": e.get("section", ""),
             }
@@ -478,6 +488,8 @@ def build_table(
     kind = kind or spec["kind"]
     if "column" not in results.columns and "task" in results.columns:  # load_sts_results' shape
         results = results.rename(columns={"task": "column", "spearman": "value"})
+    if "rerun" not in results.columns:  # a frame built by hand: every value its seed's first training
+        results = results.assign(rerun=0)
     columns = kind_columns(kind, spec, results)
     col_keys = [c.key for c in columns]
     rows = rows if rows is not None else spec_rows(spec)
@@ -492,6 +504,7 @@ def build_table(
             seeds=list(row_spec["seeds"]) if row_spec.get("seeds") is not None else None,
             section=row_spec.get("section") or "",
             paper_ref=ref,
+            reruns=int(row_spec.get("reruns") or 1),
         )
         pre = row.objective == PRETRAINED
         sel = results[(results.backbone == row.backbone) & (results.objective == row.objective)]
@@ -501,6 +514,7 @@ def build_table(
             sel = sel[sel.trainset.isin(row.trainsets)]
         if row.seeds is not None:
             sel = sel[sel.seed.isin(row.seeds)]
+        sel = sel[sel.rerun < row.reruns]
         for col in col_keys:
             if kind == "indomain" and col != "avg":
                 cs = sel[sel.column == col]
@@ -508,12 +522,12 @@ def build_table(
                     cs = cs[cs.trainset == col]
             else:
                 cs = sel[sel.column == col]
-            row.values[col] = {int(s): float(v) for s, v in zip(cs.seed, cs.value)}
+            row.values[col] = {run_key(s, r): float(v) for s, r, v in zip(cs.seed, cs.rerun, cs.value)}
         if kind == "indomain" and "avg" in col_keys:
             # the per-seed average over the dataset columns, where a seed has all of them
             data_cols = [c for c in col_keys if c != "avg"]
             seeds = set.intersection(*(set(row.values[c]) for c in data_cols)) if data_cols else set()
-            row.values["avg"] = {s: float(np.mean([row.values[c][s] for c in data_cols])) for s in sorted(seeds)}
+            row.values["avg"] = {s: float(np.mean([row.values[c][s] for c in data_cols])) for s in sorted(seeds, key=parse_run)}
         for col in col_keys:
             if not row.values[col]:
                 where = f"{row.backbone}/{row.objective}/{'none' if pre else ','.join(row.trainsets)}"
@@ -571,7 +585,7 @@ def _pairs(t: Row, b: Row, col: str) -> tuple[list[float], list[float], list[int
         # the backbone as downloaded does not depend on the seed: its one value pairs with every seed
         only = next(iter(bv.values()))
         bv = {s: only for s in tv}
-    seeds = sorted(set(tv) & set(bv))
+    seeds = sorted(set(tv) & set(bv), key=parse_run)
     return [tv[s] for s in seeds], [bv[s] for s in seeds], seeds
 
 

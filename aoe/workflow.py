@@ -14,6 +14,7 @@ from pathlib import Path
 __all__ = [
     "ConfigError",
     "Cell",
+    "parse_run",
     "PRETRAINED",
     "run_cells",
     "eval_cells",
@@ -45,22 +46,47 @@ class ConfigError(ValueError):
     """A config value that is valid for the schema but inconsistent with the rest of the config."""
 
 
+RERUN = "-rerun"  # seed42-rerun2: the third training of seed 42
+
+
 @dataclass(frozen=True, order=True)
 class Cell:
-    """One model: results/models/{backbone}/{objective}/{trainset}/seed{seed}."""
+    """One model: results/models/{backbone}/{objective}/{trainset}/seed{seed}[-rerun{k}].
+
+    ``rerun`` k > 0 trains the same cell again with the same seed (ACL Table 4's "fixed random
+    seed = 42" row: the spread of repeated runs, which only nondeterministic kernels make
+    nonzero); rerun 0 is the cell itself.
+    """
 
     backbone: str
     objective: str
     trainset: str
     seed: int
+    rerun: int = 0
+
+    @property
+    def run(self) -> str:
+        """The last part of the path without its ``seed`` prefix: "42", or "42-rerun2"."""
+        return f"{self.seed}{RERUN}{self.rerun}" if self.rerun else str(self.seed)
 
     @property
     def path(self) -> str:
-        return f"{self.backbone}/{self.objective}/{self.trainset}/seed{self.seed}"
+        return f"{self.backbone}/{self.objective}/{self.trainset}/seed{self.run}"
 
     @property
     def trained(self) -> bool:
         return self.objective != PRETRAINED
+
+    @classmethod
+    def from_wildcards(cls, w) -> Cell:
+        """The cell of a job's wildcards (``seed`` is the run: "42" or "42-rerun2")."""
+        return cls(w["backbone"], w["objective"], w["trainset"], *parse_run(w["seed"]))
+
+
+def parse_run(run: str | int) -> tuple[int, int]:
+    """(seed, rerun) of a run name: "42" -> (42, 0), "42-rerun2" -> (42, 2)."""
+    seed, _, rerun = str(run).partition(RERUN)
+    return int(seed), int(rerun or 0)
 
 
 def cell_parts(config: dict) -> dict[str, list[str]]:
@@ -88,14 +114,16 @@ def enabled_tables(config: dict) -> dict[str, dict]:
 
 def run_cells(config: dict) -> list[Cell]:
     """Every trained model of the grid."""
-    runs = tuple((r["backbone"], r["trainset"], tuple(r["objectives"]), tuple(r["seeds"])) for r in config["runs"])
+    runs = tuple((r["backbone"], r["trainset"], tuple(r["objectives"]), tuple(r["seeds"]), int(r.get("reruns", 1)))
+                 for r in config["runs"])
     return list(_run_cells(runs))
 
 
 @functools.lru_cache(maxsize=8)
 def _run_cells(runs: tuple) -> tuple[Cell, ...]:
     # input functions ask for the grid once per job: planning the paper grid calls this ~300 times
-    return tuple(sorted({Cell(b, obj, t, seed) for b, t, objectives, seeds in runs for obj in objectives for seed in seeds}))
+    return tuple(sorted({Cell(b, obj, t, seed, k) for b, t, objectives, seeds, reruns in runs
+                         for obj in objectives for seed in seeds for k in range(reruns)}))
 
 
 def pretrained_cell(backbone: str) -> Cell:
@@ -127,12 +155,13 @@ class TableRow:
     seeds: tuple[int, ...]
     label: str | None = None
     section: str = ""
+    reruns: int = 1  # trainings per seed (Cell.rerun 0 .. reruns-1)
 
     @property
     def cells(self) -> list[Cell]:
         if self.objective == PRETRAINED:
             return [pretrained_cell(self.backbone)]
-        return [Cell(self.backbone, self.objective, t, s) for t in self.trainsets for s in self.seeds]
+        return [Cell(self.backbone, self.objective, t, s, k) for t in self.trainsets for s in self.seeds for k in range(self.reruns)]
 
     def as_dict(self) -> dict:
         return {
@@ -140,6 +169,7 @@ class TableRow:
             "objective": self.objective,
             "trainsets": list(self.trainsets),
             "seeds": list(self.seeds),
+            "reruns": self.reruns,
             "label": self.label,
             "section": self.section,
         }
@@ -147,6 +177,11 @@ class TableRow:
 
 def _trained_seeds(config: dict, backbone: str, objective: str, trainset: str) -> tuple[int, ...]:
     return tuple(sorted({c.seed for c in run_cells(config) if (c.backbone, c.objective, c.trainset) == (backbone, objective, trainset)}))
+
+
+def _trained_reruns(config: dict, backbone: str, objective: str, trainset: str, seed: int) -> int:
+    """How many trainings of one seed the runs make (0: none)."""
+    return len({c.rerun for c in run_cells(config) if (c.backbone, c.objective, c.trainset, c.seed) == (backbone, objective, trainset, seed)})
 
 
 def _spec_trainsets(spec: dict) -> list[str]:
@@ -183,7 +218,8 @@ def table_rows(config: dict, table: str) -> list[TableRow]:
             seeds = tuple(entry["seeds"])
         else:
             seeds = tuple(sorted({s for t in trainsets for s in _trained_seeds(config, entry["backbone"], obj, t)}))
-        rows.append(TableRow(entry["backbone"], obj, trainsets, seeds, entry.get("label"), entry.get("section", "")))
+        rows.append(TableRow(entry["backbone"], obj, trainsets, seeds, entry.get("label"), entry.get("section", ""),
+                             int(entry.get("reruns", 1))))
     return rows
 
 
@@ -264,11 +300,12 @@ def in_batch_pool_size(config: dict, backbone: str, params: dict) -> tuple[int, 
 
 
 def start_cell(cell: Cell, init: dict | None) -> Cell | None:
-    """The trained cell whose model ``cell`` starts from, given its resolved ``init``: the same backbone
-    and seed, the init's train set and objective (else its own objective); None: the backbone's weights."""
+    """The trained cell whose model ``cell`` starts from, given its resolved ``init``: the same backbone,
+    seed and rerun, the init's train set and objective (else its own objective); None: the backbone's weights."""
     if not init:
         return None
-    return Cell(cell.backbone, init.get("objective") or cell.objective, init["trainset"], cell.seed)
+    # a rerun repeats the whole chain: it starts from the same rerun of its init
+    return Cell(cell.backbone, init.get("objective") or cell.objective, init["trainset"], cell.seed, cell.rerun)
 
 
 def init_cell(config: dict, cell: Cell) -> Cell | None:

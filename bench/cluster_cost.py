@@ -80,7 +80,7 @@ def planned_cells(targets: list[str], configfiles: list[str]) -> tuple[list[Cell
     for job in dry_run_jobs(out.stdout):
         if job["rule"] in cells:
             w = job["wildcards"]
-            cells[job["rule"]].append(Cell(w["backbone"], w["objective"], w["trainset"], int(w["seed"])))
+            cells[job["rule"]].append(Cell.from_wildcards(w))
     return cells["train_model"], cells["evaluate_sts"]
 
 

@@ -81,7 +81,7 @@ wildcard_constraints:
     trainset="|".join(map(re.escape, CELL_PARTS["trainset"])),
     dataset="|".join(dataset_splits()),
     split="|".join(ALL_SPLITS),
-    seed=r"\d+",
+    seed=r"\d+(?:-rerun[1-9]\d*)?",  # the run: seed, or seed-rerunK (aoe.workflow.Cell.run)
     max_len=r"\d+",
     table="|".join(map(re.escape, enabled_tables(config))) or "NO_TABLES",
     evalset="|".join(map(re.escape, config["trainsets"])) or "NO_TRAINSETS",
@@ -107,12 +107,13 @@ def get_prompt(wildcards):
 
 
 def get_train_params(wildcards):
-    return train_params(config, wildcards.backbone, wildcards.objective, wildcards.trainset, int(wildcards.seed))
+    cell = Cell.from_wildcards(wildcards)
+    return train_params(config, cell.backbone, cell.objective, cell.trainset, cell.seed)
 
 
 def get_init_model(wildcards):
     """The trained model a cell starts from (trainsets.<t>.train.init), or none: the backbone's weights."""
-    start = init_cell(config, Cell(wildcards.backbone, wildcards.objective, wildcards.trainset, int(wildcards.seed)))
+    start = init_cell(config, Cell.from_wildcards(wildcards))
     return f"results/models/{start.path}" if start else []
 
 

@@ -18,12 +18,14 @@ from aoe.evaluate.sts import TASKS
 from aoe.tables import (
     build_gis_table,
     build_table,
+    load_results,
     load_sts_results,
     paired_ttest,
     paper_digits,
     paper_reference,
     render_table,
     to_frame,
+    to_json,
     to_latex,
     to_markdown,
     train_time,
@@ -332,6 +334,25 @@ def test_rows_with_seed_subsets_and_sections(results):
     assert "\\multicolumn{2}{l}{\\textit{random seed}} \\\\" in tex
 
 
+def test_fixed_seed_row_averages_the_reruns_of_one_seed(tmp_path):
+    # AoE Table 4: "fixed random seed" = trainings of seed 42 (results/.../seed42-rerunK), "different
+    # random seeds" = each seed's first training; a rerun never enters a row that does not ask for it
+    fixed = {"42": 80.0, "42-rerun1": 80.2, "42-rerun2": 79.9}
+    varying = {"42": 80.0, "43": 78.0, "44": 83.0}
+    paths = [write_sts(tmp_path, "b", "aoe", "nli", run, {t: v for t in TASKS}) for run, v in {**fixed, **varying}.items()]
+    results = load_results("ablation", paths)
+    assert sorted(zip(results.seed, results.rerun))[-1] == (44, 0) and (42, 2) in set(zip(results.seed, results.rerun))
+    spec = {"kind": "ablation", "trainset": "nli", "rows": [
+        {"section": "random seed", "backbone": "b", "objective": "aoe", "seeds": [42], "reruns": 3, "label": "fixed seed 42"},
+        {"section": "random seed", "backbone": "b", "objective": "aoe", "label": "different random seeds"}]}
+    table = build_table(results, spec)
+    f, v = table.rows
+    assert f.values["avg"] == pytest.approx(fixed) and v.values["avg"] == pytest.approx(varying)
+    assert (f.n, v.n) == (3, 3)
+    assert f.std("avg") == pytest.approx(np.std(list(fixed.values()), ddof=1))
+    assert to_json(table)["rows"][0]["values"]["avg"].keys() == fixed.keys()
+
+
 # -- the paper's numbers, Δ, reference rows --------------------------------------------------
 
 
@@ -479,9 +500,9 @@ def test_indomain_columns_avg_and_pretrained(tmp_path, numbers_file):
     assert [c.key for c in table.columns] == ["stsb", "gis", "avg"]
     assert [c.header for c in table.columns] == ["STS-B", "GIS", "Avg."]
     pre, aoe = table.rows
-    assert pre.values == {"stsb": {0: 60.0}, "gis": {0: 50.0}, "avg": {0: 55.0}}
-    assert aoe.values["gis"] == {1: 70.0, 2: 72.0}
-    assert aoe.values["avg"] == {1: 77.5, 2: 79.0}  # per seed, then mean ± std
+    assert pre.values == {"stsb": {"0": 60.0}, "gis": {"0": 50.0}, "avg": {"0": 55.0}}
+    assert aoe.values["gis"] == {"1": 70.0, "2": 72.0}
+    assert aoe.values["avg"] == {"1": 77.5, "2": 79.0}  # per seed, then mean ± std
     assert aoe.mean("avg") == 78.25 and aoe.delta("avg") == pytest.approx(0.25)
     assert aoe.paper_std == {"stsb": 0.2, "gis": 0.3}
     md = _md_rows(to_markdown(table))
@@ -511,7 +532,7 @@ def test_nli_probe_average(tmp_path):
     files = [write_nli(root, "b", "aoe", "nli", s, snli, mnli) for s, snli, mnli in ((1, 60.0, 50.0), (2, 62.0, 54.0))]
     table = render_table("t5", {"kind": "nli_probe", "trainset": "nli", "backbones": ["b"], "objectives": ["aoe"], "include_pretrained": False}, files)
     (row,) = table.rows
-    assert row.values == {"MultiNLI": {1: 50.0, 2: 54.0}, "SNLI": {1: 60.0, 2: 62.0}, "avg": {1: 55.0, 2: 58.0}}
+    assert row.values == {"MultiNLI": {"1": 50.0, "2": 54.0}, "SNLI": {"1": 60.0, "2": 62.0}, "avg": {"1": 55.0, "2": 58.0}}
 
 
 def test_mteb_categories(tmp_path, numbers_file):
@@ -555,7 +576,7 @@ def test_train_time_from_benchmark_and_model(tmp_path):
     table = render_table("tt", spec, inputs)
     assert [c.key for c in table.columns] == ["sec_per_epoch", "train_seconds", "job_seconds", "epochs"]
     aoe = table.rows[2]
-    assert aoe.values["sec_per_epoch"] == {1: 50.0, 2: 55.0} and aoe.values["job_seconds"] == {1: 130.0, 2: 140.0}
+    assert aoe.values["sec_per_epoch"] == {"1": 50.0, "2": 55.0} and aoe.values["job_seconds"] == {"1": 130.0, "2": 140.0}
     md = _md_rows(to_markdown(table))
     assert md["b SBERT, stsb (n=1)"][0] == "**20.0**"  # fastest is bold (lower is better)
     assert md["b AoE, stsb (n=2)"][0] == "52.5 ± 3.5"

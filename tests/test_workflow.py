@@ -45,13 +45,14 @@ def test_cells_of_the_paper_grid():
     assert {c.seed for c in cells} == {42, 43, 44, 45, 46}
     by_backbone = {b: sum(c.backbone == b for c in cells) for b in ("bert-base-uncased", "llama-2-7b", "llama-2-13b")}
     # BERT: 8 objectives on NLI, 14 on STS-B (5 + the AnglE ablation's 9), 5 on GIS, 4 on MRPC, QQP,
-    # QNLI; LLaMA: 3 on NLI; x 5 seeds
-    assert by_backbone == {"bert-base-uncased": 5 * (8 + 14 + 5 + 3 * 4), "llama-2-7b": 15, "llama-2-13b": 15}
-    assert len(cells) == 225
+    # QNLI; LLaMA: 3 on NLI; x 5 seeds; and AoE on NLI trained 4 more times with seed 42 (Table 4)
+    assert by_backbone == {"bert-base-uncased": 5 * (8 + 14 + 5 + 3 * 4) + 4, "llama-2-7b": 15, "llama-2-13b": 15}
+    assert len(cells) == 229
     assert Cell("bert-base-uncased", "pretrained", "none", 0) in table_cells(config, "table2_indomain")
     assert Cell("llama-2-13b", "aoe", "nli", 46) in table_cells(config, "table1_sts")
     # every trained cell plus BERT as downloaded (Tables 2, 3 and 5)
-    assert len(eval_cells(config)) == 226
+    assert len(eval_cells(config)) == 230
+    assert {c.run for c in cells if c.rerun} == {"42-rerun1", "42-rerun2", "42-rerun3", "42-rerun4"}
 
 
 def test_table_rows_and_inputs():
@@ -60,6 +61,12 @@ def test_table_rows_and_inputs():
     assert [r.section for r in rows][:3] == ["objective"] * 3
     fixed, varying = rows[-2], rows[-1]
     assert fixed.seeds == (42,) and varying.seeds == (42, 43, 44, 45, 46)
+    # the fixed-seed row: five trainings of seed 42 (the first is the main row's seed-42 cell);
+    # the different-seeds row: each seed's first training only
+    assert [c.path for c in fixed.cells] == ["bert-base-uncased/aoe/nli/seed42"] + [
+        f"bert-base-uncased/aoe/nli/seed42-rerun{k}" for k in range(1, 5)]
+    assert all(c.rerun == 0 for c in varying.cells) and len(varying.cells) == 5
+    assert "results/eval/bert-base-uncased/aoe/nli/seed42-rerun4/sts.json" in table_inputs(config, "table4_ablation")
     # in-domain: a trained model on its own train set's eval split, the backbone on every column's
     inputs = table_inputs(config, "table2_indomain")
     assert "results/eval/bert-base-uncased/aoe/gis/seed43/indomain_gis.json" in inputs
@@ -69,6 +76,19 @@ def test_table_rows_and_inputs():
     assert table_inputs(config, "table_gis_stats") == ["results/analysis/gis/stats.json"]
     assert "results/benchmarks/train/bert-base-uncased/sbert/stsb/seed44.tsv" in table_inputs(config, "table_train_time")
     assert [table_target(t) for t in ("table1_sts", "table_mteb", "angle_flickr30k")] == ["table1", "table_mteb", "angle_flickr30k"]
+
+
+def test_a_rerun_is_its_cell_trained_again_with_the_same_seed():
+    from aoe.workflow import parse_run, start_cell
+
+    cell = Cell.from_wildcards({"backbone": "bert-base-uncased", "objective": "aoe", "trainset": "nli", "seed": "42-rerun3"})
+    assert (cell.seed, cell.rerun, cell.run) == (42, 3, "42-rerun3")
+    assert cell.path == "bert-base-uncased/aoe/nli/seed42-rerun3"
+    assert Cell("b", "aoe", "nli", 42).path == "b/aoe/nli/seed42" and parse_run("42") == (42, 0) and parse_run(7) == (7, 0)
+    config = _validated_config()
+    assert train_params(config, cell.backbone, cell.objective, cell.trainset, cell.seed)["seed"] == 42
+    # a rerun of a two-stage cell repeats its first stage too
+    assert start_cell(Cell("b", "aoe", "stsb", 42, 2), {"trainset": "nli", "objective": "angle_arxiv"}) == Cell("b", "angle_arxiv", "nli", 42, 2)
 
 
 def test_pooling_variant_trains_its_base_recipe():
@@ -123,6 +143,8 @@ def test_nli_recipe_is_the_official_one():
         ({"tables": {"table2_indomain": {"backbones": ["minilm-l6"]}}}, "tables.table2_indomain: no run trains backbone 'minilm-l6'"),
         ({"tables": {"table2_x": {"kind": "stsb", "trainset": "stsb", "backbones": ["bert-base-uncased"], "objectives": ["aoe"]}}}, "its target 'table2' is also the target of tables.table2_indomain"),
         ({"tables": {"table4_ablation": {"rows": [{"backbone": "bert-base-uncased", "objective": "aoe", "seeds": [7]}]}}}, "seeds [7] of 'aoe' on 'nli' are not trained"),
+        ({"tables": {"table4_ablation": {"rows": [{"backbone": "bert-base-uncased", "objective": "aoe", "seeds": [43], "reruns": 3}]}}},
+         "tables.table4_ablation.rows[0]: reruns 3 of 'aoe' on 'nli' seed 43, but the runs train it 1 time(s); give that run reruns: 3"),
         ({"objectives": {"aoe_pool_avg": {"base": "aoee"}}}, "objectives.aoe_pool_avg.base: unknown objective 'aoee'"),
     ],
 )
@@ -191,7 +213,7 @@ def test_full_paper_config_plans(paper_grid_plan):
     work, stdout = paper_grid_plan
     counts = job_counts(stdout)
     # no mirror: the SentEval archive is downloaded by a local rule; the whole grid is trained
-    assert counts["download_senteval"] == 1 and counts["train_model"] == 225
+    assert counts["download_senteval"] == 1 and counts["train_model"] == 229
     assert counts["table"] == len([t for t, s in _validated_config()["tables"].items() if s.get("enabled", True)])
     # one table of the paper grid: AoE Table 2 trains only BERT on STS-B and GIS (3 objectives x 5 seeds
     # each), each from the NLI AnglE model of its seed (5 more), which it does not evaluate
@@ -224,7 +246,7 @@ def test_every_job_of_all_requests_the_memory_it_needs(paper_grid_plan):
         if int(res["mem_mb"]) < need_mb:
             short.append(f"{rule} {backbone}: mem_mb {res['mem_mb']} < need {need_mb:.0f}")
     assert not short, "\n".join(short)
-    assert checked["evaluate_sts"] > 200 and checked["train_model"] == 225 and checked["evaluate_mteb"] > 0
+    assert checked["evaluate_sts"] > 200 and checked["train_model"] == 229 and checked["evaluate_mteb"] > 0
     requested = {(j["rule"], j["wildcards"]["backbone"]): int(j["resources"]["mem_mb"]) for j in jobs if j["rule"] == "evaluate_sts"}
     assert requested[("evaluate_sts", "llama-2-13b")] > requested[("evaluate_sts", "bert-base-uncased")]
 

@@ -8,7 +8,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(snakemake.scriptdir).parent))
-from aoe.workflow import start_log
+from aoe.workflow import Cell, start_log
 
 start_log(snakemake.log[0])
 
@@ -18,8 +18,9 @@ from aoe.hparams import resolve_cell
 
 cfg = TrainConfig(**snakemake.params.train)
 w = snakemake.wildcards
+cell = Cell.from_wildcards(w)  # a rerun trains with its cell's seed
 # the config key behind each value (from the config, not a param: a moved key must not retrain)
-provenance = resolve_cell(snakemake.config, w.backbone, w.objective, w.trainset, int(w.seed)).provenance()
+provenance = resolve_cell(snakemake.config, cell.backbone, cell.objective, cell.trainset, cell.seed).provenance()
 record = {"cell": dict(w), "slurm_job_id": os.environ.get("SLURM_JOB_ID"), "provenance": provenance}
 args = (snakemake.input.tokens, snakemake.input.table, snakemake.input.backbone, snakemake.output[0])
 init_dir = snakemake.input.get("init") or None  # trainsets.<t>.train.init: a trained model to start from
