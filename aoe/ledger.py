@@ -202,6 +202,7 @@ def build_recipe(config: dict, configfiles: list[str | Path]) -> dict:
         cells.append({
             "cell": cell.path,
             "backbone": cell.backbone, "objective": cell.objective, "trainset": cell.trainset, "seed": cell.seed,
+            "run": cell.run,
             "anchor": recipe_anchor(cell.backbone, cell.objective, cell.trainset),
             "official_recipe": off_name,
             "rows": rows,
@@ -272,13 +273,13 @@ def recipe_markdown(recipe: dict) -> str:
         if c["anchor"] in seen:
             continue
         seen.add(c["anchor"])
-        seeds = [x["seed"] for x in recipe["cells"] if x["anchor"] == c["anchor"]]
+        seeds = [x["run"] for x in recipe["cells"] if x["anchor"] == c["anchor"]]  # "42", "42-rerun1", ...
         lines += [
             "",
             f'<a id="{c["anchor"]}"></a>',
             f"## {c['backbone']} / {c['objective']} / {c['trainset']}",
             "",
-            f"Seeds: {', '.join(map(str, seeds))}. Official recipe compared: "
+            f"Seeds: {', '.join(seeds)}. Official recipe compared: "
             + (f"`{c['official_recipe']}`." if c["official_recipe"] else "none (the official code has no recipe for this train set and backbone)."),
             "",
             "| key | value | set by | file | source | official | |",
