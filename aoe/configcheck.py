@@ -32,6 +32,7 @@ from typing import Iterable
 import yaml
 
 from aoe.hparams import NOT_SET, lookup, objective_base
+from aoe.table_kinds import table_kind
 from aoe.workflow import (
     PRETRAINED,
     RESERVED_TARGETS,
@@ -306,13 +307,18 @@ def check_tables(config: dict) -> None:
     table) and at least one row, each row a model the runs train (:func:`_check_table_row`)."""
     trainsets = config["trainsets"]
     for name, table in enabled_tables(config).items():
-        kind = table["kind"]
-        if kind == "gis_stats":
+        kind = table_kind(table["kind"])
+        if kind.inputs == "gis_stats":
             continue
+        if table.get("rows") and (table.get("backbones") or table.get("objectives")):
+            # Snakemake merges a preset's table over config.yaml's key by key: its backbones and
+            # objectives would silently lose to the rows config.yaml gives
+            raise ConfigError(f"tables.{name}: has both rows and backbones/objectives (after merging the config files); "
+                              "give one: a preset changing a table that config.yaml gives as rows must give rows")
         for ts in _spec_trainsets(table):
             if ts not in trainsets:
                 raise ConfigError(f"tables.{name}: unknown train set {ts!r}; known: {sorted(trainsets)}")
-            if kind == "indomain" and not trainsets[ts].get("eval_split"):
+            if kind.column_per_trainset and not trainsets[ts].get("eval_split"):
                 raise ConfigError(f"tables.{name}: train set {ts!r} has no eval_split for an in-domain column")
         rows = table_rows(config, name)
         if not rows:

@@ -24,6 +24,7 @@ from scipy import stats
 
 from aoe.hparams import recipe_anchor
 from aoe.jsonio import finite_or_none
+from aoe.table_kinds import table_kind
 from aoe.tables import PRETRAINED
 
 __all__ = ["FLAG", "FLAG_RULE", "FLAG_TEST", "ONE_SEED", "build_report", "figure_section", "flag", "flag_bound", "git_commit",
@@ -129,9 +130,6 @@ def _paper_cell(value: float | None, std: float | None, digits: int) -> str:
 # compared where the paper prints no std (tested with s_p = 0), paper numbers listed
 _COUNTS = ("ours", "compared", "flagged", "one_seed", "no_std", "paper")
 
-# counts print without decimals (GIS split sizes), like the table itself
-_COUNT_COLUMNS = {("gis_stats", "positive"), ("gis_stats", "negative"), ("gis_stats", "total")}
-
 
 def _md(text: Any) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
@@ -146,11 +144,12 @@ def table_section(table: dict, sources: list[str] | None = None) -> tuple[str, d
     lines.append(f"- Kind: `{table['kind']}`; config: {', '.join(f'`{s}`' for s in sources) if sources else 'defaults'}.")
     headers = {c["key"]: c["header"] for c in table["columns"]}
     counts = dict.fromkeys(_COUNTS, 0)
+    kind = table_kind(table["kind"])  # decimals per column as in the table itself (GIS split sizes: none)
     body = []
     for row in table["rows"]:
         if row.get("reference"):
             continue
-        label = row["label"] if table["kind"] == "gis_stats" else f"{row['backbone']} {row['label']}"
+        label = f"{row['backbone']} {row['label']}" if kind.seeded else row["label"]
         if row.get("section"):
             label = f"{row['section']}: {label}"
         for col in table["columns"]:
@@ -161,7 +160,7 @@ def table_section(table: dict, sources: list[str] | None = None) -> tuple[str, d
                 continue
             counts["ours"] += mean is not None
             counts["paper"] += paper is not None
-            digits = 0 if (table["kind"], key) in _COUNT_COLUMNS else 2
+            digits = kind.digits(key)
             std = finite_or_none(row["std"].get(key))
             n = row["count"].get(key, 0)
             p_std = finite_or_none((row.get("paper_std") or {}).get(key))
@@ -203,7 +202,7 @@ def table_section(table: dict, sources: list[str] | None = None) -> tuple[str, d
                 continue
             counts["paper"] += 1
             p_std = finite_or_none((r.get("paper_std") or {}).get(key))
-            digits = 0 if (table["kind"], key) in _COUNT_COLUMNS else 2
+            digits = kind.digits(key)
             ref_body.append(f"| {_md(r['label'])} | {_md(headers.get(key, key))} | {_paper_cell(paper, p_std, digits)} |")
     if ref_body:
         lines += [
@@ -215,7 +214,7 @@ def table_section(table: dict, sources: list[str] | None = None) -> tuple[str, d
             *ref_body,
         ]
     sources_of_paper = sorted({r["paper_label"] for r in table["rows"] if r.get("paper") and not r.get("reference")})
-    if not sources_of_paper and table["kind"] != "gis_stats":
+    if not sources_of_paper and kind.seeded:
         lines += ["", "No paper numbers matched to our rows (see aoe/resources/paper_numbers.yaml, `missing`)."]
     tests = [t for t in table.get("ttests", [])]
     if tests:

@@ -10,10 +10,7 @@ the treatment row (AoE / AnglE) with every other row of its backbone over matche
 seeds, per column and pooled over the dataset columns; the p-values go in a note
 under the table. A result that does not exist is printed as "–" and logged, never 0.
 
-Kinds (``aoe.workflow.TABLE_KINDS``): sts7, stsb, ablation (sts.json), indomain
-(indomain_{trainset}.json), transfer, nli_probe, mteb, flickr30k (their suite's
-JSON), train_time (the training jobs' benchmark TSV and model folder) and gis_stats
-(results/analysis/gis/stats.json; no seeds).
+Kinds (columns, the files a table reads, how one file becomes values): :data:`aoe.table_kinds.KINDS`.
 """
 
 from __future__ import annotations
@@ -34,6 +31,7 @@ import yaml
 
 from aoe.evaluate.sts import TASKS
 from aoe.jsonio import finite_or_none, json_safe
+from aoe.table_kinds import KINDS, Column, table_kind
 from aoe.workflow import Cell, parse_run
 
 __all__ = [
@@ -60,19 +58,6 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 PRETRAINED = "pretrained"
-TRANSFER_TASKS = ["MR", "CR", "SUBJ", "MPQA", "SST2", "TREC", "MRPC"]
-MTEB_CATEGORIES = ["classification", "clustering", "pair_classification", "reranking", "retrieval", "sts", "summarization"]
-MTEB_HEADERS = {
-    "classification": "Class.",
-    "clustering": "Clust.",
-    "pair_classification": "PairClass.",
-    "reranking": "Rerank.",
-    "retrieval": "Retr.",
-    "sts": "STS",
-    "summarization": "Summ.",
-}
-TRAINSET_HEADERS = {"stsb": "STS-B", "gis": "GIS", "mrpc": "MRPC", "qqp": "QQP", "qnli": "QNLI", "nli": "NLI", "sickr": "SICK-R"}
-STS_HEADERS = ["STS12", "STS13", "STS14", "STS15", "STS16", "STS-B", "SICK-R"]
 # treatment objectives of the t-test, in order of preference (a table's `ttest.treatment` overrides)
 TREATMENTS = ("aoe", "angle_arxiv")
 
@@ -92,53 +77,14 @@ OBJECTIVE_LABELS = {
 }
 
 
-@dataclass(frozen=True)
-class Column:
-    key: str
-    header: str
-    # the "avg" of a table is a derived column: no bold rule changes, but it is left out of the pooled t-test
-    summary: bool = False
-
-
 def _key(name: str) -> str:
     return re.sub(r"[^a-z0-9]", "", str(name).lower())
 
 
 def kind_columns(kind: str, spec: dict, results: pd.DataFrame | None = None) -> list[Column]:
     """The columns of a table kind (mteb: the categories found in the results, in MTEB's order)."""
-    if kind == "sts7":
-        return [Column(t, h) for t, h in zip(TASKS, STS_HEADERS)] + [Column("avg", "Avg.", True)]
-    if kind == "stsb":
-        return [Column("STSB", "STS-B test")]
-    if kind == "ablation":
-        return [Column("avg", "Avg. STS", True)]
-    if kind == "indomain":
-        ts = list(spec.get("trainsets") or [spec["trainset"]])
-        cols = [Column(t, TRAINSET_HEADERS.get(t, t)) for t in ts]
-        return cols + ([Column("avg", "Avg.", True)] if len(ts) > 1 else [])
-    if kind == "transfer":
-        return [Column(t, t) for t in TRANSFER_TASKS] + [Column("avg", "Avg.", True)]
-    if kind == "nli_probe":
-        return [Column("MultiNLI", "MultiNLI"), Column("SNLI", "SNLI"), Column("avg", "Avg.", True)]
-    if kind == "mteb":
-        found = set(results.column) if results is not None and not results.empty else set()
-        cats = [c for c in MTEB_CATEGORIES if c in found] + sorted(found - set(MTEB_CATEGORIES) - {"avg"})
-        return [Column(c, MTEB_HEADERS.get(c, c)) for c in cats] + [Column("avg", "Avg.", True)]
-    if kind == "flickr30k":
-        return [Column("strict_accuracy", "Strict acc."), Column("R@1", "R@1"), Column("R@4", "R@4"), Column("R@10", "R@10")]
-    if kind == "train_time":
-        return [
-            Column("sec_per_epoch", "s / epoch"),
-            Column("train_seconds", "train loop (s)"),
-            Column("job_seconds", "job (s)"),
-            Column("epochs", "epochs trained"),
-        ]
-    raise ValueError(f"unknown table kind {kind!r}")
-
-
-KINDS = ("sts7", "stsb", "ablation", "indomain", "transfer", "nli_probe", "mteb", "flickr30k", "train_time", "gis_stats")
-LOWER_IS_BETTER = {"sec_per_epoch", "train_seconds", "job_seconds"}
-NO_BOLD = {"epochs"}
+    found = set(results.column) if results is not None and not results.empty else set()
+    return table_kind(kind).columns(spec, found)
 
 
 # ---------------------------------------------------------------------------
@@ -162,61 +108,18 @@ def _cell(result: dict, path: Path) -> dict:
     return cell
 
 
-def _sts_values(result: dict) -> dict[str, float]:
-    out = {t: finite_or_none((result["tasks"].get(t) or {}).get("spearman")) for t in TASKS}
-    out["avg"] = finite_or_none(result.get("avg"))
-    return out
-
-
-def _transfer_values(result: dict) -> dict[str, float]:
-    out = {t: finite_or_none((result["tasks"].get(t) or {}).get("acc")) for t in TRANSFER_TASKS}
-    out["avg"] = finite_or_none(result.get("avg"))
-    return out
-
-
-def _nli_values(result: dict) -> dict[str, float]:
-    summary = result.get("summary") or {}
-    out = {"MultiNLI": finite_or_none(summary.get("MultiNLI")), "SNLI": finite_or_none(summary.get("SNLI"))}
-    out["avg"] = (out["MultiNLI"] + out["SNLI"]) / 2 if None not in (out["MultiNLI"], out["SNLI"]) else None
-    return out
-
-
-def _mteb_values(result: dict) -> dict[str, float]:
-    out = {c: finite_or_none(v) for c, v in (result.get("categories") or {}).items()}
-    out["avg"] = finite_or_none(result.get("avg"))
-    return out
-
-
-def _flickr_values(result: dict) -> dict[str, float]:
-    out = {"strict_accuracy": finite_or_none(result.get("strict_accuracy"))}
-    for k, v in (result.get("recall") or {}).items():
-        out[f"R{k}" if k.startswith("@") else k] = finite_or_none(v)
-    return out
-
-
-def _indomain_values(result: dict, path: Path) -> dict[str, float]:
-    evalset = result.get("evalset") or re.fullmatch(r"indomain_(.+)\.json", path.name).group(1)
-    return {evalset: finite_or_none(result.get("spearman"))}
-
-
 def load_results(kind: str, paths: list[str | Path]) -> pd.DataFrame:
     """Long table of every value in the result files of a table kind; null values are left out."""
-    if kind == "train_time":
+    k = table_kind(kind)
+    if k.inputs == "train_time":
         return load_train_times(paths)
-    readers = {
-        "sts7": _sts_values,
-        "stsb": _sts_values,
-        "ablation": _sts_values,
-        "transfer": _transfer_values,
-        "nli_probe": _nli_values,
-        "mteb": _mteb_values,
-        "flickr30k": _flickr_values,
-    }
+    if k.read is None:
+        raise ValueError(f"table kind {kind!r} reads no evaluation results")
     rows = []
     for path in map(Path, paths):
         result = json.loads(path.read_text())
         cell = _cell(result, path)
-        values = _indomain_values(result, path) if kind == "indomain" else readers[kind](result)
+        values = k.read(result, path)
         for column, value in values.items():
             if value is not None:  # null on purpose (task not evaluated): no row, printed as "–"
                 rows.append({**cell, "column": column, "value": value})
@@ -486,6 +389,7 @@ def build_table(
     ``numbers_file`` replaces the packaged paper_numbers.yaml.
     """
     kind = kind or spec["kind"]
+    per_trainset = table_kind(kind).column_per_trainset
     if "column" not in results.columns and "task" in results.columns:  # load_sts_results' shape
         results = results.rename(columns={"task": "column", "spearman": "value"})
     if "rerun" not in results.columns:  # a frame built by hand: every value its seed's first training
@@ -516,14 +420,14 @@ def build_table(
             sel = sel[sel.seed.isin(row.seeds)]
         sel = sel[sel.rerun < row.reruns]
         for col in col_keys:
-            if kind == "indomain" and col != "avg":
+            if per_trainset and col != "avg":
                 cs = sel[sel.column == col]
                 if not pre:
                     cs = cs[cs.trainset == col]
             else:
                 cs = sel[sel.column == col]
             row.values[col] = {run_key(s, r): float(v) for s, r, v in zip(cs.seed, cs.rerun, cs.value)}
-        if kind == "indomain" and "avg" in col_keys:
+        if per_trainset and "avg" in col_keys:
             # the per-seed average over the dataset columns, where a seed has all of them
             data_cols = [c for c in col_keys if c != "avg"]
             seeds = set.intersection(*(set(row.values[c]) for c in data_cols)) if data_cols else set()
@@ -591,15 +495,13 @@ def _pairs(t: Row, b: Row, col: str) -> tuple[list[float], list[float], list[int
 
 def ttests(table: Table, spec: dict) -> list[TTest]:
     """Treatment row vs every other objective's row of the same backbone: per column over matched
-    seeds, and pooled over (seed, dataset column) pairs when there are several dataset columns."""
-    if table.kind in ("train_time", "gis_stats"):
+    seeds, and pooled over (seed, dataset column) pairs when there are several dataset columns.
+    The treatment is the table's ``ttest.treatment``, else per backbone the first of
+    :data:`TREATMENTS` among its rows."""
+    if not table_kind(table.kind).ttests:
         return []
     setting = spec.get("ttest") or {}
     if setting.get("enabled", True) is False:
-        return []
-    objectives = {r.objective for r in table.rows}
-    treatment = setting.get("treatment") or next((t for t in TREATMENTS if t in objectives), None)
-    if treatment is None:
         return []
     out = []
     by_backbone: dict[str, list[Row]] = {}
@@ -607,6 +509,9 @@ def ttests(table: Table, spec: dict) -> list[TTest]:
         by_backbone.setdefault(r.backbone, []).append(r)
     data_cols = [c.key for c in table.columns if not c.summary]
     for backbone, rows in by_backbone.items():
+        # per backbone: a table can hold AnglE-BERT (angle_arxiv) beside AnglE-LLaMA (the aoe cell)
+        objectives = {r.objective for r in rows}
+        treatment = setting.get("treatment") or next((t for t in TREATMENTS if t in objectives), None)
         # the first row of the treatment (ablations repeat it in other sections, or on a seed subset)
         treat = next((r for r in rows if r.objective == treatment), None)
         if treat is None:
@@ -692,13 +597,7 @@ def build_gis_table(stats: dict, spec: dict, name: str = "table_gis_stats", numb
 
 
 def _digits(table: Table, col: str) -> int:
-    if table.kind == "gis_stats" and col in ("positive", "negative", "total"):
-        return 0
-    if table.kind == "train_time" and col == "epochs":
-        return 3
-    if table.kind == "train_time":
-        return 1
-    return 2
+    return table_kind(table.kind).digits(col)
 
 
 def _num_text(value: float, digits: int) -> str:
@@ -721,12 +620,13 @@ def _escape(text: str) -> str:
 
 
 def _best(table: Table, group: list[Row], col: str) -> float | None:
-    if len(group) < 2 or col in NO_BOLD or table.kind == "gis_stats":
+    k = table_kind(table.kind)
+    if len(group) < 2 or col in k.no_bold or not k.seeded:
         return None
     means = [r.mean(col) for r in group if not math.isnan(r.mean(col))]
     if len(means) < 2:
         return None
-    return min(means) if col in LOWER_IS_BETTER else max(means)
+    return min(means) if col in k.lower_is_better else max(means)
 
 
 def _groups(table: Table) -> list[tuple[str, list[Row]]]:
@@ -739,12 +639,13 @@ def _groups(table: Table) -> list[tuple[str, list[Row]]]:
 
 def _row_name(table: Table, row: Row, latex: bool) -> str:
     esc = _escape if latex else (lambda s: s)
-    if table.kind == "gis_stats":
+    k = table_kind(table.kind)
+    if not k.seeded:
         return esc(row.label)
     seeds = f"n={row.n}"
     if row.objective == PRETRAINED:
         train = ""
-    elif table.kind == "indomain":
+    elif k.column_per_trainset:
         train = ", in-domain"
     else:
         train = f", {','.join(row.trainsets)}" if row.trainsets else ""
@@ -819,14 +720,13 @@ def _body(table: Table, latex: bool) -> list[tuple[str, list[str], str]]:
 
 
 def _notes(table: Table, latex: bool) -> list[str]:
+    k = table_kind(table.kind)
     notes = list(table.notes)
-    if table.kind not in ("gis_stats",):
+    if k.seeded:
         notes.insert(0, "Our rows: mean ± sample std over the seeds that exist (n = seed count); bold: best per backbone; "
                      "'paper' lines: the paper's number (± its std where printed); Δ = ours − paper; –: no result.")
-    if table.kind == "train_time":
-        notes.append("s / epoch = training-loop seconds (aoe_config.json summary) / epochs trained, "
-                     "epochs trained = examples seen (steps x batch size) / train-set rows; job (s) = the Snakemake benchmark's wall time of the whole training job.")
-    if not any(r.paper for r in table.rows) and not table.references and table.kind != "gis_stats":
+    notes.extend(k.notes)
+    if not any(r.paper for r in table.rows) and not table.references and k.seeded:
         notes.append("No paper numbers for this table (none configured; paper_numbers.yaml lists what was not found in a readable source): no reference rows, no Δ.")
     if table.ttests:
         by_pair: dict[tuple[str, str, str], list[TTest]] = {}
@@ -983,7 +883,7 @@ def render_table(name: str, spec: dict, inputs: list[str | Path], rows: list[dic
                  numbers_file: str | Path | None = None) -> Table:
     """The table a rule renders: its kind's loader on the inputs, then :func:`build_table` (or the GIS table)."""
     kind = spec["kind"]
-    if kind == "gis_stats":
+    if table_kind(kind).inputs == "gis_stats":
         stats = json.loads(Path(inputs[0]).read_text())
         return build_gis_table(stats, spec, name, numbers_file)
     results = load_results(kind, inputs)

@@ -11,6 +11,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from aoe.table_kinds import table_kind
+
 __all__ = [
     "ConfigError",
     "Cell",
@@ -20,7 +22,6 @@ __all__ = [
     "eval_cells",
     "table_cells",
     "enabled_tables",
-    "TABLE_KINDS",
     "TableRow",
     "table_rows",
     "row_entries",
@@ -130,21 +131,6 @@ def pretrained_cell(backbone: str) -> Cell:
     return Cell(backbone, PRETRAINED, NO_TRAINSET, PRETRAINED_SEED)
 
 
-# table kind -> the evaluation suite whose result files its cells read (None: not an evaluation)
-TABLE_KINDS: dict[str, str | None] = {
-    "sts7": "sts",  # AoE Table 1: 7 STS tasks + avg
-    "stsb": "sts",  # STS-B test only
-    "ablation": "sts",  # AoE Table 4: the 7-task STS avg per row, rows in sections (AnglE's ablation is kind indomain)
-    "indomain": "indomain",  # AoE Table 2 / AnglE Table 2: a column per train set, scored on its own eval split
-    "transfer": "transfer",  # AoE Table 3: SentEval transfer tasks
-    "nli_probe": "nli_probe",  # AoE Table 5
-    "mteb": "mteb",  # AoE §5 MTEB: per category + average
-    "flickr30k": "flickr30k",  # AnglE §4.5: strict accuracy
-    "train_time": None,  # AoE Appendix D: the training jobs' benchmark files
-    "gis_stats": None,  # AoE Table 7 (= arXiv-b/c Table 1): results/analysis/gis/stats.json
-}
-
-
 @dataclass(frozen=True)
 class TableRow:
     """One row of a table: a (backbone, objective) over its columns' train sets and its seeds."""
@@ -242,11 +228,10 @@ def indomain_cells(config: dict, table: str) -> list[tuple[Cell, str]]:
 
 def table_inputs(config: dict, table: str) -> list[str]:
     """The result files a table reads (it never trains or embeds)."""
-    kind = config["tables"][table]["kind"]
-    suite = TABLE_KINDS[kind]
-    if kind == "gis_stats":
+    kind = table_kind(config["tables"][table]["kind"])
+    if kind.inputs == "gis_stats":
         return ["results/analysis/gis/stats.json"]
-    if kind == "train_time":
+    if kind.inputs == "train_time":
         # the training jobs' own measurements: Snakemake's benchmark file and the run's metrics
         return [
             path
@@ -254,9 +239,9 @@ def table_inputs(config: dict, table: str) -> list[str]:
             if c.trained
             for path in (f"results/benchmarks/train/{c.path}.tsv", f"results/models/{c.path}")
         ]
-    if kind == "indomain":
-        return [f"results/eval/{c.path}/indomain_{ts}.json" for c, ts in indomain_cells(config, table)]
-    return [f"results/eval/{c.path}/{suite}.json" for c in table_cells(config, table)]
+    if kind.column_per_trainset:
+        return [f"results/eval/{c.path}/{kind.suite}_{ts}.json" for c, ts in indomain_cells(config, table)]
+    return [f"results/eval/{c.path}/{kind.suite}.json" for c in table_cells(config, table)]
 
 
 def suite_results(config: dict) -> list[str]:
@@ -270,7 +255,7 @@ def suite_results(config: dict) -> list[str]:
             else:
                 files.add(f"results/eval/{c.path}/{suite}.json")
     for table, spec in enabled_tables(config).items():
-        if TABLE_KINDS[spec["kind"]] is not None:
+        if table_kind(spec["kind"]).suite is not None:
             files.update(table_inputs(config, table))
     return sorted(files)
 

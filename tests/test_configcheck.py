@@ -156,3 +156,12 @@ def test_load_config_passes_the_shipped_configs():
     for preset in [None, *sorted((REPO / "presets").glob("*.yaml"))]:
         config = load_config(REPO, [preset] if preset else [])
         assert config["evaluation"]["sts"]["batch_size"] >= 1  # a schema default filled in
+
+
+def test_a_preset_giving_backbones_to_a_table_of_rows_is_refused(tmp_path):
+    """Snakemake merges a preset's table into config.yaml's key by key: backbones/objectives given to
+    table1_sts (rows in config.yaml) would silently lose to those rows; the check names the table."""
+    (tmp_path / "override.yaml").write_text(yaml.safe_dump(
+        {"tables": {"table1_sts": {"backbones": ["minilm-l6"], "objectives": ["aoe"]}}}))
+    with pytest.raises(ConfigError, match=r"^tables\.table1_sts: has both rows and backbones/objectives .*must give rows$"):
+        load_config(REPO, [tmp_path / "override.yaml"])

@@ -689,7 +689,8 @@ def test_every_configured_paper_reference_exists():
         else:
             cols = [c.key for c in kind_columns(table["kind"], table, pd.DataFrame({"column": ["sts", "classification"]}))]
             for objective_map in (table.get("paper") or {}).values():
-                assert set(objective_map) <= {"pretrained", *table.get("objectives", [])}, name
+                shown = {*table.get("objectives", []), *(r["objective"] for r in table.get("rows", []))}
+                assert set(objective_map) <= {"pretrained", *shown}, name
         for ref in refs:
             # a number in one of the table's own columns, not just an entry that exists
             _, values, _ = paper_reference(ref, columns=cols)
@@ -750,7 +751,9 @@ def test_angle_ablation_is_in_domain_stsb_with_the_papers_rows(tmp_path):
     assert by_label["AnglE-BERT-all"].delta("stsb") == pytest.approx(86.25 - 86.26)
     # every ablation is a row of its own, trained on STS-B, with the paper's number beside it
     assert by_label["without ibn"].delta("stsb") == pytest.approx(85.2 - 86.00)
-    papers = {label: row.paper["stsb"] for label, row in by_label.items()}
+    papers = {label: row.paper["stsb"] for label, row in by_label.items() if row.paper}
+    # the ISP-detection ablation: the paper prints no score (§4.4: "about 0.18% performance drop")
+    assert set(by_label) - set(papers) == {"only ibn without ISP detection"}
     assert papers == {"AnglE-BERT-all": 86.26, "without ibn": 86.00, "without angle": 85.30, "only cosine": 85.28, "only ibn": 72.48,
                       "only angle": 85.15, "cls": 86.26, "cls-last-avg": 85.81, "last-avg": 84.15, "last-max": 79.76, "first-last-avg": 81.99}
     assert [spec_row["objective"] for spec_row in spec["rows"] if spec_row["section"] == "pooling"] == [
@@ -876,3 +879,75 @@ def test_gis_numbers_are_printed_in_the_papers_text(name, labels):
         assert any(line.startswith(label) and _printed_in_order(line, numbers) for line in lines), (col, numbers)
     shares = [f"{rows[s]['long_share']:.2f}%" for s in splits]
     assert any(_printed_in_order(line, shares) for line in lines), shares
+
+
+def test_table_kind_registry_is_the_schema_enum_and_each_kind_renders(tmp_path):
+    """Every kind the config schema accepts has one registry entry (aoe.table_kinds.KINDS) and back;
+    each kind that reads evaluation results builds a table from a result file of its suite."""
+    import yaml
+
+    from aoe.table_kinds import KINDS, table_kind
+    from tests.workflow_utils import REPO
+
+    schema = yaml.safe_load((REPO / "schemas" / "config.schema.yaml").read_text())
+    enum = schema["properties"]["tables"]["additionalProperties"]["properties"]["kind"]["enum"]
+    assert list(enum) == list(KINDS)
+    with pytest.raises(ValueError, match="unknown table kind 'stsx'; known: sts7, stsb"):
+        table_kind("stsx")
+    results = {
+        "sts": {"tasks": {t: {"spearman": 70.0 + i} for i, t in enumerate(TASKS)}, "avg": 73.0},
+        "transfer": {"tasks": {t: {"acc": 80.0} for t in ("MR", "CR", "SUBJ", "MPQA", "SST2", "TREC", "MRPC")}, "avg": 80.0},
+        "nli_probe": {"summary": {"MultiNLI": 60.0, "SNLI": 62.0}},
+        "mteb": {"categories": {"sts": 75.0, "classification": 65.0}, "avg": 70.0},
+        "flickr30k": {"strict_accuracy": 40.0, "recall": {"@1": 50.0}},
+        "indomain": {"evalset": "stsb", "spearman": 85.0},
+    }
+    for name, kind in KINDS.items():
+        if kind.suite is None:
+            continue
+        file = f"{kind.suite}_stsb.json" if kind.column_per_trainset else f"{kind.suite}.json"
+        frame = load_results(name, [_write(tmp_path / name, "b", "aoe", "stsb", 1, file, results[kind.suite])])
+        spec = {"kind": name, "trainset": "stsb", "backbones": ["b"], "objectives": ["aoe"], "include_pretrained": False}
+        table = build_table(frame, spec, name=name)
+        values = [table.rows[0].mean(c.key) for c in table.columns]
+        assert table.columns and not all(math.isnan(v) for v in values), name
+
+
+def test_ttest_treatment_per_backbone(tmp_path):
+    """AnglE's tables hold AnglE-BERT (angle_arxiv) and AnglE-LLaMA (the grid's aoe cell): each
+    backbone is tested against its own treatment."""
+    root = tmp_path / "eval"
+    files = []
+    for backbone, objective, base in (("bert", "angle_arxiv", 80.0), ("bert", "sbert", 75.0), ("llama", "aoe", 85.0), ("llama", "sbert", 84.0)):
+        files += [write_sts(root, backbone, objective, "nli", s, {t: base + s + 0.1 * i for i, t in enumerate(TASKS)}) for s in (1, 2, 3)]
+    spec = {"kind": "sts7", "trainset": "nli", "rows": [
+        {"backbone": "bert", "objective": "sbert"}, {"backbone": "bert", "objective": "angle_arxiv"},
+        {"backbone": "llama", "objective": "sbert"}, {"backbone": "llama", "objective": "aoe"}]}
+    table = render_table("t", spec, files)
+    assert {(t.backbone, t.treatment, t.baseline) for t in table.ttests} == {("bert", "AnglE", "SBERT"), ("llama", "AoE", "SBERT")}
+
+
+def test_angle_transfer_tables_follow_the_arxiv_versions(tmp_path):
+    """angle_transfer_sts: arXiv v1 Table 1 (= v3 Table 2) rows with the paper's numbers and Δ, v2's
+    (angle-arxiv-b) LLaMA rows and the repository image's 85.90 as reference rows; angle_transfer_tasks:
+    AnglE-LLaMA's 91.38 against the grid's llama-2-7b aoe/nli cell."""
+    root = tmp_path / "eval"
+    files = [write_sts(root, "bert-base-uncased", "angle_arxiv", "nli", s, {t: 80.0 for t in TASKS}) for s in (42, 43)]
+    files += [write_sts(root, "llama-2-7b", "aoe", "nli", s, {t: 85.0 for t in TASKS}) for s in (42, 43)]
+    files += [write_sts(root, "llama-2-7b", "pretrained", "none", 0, {t: 60.0 for t in TASKS})]
+    table = render_table("angle_transfer_sts", _config_table("angle_transfer_sts"), files)
+    by_label = {r.label: r for r in table.rows}
+    assert by_label["AnglE-BERT"].paper["avg"] == 82.37 and by_label["AnglE-BERT"].delta("avg") == pytest.approx(80.0 - 82.37)
+    assert by_label["AnglE-LLaMA2-7B"].paper["avg"] == 85.96
+    assert by_label["LLaMA2-7B (prompt, last token)"].paper["avg"] == 65.06
+    assert [r.section for r in table.rows] == ["unsupervised"] + ["supervised"] * 5
+    refs = {r.paper_label: r.paper.get("avg") for r in table.references}
+    assert refs["AnglE-LLaMA-2-7B (paper: AnglE arXiv, transfer STS table)"] == 78.02  # angle-arxiv-b
+    assert 85.90 in refs.values() and 75.69 in refs.values()  # the repository image's AnglE-LLaMA, CoSENT-BERT
+    assert len(table.references) == 19
+    files = [write_transfer(root, "llama-2-7b", "aoe", "nli", s, {t: 90.0 for t in ["MR", "CR", "SUBJ", "MPQA", "SST2", "TREC", "MRPC"]})
+             for s in (42, 43)]
+    table = render_table("angle_transfer_tasks", _config_table("angle_transfer_tasks"), files)
+    llama = next(r for r in table.rows if r.label == "AnglE-LLaMA")
+    assert llama.paper["avg"] == 91.38 and llama.delta("avg") == pytest.approx(90.0 - 91.38)
+    assert len(table.references) == 6
