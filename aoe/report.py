@@ -13,9 +13,11 @@ Figures' JSON numbers (results/figures/*.json) are listed when present. Reads fi
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import math
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +27,7 @@ from scipy import stats
 from aoe.hparams import recipe_anchor
 from aoe.jsonio import finite_or_none
 from aoe.table_kinds import table_kind
-from aoe.tables import PRETRAINED
+from aoe.tables import PRETRAINED, paper_reference
 
 __all__ = ["FLAG", "FLAG_RULE", "FLAG_TEST", "ONE_SEED", "build_report", "figure_section", "flag", "flag_bound", "git_commit",
            "table_section", "table_sources"]
@@ -270,11 +272,65 @@ def figure_section(figure_files: list[str | Path] | None) -> str:
     return "\n".join(lines)
 
 
+@dataclass(frozen=True)
+class Quoted:
+    """A number the paper quotes in its prose, and where our analyses write the same quantity."""
+
+    ref: str  # paper_numbers.yaml reference (column ``value``)
+    label: str
+    file: str  # fnmatch pattern of the result file(s)
+    keys: tuple[str, ...]  # the value's path in that JSON
+    scale: float = 1.0  # ours x scale is in the paper's unit (a share -> percent)
+
+
+QUOTED: tuple[Quoted, ...] = (
+    *(Quoted(f"acl2024_quoted/nli_pairs_above_{t}_percent", f"NLI pairs with cosine > {t} (%)",
+             "*/analysis/saturation/*/*.json", ("all", "share_above", t), 100.0) for t in ("0.95", "0.8")),
+    *(Quoted(f"acl2024_quoted/gis_{kind}_{n}gram_overlap", f"GIS {kind.replace('_', '-')} pairs: mean {n}-gram overlap",
+             "*/analysis/gis/stats.json", ("fig8_ngram_overlap", str(n), kind, "mean_count"))
+      for kind in ("non_duplicate", "duplicate") for n in (1, 2, 3)),
+)
+
+
+def _dig(data: Any, keys: tuple[str, ...]) -> float | None:
+    for k in keys:
+        if not isinstance(data, dict) or k not in data:
+            return None
+        data = data[k]
+    return finite_or_none(data)
+
+
+def quoted_section(files: list[str | Path] | None, numbers_file: str | Path | None = None) -> str:
+    """Ours beside each number the paper quotes in its prose (:data:`QUOTED`), one line per result file
+    that measures it (e.g. one per backbone of the saturation analysis); Δ = ours − paper."""
+    lines = []
+    for q in QUOTED:
+        paths = sorted(Path(f) for f in files or [] if fnmatch.fnmatch(str(Path(f).resolve()), q.file))
+        if not paths:
+            continue
+        label, values, _ = paper_reference(q.ref, numbers_file, ["value"])
+        paper = values["value"]
+        for path in paths:
+            ours = _dig(json.loads(path.read_text()), q.keys)
+            ours = None if ours is None else ours * q.scale
+            where = "/".join(path.parts[path.parts.index("analysis") + 1:]) if "analysis" in path.parts else path.name
+            delta = "–" if ours is None else f"{ours - paper:+.2f}"
+            lines.append(f"| {_md(q.label)} | `{where}` | {_fmt(ours)} | {_fmt_paper(paper)} | {delta} | {_md(label)} |")
+    if not lines:
+        return ""
+    return "\n".join([
+        "## Numbers the paper quotes in its prose", "",
+        "One measurement each (no seeds, no flag); the sources' wording is in aoe/resources/paper_numbers.yaml (`acl2024_quoted`).", "",
+        "| Quantity | Our file | Ours | Paper | Δ | Paper source |", "|---|---|---|---|---|---|", *lines, "",
+    ])
+
+
 def build_report(
     table_files: list[str | Path],
     configfiles: list[str | Path] | None = None,
     commit: str | None = None,
     figure_files: list[str | Path] | None = None,
+    analysis_files: list[str | Path] | None = None,
 ) -> str:
     """The whole REPORT.md text."""
     configfiles = [str(c) for c in configfiles or []]
@@ -311,6 +367,9 @@ def build_report(
         "",
     ]
     lines += sections
+    quoted = quoted_section(analysis_files)
+    if quoted:
+        lines.append(quoted)
     figures = figure_section(figure_files)
     if figures:
         lines.append(figures)

@@ -16,7 +16,9 @@ rule report_md:
         tables=expand("results/tables/{table}.json", table=enabled_tables(config)),
         # the numbers behind the figures (Fig. 3/4/10, gradients), so the summary waits for them
         figures=[f for f in FIGURE_RESULTS if f.endswith(".json")],
-        code=library_code("report.py", "tables.py"),
+        # the analyses behind numbers the paper quotes in its prose (aoe.report.QUOTED)
+        analysis=SATURATION_RESULTS + [f for f in GIS_RESULTS if f.endswith(".json")],
+        code=library_code("report.py", "tables.py", "table_kinds.py"),
     output:
         report("results/REPORT.md", caption="../report/report_md.rst", category="Summary"),
     log:

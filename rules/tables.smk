@@ -1,7 +1,7 @@
 rule table:
     input:
         results=get_table_inputs,
-        code=library_code("tables.py"),
+        code=library_code("tables.py", "table_kinds.py"),
     output:
         tex=report("results/tables/{table}.tex", caption="../report/table.rst", category="Tables"),
         csv="results/tables/{table}.csv",

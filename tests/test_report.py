@@ -201,3 +201,32 @@ def test_rows_link_to_their_recipes(tmp_path):
     assert any(line.startswith("| b AoE | Avg. |") for line in lines)  # stsb and gis: no single recipe
     assert all("RECIPE.md" not in line for line in lines if "as downloaded" in line)
     assert sum("RECIPE.md" in line for line in lines) == 2
+
+
+def test_quoted_numbers_beside_the_papers_prose(tmp_path):
+    """The saturation shares and GIS n-gram overlaps the paper quotes in its prose, with Δ, one line per
+    result file; numbers from aoe/resources/paper_numbers.yaml (acl2024_quoted), not from the code."""
+    from aoe.report import QUOTED, quoted_section
+    from aoe.tables import paper_reference
+
+    sat = tmp_path / "results" / "analysis" / "saturation" / "minilm-l6" / "snli-dev.json"
+    sat.parent.mkdir(parents=True)
+    sat.write_text(json.dumps({"all": {"share_above": {"0.8": 0.5, "0.95": 0.25}}}))
+    gis = tmp_path / "results" / "analysis" / "gis" / "stats.json"
+    gis.parent.mkdir(parents=True)
+    overlap = {str(n): {"duplicate": {"mean_count": 20.0 + n}, "non_duplicate": {"mean_count": 10.0 + n}} for n in (1, 2, 3)}
+    gis.write_text(json.dumps({"fig8_ngram_overlap": overlap}))
+    text = quoted_section([sat, gis])
+    rows = [line for line in text.splitlines() if line.startswith("| NLI") or line.startswith("| GIS")]
+    assert len(rows) == len(QUOTED) == 8
+    assert "| NLI pairs with cosine > 0.95 (%) | `saturation/minilm-l6/snli-dev.json` | 25.00 | 33.00 | -8.00 |" in text
+    assert "| NLI pairs with cosine > 0.8 (%) | `saturation/minilm-l6/snli-dev.json` | 50.00 | 66.00 | -16.00 |" in text
+    assert "| GIS duplicate pairs: mean 1-gram overlap | `gis/stats.json` | 21.00 | 26.00 | -5.00 |" in text
+    assert "| GIS non-duplicate pairs: mean 3-gram overlap | `gis/stats.json` | 13.00 | 9.00 | +4.00 |" in text
+    assert all(paper_reference(q.ref, columns=["value"])[1] for q in QUOTED)
+    # a missing value is "–", never 0; no analysis, no section
+    sat.write_text(json.dumps({"all": {}}))
+    assert "| NLI pairs with cosine > 0.95 (%) | `saturation/minilm-l6/snli-dev.json` | – | 33.00 | – |" in quoted_section([sat])
+    assert quoted_section([]) == ""
+    report = build_report([], analysis_files=[gis])
+    assert "## Numbers the paper quotes in its prose" in report

@@ -17,6 +17,7 @@ text = build_report(
     configfiles=snakemake.params.configfiles,
     commit=git_commit(Path(snakemake.scriptdir).parent),
     figure_files=list(snakemake.input.figures),
+    analysis_files=list(snakemake.input.analysis),
 )
 Path(snakemake.output[0]).write_text(text)
 logging.getLogger("aoe.report").info("wrote %s (%d tables)", snakemake.output[0], len(snakemake.input.tables))

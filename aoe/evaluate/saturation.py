@@ -1,9 +1,10 @@
-"""How many training pairs sit in the cosine saturation zone under a backbone (AoE §1, Fig. 1).
+"""How many training pairs sit in the cosine saturation zone under a backbone (AoE §1, Fig. 1; §4).
 
 The paper motivates the angle objective by the share of NLI training pairs whose
-cosine similarity under BERT is already high, where cos' gradient vanishes (it reports
-33% of pairs above 0.95 and 66% above 0.8). This module measures that share for any
-backbone and pair table, overall and per gold label.
+similarity is already high, where cos' gradient vanishes (§4 quotes shares above 0.95
+and 0.8: paper_numbers.yaml ``acl2024_quoted``, compared in REPORT.md by
+:data:`aoe.report.QUOTED`). This module measures that share for any backbone and pair
+table, overall and per gold label.
 """
 
 from __future__ import annotations
@@ -84,7 +85,6 @@ def run_saturation(
         {
             "model": {"path": str(model_dir), "pooling": encoder.pooling},
             "data": {"dataset": meta["dataset"], "split": meta["split"], "table": str(table), "max_pairs": max_pairs, "seed": seed},
-            "paper": {"share_above": {"0.8": 0.66, "0.95": 0.33}, "where": "AoE (ACL 2024) §1: NLI training pairs under BERT"},
             "versions": library_versions(),
             "wall_seconds": time.perf_counter() - start,
         }
