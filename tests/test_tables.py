@@ -805,6 +805,10 @@ TEXT_CHECKS = [
       for row in ("AnglE", "SimCSE (supervised)", "SBERT") for f in ("angle-arxiv-a.txt", "angle-arxiv-b.txt", "angle-arxiv-c.txt")],
     *[(f"acl2024_training_time/{row}", "aoe-acl2024.txt", None, ["sec_per_epoch"], 2)
       for row in ("SBERT-BERTbase", "SimCSE-BERTbase", "AoE-BERTbase", "SBERT-LLaMA7B", "SimCSE-LLaMA7B", "AoE-LLaMA7B")],
+    ("reproduction_report/table1/AoE-BERT (reproduction)", "reproduction-report-zh.txt", "| **AoE (Ours)**", STS_HEADERS_AVG, 2),
+    ("reproduction_report/table2/AoE-BERT (reproduction)", "reproduction-report-zh.txt", "| **AoE (Ours)**", ["STS-B", "GIS"], 2),
+    ("reproduction_report/table3/AoE-BERT (reproduction, MTEB classifiers)", "reproduction-report-zh.txt", "| **AoE (Ours)**",
+     ["MR", "CR", "SUBJ", "SST2", "avg_4_tasks"], 1),
 ]
 
 
