@@ -56,7 +56,7 @@ def llm_run(tmp_path_factory, minilm_dir):
         "runs": [{"backbone": "tiny-llm", "trainset": "stsb", "objectives": ["aoe"], "seeds": [1]}],
         "evaluation": {"sts": {"max_pairs": 40, "uncapped_tasks": []}},
         "tables": {
-            "table1_sts": {"backbones": ["tiny-llm"], "objectives": ["aoe"]},
+            "table1_sts": {"rows": [{"backbone": "tiny-llm", "objective": "pretrained"}, {"backbone": "tiny-llm", "objective": "aoe"}]},
             "table_train_time": {"backbones": ["tiny-llm"], "objectives": ["aoe"]},
         },
     }
