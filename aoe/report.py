@@ -304,14 +304,15 @@ def quoted_section(files: list[str | Path] | None, numbers_file: str | Path | No
     """Ours beside each number the paper quotes in its prose (:data:`QUOTED`), one line per result file
     that measures it (e.g. one per backbone of the saturation analysis); Δ = ours − paper."""
     lines = []
+    data = {Path(f): json.loads(Path(f).read_text()) for f in files or []}  # each file once: several quantities read it
     for q in QUOTED:
-        paths = sorted(Path(f) for f in files or [] if fnmatch.fnmatch(str(Path(f).resolve()), q.file))
+        paths = sorted(p for p in data if fnmatch.fnmatch(str(p.resolve()), q.file))
         if not paths:
             continue
         label, values, _ = paper_reference(q.ref, numbers_file, ["value"])
         paper = values["value"]
         for path in paths:
-            ours = _dig(json.loads(path.read_text()), q.keys)
+            ours = _dig(data[path], q.keys)
             ours = None if ours is None else ours * q.scale
             where = "/".join(path.parts[path.parts.index("analysis") + 1:]) if "analysis" in path.parts else path.name
             delta = "–" if ours is None else f"{ours - paper:+.2f}"

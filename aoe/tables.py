@@ -32,7 +32,7 @@ import yaml
 from aoe.evaluate.sts import TASKS
 from aoe.jsonio import finite_or_none, json_safe
 from aoe.table_kinds import KINDS, Column, table_kind
-from aoe.workflow import Cell, parse_run
+from aoe.workflow import parse_run, run_name
 
 __all__ = [
     "KINDS",
@@ -91,11 +91,6 @@ def kind_columns(kind: str, spec: dict, results: pd.DataFrame | None = None) -> 
 # Loading result files into a long table (backbone, objective, trainset, seed, rerun, column, value).
 
 RESULT_COLUMNS = ["backbone", "objective", "trainset", "seed", "rerun", "column", "value"]
-
-
-def run_key(seed: int, rerun: int = 0) -> str:
-    """A row's key for one training: "42", or "42-rerun2" (aoe.workflow.Cell.run)."""
-    return Cell("", "", "", int(seed), int(rerun)).run
 
 
 def _cell(result: dict, path: Path) -> dict:
@@ -177,10 +172,10 @@ def load_train_times(paths: list[str | Path]) -> pd.DataFrame:
             continue
         t = train_time(bench, model)
         cell = t["cell"] or dict(zip(("backbone", "objective", "trainset"), parts[:3]), seed=parts[3].removeprefix("seed"))
+        cell = {**cell, **dict(zip(("seed", "rerun"), parse_run(cell["seed"])))}
         for column in ("sec_per_epoch", "train_seconds", "job_seconds", "epochs"):
             if t[column] is not None:
-                seed, rerun = parse_run(cell["seed"])
-                rows.append({**cell, "seed": seed, "rerun": rerun, "column": column, "value": float(t[column])})
+                rows.append({**cell, "column": column, "value": float(t[column])})
     return pd.DataFrame(rows, columns=RESULT_COLUMNS)
 
 
@@ -266,7 +261,7 @@ class Row:
     trainsets: list[str]
     seeds: list[int] | None  # None: every seed found
     section: str = ""
-    values: dict[str, dict[str, float]] = field(default_factory=dict)  # column -> run (run_key) -> value
+    values: dict[str, dict[str, float]] = field(default_factory=dict)  # column -> run (run_name) -> value
     reruns: int = 1  # trainings per seed: rerun 0 .. reruns-1
     paper_ref: str | None = None
     paper_label: str = ""
@@ -426,7 +421,7 @@ def build_table(
                     cs = cs[cs.trainset == col]
             else:
                 cs = sel[sel.column == col]
-            row.values[col] = {run_key(s, r): float(v) for s, r, v in zip(cs.seed, cs.rerun, cs.value)}
+            row.values[col] = {run_name(int(s), int(r)): float(v) for s, r, v in zip(cs.seed, cs.rerun, cs.value)}
         if per_trainset and "avg" in col_keys:
             # the per-seed average over the dataset columns, where a seed has all of them
             data_cols = [c for c in col_keys if c != "avg"]

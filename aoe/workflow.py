@@ -17,6 +17,7 @@ __all__ = [
     "ConfigError",
     "Cell",
     "parse_run",
+    "run_name",
     "PRETRAINED",
     "run_cells",
     "eval_cells",
@@ -68,7 +69,7 @@ class Cell:
     @property
     def run(self) -> str:
         """The last part of the path without its ``seed`` prefix: "42", or "42-rerun2"."""
-        return f"{self.seed}{RERUN}{self.rerun}" if self.rerun else str(self.seed)
+        return run_name(self.seed, self.rerun)
 
     @property
     def path(self) -> str:
@@ -82,6 +83,11 @@ class Cell:
     def from_wildcards(cls, w) -> Cell:
         """The cell of a job's wildcards (``seed`` is the run: "42" or "42-rerun2")."""
         return cls(w["backbone"], w["objective"], w["trainset"], *parse_run(w["seed"]))
+
+
+def run_name(seed: int, rerun: int = 0) -> str:
+    """The name of one training of a seed: "42", or "42-rerun2" (:func:`parse_run` reads it back)."""
+    return f"{seed}{RERUN}{rerun}" if rerun else str(seed)
 
 
 def parse_run(run: str | int) -> tuple[int, int]:
