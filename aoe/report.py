@@ -289,6 +289,10 @@ QUOTED: tuple[Quoted, ...] = (
     *(Quoted(f"acl2024_quoted/gis_{kind}_{n}gram_overlap", f"GIS {kind.replace('_', '-')} pairs: mean {n}-gram overlap",
              "*/analysis/gis/stats.json", ("fig8_ngram_overlap", str(n), kind, "mean_count"))
       for kind in ("non_duplicate", "duplicate") for n in (1, 2, 3)),
+    *(Quoted(f"acl2024_quoted/fig3_ukraine_{part}_distance", f"Fig. 3 Ukraine pair: {part} distance ({space})",
+             "*/figures/fig3_saturation_geometry.json", ("highlighted_pairs", "ukraine", f"{key}_{half}"))
+      for part, half in (("real", "re"), ("imaginary", "im"))
+      for key, space in (("euclidean", "Euclidean, embedding halves"), ("tsne", "t-SNE plane"))),
 )
 
 
@@ -314,7 +318,10 @@ def quoted_section(files: list[str | Path] | None, numbers_file: str | Path | No
         for path in paths:
             ours = _dig(data[path], q.keys)
             ours = None if ours is None else ours * q.scale
-            where = "/".join(path.parts[path.parts.index("analysis") + 1:]) if "analysis" in path.parts else path.name
+            if "analysis" in path.parts:
+                where = "/".join(path.parts[path.parts.index("analysis") + 1:])
+            else:
+                where = "/".join(path.parts[path.parts.index("figures"):]) if "figures" in path.parts else path.name
             delta = "–" if ours is None else f"{ours - paper:+.2f}"
             lines.append(f"| {_md(q.label)} | `{where}` | {_fmt(ours)} | {_fmt_paper(paper)} | {delta} | {_md(label)} |")
     if not lines:
@@ -368,7 +375,7 @@ def build_report(
         "",
     ]
     lines += sections
-    quoted = quoted_section(analysis_files)
+    quoted = quoted_section([*(analysis_files or []), *(figure_files or [])])
     if quoted:
         lines.append(quoted)
     figures = figure_section(figure_files)

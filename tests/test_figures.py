@@ -16,8 +16,10 @@ from aoe.figures.gradients import bin_stats, gradient_summary, plot_gradients, s
 from aoe.figures.similarity import distance_to_gold, group_index, plot_gold_density, plot_similarity_density, rank_normalise
 from aoe.figures.sts_geometry import (
     compute_geometry,
+    find_pairs,
     geometry_stats,
     half_distances,
+    highlighted_pairs,
     plot_geometry,
     saturation_mask,
     select_pairs,
@@ -91,7 +93,12 @@ def test_tsne_is_deterministic_given_config():
 
 def test_geometry_stats_and_plot(tmp_path):
     data = _pairs()
-    cfg = {**FIG_DEFAULTS["sts_geometry"], "saturation_threshold": 0.9, "tsne": {**FIG_DEFAULTS["sts_geometry"]["tsne"], "max_iter": 250}}
+    cfg = {
+        **FIG_DEFAULTS["sts_geometry"],
+        "saturation_threshold": 0.9,
+        "tsne": {**FIG_DEFAULTS["sts_geometry"]["tsne"], "max_iter": 250},
+        "highlight_pairs": {},
+    }
     geo = compute_geometry(data, "saturation", cfg)
     assert set(geo["idx"].tolist()) == set(np.flatnonzero(data["cos"] > 0.9).tolist())
     assert len(geo["sample"]) == min(5, len(geo["idx"])) and geo["re_xy"].shape == (2 * len(geo["idx"]), 2)
@@ -105,6 +112,47 @@ def test_geometry_stats_and_plot(tmp_path):
     stats = geometry_stats(data, empty["idx"], "euclidean")
     assert stats["pairs"] == 0 and stats["AVG_re"] is None
     assert all(p.stat().st_size > 0 for p in plot_geometry(data, empty, stats, tmp_path / "e.pdf"))
+
+
+def test_highlighted_pair_is_always_drawn_and_measured(tmp_path):
+    """config highlight_pairs (the paper's Ukraine example): found by its sentences whatever the case or
+    order, embedded and drawn first even outside the zone, its distances measured; a missing pair names its key."""
+    data = _pairs()
+    out_of_zone = 50  # cos well below 0.9 (noise grows with the row)
+    assert data["cos"][out_of_zone] < 0.9
+    cfg = {
+        **FIG_DEFAULTS["sts_geometry"],
+        "saturation_threshold": 0.9,
+        "tsne": {**FIG_DEFAULTS["sts_geometry"]["tsne"], "max_iter": 250},
+        "highlight_pairs": {"example": ["SECOND  sentence 50", "first sentence 50"]},
+    }
+    assert find_pairs(data, cfg["highlight_pairs"]) == {"example": out_of_zone}
+    geo = compute_geometry(data, "saturation", cfg)
+    zone = np.flatnonzero(data["cos"] > 0.9)
+    assert set(geo["idx"].tolist()) == {*zone.tolist(), out_of_zone}
+    pos = int(np.searchsorted(geo["idx"], out_of_zone))
+    assert geo["highlight_pos"].tolist() == [pos] and geo["sample"][0] == pos
+    assert len(geo["sample"]) == 5 and len(set(geo["sample"].tolist())) == 5
+    pairs = highlighted_pairs(data, geo, 0.9)["example"]
+    d = half_distances(data["u"][[out_of_zone]], data["v"][[out_of_zone]])
+    assert pairs["in_saturation_zone"] is False and pairs["euclidean_re"] == pytest.approx(d["euclidean_re"][0])
+    n = geo["idx"].size
+    assert pairs["tsne_im"] == pytest.approx(np.linalg.norm(geo["im_xy"][pos] - geo["im_xy"][n + pos]))
+    # the zone's statistics stay the zone's
+    assert geometry_stats(data, zone, "euclidean")["pairs"] == zone.size
+    stats = geometry_stats(data, zone, "euclidean")
+    assert all(p.stat().st_size > 1000 for p in plot_geometry(data, geo, stats, tmp_path / "h.pdf"))
+    with pytest.raises(ValueError, match=r"figures\.sts_geometry\.highlight_pairs\.ukraine: the pair .* is not in .* test \(60 pairs\)"):
+        find_pairs(data, FIG_DEFAULTS["sts_geometry"]["highlight_pairs"])
+
+
+def test_paper_pair_is_in_the_mirrors_stsb_test(mirror):
+    """The configured Ukraine pair is a row of the mirror's STS-B test (both the raw and SentEval's lowercased copy)."""
+    pair = FIG_DEFAULTS["sts_geometry"]["highlight_pairs"]["ukraine"]
+    for rel in ("stsbenchmark/sts-test.csv", "senteval/downstream/STS/STSBenchmark/sts-test.csv"):
+        rows = [line.rstrip("\n").split("\t") for line in (mirror / rel).read_text(encoding="utf-8").splitlines()]
+        table = {"sentence1": np.array([r[5] for r in rows]), "sentence2": np.array([r[6] for r in rows])}
+        assert find_pairs(table, {"ukraine": pair}) == {"ukraine": 1316}, rel
 
 
 # -- similarity densities and the distance to gold --------------------------------------
@@ -249,6 +297,11 @@ def test_figure_rules_end_to_end(ci_run):
     assert fig10["tsne"]["pairs"] == 300 and fig10["pairs"] == fig10["pairs_total"] == 1379 and fig10["AVG_re"] > 0 and fig10["AVG_im"] > 0
     threshold = FIG_DEFAULTS["sts_geometry"]["saturation_threshold"]
     assert fig3["zone"] == "saturation" and 0 < fig3["pairs"] < 1379 and fig3["cos"]["min"] > threshold
+    # the paper's §5.3 pair is drawn first and measured, in the zone or not
+    ukraine = fig3["highlighted_pairs"]["ukraine"]
+    assert ukraine["sentence1"].lower() == "ukraine to implement unilateral ceasefire" and ukraine["gold"] == 4.8
+    assert fig3["sample_pairs"][0]["sentence2"] == ukraine["sentence2"] and ukraine["tsne_re"] > 0 and ukraine["euclidean_im"] > 0
+    assert "Fig. 3 Ukraine pair: imaginary distance (t-SNE plane)" in (work / "results" / "REPORT.md").read_text()
     fig4 = json.loads((figs / "fig4_similarity_density.json").read_text())
     assert len(fig4["models"]) == 2 and all(m["distance_to_gold"] > 0 for m in fig4["models"].values())
     grads = json.loads((figs / "fig_gradient_magnitude.json").read_text())

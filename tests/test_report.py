@@ -216,9 +216,14 @@ def test_quoted_numbers_beside_the_papers_prose(tmp_path):
     gis.parent.mkdir(parents=True)
     overlap = {str(n): {"duplicate": {"mean_count": 20.0 + n}, "non_duplicate": {"mean_count": 10.0 + n}} for n in (1, 2, 3)}
     gis.write_text(json.dumps({"fig8_ngram_overlap": overlap}))
-    text = quoted_section([sat, gis])
-    rows = [line for line in text.splitlines() if line.startswith("| NLI") or line.startswith("| GIS")]
-    assert len(rows) == len(QUOTED) == 8
+    fig3 = tmp_path / "results" / "figures" / "fig3_saturation_geometry.json"
+    fig3.parent.mkdir(parents=True)
+    fig3.write_text(json.dumps({"highlighted_pairs": {"ukraine": {"euclidean_re": 3.5, "euclidean_im": 4.25, "tsne_re": 12.0, "tsne_im": 20.0}}}))
+    text = quoted_section([sat, gis, fig3])
+    rows = [line for line in text.splitlines() if line.startswith(("| NLI", "| GIS", "| Fig. 3"))]
+    assert len(rows) == len(QUOTED) == 12
+    assert "| Fig. 3 Ukraine pair: real distance (Euclidean, embedding halves) | `figures/fig3_saturation_geometry.json` | 3.50 | 11.80 | -8.30 |" in text
+    assert "| Fig. 3 Ukraine pair: imaginary distance (t-SNE plane) | `figures/fig3_saturation_geometry.json` | 20.00 | 22.10 | -2.10 |" in text
     assert "| NLI pairs with cosine > 0.95 (%) | `saturation/minilm-l6/snli-dev.json` | 25.00 | 33.00 | -8.00 |" in text
     assert "| NLI pairs with cosine > 0.8 (%) | `saturation/minilm-l6/snli-dev.json` | 50.00 | 66.00 | -16.00 |" in text
     assert "| GIS duplicate pairs: mean 1-gram overlap | `gis/stats.json` | 21.00 | 26.00 | -5.00 |" in text
@@ -230,3 +235,5 @@ def test_quoted_numbers_beside_the_papers_prose(tmp_path):
     assert quoted_section([]) == ""
     report = build_report([], analysis_files=[gis])
     assert "## Numbers the paper quotes in its prose" in report
+    # the figures' JSON files feed it too (Fig. 3's highlighted pair)
+    assert "| Fig. 3 Ukraine pair: real distance (t-SNE plane) |" in build_report([], figure_files=[fig3])

@@ -13,7 +13,7 @@ import json
 import numpy as np
 
 from aoe.figures.pairs import load_pairs
-from aoe.figures.sts_geometry import geometry_stats, plot_geometry, select_pairs
+from aoe.figures.sts_geometry import geometry_stats, highlighted_pairs, plot_geometry, select_pairs
 from aoe.jsonio import write_json_atomic
 
 p = snakemake.params
@@ -49,6 +49,7 @@ stats.update(
             {"sentence1": str(data["sentence1"][geo["idx"][j]]), "sentence2": str(data["sentence2"][geo["idx"][j]]), "gold": float(data["score"][geo["idx"][j]]), "cos": float(data["cos"][geo["idx"][j]])}
             for j in geo["sample"]
         ],
+        "highlighted_pairs": highlighted_pairs(data, geo, cfg["saturation_threshold"]),
         "model": data["meta"]["model"],
         "data": data["meta"]["data"],
     }

@@ -22,6 +22,6 @@ geo = compute_geometry(data, snakemake.wildcards.zone, dict(snakemake.params.geo
 out = Path(snakemake.output[0])
 fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.stem}.", suffix=".npz")
 with os.fdopen(fd, "wb") as fh:
-    np.savez(fh, idx=geo["idx"], re_xy=geo["re_xy"], im_xy=geo["im_xy"], sample=geo["sample"], settings=np.array(json.dumps(geo["settings"])))
+    np.savez(fh, idx=geo["idx"], re_xy=geo["re_xy"], im_xy=geo["im_xy"], sample=geo["sample"], highlight_names=geo["highlight_names"], highlight_pos=geo["highlight_pos"], settings=np.array(json.dumps(geo["settings"])))
 os.replace(tmp, out)
 print(f"{len(geo['idx'])} pairs, {geo['settings']}")

@@ -9,6 +9,11 @@ threshold (0.95), i.e. where cos(u, v) and hence CoSENT's gradient saturates (Ao
 The cosine is the one the STS evaluation uses (aoe.evaluate.sts.cosine_rows).
 Fig. 10 draws the same for every pair of the test set.
 
+Highlighted pairs (config ``highlight_pairs``, AoE §5.3's "Ukraine ..." example): found in
+the table by their sentences (case and spacing ignored), always t-SNE-embedded and drawn
+first among the sample pairs, in the zone or not; their distances are reported in the
+embedding space and in the t-SNE plane (the paper does not say which its 11.8 / 22.1 are).
+
 Panels: t-SNE of the real halves and of the imaginary halves of both sentences of every
 selected pair (one t-SNE each, settings from config, deterministic given them), sample
 pairs joined by lines and numbered, their sentences printed below; and a KDE of the
@@ -27,6 +32,8 @@ __all__ = [
     "half_distances",
     "tsne_coords",
     "sample_pair_indices",
+    "find_pairs",
+    "highlighted_pairs",
     "geometry_stats",
     "compute_geometry",
     "plot_geometry",
@@ -124,6 +131,56 @@ def sample_pair_indices(n_selected: int, k: int, seed: int) -> np.ndarray:
     return np.sort(np.random.default_rng(seed).choice(n_selected, size=k, replace=False))
 
 
+def _norm(text) -> str:
+    return " ".join(str(text).split()).casefold()
+
+
+def find_pairs(data: dict, pairs: dict | None, where: str = "figures.sts_geometry.highlight_pairs") -> dict[str, int]:
+    """Row of each named (sentence1, sentence2) pair in ``data``, either order, case and spacing ignored.
+
+    A pair missing from the table is an error naming its key: the highlighted pairs are
+    quoted from the paper, so a miss means a different test set or a typo, not "no pair".
+    """
+    index: dict[tuple[str, str], int] = {}
+    for i, (a, b) in enumerate(zip(data["sentence1"], data["sentence2"])):
+        index.setdefault((_norm(a), _norm(b)), i)
+        index.setdefault((_norm(b), _norm(a)), i)
+    rows = {}
+    for name, (a, b) in (pairs or {}).items():
+        row = index.get((_norm(a), _norm(b)))
+        if row is None:
+            dataset = (data.get("meta") or {}).get("data", {}).get("dataset", "the figure's")
+            raise ValueError(
+                f"{where}.{name}: the pair {a!r} / {b!r} is not in {dataset} test ({len(data['sentence1'])} pairs); "
+                "correct its sentences or remove the entry"
+            )
+        rows[name] = row
+    return rows
+
+
+def highlighted_pairs(data: dict, geo: dict, threshold: float) -> dict[str, dict]:
+    """Per highlighted pair: sentences, gold, cosine, whether it is in the saturation zone, its
+    half distances in the embedding space and between its two points in each t-SNE plane."""
+    idx = np.asarray(geo["idx"])
+    n = idx.size
+    out = {}
+    for name, pos in zip(geo.get("highlight_names", []), geo.get("highlight_pos", [])):
+        row = int(idx[pos])
+        dist = half_distances(data["u"][[row]], data["v"][[row]])
+        re_xy, im_xy = np.asarray(geo["re_xy"]), np.asarray(geo["im_xy"])
+        out[str(name)] = {
+            "sentence1": str(data["sentence1"][row]),
+            "sentence2": str(data["sentence2"][row]),
+            "gold": float(data["score"][row]),
+            "cos": float(data["cos"][row]),
+            "in_saturation_zone": bool(data["cos"][row] > threshold),
+            **{k: float(v[0]) for k, v in dist.items()},
+            "tsne_re": float(np.linalg.norm(re_xy[pos] - re_xy[n + pos])),
+            "tsne_im": float(np.linalg.norm(im_xy[pos] - im_xy[n + pos])),
+        }
+    return out
+
+
 def geometry_stats(data: dict, idx: np.ndarray, distance: str) -> dict:
     """AVG_re / AVG_im (mean pair distance of the halves, configured distance) and more, over ``idx``."""
     dist = half_distances(data["u"][idx], data["v"][idx])
@@ -151,15 +208,30 @@ def compute_geometry(data: dict, zone: str, cfg: dict) -> dict[str, np.ndarray |
     """Selection, t-SNE coordinates of both halves and sample pairs (the tsne .npz contents).
 
     ``cfg`` is config figures.sts_geometry. Points are ordered [sentence1 of every
-    selected pair, then sentence2 of every selected pair].
+    selected pair, then sentence2 of every selected pair]. The highlighted pairs join the
+    selection wherever their cosine lies and open the sample (``highlight_pos``: their
+    positions in the selection); seeded draws fill the sample up to ``sample_pairs``.
     """
-    idx = select_pairs(data["cos"], zone, cfg["saturation_threshold"], cfg.get("max_pairs_all") if zone == "all" else None, cfg.get("sample_seed", 0))
+    seed = cfg.get("sample_seed", 0)
+    idx = select_pairs(data["cos"], zone, cfg["saturation_threshold"], cfg.get("max_pairs_all") if zone == "all" else None, seed)
+    rows = find_pairs(data, cfg.get("highlight_pairs"))
+    idx = np.union1d(idx, np.array(sorted(rows.values()), dtype=int)).astype(int)
     u_re, u_im = split_halves(data["u"][idx])
     v_re, v_im = split_halves(data["v"][idx])
     re_xy, used = tsne_coords(np.concatenate([u_re, v_re]), cfg["tsne"])
     im_xy, _ = tsne_coords(np.concatenate([u_im, v_im]), cfg["tsne"])
-    sample = sample_pair_indices(idx.size, cfg["sample_pairs"], cfg.get("sample_seed", 0))
-    return {"idx": idx, "re_xy": re_xy, "im_xy": im_xy, "sample": sample, "settings": used}
+    pos = np.array([int(np.searchsorted(idx, r)) for r in rows.values()], dtype=int)
+    rest = np.setdiff1d(np.arange(idx.size), pos)
+    drawn = rest[sample_pair_indices(rest.size, cfg["sample_pairs"] - pos.size, seed)]
+    return {
+        "idx": idx,
+        "re_xy": re_xy,
+        "im_xy": im_xy,
+        "sample": np.concatenate([pos, drawn]).astype(int),
+        "highlight_names": np.array(list(rows), dtype=str),
+        "highlight_pos": pos,
+        "settings": used,
+    }
 
 
 def _short(text: str, n: int) -> str:
@@ -227,9 +299,12 @@ def plot_geometry(
         ax.set_ylim(top=ax.get_ylim()[1] * 1.25)  # room for the legend above the curves
         text_ax = fig.add_subplot(grid[1, :])
         text_ax.axis("off")
+        named = dict(zip((int(p) for p in geo.get("highlight_pos", [])), geo.get("highlight_names", [])))
         lines = [
             f"{k + 1}. {_short(data['sentence1'][idx[j]], max_label_chars)}  |  {_short(data['sentence2'][idx[j]], max_label_chars)}  "
-            f"(gold {data['score'][idx[j]]:.2f}, cos {data['cos'][idx[j]]:.4f})"
+            f"(gold {data['score'][idx[j]]:.2f}, cos {data['cos'][idx[j]]:.4f}"
+            + (f"; highlighted: {named[int(j)]}" if int(j) in named else "")
+            + ")"
             for k, j in enumerate(sample)
         ]
         text_ax.text(0.0, 1.0, "\n".join(lines) if lines else "", ha="left", va="top", fontsize=6, transform=text_ax.transAxes)
