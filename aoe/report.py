@@ -194,6 +194,31 @@ def table_section(table: dict, sources: list[str] | None = None) -> tuple[str, d
         ]
     else:
         lines += ["", "No result of ours yet."]
+    repro_body = []
+    for row in table["rows"]:
+        for col in table["columns"]:
+            key = col["key"]
+            repro = finite_or_none((row.get("reproduction") or {}).get(key))
+            if row.get("reference") or repro is None:
+                continue
+            counts["paper"] += 1
+            digits = kind.digits(key)
+            mean, std = finite_or_none(row["mean"].get(key)), finite_or_none(row["std"].get(key))
+            delta = finite_or_none((row.get("reproduction_delta") or {}).get(key))
+            repro_body.append(
+                f"| {_md(row['backbone'] + ' ' + row['label'])} | {_md(headers.get(key, key))} | "
+                f"{_fmt(mean, digits) + (f' ± {_fmt(std, digits)}' if std is not None else '')} | "
+                f"{_paper_cell(repro, None, digits)} | {'–' if delta is None else f'{delta:+.{digits}f}'} | {_md(row['reproduction_label'])} |"
+            )
+    if repro_body:
+        lines += [
+            "",
+            "Our rows beside the independent reproduction report (its own code and recipe; no flag: it prints no spread):",
+            "",
+            "| Row | Column | Ours (mean ± std) | Reproduction | Δ | Source |",
+            "|---|---|---|---|---|---|",
+            *repro_body,
+        ]
     refs = [r for r in table["rows"] if r.get("reference")]
     ref_body = []
     for r in refs:

@@ -4,7 +4,9 @@ Each cell is the mean ± sample std over the seeds that exist, with the seed cou
 the row label; the best mean per backbone among our rows is bold. A row with a paper
 counterpart (a row's ``paper`` key, or the table's ``paper`` mapping
 ``{backbone: {objective: ref}}``) is followed by the paper's numbers and the
-difference Δ = ours − paper; the table's other ``paper_reference`` entries are
+difference Δ = ours − paper; a row's ``reproduction`` (or the table's ``reproduction``
+mapping, same shape) adds a second such line, the independent reproduction report's
+number with Δ = ours − reproduction; the table's other ``paper_reference`` entries are
 reference rows at the bottom. A paired t-test (``scipy.stats.ttest_rel``) compares
 the treatment row (AoE / AnglE) with every other row of its backbone over matched
 seeds, per column and pooled over the dataset columns; the p-values go in a note
@@ -268,6 +270,9 @@ class Row:
     paper: dict[str, float] = field(default_factory=dict)
     paper_std: dict[str, float] = field(default_factory=dict)
     reference: bool = False  # a paper row with no counterpart among ours
+    repro_ref: str | None = None  # the independent reproduction's row, a second line under ours
+    repro_label: str = ""
+    repro: dict[str, float] = field(default_factory=dict)
 
     @property
     def n(self) -> int:
@@ -286,6 +291,9 @@ class Row:
 
     def delta(self, col: str) -> float:
         return self.mean(col) - self.paper[col] if col in self.paper and self.values.get(col) else math.nan
+
+    def repro_delta(self, col: str) -> float:
+        return self.mean(col) - self.repro[col] if col in self.repro and self.values.get(col) else math.nan
 
 
 @dataclass
@@ -342,20 +350,26 @@ def spec_rows(spec: dict) -> list[dict]:
     return out
 
 
-def _row_paper_refs(spec: dict, rows: list[dict]) -> list[str | None]:
-    """The paper reference of each row: its own ``paper`` (explicit rows, same order), else the
-    table's ``paper`` mapping ``{backbone: {objective: ref}}``."""
+def _row_paper_refs(spec: dict, rows: list[dict], key: str = "paper") -> list[str | None]:
+    """The ``key`` reference (``paper`` or ``reproduction``) of each row: its own (explicit rows,
+    same order), else the table's mapping ``{backbone: {objective: ref}}``."""
     explicit = spec.get("rows") or []
-    mapping = spec.get("paper") or {}
+    mapping = spec.get(key) or {}
     refs = []
     for i, row in enumerate(rows):
         ref = None
         if i < len(explicit) and explicit[i].get("objective") == row["objective"] and explicit[i].get("backbone") == row["backbone"]:
-            ref = explicit[i].get("paper")
+            ref = explicit[i].get(key)
         if ref is None:
             ref = (mapping.get(row["backbone"]) or {}).get(row["objective"])
         refs.append(ref)
     return refs
+
+
+def _spec_refs(spec: dict, key: str) -> list[str]:
+    """Every ``key`` reference a table spec names: its mapping's and its explicit rows'."""
+    refs = [ref for by_obj in (spec.get(key) or {}).values() for ref in by_obj.values()]
+    return refs + [r[key] for r in spec.get("rows") or [] if r.get(key)]
 
 
 def _label(row: dict) -> str:
@@ -393,8 +407,9 @@ def build_table(
     col_keys = [c.key for c in columns]
     rows = rows if rows is not None else spec_rows(spec)
     refs = _row_paper_refs(spec, rows)
+    repro_refs = _row_paper_refs(spec, rows, "reproduction")
     table = Table(name, kind, spec.get("caption", ""), columns, [], [])
-    for row_spec, ref in zip(rows, refs):
+    for row_spec, ref, repro_ref in zip(rows, refs, repro_refs):
         row = Row(
             label=_label(row_spec),
             backbone=row_spec["backbone"],
@@ -404,6 +419,7 @@ def build_table(
             section=row_spec.get("section") or "",
             paper_ref=ref,
             reruns=int(row_spec.get("reruns") or 1),
+            repro_ref=repro_ref,
         )
         pre = row.objective == PRETRAINED
         sel = results[(results.backbone == row.backbone) & (results.objective == row.objective)]
@@ -435,15 +451,13 @@ def build_table(
                 log.warning("missing result: %s (printed as –)", msg)
         if ref:
             row.paper_label, row.paper, row.paper_std = paper_reference(ref, numbers_file, col_keys)
+        if repro_ref:
+            row.repro_label, row.repro, _ = paper_reference(repro_ref, numbers_file, col_keys)
         table.rows.append(row)
-    used = {r.paper_ref for r in table.rows if r.paper_ref}
+    used = {ref for r in table.rows for ref in (r.paper_ref, r.repro_ref) if ref}
     extra = list(references if references is not None else spec.get("paper_reference", []))
-    # a table's paper mapping entries whose row is not in this table (e.g. a preset with other backbones)
-    for by_obj in (spec.get("paper") or {}).values():
-        extra.extend(by_obj.values())
-    for r in spec.get("rows") or []:
-        if r.get("paper"):
-            extra.append(r["paper"])
+    # mapping entries whose row is not in this table (e.g. a preset with other backbones)
+    extra += _spec_refs(spec, "paper") + _spec_refs(spec, "reproduction")
     seen = set()
     for ref in extra:
         if ref in used or ref in seen:
@@ -677,8 +691,8 @@ def _paper_text(table: Table, values: dict, stds: dict, col: str, latex: bool) -
     return text + (f"{pm}{_num_text(stds[col], paper_digits(stds[col], d))}" if col in stds else "")
 
 
-def _delta_text(table: Table, row: Row, col: str, latex: bool) -> str:
-    delta = row.delta(col)
+def _delta_text(table: Table, row: Row, col: str, latex: bool, delta_of=None) -> str:
+    delta = (delta_of or row.delta)(col)
     if math.isnan(delta):
         return "–"
     text = f"{delta:+.{_digits(table, col)}f}"
@@ -706,6 +720,11 @@ def _body(table: Table, latex: bool) -> list[tuple[str, list[str], str]]:
                                       *[_paper_text(table, row.paper, row.paper_std, c, latex) for c in cols]], "paper"))
                 out.append(("delta", ["\\quad $\\Delta$ (ours $-$ paper)" if latex else "  Δ (ours − paper)",
                                       *[_delta_text(table, row, c, latex) for c in cols]], "delta"))
+            if row.repro:
+                out.append(("paper", [("\\quad " + _escape(row.repro_label)) if latex else f"  {row.repro_label}",
+                                      *[_paper_text(table, row.repro, {}, c, latex) for c in cols]], "paper"))
+                out.append(("delta", ["\\quad $\\Delta$ (ours $-$ reproduction)" if latex else "  Δ (ours − reproduction)",
+                                      *[_delta_text(table, row, c, latex, row.repro_delta) for c in cols]], "delta"))
     if table.references:
         out.append(("rule", [], ""))
         for ref in table.references:
@@ -721,6 +740,9 @@ def _notes(table: Table, latex: bool) -> list[str]:
         notes.insert(0, "Our rows: mean ± sample std over the seeds that exist (n = seed count); bold: best per backbone; "
                      "'paper' lines: the paper's number (± its std where printed); Δ = ours − paper; –: no result.")
     notes.extend(k.notes)
+    if any(r.repro for r in table.rows):
+        notes.append("'independent reproduction' lines: the reproduction report's number (its own code and recipe, "
+                     "aoe/resources/paper_numbers.yaml reproduction_report) and Δ = ours − reproduction.")
     if not any(r.paper for r in table.rows) and not table.references and k.seeded:
         notes.append("No paper numbers for this table (none configured; paper_numbers.yaml lists what was not found in a readable source): no reference rows, no Δ.")
     if table.ttests:
@@ -832,6 +854,8 @@ def to_frame(table: Table) -> pd.DataFrame:
             rec[f"{k}_paper"] = row.paper.get(k, math.nan)
             rec[f"{k}_paper_std"] = row.paper_std.get(k, math.nan)
             rec[f"{k}_delta"] = math.nan if row.reference else row.delta(k)
+            rec[f"{k}_reproduction"] = row.repro.get(k, math.nan)
+            rec[f"{k}_reproduction_delta"] = math.nan if row.reference else row.repro_delta(k)
         records.append(rec)
     return pd.DataFrame(records)
 
@@ -858,6 +882,10 @@ def to_json(table: Table) -> dict:
                 "paper": row.paper,
                 "paper_std": row.paper_std,
                 "delta": {c.key: row.delta(c.key) for c in table.columns} if not row.reference else {},
+                "reproduction_ref": row.repro_ref,
+                "reproduction_label": row.repro_label,
+                "reproduction": row.repro,
+                "reproduction_delta": {c.key: row.repro_delta(c.key) for c in table.columns if c.key in row.repro},
             }
         )
     return json_safe(

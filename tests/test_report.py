@@ -170,6 +170,8 @@ def test_report_lists_every_paper_number_of_the_configured_tables(tmp_path):
             for col, value in row["paper"].items():
                 digits = 0 if name == "table_gis_stats" and col != "long_share" else 2
                 expected.append((name, start + headers[col] + " | ", f"{value:.{paper_digits(value, digits)}f}"))
+            for col, value in (row.get("reproduction") or {}).items():  # the independent reproduction's line
+                expected.append((name, start + headers[col] + " | ", f"{value:.{paper_digits(value, 2)}f}"))
         path = tmp_path / f"{name}.json"
         path.write_text(json.dumps(data))
         files.append(path)
@@ -181,6 +183,10 @@ def test_report_lists_every_paper_number_of_the_configured_tables(tmp_path):
         assert any(f" | {printed} |" in line or f" | {printed} ± " in line for line in lines), (name, start, printed)
     assert "| AoE-LLaMA7B (paper: AoE ACL 2024, Appendix D) | s / epoch | 1027.18 |" in sections["table_train_time"]
     assert "| pooling: bert-base-uncased cls-last-avg | STS-B | – | 0 | 85.81 | – |" in _unlink(sections["angle_table3_ablation"])
+    # the reproduction report beside our row (Tables 1-3), Δ once we have a number
+    assert "| bert-base-uncased AoE | Avg. | – | 82.20 | – | AoE-BERT (reproduction) (paper: independent reproduction report) |" in sections["table1_sts"]
+    assert "| bert-base-uncased AoE | GIS | – | 70.94 | – |" in sections["table2_indomain"]
+    assert "| bert-base-uncased AoE | SST2 | – | 76.00 | – |" in sections["table3_transfer"]
     # counts: no decimals; one measurement, so no test
     assert f"| train | total | 2 | 1 | 18565 | -18563 | – | {ONE_SEED} |" in sections["table_gis_stats"]
 

@@ -415,6 +415,38 @@ def test_explicit_row_paper_key(results, numbers_file):
     assert table.rows[0].delta("STSB") == pytest.approx(75.5 - 86.26)
 
 
+def test_reproduction_is_a_second_line_with_its_own_delta(results, numbers_file):
+    """A row's `reproduction` (explicit rows) or the table's `reproduction` mapping: a second reference line under
+    our row with Δ = ours − reproduction, in every output; an entry whose row is absent is a reference row."""
+    spec = {
+        **SPEC,
+        "paper": {"tiny_a": {"aoe": "aoe_table2/AoE-BERT"}},
+        "reproduction": {"tiny_a": {"aoe": "aoe_table1/BERT-base/AoE-BERT"}, "bert": {"aoe": "aoe_table2/AnglE-BERT"}},
+    }
+    table = build_table(results, spec, numbers_file=numbers_file)
+    aoe = next(r for r in table.rows if (r.backbone, r.objective) == ("tiny_a", "aoe"))
+    assert aoe.paper["STSB"] == 86.26 and aoe.repro == {"STS12": 75.26, "avg": 82.43}
+    assert aoe.repro_delta("avg") == pytest.approx(aoe.mean("avg") - 82.43) and math.isnan(aoe.repro_delta("STSB"))
+    assert [r.label for r in table.references] == ["AnglE-BERT (paper: AoE Tab. 2)"]
+    lines = [line for line in to_markdown(table).splitlines() if line.startswith("| ")]
+    at = next(i for i, line in enumerate(lines) if line.startswith("| tiny_a AoE"))
+    assert lines[at + 1].startswith("|   AoE-BERT (paper: AoE Tab. 2)") and lines[at + 2].startswith("|   Δ (ours − paper)")
+    assert lines[at + 3].startswith("|   AoE-BERT (paper: Li & Li, AoE, ACL 2024, Table 1)")
+    repro_delta = [c.strip() for c in lines[at + 4].strip("|").split(" | ")]
+    assert repro_delta[0] == "Δ (ours − reproduction)"
+    assert repro_delta[1 + COLUMNS.index("avg")] == f"{aoe.mean('avg') - 82.43:+.2f}" and repro_delta[1 + COLUMNS.index("STSB")] == "–"
+    assert "\\quad $\\Delta$ (ours $-$ reproduction)" in to_latex(table)
+    ours = _row(to_frame(table), "tiny_a", "aoe")
+    assert ours["avg_reproduction"] == 82.43 and ours["avg_reproduction_delta"] == pytest.approx(aoe.mean("avg") - 82.43)
+    data = next(r for r in to_json(table)["rows"] if r["backbone"] == "tiny_a" and r["objective"] == "aoe")
+    assert data["reproduction"] == {"STS12": 75.26, "avg": 82.43} and set(data["reproduction_delta"]) == {"STS12", "avg"}
+    assert any("independent reproduction" in n for n in to_json(table)["notes"])
+    # an explicit row's own key
+    rows_spec = {"kind": "stsb", "trainset": "stsb", "rows": [{"backbone": "tiny_b", "objective": "aoe", "reproduction": "aoe_table2/AoE-BERT"}]}
+    row = build_table(results, rows_spec, numbers_file=numbers_file).rows[0]
+    assert row.repro == {"STSB": 86.26} and row.paper == {} and row.repro_delta("STSB") == pytest.approx(75.5 - 86.26)
+
+
 def test_paper_numbers_keep_their_printed_decimals(results, tmp_path):
     numbers = tmp_path / "n.yaml"
     numbers.write_text("t:\n  rows:\n    A: {STS-B: 61.646, SICK-R: 80.1}\n  std:\n    A: {STS-B: 0.125}\n")
@@ -681,6 +713,8 @@ def test_every_configured_paper_reference_exists():
         refs = list(table.get("paper_reference", []))
         refs += [ref for by_obj in (table.get("paper") or {}).values() for ref in by_obj.values()]
         refs += [r["paper"] for r in table.get("rows", []) if r.get("paper")]
+        refs += [ref for by_obj in (table.get("reproduction") or {}).values() for ref in by_obj.values()]
+        refs += [r["reproduction"] for r in table.get("rows", []) if r.get("reproduction")]
         if not refs:
             without.add(name)
         if table["kind"] == "gis_stats":
