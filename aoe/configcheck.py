@@ -35,6 +35,7 @@ from aoe.hparams import NOT_SET, lookup, objective_base
 from aoe.table_kinds import table_kind
 from aoe.workflow import (
     PRETRAINED,
+    RELEASED,
     RESERVED_TARGETS,
     ConfigError,
     TableRow,
@@ -42,6 +43,7 @@ from aoe.workflow import (
     _trained_reruns,
     _trained_seeds,
     enabled_tables,
+    released_checkpoints,
     run_cells,
     start_cell,
     table_rows,
@@ -57,6 +59,7 @@ __all__ = [
     "check_llm_supervised",
     "check_mteb",
     "check_objectives",
+    "check_released",
     "check_runs",
     "check_saturation",
     "check_schema",
@@ -333,6 +336,16 @@ def _check_table_row(config: dict, where: str, row: TableRow) -> None:
         raise ConfigError(f"{where}: unknown backbone {row.backbone!r}")
     if row.objective == PRETRAINED:
         return
+    if row.objective == RELEASED:
+        known = released_checkpoints(config)
+        for ts in row.trainsets:
+            if ts not in known:
+                raise ConfigError(f"{where}: {ts!r} is not a checkpoint of released.checkpoints (known: {sorted(known)}); "
+                                  "a released row's trainset names the checkpoint")
+            if known[ts]["backbone"] != row.backbone:
+                raise ConfigError(f"{where}: checkpoint {ts!r} is evaluated as backbone {known[ts]['backbone']!r} "
+                                  f"(released.checkpoints.{ts}.backbone), not {row.backbone!r}")
+        return
     if not row.trainsets:
         raise ConfigError(f"{where}: no train set (give trainset or trainsets)")
     for ts in row.trainsets:
@@ -351,6 +364,22 @@ def _check_table_row(config: dict, where: str, row: TableRow) -> None:
                     f"{where}: reruns {row.reruns} of {row.objective!r} on {ts!r} seed {seed}, but the runs train it "
                     f"{made} time(s); give that run reruns: {row.reruns}"
                 )
+
+
+def check_released(config: dict) -> None:
+    """Each published checkpoint (released.checkpoints): a known backbone (its evaluation resources and
+    results path), a key no train set uses (both name the cell's third folder), and a base for an adapter."""
+    for name, spec in released_checkpoints(config).items():
+        where = f"released.checkpoints.{name}"
+        if spec["backbone"] not in config["backbones"]:
+            raise ConfigError(f"{where}.backbone: unknown backbone {spec['backbone']!r}; known: {sorted(config['backbones'])}")
+        if name in config["trainsets"] or name == "none":
+            raise ConfigError(f"{where}: the name is also a train set's; rename the checkpoint")
+        if not spec.get("hf_id") and not spec.get("path"):
+            raise ConfigError(f"{where}: give hf_id (the hub) or path (a local copy laid out as the hub serves it)")
+        base = spec.get("base") or {}
+        if spec.get("adapter") and not (base.get("hf_id") or base.get("path")):
+            raise ConfigError(f"{where}.base: an adapter needs the model it was trained on (hf_id and revision, or path)")
 
 
 def check_llm_supervised(config: dict) -> None:
@@ -412,6 +441,7 @@ CHECKS = (
     check_inits,
     check_saturation,
     check_table_targets,
+    check_released,
     check_tables,
     check_llm_supervised,
     check_mteb,

@@ -72,6 +72,7 @@ class Arch:
 # fp16; BERT and MiniLM in float32; Gemma 3 270M is dequantized to float32 by fetch_backbone.
 ARCHS = {
     "bert-base-uncased": Arch("bert", 768, 3072, 12, 12, 12, 64, 30522, 4),
+    "bert-large-uncased": Arch("bert", 1024, 4096, 24, 16, 16, 64, 30522, 4),  # also WhereIsAI/UAE-Large-V1's shape
     "minilm-l6": Arch("bert", 384, 1536, 6, 12, 12, 32, 30522, 4),
     "llama-2-7b": Arch("llama", 4096, 11008, 32, 32, 32, 128, 32000, 2),
     "llama-2-13b": Arch("llama", 5120, 13824, 40, 40, 40, 128, 32000, 2),

@@ -18,6 +18,7 @@ Kinds (columns, the files a table reads, how one file becomes values): :data:`ao
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 import logging
 import math
@@ -219,11 +220,12 @@ def paper_reference(
         raise KeyError(f"paper reference {ref!r} not found in paper_numbers.yaml")
     values: Any = None
     stds: Any = {}
-    for container in ("rows", "groups", None):
+    # a row key may itself hold "/" (a hub id: repo_nli_readme_released_checkpoints/SeanLee97/angle-...)
+    for container, path in itertools.product(("rows", "groups", None), (parts[1:], ["/".join(parts[1:])])):
         node: Any = entry.get(container) if container else entry
         std_node: Any = entry.get("std", {}) if container else {}
         try:
-            for p in parts[1:]:
+            for p in path:
                 node = node[p]
                 std_node = std_node.get(p, {}) if isinstance(std_node, dict) else {}
         except (KeyError, TypeError):

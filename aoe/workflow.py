@@ -19,6 +19,8 @@ __all__ = [
     "parse_run",
     "run_name",
     "PRETRAINED",
+    "RELEASED",
+    "released_checkpoints",
     "run_cells",
     "eval_cells",
     "table_cells",
@@ -38,6 +40,9 @@ __all__ = [
 ]
 
 PRETRAINED = "pretrained"  # objective of a backbone evaluated as downloaded
+# objective of a published checkpoint evaluated as downloaded (config released.checkpoints: its key is
+# the cell's train set, so results/eval/<backbone>/released/<key>/seed0 holds its evaluations)
+RELEASED = "released"
 # rule names a table's target must not take
 RESERVED_TARGETS = frozenset({"all", "table", "tables", "figures", "analysis", "evaluate", "train", "train_all", "report", "recipe"})
 NO_TRAINSET = "none"
@@ -77,7 +82,8 @@ class Cell:
 
     @property
     def trained(self) -> bool:
-        return self.objective != PRETRAINED
+        """Trained by this workflow (not a backbone or a published checkpoint as downloaded)."""
+        return self.objective not in (PRETRAINED, RELEASED)
 
     @classmethod
     def from_wildcards(cls, w) -> Cell:
@@ -101,8 +107,8 @@ def cell_parts(config: dict) -> dict[str, list[str]]:
     may take: the workflow's wildcard constraints and the target check (aoe.targets) read them."""
     return {
         "backbone": list(config["backbones"]),
-        "objective": list(dict.fromkeys([PRETRAINED, *config["objectives"], *(o for r in config["runs"] for o in r["objectives"])])),
-        "trainset": ["none", *config["trainsets"]],
+        "objective": list(dict.fromkeys([PRETRAINED, RELEASED, *config["objectives"], *(o for r in config["runs"] for o in r["objectives"])])),
+        "trainset": list(dict.fromkeys(["none", *config["trainsets"], *released_checkpoints(config)])),
     }
 
 
@@ -131,6 +137,11 @@ def _run_cells(runs: tuple) -> tuple[Cell, ...]:
     # input functions ask for the grid once per job: planning the paper grid calls this ~300 times
     return tuple(sorted({Cell(b, obj, t, seed, k) for b, t, objectives, seeds, reruns in runs
                          for obj in objectives for seed in seeds for k in range(reruns)}))
+
+
+def released_checkpoints(config: dict) -> dict[str, dict]:
+    """config released.checkpoints: published models evaluated as downloaded (AoE Table 8)."""
+    return (config.get("released") or {}).get("checkpoints") or {}
 
 
 def pretrained_cell(backbone: str) -> Cell:
@@ -204,7 +215,7 @@ def table_rows(config: dict, table: str) -> list[TableRow]:
     for entry in row_entries(config["tables"][table]):
         obj = entry["objective"]
         trainsets = tuple(entry["trainsets"])
-        if obj == PRETRAINED:
+        if obj in (PRETRAINED, RELEASED):
             seeds = (PRETRAINED_SEED,)
         elif "seeds" in entry:
             seeds = tuple(entry["seeds"])

@@ -6,12 +6,14 @@ sys.path.insert(0, workflow.basedir)
 from aoe.configcheck import complete_config
 from aoe.workflow import (
     PRETRAINED,
+    RELEASED,
     Cell,
     ConfigError,
     cell_parts,
     enabled_tables,
     eval_cells,
     init_cell,
+    released_checkpoints,
     run_cells,
     suite_results,
     table_inputs,
@@ -88,9 +90,12 @@ wildcard_constraints:
 
 
 def get_model_dir(wildcards):
-    """A trained model folder, or the backbone as downloaded for objective 'pretrained'."""
+    """A trained model folder, the backbone as downloaded for objective 'pretrained', or a published
+    checkpoint (objective 'released', train set its released.checkpoints key) laid out as a trained one."""
     if wildcards.objective == PRETRAINED:
         return f"results/backbones/{wildcards.backbone}"
+    if wildcards.objective == RELEASED:
+        return f"results/released/{wildcards.trainset}"
     return f"results/models/{wildcards.backbone}/{wildcards.objective}/{wildcards.trainset}/seed{wildcards.seed}"
 
 
@@ -102,7 +107,10 @@ def get_eval_pooling(wildcards):
 
 
 def get_prompt(wildcards):
-    """An LLM backbone's prompt template (None for encoders); a trained model records the same one."""
+    """An LLM backbone's prompt template (None for encoders); a trained model records the same one,
+    a released checkpoint its own (its aoe_config.json)."""
+    if getattr(wildcards, "objective", None) == RELEASED:  # the tokenize rule has no objective
+        return None
     return config["backbones"][wildcards.backbone].get("prompt")
 
 

@@ -6,6 +6,7 @@ from aoe.data.sts import DOWNSTREAM_SUBDIR
 localrules:
     download_senteval,
     fetch_backbone,
+    fetch_released,
 
 
 rule download_senteval:
@@ -62,6 +63,22 @@ rule fetch_backbone:
         },
     script:
         "../workflow_scripts/fetch_backbone.py"
+
+
+# A published checkpoint (config released.checkpoints; aoe.released), laid out as a trained model folder
+rule fetch_released:
+    output:
+        directory("results/released/{checkpoint}"),
+    log:
+        "results/logs/fetch_released/{checkpoint}.log",
+    wildcard_constraints:
+        checkpoint="|".join(map(re.escape, released_checkpoints(config))) or "NO_RELEASED",
+    conda:
+        "../envs/torch.yaml"
+    params:
+        spec=lambda wildcards: released_checkpoints(config)[wildcards.checkpoint],
+    script:
+        "../workflow_scripts/fetch_released.py"
 
 
 rule tokenize:

@@ -43,7 +43,11 @@ rule evaluate_mteb:
         downstream=lambda wildcards, input: local_downstream_root(MTEB["local_tasks"], DOWNSTREAM, input.files),
         pooling=get_eval_pooling,
         prompt=get_prompt,
-        query_instruction=MTEB["query_instruction"],
+        # a released checkpoint's own (its authors' retrieval prompt), else the config's
+        query_instruction=lambda wildcards: (
+            released_checkpoints(config).get(wildcards.trainset, {}).get("query_instruction") if wildcards.objective == RELEASED else None
+        )
+        or MTEB["query_instruction"],
         batch_size=MTEB["batch_size"],
         max_length=MTEB["max_length"],
         cell=lambda wildcards: dict(wildcards),

@@ -96,6 +96,10 @@ CROSS_KEY_CASES = {
         {"tables": {"train": {"kind": "stsb", "trainset": "stsb", "backbones": ["bert-base-uncased"], "objectives": ["aoe"]}}},
         "tables.train: its target 'train' is the name of a workflow rule",
     ),
+    "check_released": (
+        {"released": {"checkpoints": {"uae-large-v1": {"backbone": "bert-huge"}}}},
+        "released.checkpoints.uae-large-v1.backbone: unknown backbone 'bert-huge'",
+    ),
     "check_tables": (
         {"tables": {"table2_indomain": {"backbones": ["minilm-l6"]}}},
         "tables.table2_indomain: no run trains backbone 'minilm-l6' with objective",
@@ -156,6 +160,26 @@ def test_load_config_passes_the_shipped_configs():
     for preset in [None, *sorted((REPO / "presets").glob("*.yaml"))]:
         config = load_config(REPO, [preset] if preset else [])
         assert config["evaluation"]["sts"]["batch_size"] >= 1  # a schema default filled in
+
+
+@pytest.mark.parametrize(
+    "override, start",
+    [
+        ({"released": {"checkpoints": {"nli": {"hf_id": "x/y", "backbone": "bert-base-uncased", "pooling": "cls"}}}},
+         "released.checkpoints.nli: the name is also a train set's"),
+        ({"released": {"checkpoints": {"angle-llama-13b-nli": {"base": {"hf_id": ""}}}}},
+         "released.checkpoints.angle-llama-13b-nli.base: an adapter needs the model it was trained on"),
+        ({"tables": {"released": {"rows": [{"backbone": "bert-base-uncased", "objective": "released", "trainset": "angle-bert-nli"}]}}},
+         "tables.released.rows[0]: 'angle-bert-nli' is not a checkpoint of released.checkpoints"),
+        ({"tables": {"released": {"rows": [{"backbone": "llama-2-7b", "objective": "released", "trainset": "angle-llama-13b-nli"}]}}},
+         "tables.released.rows[0]: checkpoint 'angle-llama-13b-nli' is evaluated as backbone 'llama-2-13b'"),
+    ],
+)
+def test_released_checkpoints_are_checked_at_planning_time(tmp_path, override, start):
+    (tmp_path / "override.yaml").write_text(yaml.safe_dump(override))
+    with pytest.raises(ConfigError) as err:
+        load_config(REPO, [tmp_path / "override.yaml"])
+    assert str(err.value).startswith(start), str(err.value)
 
 
 def test_a_preset_giving_backbones_to_a_table_of_rows_is_refused(tmp_path):

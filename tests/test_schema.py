@@ -28,8 +28,11 @@ NO_DEFAULT = {
                                            "contrastive_threshold", "graded_labels", "contrastive_reduction",
                                            "identical_texts")),
     # a table's rows and references: absent = none, or the table's own value
-    *(f"config.tables.*.{k}" for k in ("trainset", "trainsets", "backbones", "objectives", "rows", "paper", "ttest.treatment")),
-    *(f"config.tables.*.rows[].{k}" for k in ("trainset", "trainsets", "seeds", "label", "paper")),
+    *(f"config.tables.*.{k}" for k in ("trainset", "trainsets", "backbones", "objectives", "rows", "paper", "reproduction",
+                                       "ttest.treatment")),
+    *(f"config.tables.*.rows[].{k}" for k in ("trainset", "trainsets", "seeds", "label", "paper", "reproduction")),
+    # a released checkpoint's source (the hub id, or a local copy) and an adapter's base: absent = not that source
+    *(f"config.released.checkpoints.*.{k}" for k in ("hf_id", "path", "base", "base.hf_id", "base.path")),
     # training keys: absent = the default of aoe.hparams.TrainSettings, written there once with its source
     *(f"$defs.train.{f.name}" for f in _train_fields()),
     "$defs.train.init.objective",  # absent = the cell's own objective (a two-stage run of one objective)

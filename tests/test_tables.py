@@ -989,3 +989,27 @@ def test_angle_transfer_tables_follow_the_arxiv_versions(tmp_path):
     llama = next(r for r in table.rows if r.label == "AnglE-LLaMA")
     assert llama.paper["avg"] == 91.38 and llama.delta("avg") == pytest.approx(90.0 - 91.38)
     assert len(table.references) == 6
+
+
+def test_released_tables_put_each_checkpoint_beside_its_published_numbers(tmp_path):
+    """The `released` tables (AoE Table 8's checkpoints as downloaded): each row a checkpoint (objective
+    released, trainset its key), labelled with its hub id, the published number under it with Δ; UAE has
+    no published STS number, the transfer rows have none either (the papers' rows are context)."""
+    root = tmp_path / "eval"
+    ckpts = {"angle-bert-base-nli-v1": "bert-base-uncased", "angle-llama-7b-nli-20231027": "llama-2-7b",
+             "angle-llama-7b-nli-v2": "llama-2-7b", "angle-llama-13b-nli": "llama-2-13b", "uae-large-v1": "bert-large-uncased"}
+    files = [write_sts(root, backbone, "released", key, 0, {t: 85.0 for t in TASKS}) for key, backbone in ckpts.items()]
+    table = render_table("released", _config_table("released"), files)
+    rows = {r.label: r for r in table.rows}
+    assert list(rows) == ["SeanLee97/angle-bert-base-uncased-nli-en-v1", "SeanLee97/angle-llama-7b-nli-20231027",
+                          "SeanLee97/angle-llama-7b-nli-v2", "SeanLee97/angle-llama-13b-nli", "WhereIsAI/UAE-Large-V1"]
+    assert rows["SeanLee97/angle-bert-base-uncased-nli-en-v1"].paper["avg"] == 82.37
+    assert rows["SeanLee97/angle-llama-7b-nli-v2"].delta("avg") == pytest.approx(85.0 - 85.96)
+    assert rows["SeanLee97/angle-llama-13b-nli"].paper["STSB"] == 89.69
+    assert rows["WhereIsAI/UAE-Large-V1"].paper == {} and all(r.n == 1 for r in table.rows)
+    assert "official repository, examples/NLI/README.md" in rows["SeanLee97/angle-llama-7b-nli-v2"].paper_label
+    md = to_markdown(table)
+    assert "SeanLee97/angle-llama-13b-nli" in md and "Δ (ours − paper)" in md
+    transfer = render_table("released_transfer", _config_table("released_transfer"), [
+        write_transfer(root, "llama-2-7b", "released", "angle-llama-7b-nli-v2", 0, {t: 90.0 for t in ["MR", "CR", "SUBJ", "MPQA", "SST2", "TREC", "MRPC"]})])
+    assert all(not r.paper for r in transfer.rows) and len(transfer.references) == 3

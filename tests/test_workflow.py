@@ -227,6 +227,23 @@ def test_full_paper_config_plans(paper_grid_plan):
     assert not any(path.startswith("results/models/") for path in trains[("angle_arxiv", "nli", "44")])
 
 
+def test_released_checkpoint_tables_plan(paper_grid_plan):
+    """AoE Table 8's checkpoints: fetched once each by a local rule, evaluated as downloaded (no training),
+    an adapter's evaluation on its base's backbone resources; UAE-Large-V1 through MTEB with its query prompt."""
+    work, _ = paper_grid_plan
+    out = snakemake(work, "-n", "released", "released_transfer", "released_mteb", env={"AOE_DATA_MIRROR": ""})
+    assert out.returncode == 0, out.stdout[-3000:]
+    counts = job_counts(out.stdout)
+    assert counts["fetch_released"] == 5 and counts["evaluate_sts"] == 5 and counts["evaluate_transfer"] == 4
+    assert counts["evaluate_mteb"] == 1 and "train_model" not in counts and "fetch_backbone" not in counts
+    jobs = dry_run_jobs(out.stdout)
+    sts = {j["wildcards"]["trainset"]: j for j in jobs if j["rule"] == "evaluate_sts"}
+    assert sts["angle-llama-13b-nli"]["wildcards"]["backbone"] == "llama-2-13b"
+    assert sts["angle-llama-13b-nli"]["input"][0] == "results/released/angle-llama-13b-nli"
+    fetches = [j for j in jobs if j["rule"] == "fetch_released"]
+    assert sorted(j["wildcards"]["checkpoint"] for j in fetches) == sorted(_validated_config()["released"]["checkpoints"])
+
+
 def test_every_job_of_all_requests_the_memory_it_needs(paper_grid_plan):
     """SLURM's --mem of every model-loading job of the paper grid covers aoe.memory's host need,
     and each scales with its backbone (a LLaMA-2-13B STS job once asked for BERT's 16 GB)."""

@@ -182,12 +182,16 @@ def _run_senteval_suite(suite, model_dir, downstream, out, tasks, mode, pooling,
 def _model_record(model_dir, cell) -> dict:
     recorded = Path(model_dir) / "aoe_config.json"
     backbone = Path(model_dir) / "backbone.json"
-    return {
+    released = Path(model_dir) / "released.json"  # a published checkpoint: its commit and files (aoe.released)
+    out = {
         "path": str(model_dir),
         "cell": cell,
-        "trained": recorded.is_file(),
+        "trained": recorded.is_file() and not released.is_file(),
         "backbone": json.loads(backbone.read_text()) if backbone.is_file() else None,
     }
+    if released.is_file():
+        out["released"] = json.loads(released.read_text())
+    return out
 
 
 def _finish(result: dict, model_dir, cell, encoder, cache, max_length: int, start: float, out) -> dict:
