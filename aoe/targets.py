@@ -54,7 +54,8 @@ def _cell_problem(config: dict, parts: list[str]) -> str | None:
             if not re.fullmatch(r"seed\d+", value):
                 return f"the seed folder {value!r} must be seed<integer>, e.g. seed42"
         elif value not in valid[name]:
-            return f"unknown {name} {value!r}; valid: {_valid(valid[name])} (config.yaml {name}s)"
+            where = "config.yaml trainsets and released.checkpoints" if name == "trainset" else f"config.yaml {name}s"
+            return f"unknown {name} {value!r}; valid: {_valid(valid[name])} ({where})"
     return None
 
 

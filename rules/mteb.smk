@@ -45,7 +45,9 @@ rule evaluate_mteb:
         prompt=get_prompt,
         # a released checkpoint's own (its authors' retrieval prompt), else the config's
         query_instruction=lambda wildcards: (
-            released_checkpoints(config).get(wildcards.trainset, {}).get("query_instruction") if wildcards.objective == RELEASED else None
+            released_checkpoints(config).get(wildcards.trainset, {}).get("query_instruction")
+            if wildcards.objective == RELEASED
+            else None
         )
         or MTEB["query_instruction"],
         batch_size=MTEB["batch_size"],

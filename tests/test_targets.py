@@ -23,7 +23,7 @@ def config():
     [
         ("results/models/nope/aoe/stsb/seed1", "results/models/nope/aoe/stsb/seed1: unknown backbone 'nope'; valid: bert-base-uncased, "),
         ("results/models/bert-base-uncased/aoee/stsb/seed1", "results/models/bert-base-uncased/aoee/stsb/seed1: unknown objective 'aoee'; valid: angle_arxiv, "),
-        ("results/eval/bert-base-uncased/aoe/stsbb/seed1/sts.json", "results/eval/bert-base-uncased/aoe/stsbb/seed1/sts.json: unknown trainset 'stsbb'; valid: gis, "),
+        ("results/eval/bert-base-uncased/aoe/stsbb/seed1/sts.json", "results/eval/bert-base-uncased/aoe/stsbb/seed1/sts.json: unknown trainset 'stsbb'; valid: angle-bert-base-nli-v1, "),
         ("results/eval/bert-base-uncased/aoe/stsb/s1/sts.json", "results/eval/bert-base-uncased/aoe/stsb/s1/sts.json: the seed folder 's1' must be seed<integer>, e.g. seed42"),
         ("results/data/stsb/valid.parquet", "results/data/stsb/valid.parquet: dataset 'stsb' has no split 'valid'; its splits: dev, test, train"),
         ("results/data/stsbx/test.parquet", "results/data/stsbx/test.parquet: unknown dataset 'stsbx'; valid: allnli, "),
@@ -64,7 +64,7 @@ def test_requested_targets_reads_the_command_line():
     "args, line",
     [
         (["results/models/nope/aoe/stsb/seed1"],
-         "target results/models/nope/aoe/stsb/seed1: unknown backbone 'nope'; valid: bert-base-uncased, gemma3-270m, llama-2-13b, llama-2-7b, minilm-l6 (config.yaml backbones)"),
+         "target results/models/nope/aoe/stsb/seed1: unknown backbone 'nope'; valid: bert-base-uncased, bert-large-uncased, gemma3-270m, llama-2-13b, llama-2-7b, minilm-l6 (config.yaml backbones)"),
         (["table3", "--configfile", "presets/cpu-demo.yaml"],
          "target table3: table table3_transfer is disabled (tables.table3_transfer.enabled: false in presets/cpu-demo.yaml); set it to true in presets/cpu-demo.yaml to build it"),
     ],
