@@ -28,6 +28,7 @@ from aoe.hparams import recipe_anchor
 from aoe.jsonio import finite_or_none
 from aoe.table_kinds import table_kind
 from aoe.tables import PRETRAINED, paper_reference
+from aoe.workflow import RELEASED
 
 __all__ = ["FLAG", "FLAG_RULE", "FLAG_TEST", "ONE_SEED", "build_report", "figure_section", "flag", "flag_bound", "git_commit",
            "table_section", "table_sources"]
@@ -73,9 +74,10 @@ def _flag_of(delta: float | None, bound: float | None) -> str:
 
 def _cell_trainset(row: dict, key: str) -> str | None:
     """The train set of a row's cell under column ``key``: the row's only one, else (in-domain tables,
-    one column per train set) the column's; None for an average over several, pretrained, paper or GIS rows."""
+    one column per train set) the column's; None for an average over several, pretrained, released
+    (a published checkpoint: no recipe of ours), paper or GIS rows."""
     trainsets = row.get("trainsets") or []
-    if row.get("reference") or row.get("objective") in (None, "", PRETRAINED) or not row.get("backbone"):
+    if row.get("reference") or row.get("objective") in (None, "", PRETRAINED, RELEASED) or not row.get("backbone"):
         return None
     if len(trainsets) == 1:
         return trainsets[0]

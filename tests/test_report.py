@@ -207,6 +207,12 @@ def test_rows_link_to_their_recipes(tmp_path):
     assert any(line.startswith("| b AoE | Avg. |") for line in lines)  # stsb and gis: no single recipe
     assert all("RECIPE.md" not in line for line in lines if "as downloaded" in line)
     assert sum("RECIPE.md" in line for line in lines) == 2
+    # a released checkpoint has no recipe of ours: no link
+    rel = [{"backbone": "b", "objective": "released", "trainset": "ckpt", "seed": 0, "column": "STSB", "value": 80.0}]
+    spec = {"kind": "stsb", "rows": [{"backbone": "b", "objective": "released", "trainset": "ckpt", "label": "org/ckpt"}]}
+    path.write_text(json.dumps(to_json(build_table(pd.DataFrame(rel), spec, name="t"))))
+    line = next(line for line in build_report([path]).splitlines() if line.startswith("| b org/ckpt"))
+    assert "RECIPE.md" not in line and "| 80.00 | 1 |" in line
 
 
 def test_quoted_numbers_beside_the_papers_prose(tmp_path):
