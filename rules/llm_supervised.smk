@@ -4,27 +4,40 @@
 # evaluation results.
 #
 #   llm_sample_texts   the source column's unique texts (a seeded sample for CPU presets)
-#   llm_generate       the generator writes a similar and a dissimilar sentence per text (GPU job;
+#   llm_generate       a generator writes a similar and a dissimilar sentence per text (GPU job;
 #                      cached per text under llm_supervised.cache, so a rerun generates nothing)
 #   llm_pairs          malformed outputs counted by reason and dropped; (text, similar) 1, (text, dissimilar) 0
 #   llm_self_pairs     (text, text) 1: the unsupervised SimCSE-style baseline on the same texts
+#
+# Each entry of llm_supervised.generators (table name -> generator) gets its own llm_generate and
+# llm_pairs jobs, {llmset} being the table name (stsb_llm, stsb_llm_chatglm, ...): the same texts and
+# prompts, its own decoding settings and conda environment.
 
-from aoe.llm_supervised import LLM_DATASET, SELF_DATASET, SPLIT
+from aoe.llm_supervised import SELF_DATASET, SPLIT, generators
 
 _LLM = config["llm_supervised"]
 _LLM_SOURCE = f"results/data/{_LLM['source']['dataset']}/{_LLM['source']['split']}"
+_GENERATORS = generators(config)
+
+
+def _generator(wildcards):
+    return _GENERATORS[wildcards.llmset]
 
 
 # sized like an evaluation job of the generator (one forward pass per token, no gradients); a
-# generator that is no backbone fails at start-up (aoe.configcheck.check_llm_supervised) when a
-# train set reads its pairs, and is never planned otherwise
-_LLM_RESOURCES = config["backbones"].get(_LLM["generator"], {"resources": {}})["resources"]
+# generator that is no backbone fails at start-up (aoe.configcheck.check_llm_supervised)
+def _generator_resources(wildcards):
+    return config["backbones"][_generator(wildcards)["backbone"]]["resources"]
 
 
 localrules:
     llm_sample_texts,
     llm_pairs,
     llm_self_pairs,
+
+
+wildcard_constraints:
+    llmset="|".join(map(re.escape, _GENERATORS)) or "NO_GENERATORS",
 
 
 rule llm_sample_texts:
@@ -49,28 +62,29 @@ rule llm_sample_texts:
 rule llm_generate:
     input:
         texts="results/llm_supervised/texts.parquet",
-        backbone=f"results/backbones/{_LLM['generator']}",
+        backbone=lambda wildcards: f"results/backbones/{_generator(wildcards)['backbone']}",
         code=library_code("llm_supervised/generate.py", "llm_supervised/prompts.py"),
     output:
-        generations="results/llm_supervised/generations.jsonl",
-        summary="results/llm_supervised/generations.json",
+        generations="results/llm_supervised/{llmset}/generations.jsonl",
+        summary="results/llm_supervised/{llmset}/generations.json",
     log:
-        "results/logs/llm_supervised/generate.log",
+        "results/logs/llm_supervised/{llmset}/generate.log",
     benchmark:
-        "results/benchmarks/llm_supervised/generate.tsv"
+        "results/benchmarks/llm_supervised/{llmset}/generate.tsv"
     conda:
-        "../envs/torch.yaml"
+        lambda wildcards: f"../envs/{_generator(wildcards)['env']}.yaml"
     threads: 2
     resources:
         gpu=1,  # snakemake-executor-plugin-slurm: sbatch --gpus=1
         cpus_per_gpu=2,  # = threads
-        mem_mb=lambda wildcards: _LLM_RESOURCES["eval_mem_mb"],
-        runtime=lambda wildcards: _LLM_RESOURCES["eval_runtime"],
+        mem_mb=lambda wildcards: _generator_resources(wildcards)["eval_mem_mb"],
+        runtime=lambda wildcards: _generator_resources(wildcards)["eval_runtime"],
     params:
-        generator=_LLM["generator"],
+        generator=lambda wildcards: _generator(wildcards)["backbone"],
         prompts=_LLM["prompts"],
         size=_LLM["size"],
-        generation=_LLM["generation"],
+        # the shared decoding settings, and this generator's own over them
+        generation=lambda wildcards: {**_LLM["generation"], **_generator(wildcards)["generation"]},
         cache=_LLM["cache"],
     script:
         "../workflow_scripts/llm_generate.py"
@@ -78,16 +92,16 @@ rule llm_generate:
 
 rule llm_pairs:
     input:
-        generations="results/llm_supervised/generations.jsonl",
-        summary="results/llm_supervised/generations.json",
+        generations="results/llm_supervised/{llmset}/generations.jsonl",
+        summary="results/llm_supervised/{llmset}/generations.json",
         texts_manifest="results/llm_supervised/texts.manifest.json",
         code=library_code("llm_supervised/pairs.py", "llm_supervised/prompts.py"),
     output:
-        table=f"results/data/{LLM_DATASET}/{SPLIT}.parquet",
-        manifest=f"results/data/{LLM_DATASET}/{SPLIT}.manifest.json",
-        generations=f"results/data/{LLM_DATASET}/{SPLIT}.generations.jsonl",
+        table=f"results/data/{{llmset}}/{SPLIT}.parquet",
+        manifest=f"results/data/{{llmset}}/{SPLIT}.manifest.json",
+        generations=f"results/data/{{llmset}}/{SPLIT}.generations.jsonl",
     log:
-        "results/logs/llm_supervised/pairs.log",
+        "results/logs/llm_supervised/{llmset}/pairs.log",
     conda:
         "../envs/data.yaml"
     script:

@@ -104,7 +104,10 @@ CROSS_KEY_CASES = {
         {"tables": {"table2_indomain": {"backbones": ["minilm-l6"]}}},
         "tables.table2_indomain: no run trains backbone 'minilm-l6' with objective",
     ),
-    "check_llm_supervised": ({"llm_supervised": {"generator": "no-such-model"}}, "llm_supervised.generator: unknown backbone 'no-such-model'"),
+    "check_llm_supervised": (
+        {"llm_supervised": {"generators": {"stsb_llm": {"backbone": "no-such-model"}}}},
+        "llm_supervised.generators.stsb_llm.backbone: unknown backbone 'no-such-model'",
+    ),
     # the schema's enum refuses an unknown name first: drop a task from the code to reach the check
     "check_mteb": ({"evaluation": {"mteb": {"local_tasks": ["TRECLocal"]}}}, "evaluation.mteb.local_tasks: unknown local MTEB task(s) ['TRECLocal']"),
     "check_figures": (

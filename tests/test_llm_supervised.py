@@ -20,42 +20,12 @@ from aoe.llm_supervised.generate import GenerationCache, GenerationSettings, gen
 from aoe.llm_supervised.pairs import build_llm_pairs, build_self_pairs, label_generations, sample_texts, write_texts
 from aoe.llm_supervised.prompts import PAPER_PROMPTS, completed_items, parse_completion, render_prompt
 from tests.workflow_utils import REPO, copy_workflow, job_counts, mirror_path, snakemake
-
-TEXTS = [
-    "A plane is taking off.",
-    "A man is playing a large flute.",
-    "Three men are playing chess.",
-    "A woman is slicing an onion with a very sharp knife in the kitchen.",
-    "Some men are fighting.",
-]
-
+from tests.tiny_generators import TEXTS, build_remote_code_lm, build_tiny_lm
 
 @pytest.fixture(scope="module")
 def tiny_lm(tmp_path_factory) -> Path:
     """A tiny random causal LLaMA with a byte-level BPE tokenizer (BOS, EOS, PAD), and a backbone.json."""
-    import torch
-    from tokenizers import ByteLevelBPETokenizer
-    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
-
-    out = tmp_path_factory.mktemp("tiny_lm")
-    bpe = ByteLevelBPETokenizer()
-    corpus = TEXTS + [render_prompt(t, "x", 1) for t in PAPER_PROMPTS.values()]
-    bpe.train_from_iterator(corpus, vocab_size=400, min_frequency=1, special_tokens=["<pad>", "<s>", "</s>"])
-    tok = PreTrainedTokenizerFast(tokenizer_object=bpe, bos_token="<s>", eos_token="</s>", pad_token="<pad>")
-    # a BOS in front of every prompt, as LLaMA's and Gemma's tokenizers add one
-    from tokenizers.processors import TemplateProcessing
-
-    tok.backend_tokenizer.post_processor = TemplateProcessing(single="<s> $A", special_tokens=[("<s>", tok.bos_token_id)])
-    tok.save_pretrained(out)
-    config = LlamaConfig(
-        vocab_size=len(tok), hidden_size=32, num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=2,
-        intermediate_size=64, max_position_embeddings=256, bos_token_id=tok.bos_token_id,
-        eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id, initializer_range=0.2,
-    )
-    torch.manual_seed(0)
-    LlamaForCausalLM(config).save_pretrained(out, safe_serialization=True)
-    (out / "backbone.json").write_text(json.dumps({"source": "path", "from": "tests", "name": "tiny-lm"}))
-    return out
+    return build_tiny_lm(tmp_path_factory.mktemp("tiny_lm"))
 
 
 def _settings(**kw) -> GenerationSettings:
@@ -221,6 +191,79 @@ def test_cache_second_run_generates_nothing(tiny_lm, tmp_path, monkeypatch):
     assert s6["generated"] == 2
 
 
+def test_whole_batch_stopping_gives_the_same_outputs(tiny_lm, monkeypatch):
+    """Under transformers < 4.39 (envs/chatglm.yaml's 4.33) a batch stops only as a whole: a row done
+    early is cut where it would have stopped, so completions, finish and token counts are unchanged."""
+    import aoe.llm_supervised.generate as gen
+
+    # a criterion the random model meets at different steps per row: three words
+    monkeypatch.setattr(gen, "completed_items", lambda text, size: len(text.split()) >= 3)
+    settings = _settings(batch_size=5, max_new_tokens=24, length_ratio=1.0)
+    per_row, _ = generate_all(TEXTS, tiny_lm, PAPER_PROMPTS, 1, settings, None, device="cpu", progress=False)
+    assert gen._RowsDone(None, 0, 1, []).per_row  # this environment's transformers stops rows one by one
+    real = gen._transformers_at_least
+    monkeypatch.setattr(gen, "_transformers_at_least", lambda v: False if v == "4.39" else real(v))
+    assert not gen._RowsDone(None, 0, 1, []).per_row
+    whole, _ = generate_all(TEXTS, tiny_lm, PAPER_PROMPTS, 1, settings, None, device="cpu", progress=False)
+    keys = ("text", "kind", "completion", "finish", "new_tokens")
+    assert [tuple(r[k] for k in keys) for r in whole] == [tuple(r[k] for k in keys) for r in per_row]
+    assert {r["finish"] for r in whole} >= {"stop"} and len({r["new_tokens"] for r in whole}) > 1
+
+
+def test_remote_code_generator_loads_as_chatglm_does(tmp_path):
+    """A generator registered only as AutoModel in its own .py files (THUDM/chatglm-6b's layout) loads with
+    trust_remote_code from its backbone record, and greedy-decodes what the same weights do as a LLaMA."""
+    from aoe.llm_supervised.generate import generator_class
+
+    plain = build_tiny_lm(tmp_path / "plain")
+    remote = build_remote_code_lm(tmp_path / "remote")
+    assert generator_class(plain) == "AutoModelForCausalLM" and generator_class(remote) == "AutoModel"
+    greedy = _settings(do_sample=False)
+    ours, summary = generate_all(TEXTS, remote, PAPER_PROMPTS, 1, greedy, None, device="cpu", progress=False)
+    assert summary["model_class"].endswith("modeling_tinyglm.TinyGlmForConditionalGeneration")
+    expected, plain_summary = generate_all(TEXTS, plain, PAPER_PROMPTS, 1, greedy, None, device="cpu", progress=False)
+    assert plain_summary["model_class"].endswith("LlamaForCausalLM")
+    assert _completions(ours) == _completions(expected)
+
+    untrusted = build_remote_code_lm(tmp_path / "untrusted", trusted=False)
+    with pytest.raises(ValueError, match=r"set backbones\.tiny-remote\.trust_remote_code: true"):
+        generate_all(TEXTS[:1], untrusted, PAPER_PROMPTS, 1, greedy, None, device="cpu", progress=False)
+
+
+def test_fetch_backbone_takes_remote_code_when_asked(tmp_path):
+    from aoe.models import materialize_backbone
+
+    src = build_remote_code_lm(tmp_path / "src")
+    record = materialize_backbone("tiny-remote", {"path": str(src), "trust_remote_code": True, "extra_files": ["*.py"]}, tmp_path / "a")
+    assert record["trust_remote_code"] is True
+    assert {p.name for p in (tmp_path / "a").glob("*.py")} == {"configuration_tinyglm.py", "modeling_tinyglm.py"}
+    record = materialize_backbone("plain", {"path": str(src)}, tmp_path / "b")
+    assert "trust_remote_code" not in record and not list((tmp_path / "b").glob("*.py"))
+
+
+def test_generator_tables_and_their_checks():
+    from aoe.configcheck import ConfigError, check_llm_supervised
+    from aoe.llm_supervised import generated_splits
+
+    config = {
+        "backbones": {"llama-2-7b": {}, "chatglm-6b": {}},
+        "llm_supervised": {"generators": {"stsb_llm": {"backbone": "llama-2-7b", "env": "torch"}, "stsb_llm_chatglm": {"backbone": "chatglm-6b", "env": "chatglm"}}},
+        "trainsets": {"a": {"dataset": "stsb_llm_chatglm"}, "b": {"dataset": "stsb_self"}},
+    }
+    assert generated_splits(config) == {"stsb_llm": ("train",), "stsb_llm_chatglm": ("train",), "stsb_self": ("train",)}
+    check_llm_supervised(config)
+    bad = {**config, "trainsets": {"a": {"dataset": "stsb_llm_mistral"}}}
+    with pytest.raises(ConfigError, match=r"trainsets\.a\.dataset: 'stsb_llm_mistral' is written by no llm_supervised\.generators entry"):
+        check_llm_supervised(bad)
+    gens = config["llm_supervised"]["generators"]
+    for entry, message in (
+        ({"stsb_llm_chatglm": {**gens["stsb_llm_chatglm"], "env": "chatglm2"}}, r"generators\.stsb_llm_chatglm\.env: no envs/chatglm2\.yaml"),
+        ({"llm_chatglm": gens["stsb_llm_chatglm"]}, r"generators\.llm_chatglm: a generator's table is named stsb_llm"),
+    ):
+        with pytest.raises(ConfigError, match=message):
+            check_llm_supervised({**config, "llm_supervised": {"generators": entry}, "trainsets": {}})
+
+
 def test_generator_needs_its_identity(tiny_lm, tmp_path):
     bare = tmp_path / "bare"
     shutil.copytree(tiny_lm, bare)
@@ -350,9 +393,9 @@ def test_cpu_preset_plans_the_chain(tmp_path):
 
 def test_generator_must_be_a_backbone(tmp_path):
     work = copy_workflow(tmp_path / "wf")
-    (work / "bad.yaml").write_text("llm_supervised: {generator: no-such-model}\n")
+    (work / "bad.yaml").write_text("llm_supervised: {generators: {stsb_llm: {backbone: no-such-model}}}\n")
     out = snakemake(work, "-n", "--configfile", "presets/llm-supervised-cpu.yaml", "bad.yaml", env={"AOE_DATA_MIRROR": ""})
-    assert out.returncode != 0 and "llm_supervised.generator: unknown backbone 'no-such-model'" in out.stdout
+    assert out.returncode != 0 and "llm_supervised.generators.stsb_llm.backbone: unknown backbone 'no-such-model'" in out.stdout
 
 
 def test_config_documents_the_block():

@@ -18,5 +18,6 @@ manifest = build_llm_pairs(
     table=snakemake.output.table,
     manifest=snakemake.output.manifest,
     annotated_out=snakemake.output.generations,
+    dataset=snakemake.wildcards.llmset,
 )
 print(json.dumps({k: manifest[k] for k in ("rows", "rows_per_subset", "counts")}, indent=2))

@@ -113,13 +113,13 @@ def pair_tables() -> dict[str, tuple[str, ...]]:
     return {**STS_SPLITS, **{ds: splits for ds, splits in pairs.items() if splits}}
 
 
-def dataset_splits() -> dict[str, tuple[str, ...]]:
+def dataset_splits(config: dict | None = None) -> dict[str, tuple[str, ...]]:
     """Dataset -> splits of every prepared table (results/data/<dataset>/<split>.*): the STS sets,
-    the pair sets and the ones the LLM-supervised rules generate."""
+    the pair sets and the ones the LLM-supervised rules generate (one per generator of ``config``)."""
     from aoe.data.sts import SPLITS as STS_SPLITS
-    from aoe.llm_supervised import GENERATED_SPLITS
+    from aoe.llm_supervised import generated_splits
 
-    return {**STS_SPLITS, **{ds: tuple(splits) for ds, splits in SOURCES.items()}, **GENERATED_SPLITS}
+    return {**STS_SPLITS, **{ds: tuple(splits) for ds, splits in SOURCES.items()}, **generated_splits(config)}
 
 
 def pair_table_problem(dataset: str, split: str) -> str | None:

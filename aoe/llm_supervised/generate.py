@@ -154,11 +154,41 @@ class GenerationCache:
             os.fsync(fh.fileno())
 
 
+def _remote_code(model_dir: Path) -> dict:
+    """trust_remote_code for a generator whose backbone entry set it (recorded in backbone.json)."""
+    try:
+        trusted = bool(json.loads((model_dir / "backbone.json").read_text()).get("trust_remote_code"))
+    except (OSError, ValueError):
+        trusted = False
+    return {"trust_remote_code": True} if trusted else {}
+
+
+def _check_remote_code(model_dir: Path, identity: dict) -> None:
+    """A model whose classes are remote code (config.json auto_map) runs only when its backbone says so."""
+    try:
+        auto_map = json.loads((model_dir / "config.json").read_text()).get("auto_map")
+    except (OSError, ValueError):
+        return
+    if auto_map and not _remote_code(model_dir):
+        name = identity.get("name", model_dir.name)
+        raise ValueError(
+            f"{model_dir}: its classes are remote code (config.json auto_map: {sorted(auto_map)}), which runs only when "
+            f"trusted: set backbones.{name}.trust_remote_code: true (and extra_files: ['*.py', ...]) and fetch it again"
+        )
+
+
+def _transformers_at_least(version: str) -> bool:
+    import transformers
+    from packaging.version import Version
+
+    return Version(transformers.__version__) >= Version(version)
+
+
 def load_tokenizer(model_dir: str | os.PathLike):
     from transformers import AutoTokenizer
 
     model_dir = Path(model_dir)
-    tokenizer = AutoTokenizer.from_pretrained(model_dir, **_gguf_kwargs(model_dir))
+    tokenizer = AutoTokenizer.from_pretrained(model_dir, **_gguf_kwargs(model_dir), **_remote_code(model_dir))
     tokenizer.padding_side = "left"  # generation appends on the right: prompts must end at the same column
     if tokenizer.pad_token is None:  # LLaMA-2 has none; padded positions are masked out anyway
         tokenizer.pad_token = tokenizer.eos_token
@@ -175,12 +205,30 @@ def _gguf_kwargs(model_dir: Path) -> dict:
     return {"gguf_file": ggufs[0].name}
 
 
+def generator_class(model_dir: str | os.PathLike) -> str:
+    """The auto class a generator loads with: AutoModelForCausalLM, unless the model's remote code
+    registers its generating class only as AutoModel (ChatGLM-6B's ChatGLMForConditionalGeneration)."""
+    model_dir = Path(model_dir)
+    if _remote_code(model_dir):
+        auto_map = json.loads((model_dir / "config.json").read_text()).get("auto_map") or {}
+        if "AutoModelForCausalLM" not in auto_map and "AutoModel" in auto_map:
+            return "AutoModel"
+    return "AutoModelForCausalLM"
+
+
 def load_generator(model_dir: str | os.PathLike, dtype: str, device: str):
     import torch
-    from transformers import AutoModelForCausalLM
+    import transformers
 
     model_dir = Path(model_dir)
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=getattr(torch, dtype), **_gguf_kwargs(model_dir))
+    auto = getattr(transformers, generator_class(model_dir))
+    # transformers 4.56 renamed torch_dtype to dtype; a remote-code generator may run under an older one
+    dtype_kw = "dtype" if _transformers_at_least("4.56") else "torch_dtype"
+    model = auto.from_pretrained(
+        model_dir, **{dtype_kw: getattr(torch, dtype)}, **_gguf_kwargs(model_dir), **_remote_code(model_dir)
+    )
+    if not model.can_generate():
+        raise ValueError(f"{model_dir}: {type(model).__name__} (loaded with {auto.__name__}) cannot generate; not a generator")
     return model.to(device).eval()
 
 
@@ -212,10 +260,14 @@ class _RowGumbel:
 
 class _RowsDone:
     """Stopping criterion: a row is done once it holds ``size`` finished sentences (a base model
-    goes on otherwise) or reaches its own token limit (so its output does not depend on its batch)."""
+    goes on otherwise) or reaches its own token limit (so its output does not depend on its batch).
+
+    transformers before 4.39 stops a batch only as a whole (one bool): there the batch runs until
+    every row is done, and :func:`_first_done` cuts each row where it would have stopped."""
 
     def __init__(self, tokenizer, prompt_len: int, size: int, limits: list[int]):
         self.tokenizer, self.prompt_len, self.size, self.limits = tokenizer, prompt_len, size, limits
+        self.per_row = _transformers_at_least("4.39")
 
     def __call__(self, input_ids, scores, **kwargs):
         import torch
@@ -223,7 +275,18 @@ class _RowsDone:
         new = input_ids.shape[1] - self.prompt_len
         texts = self.tokenizer.batch_decode(input_ids[:, self.prompt_len :], skip_special_tokens=True)
         done = [new >= limit or completed_items(t, self.size) for t, limit in zip(texts, self.limits)]
+        if not self.per_row:
+            return all(done)
         return torch.tensor(done, dtype=torch.bool, device=input_ids.device)
+
+
+def _first_done(tokenizer, tokens: list[int], size: int) -> int | None:
+    """The length of the shortest prefix of ``tokens`` that holds ``size`` finished sentences: where
+    :class:`_RowsDone` stops the row (None: it never does)."""
+    for n in range(1, len(tokens) + 1):
+        if completed_items(tokenizer.decode(tokens[:n], skip_special_tokens=True), size):
+            return n
+    return None
 
 
 def _eos_ids(model, tokenizer) -> list[int]:
@@ -290,8 +353,11 @@ def _generate_batch(
         row = row[:limit]  # past its limit a row holds padding (the EOS id, for tokenizers without a pad token)
         cut = next((i for i, t in enumerate(row) if t in eos), None)
         tokens = row if cut is None else row[:cut]
+        stop = _first_done(tokenizer, tokens, size)
+        if stop is not None:  # the tokens a batch mate kept generating after this row was done
+            tokens = tokens[:stop]
         completion = tokenizer.decode(tokens, skip_special_tokens=True)
-        if completed_items(completion, size):
+        if stop is not None:
             finish = "stop"
         elif cut is not None:
             finish = "eos"
@@ -324,6 +390,7 @@ def generate_all(
         raise ValueError(f"llm_supervised.prompts: missing the {missing} template(s)")
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     identity = model_identity(model_dir)
+    _check_remote_code(model_dir, identity)
     dtype = resolve_dtype(settings.dtype, model_dir, device)
     key_settings = {**settings.key_fields(dtype), "size": size}
     tokenizer = load_tokenizer(model_dir)
@@ -362,6 +429,7 @@ def generate_all(
         t0 = time.perf_counter()
         model = load_generator(model_dir, dtype, device)
         summary["model_load_seconds"] = round(time.perf_counter() - t0, 2)
+        summary["model_class"] = f"{type(model).__module__}.{type(model).__name__}"
         # max_new_tokens there is the cap; each batch asks for its rows' largest limit
         summary["generation_config"] = _generation_config(model, tokenizer, settings, settings.max_new_tokens).to_diff_dict()
         summary["model_generation_defaults"] = model.generation_config.to_diff_dict()

@@ -154,8 +154,10 @@ def build_llm_pairs(
     table: str | os.PathLike,
     manifest: str | os.PathLike,
     annotated_out: str | os.PathLike,
+    dataset: str = LLM_DATASET,
 ) -> dict:
-    """``stsb_llm``: the labelled pairs, their manifest, and every completion with its sentences' status."""
+    """``dataset`` (a generator's table, ``stsb_llm`` by default): the labelled pairs, their manifest,
+    and every completion with its sentences' status."""
     records = [json.loads(line) for line in Path(generations).read_text(encoding="utf-8").splitlines() if line.strip()]
     gen = json.loads(Path(generation_summary).read_text())
     df, annotated, counts = label_generations(records, gen["size"])
@@ -177,7 +179,7 @@ def build_llm_pairs(
         "counts": counts,
         "generations": {"path": str(annotated_out), "sha256": sha256_file(annotated_out), "raw": str(generations)},
     }
-    return _write_table(df, LLM_DATASET, table, manifest, extra)
+    return _write_table(df, dataset, table, manifest, extra)
 
 
 def build_self_pairs(texts_path: str | os.PathLike, texts_manifest: str | os.PathLike, table: str | os.PathLike, manifest: str | os.PathLike) -> dict:
