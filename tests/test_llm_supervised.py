@@ -199,10 +199,11 @@ def test_whole_batch_stopping_gives_the_same_outputs(tiny_lm, monkeypatch):
     # a criterion the random model meets at different steps per row: three words
     monkeypatch.setattr(gen, "completed_items", lambda text, size: len(text.split()) >= 3)
     settings = _settings(batch_size=5, max_new_tokens=24, length_ratio=1.0)
+    real_at_least = gen._transformers_at_least
     per_row, _ = generate_all(TEXTS, tiny_lm, PAPER_PROMPTS, 1, settings, None, device="cpu", progress=False)
-    assert gen._RowsDone(None, 0, 1, []).per_row  # this environment's transformers stops rows one by one
-    real = gen._transformers_at_least
-    monkeypatch.setattr(gen, "_transformers_at_least", lambda v: False if v == "4.39" else real(v))
+    # the pipeline's transformers stops rows one by one; envs/chatglm.yaml's 4.33 only whole batches
+    assert gen._RowsDone(None, 0, 1, []).per_row == real_at_least("4.39")
+    monkeypatch.setattr(gen, "_transformers_at_least", lambda v: False if v == "4.39" else real_at_least(v))
     assert not gen._RowsDone(None, 0, 1, []).per_row
     whole, _ = generate_all(TEXTS, tiny_lm, PAPER_PROMPTS, 1, settings, None, device="cpu", progress=False)
     keys = ("text", "kind", "completion", "finish", "new_tokens")

@@ -45,15 +45,15 @@ def test_cells_of_the_paper_grid():
     assert {c.seed for c in cells} == {42, 43, 44, 45, 46}
     by_backbone = {b: sum(c.backbone == b for c in cells) for b in ("bert-base-uncased", "llama-2-7b", "llama-2-13b")}
     # BERT: 9 objectives on NLI, 15 on STS-B (5 + the AnglE ablation's 10), 5 on GIS, 4 on MRPC, QQP,
-    # QNLI, 3 on the LLM-supervised train sets (AnglE Table 4); LLaMA: 3 on NLI; x 5 seeds; and AoE on
-    # NLI trained 4 more times with seed 42 (Table 4)
-    assert by_backbone == {"bert-base-uncased": 5 * (9 + 15 + 5 + 3 * 4 + 3) + 4, "llama-2-7b": 15, "llama-2-13b": 15}
-    assert len(cells) == 254
+    # QNLI, 5 on the LLM-supervised train sets (AnglE Table 4: 2 per generator, 1 self-paired); LLaMA: 3 on
+    # NLI; x 5 seeds; and AoE on NLI trained 4 more times with seed 42 (Table 4)
+    assert by_backbone == {"bert-base-uncased": 5 * (9 + 15 + 5 + 3 * 4 + 5) + 4, "llama-2-7b": 15, "llama-2-13b": 15}
+    assert len(cells) == 264
     assert Cell("bert-base-uncased", "pretrained", "none", 0) in table_cells(config, "table2_indomain")
     assert Cell("llama-2-13b", "aoe", "nli", 46) in table_cells(config, "table1_sts")
     # every trained cell plus BERT as downloaded (Tables 2, 3 and 5), LLaMA-2 7B as downloaded (AnglE's transfer STS)
     # and the 5 released checkpoints (AoE Table 8)
-    assert len(eval_cells(config)) == 254 + 2 + 5
+    assert len(eval_cells(config)) == 264 + 2 + 5
     assert {c.run for c in cells if c.rerun} == {"42-rerun1", "42-rerun2", "42-rerun3", "42-rerun4"}
 
 
@@ -215,7 +215,7 @@ def test_full_paper_config_plans(paper_grid_plan):
     work, stdout = paper_grid_plan
     counts = job_counts(stdout)
     # no mirror: the SentEval archive is downloaded by a local rule; the whole grid is trained
-    assert counts["download_senteval"] == 1 and counts["train_model"] == 254
+    assert counts["download_senteval"] == 1 and counts["train_model"] == 264
     assert counts["table"] == len([t for t, s in _validated_config()["tables"].items() if s.get("enabled", True)])
     # one table of the paper grid: AoE Table 2 trains only BERT on STS-B and GIS (3 objectives x 5 seeds
     # each), each from the NLI AnglE model of its seed (5 more), which it does not evaluate
@@ -246,6 +246,25 @@ def test_released_checkpoint_tables_plan(paper_grid_plan):
     assert sorted(j["wildcards"]["checkpoint"] for j in fetches) == sorted(_validated_config()["released"]["checkpoints"])
 
 
+def test_llm_supervised_table_plans_one_chain_per_generator(paper_grid_plan):
+    """AnglE Table 4: LLaMA-2 7B and ChatGLM-6B each label the same sampled texts into their own table
+    (one GPU job each, sized by the generator), BERT-base trains on each and on the self pairs."""
+    work, _ = paper_grid_plan
+    out = snakemake(work, "-n", "angle_table4_llm", env={"AOE_DATA_MIRROR": ""})
+    assert out.returncode == 0, out.stdout[-3000:]
+    counts = job_counts(out.stdout)
+    assert counts["llm_sample_texts"] == 1 and counts["llm_generate"] == 2 and counts["llm_pairs"] == 2
+    assert counts["train_model"] == 5 * (2 + 2 + 1) and counts["evaluate_sts"] == 25
+    jobs = dry_run_jobs(out.stdout)
+    generate = {j["wildcards"]["llmset"]: j for j in jobs if j["rule"] == "llm_generate"}
+    assert set(generate) == {"stsb_llm", "stsb_llm_chatglm"}
+    assert "results/backbones/chatglm-6b" in generate["stsb_llm_chatglm"]["input"]
+    assert "results/backbones/llama-2-7b" in generate["stsb_llm"]["input"]
+    assert all(int(j["resources"]["gpu"]) == 1 and int(j["resources"]["mem_mb"]) == 48000 for j in generate.values())
+    trained = {(j["wildcards"]["objective"], j["wildcards"]["trainset"]) for j in jobs if j["rule"] == "train_model"}
+    assert trained == {(o, t) for o in ("aoe", "angle_arxiv") for t in ("stsb_llm", "stsb_llm_chatglm")} | {("simcse_sup", "stsb_self")}
+
+
 def test_every_job_of_all_requests_the_memory_it_needs(paper_grid_plan):
     """SLURM's --mem of every model-loading job of the paper grid covers aoe.memory's host need,
     and each scales with its backbone (a LLaMA-2-13B STS job once asked for BERT's 16 GB)."""
@@ -265,7 +284,7 @@ def test_every_job_of_all_requests_the_memory_it_needs(paper_grid_plan):
         if int(res["mem_mb"]) < need_mb:
             short.append(f"{rule} {backbone}: mem_mb {res['mem_mb']} < need {need_mb:.0f}")
     assert not short, "\n".join(short)
-    assert checked["evaluate_sts"] > 200 and checked["train_model"] == 254 and checked["evaluate_mteb"] > 0
+    assert checked["evaluate_sts"] > 200 and checked["train_model"] == 264 and checked["evaluate_mteb"] > 0
     requested = {(j["rule"], j["wildcards"]["backbone"]): int(j["resources"]["mem_mb"]) for j in jobs if j["rule"] == "evaluate_sts"}
     assert requested[("evaluate_sts", "llama-2-13b")] > requested[("evaluate_sts", "bert-base-uncased")]
 

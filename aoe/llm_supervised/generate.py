@@ -339,6 +339,8 @@ def _generate_batch(
     from transformers import StoppingCriteriaList
 
     enc = tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=add_special_tokens).to(model.device)
+    # a decoder has no segments; older transformers refuse the fast tokenizers' token_type_ids in generate
+    enc.pop("token_type_ids", None)
     prompt_len = enc["input_ids"].shape[1]
     with torch.inference_mode():
         out = model.generate(
