@@ -29,6 +29,7 @@ from aoe.data.transfer import transfer_files
 from aoe.evaluate.nli_probe import probe_inputs
 from aoe.data.pairsets import ALLNLI_FILE, SOURCES, dataset_splits, mirror_sources, upstream_url
 from aoe.formats import TOKEN_CACHE_FORMAT
+from aoe.llm_supervised import generators as llm_generators
 
 try:
     # the schema, then every cross-key check (aoe.configcheck: the rules files check nothing more);
@@ -230,3 +231,13 @@ def get_downstream_root(wildcards, input):
     import json
 
     return json.loads(Path(input.files[0] if isinstance(input.files, list) else input.files).read_text())["downstream"]
+
+
+def get_llm_generator(wildcards):
+    """The llm_supervised.generators entry of an {llmset} job (rules/llm_supervised.smk)."""
+    return llm_generators(config)[wildcards.llmset]
+
+
+def llm_generator_resources(wildcards):
+    """An llm_generate job is sized like an evaluation of its generator (forward passes, no gradients)."""
+    return config["backbones"][get_llm_generator(wildcards)["backbone"]]["resources"]

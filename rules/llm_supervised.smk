@@ -13,21 +13,10 @@
 # llm_pairs jobs, {llmset} being the table name (stsb_llm, stsb_llm_chatglm, ...): the same texts and
 # prompts, its own decoding settings and conda environment.
 
-from aoe.llm_supervised import SELF_DATASET, SPLIT, generators
+from aoe.llm_supervised import SELF_DATASET, SPLIT
 
 _LLM = config["llm_supervised"]
 _LLM_SOURCE = f"results/data/{_LLM['source']['dataset']}/{_LLM['source']['split']}"
-_GENERATORS = generators(config)
-
-
-def _generator(wildcards):
-    return _GENERATORS[wildcards.llmset]
-
-
-# sized like an evaluation job of the generator (one forward pass per token, no gradients); a
-# generator that is no backbone fails at start-up (aoe.configcheck.check_llm_supervised)
-def _generator_resources(wildcards):
-    return config["backbones"][_generator(wildcards)["backbone"]]["resources"]
 
 
 localrules:
@@ -37,7 +26,7 @@ localrules:
 
 
 wildcard_constraints:
-    llmset="|".join(map(re.escape, _GENERATORS)) or "NO_GENERATORS",
+    llmset="|".join(map(re.escape, llm_generators(config))) or "NO_GENERATORS",
 
 
 rule llm_sample_texts:
@@ -62,7 +51,7 @@ rule llm_sample_texts:
 rule llm_generate:
     input:
         texts="results/llm_supervised/texts.parquet",
-        backbone=lambda wildcards: f"results/backbones/{_generator(wildcards)['backbone']}",
+        backbone=lambda wildcards: f"results/backbones/{get_llm_generator(wildcards)['backbone']}",
         code=library_code("llm_supervised/generate.py", "llm_supervised/prompts.py"),
     output:
         generations="results/llm_supervised/{llmset}/generations.jsonl",
@@ -72,19 +61,19 @@ rule llm_generate:
     benchmark:
         "results/benchmarks/llm_supervised/{llmset}/generate.tsv"
     conda:
-        lambda wildcards: f"../envs/{_generator(wildcards)['env']}.yaml"
+        lambda wildcards: f"../envs/{get_llm_generator(wildcards)['env']}.yaml"
     threads: 2
     resources:
         gpu=1,  # snakemake-executor-plugin-slurm: sbatch --gpus=1
         cpus_per_gpu=2,  # = threads
-        mem_mb=lambda wildcards: _generator_resources(wildcards)["eval_mem_mb"],
-        runtime=lambda wildcards: _generator_resources(wildcards)["eval_runtime"],
+        mem_mb=lambda wildcards: llm_generator_resources(wildcards)["eval_mem_mb"],
+        runtime=lambda wildcards: llm_generator_resources(wildcards)["eval_runtime"],
     params:
-        generator=lambda wildcards: _generator(wildcards)["backbone"],
+        generator=lambda wildcards: get_llm_generator(wildcards)["backbone"],
         prompts=_LLM["prompts"],
         size=_LLM["size"],
         # the shared decoding settings, and this generator's own over them
-        generation=lambda wildcards: {**_LLM["generation"], **_generator(wildcards)["generation"]},
+        generation=lambda wildcards: {**_LLM["generation"], **get_llm_generator(wildcards)["generation"]},
         cache=_LLM["cache"],
     script:
         "../workflow_scripts/llm_generate.py"
