@@ -64,7 +64,7 @@ def test_requested_targets_reads_the_command_line():
     "args, line",
     [
         (["results/models/nope/aoe/stsb/seed1"],
-         "target results/models/nope/aoe/stsb/seed1: unknown backbone 'nope'; valid: bert-base-uncased, bert-large-uncased, gemma3-270m, llama-2-13b, llama-2-7b, minilm-l6 (config.yaml backbones)"),
+         "target results/models/nope/aoe/stsb/seed1: unknown backbone 'nope'; valid: bert-base-uncased, bert-large-uncased, chatglm-6b, gemma3-270m, llama-2-13b, llama-2-7b, minilm-l6 (config.yaml backbones)"),
         (["table3", "--configfile", "presets/cpu-demo.yaml"],
          "target table3: table table3_transfer is disabled (tables.table3_transfer.enabled: false in presets/cpu-demo.yaml); set it to true in presets/cpu-demo.yaml to build it"),
     ],
