@@ -12,7 +12,8 @@ defaults, which Snakemake would then fill in and so override everything):
 - ``backbones.<b>.train_overrides``: keys and values of ``trainsets.<t>.train``;
 - ``trainsets.<t>.objective_overrides``, ``trainsets.<t>.objective_settings.<objective>`` and
   ``backbones.<b>.objective_settings.<trainset>.<objective>``: keys and values of ``objectives.<o>``;
-- ``objectives.<o>.by_format.<format>``: keys and values of ``objectives.<o>.weights``.
+- ``objectives.<o>.by_format.<format>``: keys and values of ``objectives.<o>.weights``;
+- ``llm_supervised.generators.<table>.generation``: keys and values of ``llm_supervised.generation``.
 
 It also holds every cross-key check the schema cannot express (:func:`check_config`), one
 function per concern, each raising ConfigError naming the key: objectives, runs, backbones,
@@ -147,6 +148,9 @@ def _overrides(config: dict) -> Iterable[tuple[tuple, dict, str]]:
         if isinstance(spec, dict):
             for fmt, value in (spec.get("by_format") or {}).items():
                 yield ("objectives", name, "by_format", fmt), value, "weights"
+    for name, spec in ((config.get("llm_supervised") or {}).get("generators") or {}).items():
+        if isinstance(spec, dict) and isinstance(spec.get("generation"), dict):
+            yield ("llm_supervised", "generators", name, "generation"), spec["generation"], "generation"
 
 
 def check_schema(config: dict, schema_path: str | Path, configfiles: Iterable[str | Path] = ()) -> None:
@@ -161,6 +165,7 @@ def check_schema(config: dict, schema_path: str | Path, configfiles: Iterable[st
         "train": schema["$defs"]["train"],
         "objective": objective,
         "weights": objective["properties"]["weights"],
+        "generation": schema["properties"]["llm_supervised"]["properties"]["generation"],
     }
     for path, value, kind in _overrides(config):
         error = _first_error(_validator({"$defs": schema["$defs"], **sub[kind]}), value)
@@ -169,7 +174,12 @@ def check_schema(config: dict, schema_path: str | Path, configfiles: Iterable[st
             raise ConfigError(_message(error, configfiles) + f" ({_where(path)} takes the keys of {_OVERRIDDEN[kind]})")
 
 
-_OVERRIDDEN = {"train": "trainsets.<name>.train", "objective": "objectives.<name>", "weights": "objectives.<name>.weights"}
+_OVERRIDDEN = {
+    "train": "trainsets.<name>.train",
+    "objective": "objectives.<name>",
+    "weights": "objectives.<name>.weights",
+    "generation": "llm_supervised.generation",
+}
 
 
 # -- cross-key checks: what the schema cannot express, on a config that passed it -------------

@@ -66,6 +66,10 @@ def test_unknown_nested_key_and_bad_value(tmp_path):
         ({"trainsets": {"stsb": {"objective_settings": {"aoe": {"angle_tau": 0}}}}}, "trainsets.stsb.objective_settings.aoe.angle_tau: 0 is less than or equal to the minimum of 0"),
         ({"backbones": {"minilm-l6": {"objective_settings": {"stsb": {"aoe": {"weights": {"angel": 1}}}}}}}, "backbones.minilm-l6.objective_settings.stsb.aoe.weights.angel: unknown key"),
         ({"objectives": {"sbert": {"by_format": {"pairs": {"cosine_mse": "one"}}}}}, "objectives.sbert.by_format.pairs.cosine_mse: 'one' is not of type 'number'"),
+        ({"llm_supervised": {"generators": {"stsb_llm_chatglm": {"backbone": "chatglm-6b", "generation": {"temprature": 0.9}}}}},
+         "llm_supervised.generators.stsb_llm_chatglm.generation.temprature: unknown key"),
+        ({"llm_supervised": {"generators": {"stsb_llm_chatglm": {"backbone": "chatglm-6b", "generation": {"top_p": 1.5}}}}},
+         "llm_supervised.generators.stsb_llm_chatglm.generation.top_p: 1.5 is greater than the maximum of 1"),
     ],
 )
 def test_override_dictionaries_take_the_schema_of_what_they_override(tmp_path, override, start):

@@ -163,12 +163,17 @@ def _remote_code(model_dir: Path) -> dict:
     return {"trust_remote_code": True} if trusted else {}
 
 
+def _auto_map(model_dir: Path) -> dict:
+    """config.json's auto_map: the auto classes a model's remote code registers ({} for none, or no config.json)."""
+    try:
+        return json.loads((model_dir / "config.json").read_text()).get("auto_map") or {}
+    except (OSError, ValueError):
+        return {}
+
+
 def _check_remote_code(model_dir: Path, identity: dict) -> None:
     """A model whose classes are remote code (config.json auto_map) runs only when its backbone says so."""
-    try:
-        auto_map = json.loads((model_dir / "config.json").read_text()).get("auto_map")
-    except (OSError, ValueError):
-        return
+    auto_map = _auto_map(model_dir)
     if auto_map and not _remote_code(model_dir):
         name = identity.get("name", model_dir.name)
         raise ValueError(
@@ -210,7 +215,7 @@ def generator_class(model_dir: str | os.PathLike) -> str:
     registers its generating class only as AutoModel (ChatGLM-6B's ChatGLMForConditionalGeneration)."""
     model_dir = Path(model_dir)
     if _remote_code(model_dir):
-        auto_map = json.loads((model_dir / "config.json").read_text()).get("auto_map") or {}
+        auto_map = _auto_map(model_dir)
         if "AutoModelForCausalLM" not in auto_map and "AutoModel" in auto_map:
             return "AutoModel"
     return "AutoModelForCausalLM"
