@@ -37,6 +37,7 @@ from aoe.table_kinds import table_kind
 from aoe.workflow import (
     PRETRAINED,
     RELEASED,
+    NO_TRAINSET,
     RESERVED_TARGETS,
     ConfigError,
     TableRow,
@@ -44,6 +45,7 @@ from aoe.workflow import (
     _trained_reruns,
     _trained_seeds,
     enabled_tables,
+    pretrained_variants,
     released_checkpoints,
     run_cells,
     start_cell,
@@ -60,6 +62,7 @@ __all__ = [
     "check_llm_supervised",
     "check_mteb",
     "check_objectives",
+    "check_pretrained_variants",
     "check_released",
     "check_runs",
     "check_saturation",
@@ -345,7 +348,14 @@ def _check_table_row(config: dict, where: str, row: TableRow) -> None:
     if row.backbone not in config["backbones"]:
         raise ConfigError(f"{where}: unknown backbone {row.backbone!r}")
     if row.objective == PRETRAINED:
+        variants = pretrained_variants(config)
+        if row.variant != NO_TRAINSET and row.variant not in variants:
+            raise ConfigError(f"{where}.variant: {row.variant!r} is not an evaluation.pretrained_variants entry "
+                              f"(known: {sorted(variants)}); add it there or drop the key for the backbone's own embedding")
         return
+    if row.variant != NO_TRAINSET:
+        raise ConfigError(f"{where}.variant: only a pretrained row takes a variant; a trained model embeds as it "
+                          "was trained (give the objective a pooling instead: objectives.<name>.base/pooling)")
     if row.objective == RELEASED:
         known = released_checkpoints(config)
         for ts in row.trainsets:
@@ -390,6 +400,23 @@ def check_released(config: dict) -> None:
         base = spec.get("base") or {}
         if spec.get("adapter") and not (base.get("hf_id") or base.get("path")):
             raise ConfigError(f"{where}.base: an adapter needs the model it was trained on (hf_id and revision, or path)")
+
+
+def check_pretrained_variants(config: dict) -> None:
+    """Each evaluation.pretrained_variants name is free as a cell's third folder (no train set,
+    released checkpoint or ``none`` has it), and its prompt has a {text} slot."""
+    from aoe.prompts import check_prompt
+
+    taken = {NO_TRAINSET: "the backbone's own embedding", **{t: "a train set" for t in config["trainsets"]},
+             **{c: "a released checkpoint" for c in released_checkpoints(config)}}
+    for name, spec in pretrained_variants(config).items():
+        where = f"evaluation.pretrained_variants.{name}"
+        if name in taken:
+            raise ConfigError(f"{where}: the name is also {taken[name]}'s (both name results/eval/<backbone>/<objective>/<name>); rename the variant")
+        try:
+            check_prompt(spec.get("prompt"))
+        except ValueError as err:
+            raise ConfigError(f"{where}.prompt: {err}") from None
 
 
 def check_llm_supervised(config: dict) -> None:
@@ -470,6 +497,7 @@ CHECKS = (
     check_saturation,
     check_table_targets,
     check_released,
+    check_pretrained_variants,
     check_tables,
     check_mteb,
     check_figures,

@@ -27,8 +27,8 @@ from scipy import stats
 from aoe.hparams import recipe_anchor
 from aoe.jsonio import finite_or_none
 from aoe.table_kinds import table_kind
-from aoe.tables import PRETRAINED, paper_reference
-from aoe.workflow import RELEASED
+from aoe.tables import paper_reference
+from aoe.workflow import PRETRAINED, RELEASED
 
 __all__ = ["FLAG", "FLAG_RULE", "FLAG_TEST", "ONE_SEED", "build_report", "figure_section", "flag", "flag_bound", "git_commit",
            "table_section", "table_sources"]

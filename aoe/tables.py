@@ -35,7 +35,7 @@ import yaml
 from aoe.evaluate.sts import TASKS
 from aoe.jsonio import finite_or_none, json_safe
 from aoe.table_kinds import KINDS, Column, table_kind
-from aoe.workflow import parse_run, run_name
+from aoe.workflow import NO_TRAINSET, PRETRAINED, parse_run, run_name
 
 __all__ = [
     "KINDS",
@@ -60,7 +60,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-PRETRAINED = "pretrained"
 # treatment objectives of the t-test, in order of preference (a table's `ttest.treatment` overrides)
 TREATMENTS = ("aoe", "angle_arxiv")
 
@@ -275,6 +274,7 @@ class Row:
     repro_ref: str | None = None  # the independent reproduction's row, a second line under ours
     repro_label: str = ""
     repro: dict[str, float] = field(default_factory=dict)
+    variant: str = NO_TRAINSET  # a pretrained row: its evaluation.pretrained_variants key ("none": the backbone's own)
 
     @property
     def n(self) -> int:
@@ -347,6 +347,7 @@ def spec_rows(spec: dict) -> list[dict]:
                 "reruns": int(e.get("reruns", 1)),
                 "label": e.get("label"),
                 "section": e.get("section", ""),
+                "variant": e.get("variant", NO_TRAINSET),
             }
         )
     return out
@@ -378,8 +379,8 @@ def _label(row: dict) -> str:
     if row.get("label"):
         return row["label"]
     name = OBJECTIVE_LABELS.get(row["objective"], row["objective"])
-    if row["objective"] == PRETRAINED:
-        return name
+    if row["objective"] == PRETRAINED and row.get("variant", NO_TRAINSET) != NO_TRAINSET:
+        return f"{name} ({row['variant']})"
     return name
 
 
@@ -422,11 +423,12 @@ def build_table(
             paper_ref=ref,
             reruns=int(row_spec.get("reruns") or 1),
             repro_ref=repro_ref,
+            variant=row_spec.get("variant") or NO_TRAINSET,
         )
         pre = row.objective == PRETRAINED
         sel = results[(results.backbone == row.backbone) & (results.objective == row.objective)]
         if pre:
-            sel = sel[sel.trainset == "none"]
+            sel = sel[sel.trainset == row.variant]
         elif row.trainsets:
             sel = sel[sel.trainset.isin(row.trainsets)]
         if row.seeds is not None:
@@ -842,7 +844,7 @@ def to_frame(table: Table) -> pd.DataFrame:
             "label": row.label,
             "backbone": row.backbone,
             "objective": row.objective,
-            "trainset": "none" if row.objective == PRETRAINED else ",".join(row.trainsets),
+            "trainset": row.variant if row.objective == PRETRAINED else ",".join(row.trainsets),
             "reference": row.reference,
             "n": math.nan if row.reference else row.n,
             "paper_ref": row.paper_ref or "",

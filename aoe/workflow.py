@@ -19,6 +19,8 @@ __all__ = [
     "parse_run",
     "run_name",
     "PRETRAINED",
+    "pretrained_variants",
+    "pretrained_embedding",
     "RELEASED",
     "released_checkpoints",
     "run_cells",
@@ -108,7 +110,7 @@ def cell_parts(config: dict) -> dict[str, list[str]]:
     return {
         "backbone": list(config["backbones"]),
         "objective": list(dict.fromkeys([PRETRAINED, RELEASED, *config["objectives"], *(o for r in config["runs"] for o in r["objectives"])])),
-        "trainset": list(dict.fromkeys(["none", *config["trainsets"], *released_checkpoints(config)])),
+        "trainset": list(dict.fromkeys([NO_TRAINSET, *config["trainsets"], *released_checkpoints(config), *pretrained_variants(config)])),
     }
 
 
@@ -144,8 +146,24 @@ def released_checkpoints(config: dict) -> dict[str, dict]:
     return (config.get("released") or {}).get("checkpoints") or {}
 
 
-def pretrained_cell(backbone: str) -> Cell:
-    return Cell(backbone, PRETRAINED, NO_TRAINSET, PRETRAINED_SEED)
+def pretrained_variants(config: dict) -> dict[str, dict]:
+    """config evaluation.pretrained_variants: a backbone as downloaded under another pooling or prompt
+    than its own; a variant's name is the pretrained cell's third folder (``none``: its own)."""
+    return config["evaluation"].get("pretrained_variants") or {}
+
+
+def pretrained_cell(backbone: str, variant: str = NO_TRAINSET) -> Cell:
+    return Cell(backbone, PRETRAINED, variant, PRETRAINED_SEED)
+
+
+def pretrained_embedding(config: dict, backbone: str, variant: str = NO_TRAINSET) -> tuple[str, str | None]:
+    """(pooling, prompt) of a backbone evaluated as downloaded: its own (backbones.<name>), or a
+    pretrained variant's, where a key the variant leaves out keeps the backbone's."""
+    spec = config["backbones"][backbone]
+    own = {"pooling": spec.get("pooling", "cls"), "prompt": spec.get("prompt")}
+    if variant != NO_TRAINSET:
+        own.update(pretrained_variants(config)[variant])
+    return own["pooling"], own["prompt"]
 
 
 @dataclass(frozen=True)
@@ -159,11 +177,12 @@ class TableRow:
     label: str | None = None
     section: str = ""
     reruns: int = 1  # trainings per seed (Cell.rerun 0 .. reruns-1)
+    variant: str = NO_TRAINSET  # a pretrained row: evaluation.pretrained_variants key, or its own embedding
 
     @property
     def cells(self) -> list[Cell]:
         if self.objective == PRETRAINED:
-            return [pretrained_cell(self.backbone)]
+            return [pretrained_cell(self.backbone, self.variant)]
         return [Cell(self.backbone, self.objective, t, s, k) for t in self.trainsets for s in self.seeds for k in range(self.reruns)]
 
     def as_dict(self) -> dict:
@@ -175,6 +194,7 @@ class TableRow:
             "reruns": self.reruns,
             "label": self.label,
             "section": self.section,
+            "variant": self.variant,
         }
 
 
@@ -222,7 +242,7 @@ def table_rows(config: dict, table: str) -> list[TableRow]:
         else:
             seeds = tuple(sorted({s for t in trainsets for s in _trained_seeds(config, entry["backbone"], obj, t)}))
         rows.append(TableRow(entry["backbone"], obj, trainsets, seeds, entry.get("label"), entry.get("section", ""),
-                             int(entry.get("reruns", 1))))
+                             int(entry.get("reruns", 1)), entry.get("variant", NO_TRAINSET)))
     return rows
 
 
@@ -238,7 +258,7 @@ def indomain_cells(config: dict, table: str) -> list[tuple[Cell, str]]:
     for row in table_rows(config, table):
         for ts in row.trainsets:
             for cell in row.cells:
-                if cell.trainset in (ts, NO_TRAINSET):
+                if cell.trainset == ts or cell.objective == PRETRAINED:
                     out.add((cell, ts))
     return sorted(out)
 

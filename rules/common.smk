@@ -13,6 +13,7 @@ from aoe.workflow import (
     enabled_tables,
     eval_cells,
     init_cell,
+    pretrained_embedding,
     released_checkpoints,
     run_cells,
     suite_results,
@@ -101,17 +102,21 @@ def get_model_dir(wildcards):
 
 
 def get_eval_pooling(wildcards):
-    """The backbone's pooling for a model evaluated as downloaded; None for a trained one (its folder records it)."""
+    """The pooling of a backbone evaluated as downloaded (its own, or its pretrained variant's, the
+    cell's train set); None for a trained one (its folder records it)."""
     if wildcards.objective == PRETRAINED:
-        return config["backbones"][wildcards.backbone].get("pooling", "cls")
+        return pretrained_embedding(config, wildcards.backbone, wildcards.trainset)[0]
     return None
 
 
 def get_prompt(wildcards):
-    """An LLM backbone's prompt template (None for encoders); a trained model records the same one,
-    a released checkpoint its own (its aoe_config.json)."""
-    if getattr(wildcards, "objective", None) == RELEASED:  # the tokenize rule has no objective
+    """An LLM backbone's prompt template (None for encoders), or a pretrained variant's; a trained model
+    records the backbone's, a released checkpoint its own (its aoe_config.json)."""
+    objective = getattr(wildcards, "objective", None)  # the tokenize rule has no objective
+    if objective == RELEASED:
         return None
+    if objective == PRETRAINED:
+        return pretrained_embedding(config, wildcards.backbone, wildcards.trainset)[1]
     return config["backbones"][wildcards.backbone].get("prompt")
 
 

@@ -104,6 +104,10 @@ CROSS_KEY_CASES = {
         {"released": {"checkpoints": {"uae-large-v1": {"backbone": "bert-huge"}}}},
         "released.checkpoints.uae-large-v1.backbone: unknown backbone 'bert-huge'",
     ),
+    "check_pretrained_variants": (
+        {"evaluation": {"pretrained_variants": {"prompted_avg": {"pooling": "avg", "prompt": "Sentence:"}}}},
+        "evaluation.pretrained_variants.prompted_avg.prompt: prompt template 'Sentence:' has no {text} placeholder",
+    ),
     "check_tables": (
         {"tables": {"table2_indomain": {"backbones": ["minilm-l6"]}}},
         "tables.table2_indomain: no run trains backbone 'minilm-l6' with objective",
@@ -183,6 +187,31 @@ def test_load_config_passes_the_shipped_configs():
     ],
 )
 def test_released_checkpoints_are_checked_at_planning_time(tmp_path, override, start):
+    (tmp_path / "override.yaml").write_text(yaml.safe_dump(override))
+    with pytest.raises(ConfigError) as err:
+        load_config(REPO, [tmp_path / "override.yaml"])
+    assert str(err.value).startswith(start), str(err.value)
+
+
+@pytest.mark.parametrize(
+    "override, start",
+    [
+        # the variant's name is the cell's third folder, where a train set's name also goes
+        ({"evaluation": {"pretrained_variants": {"nli": {"pooling": "avg"}}}},
+         "evaluation.pretrained_variants.nli: the name is also a train set's"),
+        ({"evaluation": {"pretrained_variants": {"uae-large-v1": {"pooling": "avg"}}}},
+         "evaluation.pretrained_variants.uae-large-v1: the name is also a released checkpoint's"),
+        ({"evaluation": {"pretrained_variants": {"avg": {"pooling": "mean"}}}},
+         "evaluation.pretrained_variants.avg.pooling: 'mean' is not one of"),
+        ({"evaluation": {"pretrained_variants": {"avg": {}}}},
+         "evaluation.pretrained_variants.avg: {} should be non-empty"),
+        ({"tables": {"angle_transfer_sts": {"rows": [{"backbone": "llama-2-7b", "objective": "pretrained", "variant": "no_prompt_mean"}]}}},
+         "tables.angle_transfer_sts.rows[0].variant: 'no_prompt_mean' is not an evaluation.pretrained_variants entry"),
+        ({"tables": {"angle_transfer_sts": {"rows": [{"backbone": "bert-base-uncased", "objective": "angle_arxiv", "variant": "no_prompt_avg"}]}}},
+         "tables.angle_transfer_sts.rows[0].variant: only a pretrained row takes a variant"),
+    ],
+)
+def test_pretrained_variants_are_checked_at_planning_time(tmp_path, override, start):
     (tmp_path / "override.yaml").write_text(yaml.safe_dump(override))
     with pytest.raises(ConfigError) as err:
         load_config(REPO, [tmp_path / "override.yaml"])

@@ -56,8 +56,13 @@ def llm_run(tmp_path_factory, minilm_dir):
         "runs": [{"backbone": "tiny-llm", "trainset": "stsb", "objectives": ["aoe"], "seeds": [1]}],
         "evaluation": {"sts": {"max_pairs": 40, "uncapped_tasks": []}},
         "tables": {
-            "table1_sts": {"rows": [{"backbone": "tiny-llm", "objective": "pretrained"}, {"backbone": "tiny-llm", "objective": "aoe"}]},
+            # the backbone as downloaded with its own prompt and pooling, and without a prompt under
+            # average pooling (config.yaml evaluation.pretrained_variants: AnglE arXiv v2's rows)
+            "table1_sts": {"rows": [{"backbone": "tiny-llm", "objective": "pretrained"},
+                                    {"backbone": "tiny-llm", "objective": "pretrained", "variant": "no_prompt_avg"},
+                                    {"backbone": "tiny-llm", "objective": "aoe"}]},
             "table_train_time": {"backbones": ["tiny-llm"], "objectives": ["aoe"]},
+            "angle_transfer_sts": {"enabled": False},
         },
     }
     (work / "override.yaml").write_text(yaml.safe_dump(override))
@@ -77,9 +82,15 @@ def test_qlora_cell_reaches_its_sts_result(llm_run):
     assert (model / record["base_model"]).resolve() == (res / "backbones" / "tiny-llm").resolve()
     cache = json.loads((res / "tokens" / "tiny-llm-50" / "stsb" / "train" / "cache.json").read_text())
     assert cache["prompt"] == PROMPT
-    for cell in ("aoe/stsb/seed1", "pretrained/none/seed0"):
+    scores = {}
+    for cell, pooling, prompt in (("aoe/stsb/seed1", "last", PROMPT), ("pretrained/none/seed0", "last", PROMPT),
+                                  ("pretrained/no_prompt_avg/seed0", "avg", None)):
         sts = json.loads((res / "eval" / "tiny-llm" / cell / "sts.json").read_text())
-        assert sts["protocol"]["pooling"] == "last" and sts["protocol"]["subsample"]["max_pairs_per_task"] == 40
+        assert (sts["protocol"]["pooling"], sts["protocol"]["prompt"]) == (pooling, prompt)
+        assert sts["protocol"]["subsample"]["max_pairs_per_task"] == 40
         assert all(t["n"] == 40 for t in sts["tasks"].values()) and sts["avg"] is not None
+        scores[cell] = sts["avg"]
+    # another embedding of the same weights: the variant has its own embedding cache entry
+    assert scores["pretrained/no_prompt_avg/seed0"] != scores["pretrained/none/seed0"]
     table = (res / "tables" / "table1_sts.md").read_text()
-    assert "tiny-llm" in table
+    assert "tiny-llm" in table and "as downloaded (no_prompt_avg)" in table

@@ -76,6 +76,23 @@ def test_trained_model_beats_pretrained_backbone(ci_run):
     assert trained["tasks"]["STSB"]["spearman"] > pretrained["tasks"]["STSB"]["spearman"] + 2
 
 
+def test_pretrained_variant_embeds_the_backbone_another_way(ci_run):
+    # presets/ci.yaml's angle_transfer_sts row {objective: pretrained, variant: no_prompt_avg}: the same
+    # weights under average pooling. all-MiniLM-L6-v2 was trained on its mean-pooled embedding, so that
+    # pooling must beat its untrained CLS token by a wide margin on every task.
+    work, _ = ci_run
+    ev = work / "results" / "eval" / "minilm-l6" / "pretrained"
+    cls = json.loads((ev / "none" / "seed0" / "sts.json").read_text())
+    avg = json.loads((ev / "no_prompt_avg" / "seed0" / "sts.json").read_text())
+    assert (cls["protocol"]["pooling"], avg["protocol"]["pooling"]) == ("cls", "avg")
+    assert avg["protocol"]["prompt"] is None and avg["model"]["cell"]["trainset"] == "no_prompt_avg"
+    assert avg["protocol"]["subsample"]["pairs"] == cls["protocol"]["subsample"]["pairs"]
+    for task in TASKS:
+        assert avg["tasks"][task]["spearman"] > cls["tasks"][task]["spearman"] + 2, task
+    table = (work / "results" / "tables" / "angle_transfer_sts.md").read_text()
+    assert f"{avg['avg']:.2f}" in table and "as downloaded, average pooling" in table
+
+
 def test_tables_written_with_measured_numbers(ci_run):
     work, _ = ci_run
     tables = work / "results" / "tables"

@@ -30,7 +30,9 @@ NO_DEFAULT = {
     # a table's rows and references: absent = none, or the table's own value
     *(f"config.tables.*.{k}" for k in ("trainset", "trainsets", "backbones", "objectives", "rows", "paper", "reproduction",
                                        "ttest.treatment")),
-    *(f"config.tables.*.rows[].{k}" for k in ("trainset", "trainsets", "seeds", "label", "paper", "reproduction")),
+    *(f"config.tables.*.rows[].{k}" for k in ("trainset", "trainsets", "seeds", "label", "paper", "reproduction", "variant")),
+    # absent = the backbone's own pooling / prompt (a null prompt is a value: no prompt)
+    "config.evaluation.pretrained_variants.*.pooling", "config.evaluation.pretrained_variants.*.prompt",
     # a released checkpoint's source (the hub id, or a local copy) and an adapter's base: absent = not that source
     *(f"config.released.checkpoints.*.{k}" for k in ("hf_id", "path", "base", "base.hf_id", "base.path")),
     # training keys: absent = the default of aoe.hparams.TrainSettings, written there once with its source

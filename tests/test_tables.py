@@ -966,23 +966,32 @@ def test_ttest_treatment_per_backbone(tmp_path):
 
 
 def test_angle_transfer_tables_follow_the_arxiv_versions(tmp_path):
-    """angle_transfer_sts: arXiv v1 Table 1 (= v3 Table 2) rows with the paper's numbers and Δ, v2's
-    (angle-arxiv-b) LLaMA rows and the repository image's 85.90 as reference rows; angle_transfer_tasks:
-    AnglE-LLaMA's 91.38 against the grid's llama-2-7b aoe/nli cell."""
+    """angle_transfer_sts: arXiv v1 Table 1 (= v3 Table 2) rows with the paper's numbers and Δ; v2's
+    (angle-arxiv-b) unprompted LLaMA avg / max / last rows as ours, each from its own evaluation of the
+    downloaded backbone, with v2's numbers; v2's trained LLaMA rows and the repository image's 85.90 as
+    reference rows; angle_transfer_tasks: AnglE-LLaMA's 91.38 against the grid's llama-2-7b aoe/nli cell."""
     root = tmp_path / "eval"
     files = [write_sts(root, "bert-base-uncased", "angle_arxiv", "nli", s, {t: 80.0 for t in TASKS}) for s in (42, 43)]
     files += [write_sts(root, "llama-2-7b", "aoe", "nli", s, {t: 85.0 for t in TASKS}) for s in (42, 43)]
-    files += [write_sts(root, "llama-2-7b", "pretrained", "none", 0, {t: 60.0 for t in TASKS})]
+    files += [write_sts(root, "llama-2-7b", "pretrained", variant, 0, {t: score for t in TASKS})
+              for variant, score in (("none", 60.0), ("no_prompt_avg", 45.0), ("no_prompt_max", 46.0), ("no_prompt_last", 30.0))]
     table = render_table("angle_transfer_sts", _config_table("angle_transfer_sts"), files)
     by_label = {r.label: r for r in table.rows}
     assert by_label["AnglE-BERT"].paper["avg"] == 82.37 and by_label["AnglE-BERT"].delta("avg") == pytest.approx(80.0 - 82.37)
     assert by_label["AnglE-LLaMA2-7B"].paper["avg"] == 85.96
     assert by_label["LLaMA2-7B (prompt, last token)"].paper["avg"] == 65.06
-    assert [r.section for r in table.rows] == ["unsupervised"] + ["supervised"] * 5
+    assert by_label["LLaMA2-7B (prompt, last token)"].mean("avg") == 60.0
+    for label, ours, paper in (("-avg", 45.0, 47.24), ("-max", 46.0, 47.49), ("-last", 30.0, 28.38)):
+        row = by_label[f"LLaMA-2 7B {label} (no prompt)"]
+        assert (row.mean("avg"), row.n, row.paper["avg"]) == (ours, 1, paper)
+        assert row.delta("avg") == pytest.approx(ours - paper)
+    assert [r.section for r in table.rows] == ["unsupervised"] + ["unsupervised (arXiv v2)"] * 3 + ["supervised"] * 5
     refs = {r.paper_label: r.paper.get("avg") for r in table.references}
     assert refs["AnglE-LLaMA-2-7B (paper: AnglE arXiv, transfer STS table)"] == 78.02  # angle-arxiv-b
     assert 85.90 in refs.values() and 75.69 in refs.values()  # the repository image's AnglE-LLaMA, CoSENT-BERT
-    assert len(table.references) == 19
+    assert 47.24 not in refs.values() and len(table.references) == 16
+    frame = to_frame(table)
+    assert frame.loc[frame.label == "LLaMA-2 7B -max (no prompt)", "trainset"].tolist() == ["no_prompt_max"]
     files = [write_transfer(root, "llama-2-7b", "aoe", "nli", s, {t: 90.0 for t in ["MR", "CR", "SUBJ", "MPQA", "SST2", "TREC", "MRPC"]})
              for s in (42, 43)]
     table = render_table("angle_transfer_tasks", _config_table("angle_transfer_tasks"), files)

@@ -51,9 +51,9 @@ def test_cells_of_the_paper_grid():
     assert len(cells) == 264
     assert Cell("bert-base-uncased", "pretrained", "none", 0) in table_cells(config, "table2_indomain")
     assert Cell("llama-2-13b", "aoe", "nli", 46) in table_cells(config, "table1_sts")
-    # every trained cell plus BERT as downloaded (Tables 2, 3 and 5), LLaMA-2 7B as downloaded (AnglE's transfer STS)
-    # and the 5 released checkpoints (AoE Table 8)
-    assert len(eval_cells(config)) == 264 + 2 + 5
+    # every trained cell plus BERT as downloaded (Tables 2, 3 and 5), LLaMA-2 7B as downloaded (AnglE's
+    # transfer STS: with its prompt, and without under 3 poolings) and the 5 released checkpoints (AoE Table 8)
+    assert len(eval_cells(config)) == 264 + 2 + 3 + 5
     assert {c.run for c in cells if c.rerun} == {"42-rerun1", "42-rerun2", "42-rerun3", "42-rerun4"}
 
 
@@ -227,6 +227,40 @@ def test_full_paper_config_plans(paper_grid_plan):
               for j in dry_run_jobs(out.stdout) if j["rule"] == "train_model"}
     assert "results/models/bert-base-uncased/angle_arxiv/nli/seed44" in trains[("sbert", "gis", "44")]
     assert not any(path.startswith("results/models/") for path in trains[("angle_arxiv", "nli", "44")])
+
+
+def test_pretrained_variants_embed_the_backbone_as_downloaded_another_way():
+    """AnglE arXiv v2's LLaMA-2 7B -avg / -max / -last rows: the downloaded backbone (no training),
+    without the prompt, each pooling its own cell beside the prompted last-token one."""
+    from aoe.workflow import pretrained_embedding
+
+    config = _validated_config()
+    prompt = config["backbones"]["llama-2-7b"]["prompt"]
+    assert pretrained_embedding(config, "llama-2-7b") == ("last", prompt)
+    assert [pretrained_embedding(config, "llama-2-7b", v) for v in ("no_prompt_avg", "no_prompt_max", "no_prompt_last")] == [
+        ("avg", None), ("max", None), ("last", None)]
+    # a key the variant leaves out keeps the backbone's
+    config["evaluation"]["pretrained_variants"]["prompted_avg"] = {"pooling": "avg"}
+    assert pretrained_embedding(config, "llama-2-7b", "prompted_avg") == ("avg", prompt)
+    rows = [r for r in table_rows(config, "angle_transfer_sts") if r.objective == "pretrained"]
+    assert [c.path for r in rows for c in r.cells] == [
+        f"llama-2-7b/pretrained/{v}/seed0" for v in ("none", "no_prompt_avg", "no_prompt_max", "no_prompt_last")]
+    assert "results/eval/llama-2-7b/pretrained/no_prompt_max/seed0/sts.json" in table_inputs(config, "angle_transfer_sts")
+    assert not any(c.trained for r in rows for c in r.cells)
+
+
+def test_angle_transfer_sts_plans_the_unprompted_llama_rows(paper_grid_plan):
+    """The arXiv v2 rows cost three STS evaluations of the one downloaded LLaMA-2 7B, on its evaluation resources."""
+    work, _ = paper_grid_plan
+    out = snakemake(work, "-n", "angle_transfer_sts", env={"AOE_DATA_MIRROR": ""})
+    assert out.returncode == 0, out.stdout[-3000:]
+    jobs = dry_run_jobs(out.stdout)
+    pretrained = {j["wildcards"]["trainset"]: j for j in jobs
+                  if j["rule"] == "evaluate_sts" and j["wildcards"]["objective"] == "pretrained"}
+    assert sorted(pretrained) == ["no_prompt_avg", "no_prompt_last", "no_prompt_max", "none"]
+    assert all(j["input"][0] == "results/backbones/llama-2-7b" and int(j["resources"]["mem_mb"]) == 48000
+               for j in pretrained.values())
+    assert [j["wildcards"]["backbone"] for j in jobs if j["rule"] == "fetch_backbone"].count("llama-2-7b") == 1
 
 
 def test_released_checkpoint_tables_plan(paper_grid_plan):

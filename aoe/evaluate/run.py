@@ -196,7 +196,7 @@ def _model_record(model_dir, cell) -> dict:
 
 def _finish(result: dict, model_dir, cell, encoder, cache, max_length: int, start: float, out) -> dict:
     """Add what every result records (model, embedding settings, versions, device, job, time) and write it."""
-    result["protocol"] = {**result["protocol"], "pooling": encoder.pooling, "max_length": max_length}
+    result["protocol"] = {**result["protocol"], "pooling": encoder.pooling, "prompt": encoder.prompt, "max_length": max_length}
     if cache is not None:
         result.setdefault("embedding", {})["cache"] = {"dir": str(cache.dir), "hit": cache.hit}
     result["model"] = _model_record(model_dir, cell)
