@@ -79,7 +79,8 @@ def test_trained_model_beats_pretrained_backbone(ci_run):
 def test_pretrained_variant_embeds_the_backbone_another_way(ci_run):
     # presets/ci.yaml's angle_transfer_sts row {objective: pretrained, variant: no_prompt_avg}: the same
     # weights under average pooling. all-MiniLM-L6-v2 was trained on its mean-pooled embedding, so that
-    # pooling must beat its untrained CLS token by a wide margin on every task.
+    # pooling scores well above its CLS token on average (79.54 vs 75.85 at f2df7aa; STS-B 82.03 vs 73.50),
+    # though not on every task (STS12: 71.03 vs 77.66).
     work, _ = ci_run
     ev = work / "results" / "eval" / "minilm-l6" / "pretrained"
     cls = json.loads((ev / "none" / "seed0" / "sts.json").read_text())
@@ -87,8 +88,7 @@ def test_pretrained_variant_embeds_the_backbone_another_way(ci_run):
     assert (cls["protocol"]["pooling"], avg["protocol"]["pooling"]) == ("cls", "avg")
     assert avg["protocol"]["prompt"] is None and avg["model"]["cell"]["trainset"] == "no_prompt_avg"
     assert avg["protocol"]["subsample"]["pairs"] == cls["protocol"]["subsample"]["pairs"]
-    for task in TASKS:
-        assert avg["tasks"][task]["spearman"] > cls["tasks"][task]["spearman"] + 2, task
+    assert avg["avg"] > cls["avg"] + 2 and avg["tasks"]["STSB"]["spearman"] > cls["tasks"]["STSB"]["spearman"] + 5
     table = (work / "results" / "tables" / "angle_transfer_sts.md").read_text()
     assert f"{avg['avg']:.2f}" in table and "as downloaded, average pooling" in table
 
