@@ -184,18 +184,6 @@ def test_load_config_passes_the_shipped_configs():
          "tables.released.rows[0]: 'angle-bert-nli' is not a checkpoint of released.checkpoints"),
         ({"tables": {"released": {"rows": [{"backbone": "llama-2-7b", "objective": "released", "trainset": "angle-llama-13b-nli"}]}}},
          "tables.released.rows[0]: checkpoint 'angle-llama-13b-nli' is evaluated as backbone 'llama-2-13b'"),
-    ],
-)
-def test_released_checkpoints_are_checked_at_planning_time(tmp_path, override, start):
-    (tmp_path / "override.yaml").write_text(yaml.safe_dump(override))
-    with pytest.raises(ConfigError) as err:
-        load_config(REPO, [tmp_path / "override.yaml"])
-    assert str(err.value).startswith(start), str(err.value)
-
-
-@pytest.mark.parametrize(
-    "override, start",
-    [
         # the variant's name is the cell's third folder, where a train set's name also goes
         ({"evaluation": {"pretrained_variants": {"nli": {"pooling": "avg"}}}},
          "evaluation.pretrained_variants.nli: the name is also a train set's"),
@@ -211,7 +199,8 @@ def test_released_checkpoints_are_checked_at_planning_time(tmp_path, override, s
          "tables.angle_transfer_sts.rows[0].variant: only a pretrained row takes a variant"),
     ],
 )
-def test_pretrained_variants_are_checked_at_planning_time(tmp_path, override, start):
+def test_models_evaluated_as_downloaded_are_checked_at_planning_time(tmp_path, override, start):
+    """Released checkpoints and pretrained variants: names, sources and the table rows that use them."""
     (tmp_path / "override.yaml").write_text(yaml.safe_dump(override))
     with pytest.raises(ConfigError) as err:
         load_config(REPO, [tmp_path / "override.yaml"])
