@@ -285,6 +285,8 @@ def suite_results(config: dict) -> list[str]:
     """What target ``evaluate`` builds: the configured suites on every model of the grid, plus what tables read."""
     files = set()
     for c in eval_cells(config):
+        if c.objective == PRETRAINED and c.trainset != NO_TRAINSET:
+            continue  # a pretrained variant is an evaluation setting of a table: only what its tables read
         for suite in config["evaluation"]["suites"]:
             if suite == "indomain":
                 if c.trained:

@@ -247,6 +247,14 @@ def test_pretrained_variants_embed_the_backbone_as_downloaded_another_way():
         f"llama-2-7b/pretrained/{v}/seed0" for v in ("none", "no_prompt_avg", "no_prompt_max", "no_prompt_last")]
     assert "results/eval/llama-2-7b/pretrained/no_prompt_max/seed0/sts.json" in table_inputs(config, "angle_transfer_sts")
     assert not any(c.trained for r in rows for c in r.cells)
+    # target `evaluate` runs its suites on the backbone's own embedding; a variant only gets what its tables read
+    from aoe.workflow import suite_results
+
+    config["evaluation"]["suites"] = ["sts", "transfer"]
+    files = suite_results(config)
+    assert "results/eval/llama-2-7b/pretrained/none/seed0/transfer.json" in files
+    assert "results/eval/llama-2-7b/pretrained/no_prompt_avg/seed0/sts.json" in files
+    assert not any("no_prompt" in f and f.endswith("transfer.json") for f in files)
 
 
 def test_angle_transfer_sts_plans_the_unprompted_llama_rows(paper_grid_plan):
