@@ -19,6 +19,7 @@ __all__ = [
     "parse_run",
     "run_name",
     "PRETRAINED",
+    "pretrained_cell",
     "pretrained_variants",
     "pretrained_embedding",
     "RELEASED",

@@ -87,7 +87,7 @@ rule saturation:
         mem_mb=eval_resources("eval_mem_mb"),
         runtime=eval_resources("eval_runtime"),
     params:
-        pooling=lambda wildcards: config["backbones"][wildcards.backbone].get("pooling", "cls"),
+        pooling=lambda wildcards: pretrained_embedding(config, wildcards.backbone)[0],  # the backbone as downloaded
         prompt=get_prompt,
         max_pairs=config["analysis"]["saturation"]["max_pairs"],
         max_length=config["analysis"]["saturation"]["max_length"],

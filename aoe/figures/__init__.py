@@ -17,7 +17,7 @@ Import-light on purpose (no torch, no matplotlib): the Snakefile imports it at D
 
 from __future__ import annotations
 
-from aoe.workflow import NO_TRAINSET, PRETRAINED, PRETRAINED_SEED, Cell, ConfigError, run_cells
+from aoe.workflow import PRETRAINED, Cell, ConfigError, pretrained_cell, run_cells
 
 __all__ = [
     "FIGURES",
@@ -48,7 +48,7 @@ _WITH_JSON = ("fig3", "fig10", "fig4", "fig_gradients")
 
 def _cell(spec: dict) -> Cell:
     if spec["objective"] == PRETRAINED:
-        return Cell(spec["backbone"], PRETRAINED, NO_TRAINSET, PRETRAINED_SEED)
+        return pretrained_cell(spec["backbone"])
     return Cell(spec["backbone"], spec["objective"], spec["trainset"], int(spec["seed"]))
 
 
