@@ -94,3 +94,13 @@ def test_exemptions_hold_only_at_their_path():
     objective = schema["properties"]["objectives"]["additionalProperties"]
     objective["properties"]["weights"]["properties"]["pooling"] = copy.deepcopy(objective["properties"]["pooling"])
     assert _problems(schema) == ["config.objectives.*.weights.pooling: no default"]
+
+
+def test_the_schema_names_llm_tables_as_the_package_does():
+    """JSON Schema cannot import aoe.llm_supervised.LLM_DATASET_PATTERN: its two copies must equal it."""
+    from aoe.llm_supervised import LLM_DATASET_PATTERN
+
+    llm = _schema()["properties"]["llm_supervised"]["properties"]["generators"]
+    dataset = _schema()["properties"]["trainsets"]["additionalProperties"]["properties"]["dataset"]
+    assert llm["propertyNames"]["pattern"] == f"^{LLM_DATASET_PATTERN}$"
+    assert [alt["pattern"] for alt in dataset["anyOf"] if "pattern" in alt] == [f"^{LLM_DATASET_PATTERN}$"]

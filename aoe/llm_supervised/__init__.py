@@ -36,8 +36,9 @@ __all__ = ["GENERATED_SPLITS", "LLM_DATASET", "LLM_DATASET_PATTERN", "SELF_DATAS
 LLM_DATASET = "stsb_llm"  # (text, LLM's similar sentence) 1, (text, LLM's dissimilar sentence) 0
 SELF_DATASET = "stsb_self"  # (text, text) 1: SimCSE's unsupervised setting, dropout as the only noise
 SPLIT = "train"
-# each generator writes its own pair table (llm_supervised.generators): stsb_llm, stsb_llm_<name>
-LLM_DATASET_PATTERN = r"stsb_llm(?:_[a-z0-9]+)*"
+# each generator writes its own pair table (llm_supervised.generators): stsb_llm, stsb_llm_<name>;
+# the schema spells it twice (generators' names, train sets' datasets), tests/test_schema.py holds them equal
+LLM_DATASET_PATTERN = r"stsb_llm(_[a-z0-9]+)*"
 
 # dataset -> its splits when no config is at hand (the default generator's table and the self pairs)
 GENERATED_SPLITS: dict[str, tuple[str, ...]] = {LLM_DATASET: (SPLIT,), SELF_DATASET: (SPLIT,)}
