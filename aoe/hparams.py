@@ -25,7 +25,7 @@ import yaml
 from aoe.recipes import OBJECTIVES, RECIPE_SOURCES, LossSettings, objective_spec, resolve_format, source
 
 __all__ = [
-    "LOSS_LAYERS", "NOT_SET", "TRAIN_LAYERS", "CellRecipe", "Setting", "TrainSettings", "key_comments",
+    "LOSS_LAYERS", "NOT_SET", "RUN_ONLY", "TRAIN_LAYERS", "CellRecipe", "Setting", "TrainSettings", "key_comments",
     "lookup", "objective_base", "recipe_anchor", "resolve_cell",
 ]
 
@@ -89,6 +89,10 @@ class TrainSettings:
     # seed) instead of the backbone's weights; no objective: the cell's own (a two-stage run)
     init: dict | None = field(default=None, metadata=source("our choice: the backbone's own pretrained weights, no earlier training stage"))
 
+
+# Settings of how a run goes, not of what it trains: left out of a train job's Snakemake params (a
+# change reruns nothing) and of a checkpoint's identity (aoe.checkpoints: a change resumes).
+RUN_ONLY = ("log_every", "checkpoint_every")
 
 # Training settings, lowest precedence first; "{x}" names a cell part. Code defaults
 # (TrainSettings) sit below them all.

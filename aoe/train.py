@@ -18,9 +18,13 @@ Each run writes, into ``results/models/{backbone}/{objective}/{trainset}/seed{se
     modules.json, sentence_bert_config.json, ...      sentence-transformers files (aoe.interop)
 
 The folder appears only when training finished: it is assembled in a temporary
-folder beside it and renamed. Checkpoints live in ``seed{seed}.ckpt/`` beside it and
-a rerun of the same job resumes from the newest one (a preempted SLURM job retried
-by Snakemake continues where it stopped); they are removed when training finishes.
+folder beside it and renamed. Checkpoints live in ``seed{seed}.ckpt/`` beside it
+(:mod:`aoe.checkpoints`): a rerun of the same job resumes from the newest intact one of
+the same run (a preempted SLURM job retried by Snakemake continues where it stopped),
+and once training finished, ``seed{seed}.ckpt/final`` keeps the model (hard links), so a
+job killed after training, or rerun for a setting that does not change the weights,
+lays the model out again in seconds. SIGTERM (what SLURM sends at a time limit, before
+SIGKILL) ends the current step, saves a checkpoint and exits.
 
 Batches. Every process reads the same global batch (the epoch's order is a
 permutation seeded by (seed, epoch)), cut into ``gradient_accumulation_steps``
@@ -54,6 +58,8 @@ from typing import ClassVar
 
 import torch
 
+from aoe import checkpoints
+from aoe.checkpoints import checkpoint_dir
 from aoe.fsutil import atomic_dir
 from aoe.hparams import TrainSettings
 from aoe.losses import Objective, get_objective
@@ -105,10 +111,6 @@ class TrainConfig(TrainSettings):
             if self.finetune != "full":
                 raise ValueError(f"init (a trained model to start from) needs full fine-tuning, not {self.finetune!r}")
 
-    def fingerprint(self) -> str:
-        """Identity of the run, to refuse resuming a checkpoint of another configuration."""
-        return hashlib.sha256(json.dumps(asdict(self), sort_keys=True, default=str).encode()).hexdigest()[:16]
-
 
 def num_warmup_steps(cfg: TrainConfig, total_steps: int) -> int:
     """Linear warm-up length: ``warmup_steps`` when set, else ``warmup_ratio`` of the run."""
@@ -133,11 +135,6 @@ def epoch_batches(n: int, batch_size: int, seed: int, epoch: int, lengths: list[
     if lengths is not None:
         batches = [batches[i] for i in torch.randperm(len(batches), generator=g).tolist()]
     return batches
-
-
-def checkpoint_dir(out_dir: str | Path) -> Path:
-    out_dir = Path(out_dir)
-    return out_dir.with_name(out_dir.name + ".ckpt")
 
 
 def _adamw(groups: list[dict], lr: float) -> torch.optim.Optimizer:
@@ -315,13 +312,44 @@ def train(
     """
     out_dir = Path(out_dir)
     init_record = _check_init(cfg, backbone_dir, init_dir)
-    run = _build(cfg, cache_dir, table, backbone_dir, init_dir)
-    out_dir.parent.mkdir(parents=True, exist_ok=True)  # checkpoints and the model go here
-    state = {"step": 0, "epoch": 0, "batch": 0, "examples_seen": 0, "train_seconds": 0.0}
+    objective = get_objective(cfg.objective, cfg.objective_overrides, format=cfg.format)
+    identity = checkpoints.run_identity(cfg, objective, cache_dir, backbone_dir, init_record)
     ckpt_root = checkpoint_dir(out_dir)
+
+    def record(summary: dict) -> dict:
+        return {
+            "pooling": cfg.pooling,
+            "prompt": cfg.prompt,
+            "finetune": cfg.finetune,
+            "objective": asdict(objective),
+            "train": asdict(cfg),
+            "backbone": _backbone_identity(backbone_dir),
+            "token_cache": json.loads((Path(cache_dir) / "cache.json").read_text()),
+            "summary": summary,
+            **({"init": init_record} if init_record else {}),
+            **(extra_record or {}),
+            **_finetuning(cfg).record(out_dir, backbone_dir),
+        }
+
+    finished = checkpoints.finished_model(ckpt_root, identity)
+    if finished is not None:
+        # trained before, by a job that did not end cleanly or whose result-neutral settings changed
+        final, summary = finished
+        summary = {**summary, "restored_from": str(final)}
+        if int(os.environ.get("RANK", "0")) == 0:
+            checkpoints.restore_final(final, out_dir, record(summary))
+            print(f"{out_dir}: restored the finished training kept in {final} (same run identity); "
+                  f"delete {ckpt_root} to train it again", flush=True)
+        return summary
+
+    run = _build(cfg, objective, cache_dir, table, backbone_dir, init_dir)
+    out_dir.parent.mkdir(parents=True, exist_ok=True)  # checkpoints and the model go here
+    state = {"step": 0, "epoch": 0, "batch": 0, "examples_seen": 0, "train_seconds": 0.0, "zero_loss_steps": 0}
     metrics_lines: list[str] = []
-    resumed_from = _try_resume(run.accelerator, ckpt_root, cfg, state, metrics_lines, partial=run.finetuning.partial_resume)
-    _train_steps(run, state, ckpt_root, metrics_lines)
+    resumed_from = checkpoints.resume(run.accelerator, ckpt_root, identity, state, metrics_lines, partial=run.finetuning.partial_resume)
+    with _stop_on_sigterm() as stop:
+        _train_steps(run, state, ckpt_root, identity, metrics_lines, stop)
+    _check_trained(run, state)
     summary = {
         "steps": state["step"],
         "epochs_started": state["epoch"] + 1,
@@ -331,30 +359,16 @@ def train(
         "num_processes": run.accelerator.num_processes,
         "resumed_from_step": resumed_from,
     }
-    record = {
-        "pooling": cfg.pooling,
-        "prompt": cfg.prompt,
-        "finetune": cfg.finetune,
-        "objective": asdict(run.objective),
-        "train": asdict(cfg),
-        "backbone": _backbone_identity(backbone_dir),
-        "token_cache": json.loads((Path(cache_dir) / "cache.json").read_text()),
-        "summary": summary,
-        **({"init": init_record} if init_record else {}),
-        **(extra_record or {}),
-        **run.finetuning.record(out_dir, backbone_dir),
-    }
-    _save(run, out_dir, record, metrics_lines)
+    _save(run, out_dir, record(summary), metrics_lines, identity)
     return summary
 
 
-def _build(cfg: TrainConfig, cache_dir, table, backbone_dir, init_dir) -> _Run:
+def _build(cfg: TrainConfig, objective: Objective, cache_dir, table, backbone_dir, init_dir) -> _Run:
     """Accelerator, data, encoder, optimizer, scheduler and checkpoint hooks of one run."""
     from accelerate import Accelerator
     from accelerate.utils import DistributedDataParallelKwargs, set_seed
     from transformers import AutoTokenizer, get_linear_schedule_with_warmup
 
-    objective = get_objective(cfg.objective, cfg.objective_overrides, format=cfg.format)
     finetuning = _finetuning(cfg)
     # BERT's pooler (and an unused head) get no gradient: DDP must not wait for them
     accelerator = Accelerator(
@@ -426,18 +440,49 @@ def _use_deterministic_algorithms() -> None:
 
 
 def _load_data(cfg: TrainConfig, objective, cache_dir, table, backbone_dir):
-    """The token cache of ``table``, checked to hold a batch and the texts the objective reads."""
+    """The token cache of ``table``, checked to hold a batch, the texts the objective reads and labels it can learn from."""
     data = load_token_cache(cache_dir, table, backbone_dir, cfg.max_length, cfg.prompt)
     if len(data) < cfg.batch_size:
         raise ValueError(f"{table}: {len(data)} training examples, fewer than one batch of {cfg.batch_size}")
     missing = [f"input_ids_{j}" for j in range(1, objective.n_texts + 1) if f"input_ids_{j}" not in data.column_names]
     if missing:
         raise ValueError(f"{cache_dir}: objective {cfg.objective!r} on {cfg.format} needs {missing}")
+    scores = torch.tensor(data["score"], dtype=torch.float64)  # never NaN: build_token_cache refuses them
+    labels = objective.train_labels(scores, cfg.score_range) if cfg.format == "pairs" else scores
+    problems = objective.label_problems(labels)
+    how = f" (labels from the score column by graded_labels {objective.graded_labels!r}, score_range {list(cfg.score_range)})" if cfg.format == "pairs" else ""
+    why = "; ".join(f"{name}: {reason}" for name, reason in problems.items())
+    if problems and len(problems) == sum(1 for w in objective.weights.values() if w):
+        raise ValueError(
+            f"{table}: nothing for objective {cfg.objective!r} to learn from {len(scores)} examples{how}: {why}; "
+            "check the table's scores, the train set's score_range and its objectives"
+        )
+    if problems:
+        print(f"WARNING: {table}: part of objective {cfg.objective!r} learns nothing here{how}: {why}", flush=True)
     return data
 
 
-def _train_steps(run: _Run, state: dict, ckpt_root: Path, metrics_lines: list[str]) -> None:
-    """Optimizer steps from ``state`` to the end: a metrics line every ``log_every``, a checkpoint every ``checkpoint_every``."""
+@contextlib.contextmanager
+def _stop_on_sigterm():
+    """A flag SIGTERM sets (SLURM's time limit, ``scancel``; SIGKILL follows after the cluster's KillWait),
+    so the loop can save a checkpoint after the step it is in, instead of losing every step since the last one."""
+    import signal
+    import threading
+
+    stop = threading.Event()
+    if threading.current_thread() is not threading.main_thread():
+        yield stop  # signal handlers belong to the main thread
+        return
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: stop.set())
+    try:
+        yield stop
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _train_steps(run: _Run, state: dict, ckpt_root: Path, identity: dict, metrics_lines: list[str], stop=None) -> None:
+    """Optimizer steps from ``state`` to the end: a metrics line every ``log_every``, a checkpoint every
+    ``checkpoint_every``; on ``stop`` (SIGTERM) a checkpoint after the current step, then SystemExit."""
     from tqdm.auto import tqdm
 
     cfg, total = run.cfg, run.total_steps
@@ -467,10 +512,19 @@ def _train_steps(run: _Run, state: dict, ckpt_root: Path, metrics_lines: list[st
                     tick, tick_step = now, state["step"]
                     bar.set_postfix({k: f"{record[k]:.4g}" for k in (*logged, "pairs_per_s")})
                     metrics_lines.append(json.dumps(record))
-                if cfg.checkpoint_every and state["step"] % cfg.checkpoint_every == 0 and state["step"] < total:
+                    _check_weights(run, state)
+                state["zero_loss_steps"] += logged["loss"] == 0.0
+                stopping = _agreed(run.accelerator, stop is not None and stop.is_set())
+                if state["step"] < total and (stopping or (cfg.checkpoint_every and state["step"] % cfg.checkpoint_every == 0)):
+                    _check_weights(run, state)
                     state["train_seconds"] += time.perf_counter() - start
                     start = time.perf_counter()
-                    _save_checkpoint(run.accelerator, ckpt_root, cfg, state, metrics_lines)
+                    saved = _save_checkpoint(run.accelerator, ckpt_root, identity, state, metrics_lines)
+                    if stopping:
+                        raise SystemExit(
+                            f"SIGTERM at step {state['step']} of {total}: checkpoint {saved} saved; "
+                            "rerunning the job resumes from it"
+                        )
                 if state["step"] >= total:
                     break
             else:
@@ -534,15 +588,17 @@ def _micro_batch_loss(run: _Run, batch: dict) -> tuple[torch.Tensor, dict[str, t
     return run.objective(tuple(emb.unbind(1)), labels.to(device), text_ids.to(device), run.head)
 
 
-def _save(run: _Run, out_dir: Path, record: dict, metrics_lines: list[str]) -> None:
-    """Write the model folder (by the main process), then remove the checkpoints.
+def _save(run: _Run, out_dir: Path, record: dict, metrics_lines: list[str], identity: dict) -> None:
+    """Write the model folder (by the main process), keep it as the checkpoint folder's ``final``, drop the step checkpoints.
 
     Everything is written at the end (metrics are kept in memory), into a folder that
-    replaces ``out_dir`` only when complete.
+    replaces ``out_dir`` only when complete; ``final`` (hard links, no extra disk) is in
+    place before it, so there is no moment when a kill loses the trained model.
     """
     accelerator = run.accelerator
     accelerator.wait_for_everyone()
     if accelerator.is_main_process:
+        root = checkpoint_dir(out_dir)
         with atomic_dir(out_dir) as work:
             # full fine-tuning: the whole transformer; LoRA: peft writes the adapter only
             accelerator.unwrap_model(run.module).encoder.save_pretrained(work, safe_serialization=True)
@@ -554,8 +610,63 @@ def _save(run: _Run, out_dir: Path, record: dict, metrics_lines: list[str]) -> N
             from aoe.interop import write_sentence_transformers_files
 
             write_sentence_transformers_files(work)
-        shutil.rmtree(checkpoint_dir(out_dir), ignore_errors=True)
+            checkpoints.keep_final(work, root, identity, record["summary"])
+        checkpoints.remove_steps(root)
     accelerator.wait_for_everyone()
+
+
+def _agreed(accelerator, flag: bool) -> bool:
+    """``flag`` on any process (each got its own SIGTERM, perhaps a step apart): every process stops at the same step."""
+    if accelerator.num_processes == 1:
+        return flag
+    return bool(accelerator.reduce(torch.tensor([float(flag)], device=accelerator.device), "sum").item())
+
+
+def _check_weights(run: _Run, state: dict) -> None:
+    """Refuse weights that an update made non-finite: the loss of the step before was finite, the model is not.
+
+    (A learning rate far too high: the saved model would embed every text to NaN and only the
+    evaluation, much later, would notice.)
+    """
+    module = run.accelerator.unwrap_model(run.module)
+    trainable = [(n, p) for n, p in module.named_parameters() if p.requires_grad]
+    norms = torch._foreach_norm([p.detach() for _, p in trainable]) if trainable else []
+    bad = [n for (n, _), x in zip(trainable, norms) if not torch.isfinite(x)]
+    if bad:
+        raise FloatingPointError(
+            f"weights non-finite after step {state['step']} ({len(bad)} of {len(trainable)} tensors, first {bad[0]}); "
+            f"the last losses were finite, so the update diverged: lower learning_rate ({run.cfg.learning_rate}) "
+            "or check max_grad_norm and mixed_precision"
+        )
+
+
+def _check_trained(run: _Run, state: dict) -> None:
+    """Before the model is saved: finite weights that embed a batch to finite vectors (huge finite weights
+    overflow in the forward pass), and a loss that was not 0 at every step (nothing learnt)."""
+    _check_weights(run, state)
+    module = run.accelerator.unwrap_model(run.module)
+    enc = pad_ids(run.data[: run.local]["input_ids_1"], run.tokenizer)
+    device = run.accelerator.device
+    module.eval()
+    with torch.no_grad():
+        emb = module(enc["input_ids"][:, None].to(device), enc["attention_mask"][:, None].to(device))  # (local, 1, H)
+    module.train()
+    if not torch.isfinite(emb).all():
+        raise FloatingPointError(
+            f"the model after step {state['step']} embeds the train set's first texts to non-finite vectors "
+            f"({int((~torch.isfinite(emb)).any(-1).sum())} of {emb.shape[0] * emb.shape[1]}): the updates diverged; "
+            f"lower learning_rate ({run.cfg.learning_rate}) or check max_grad_norm and mixed_precision"
+        )
+    if state["step"] and state["zero_loss_steps"] == state["step"]:
+        raise FloatingPointError(
+            f"the loss was exactly 0 at every one of {state['step']} steps: no batch held a pair the objective "
+            f"{run.cfg.objective!r} could rank or contrast (identical texts dropped, equal labels); nothing was learnt"
+        )
+
+
+def _save_checkpoint(accelerator, root: Path, identity: dict, state: dict, metrics_lines: list[str]) -> Path:
+    """:func:`aoe.checkpoints.save_checkpoint` (one name tests can wrap to kill a run right after a checkpoint)."""
+    return checkpoints.save_checkpoint(accelerator, root, identity, state, metrics_lines)
 
 
 def _backbone_identity(backbone_dir: str | Path) -> dict | str:
@@ -585,51 +696,6 @@ def _check_init(cfg: TrainConfig, backbone_dir: str | Path, init_dir: str | Path
         "cell": init_record.get("cell"),
         "aoe_config_sha256": hashlib.sha256(record_file.read_bytes()).hexdigest(),
     }
-
-
-def _save_checkpoint(accelerator, root: Path, cfg: TrainConfig, state: dict, metrics_lines: list[str]) -> None:
-    """Model, optimizer, scheduler, RNG states (accelerate), plus step, data position and metrics so far.
-
-    Written into a fresh folder and published by renaming ``latest`` to it, so a job
-    killed while saving leaves the previous checkpoint intact.
-    """
-    step_dir = root / f"step{state['step']}"
-    accelerator.save_state(str(step_dir))
-    if accelerator.is_main_process:
-        (step_dir / "trainer_state.json").write_text(json.dumps({**state, "fingerprint": cfg.fingerprint()}))
-        (step_dir / "metrics.jsonl").write_text("".join(line + "\n" for line in metrics_lines))
-        link = root / "latest.tmp"
-        link.unlink(missing_ok=True)
-        link.symlink_to(step_dir.name)
-        previous = (root / "latest").resolve() if (root / "latest").exists() else None
-        os.replace(link, root / "latest")
-        if previous is not None and previous != step_dir.resolve():
-            shutil.rmtree(previous, ignore_errors=True)
-    accelerator.wait_for_everyone()
-
-
-def _try_resume(
-    accelerator, root: Path, cfg: TrainConfig, state: dict, metrics_lines: list[str], partial: bool = False
-) -> int | None:
-    """Load the newest checkpoint of this exact configuration; return its step, or None (fresh start).
-
-    ``partial``: the checkpoint holds the trainable parameters only (LoRA), the rest is as loaded.
-    """
-    latest = root / "latest"
-    if not (latest / "trainer_state.json").is_file():
-        return None
-    saved = json.loads((latest / "trainer_state.json").read_text())
-    if saved.pop("fingerprint") != cfg.fingerprint():
-        accelerator.print(f"checkpoint {latest.resolve()} belongs to another configuration; starting afresh")
-        accelerator.wait_for_everyone()
-        if accelerator.is_main_process:
-            shutil.rmtree(root, ignore_errors=True)
-        return None
-    accelerator.load_state(str(latest.resolve()), **({"strict": False} if partial else {}))
-    state.update(saved)
-    metrics_lines.extend(line for line in (latest / "metrics.jsonl").read_text().splitlines() if line)
-    accelerator.print(f"resumed from {latest.resolve()} at step {state['step']}")
-    return state["step"]
 
 
 def main(argv: list[str] | None = None) -> None:

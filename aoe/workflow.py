@@ -36,6 +36,7 @@ __all__ = [
     "table_target",
     "indomain_cells",
     "train_params",
+    "loss_settings",
     "in_batch_pool_size",
     "init_cell",
     "start_cell",
@@ -308,11 +309,25 @@ def eval_cells(config: dict) -> list[Cell]:
     return sorted(cells)
 
 
-def train_params(config: dict, backbone: str, objective: str, trainset: str, seed: int) -> dict:
-    """Resolved keyword arguments of aoe.train.TrainConfig for one cell (:func:`aoe.hparams.resolve_cell`)."""
+def train_params(config: dict, backbone: str, objective: str, trainset: str, seed: int, job: bool = False) -> dict:
+    """Resolved keyword arguments of aoe.train.TrainConfig for one cell (:func:`aoe.hparams.resolve_cell`).
+
+    ``job``: a train job's Snakemake params, without :data:`aoe.hparams.RUN_ONLY` (how often it logs and
+    checkpoints): changing those reruns nothing; the job reads them from the config itself.
+    """
+    from aoe.hparams import RUN_ONLY, resolve_cell
+
+    params = resolve_cell(config, backbone, objective, trainset, seed).params
+    return {k: v for k, v in params.items() if k not in RUN_ONLY} if job else params
+
+
+def loss_settings(config: dict, backbone: str, objective: str, trainset: str, seed: int) -> dict:
+    """Every loss setting of a cell as resolved, code defaults included (aoe.recipes): a train job's
+    params, so that a changed built-in default reruns the cells it changes (Snakemake's params trigger)."""
     from aoe.hparams import resolve_cell
 
-    return resolve_cell(config, backbone, objective, trainset, seed).params
+    settings = resolve_cell(config, backbone, objective, trainset, seed).settings
+    return {s.key.removeprefix("loss."): s.value for s in settings if s.key.startswith("loss.")}
 
 
 def in_batch_pool_size(config: dict, backbone: str, params: dict) -> tuple[int, int]:

@@ -13,6 +13,7 @@ from aoe.workflow import (
     enabled_tables,
     eval_cells,
     init_cell,
+    loss_settings,
     pretrained_embedding,
     released_checkpoints,
     run_cells,
@@ -122,7 +123,12 @@ def get_prompt(wildcards):
 
 def get_train_params(wildcards):
     cell = Cell.from_wildcards(wildcards)
-    return train_params(config, cell.backbone, cell.objective, cell.trainset, cell.seed)
+    return train_params(config, cell.backbone, cell.objective, cell.trainset, cell.seed, job=True)
+
+
+def get_loss_settings(wildcards):
+    cell = Cell.from_wildcards(wildcards)
+    return loss_settings(config, cell.backbone, cell.objective, cell.trainset, cell.seed)
 
 
 def get_init_model(wildcards):

@@ -20,6 +20,8 @@ rule train_model:
         cpus_per_gpu=train_resources("cpus_per_gpu"),
     params:
         train=get_train_params,
+        # the objective's every setting, built-in defaults included: a changed default reruns what it changes
+        loss=get_loss_settings,
         # one process per GPU: accelerate launch spans them
         processes=lambda wildcards: max(1, train_resources("gpus")(wildcards)),
     script:

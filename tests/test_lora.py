@@ -17,6 +17,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from aoe.checkpoints import step_dirs
 from aoe.models import Encoder, embed, tokenize_texts
 from aoe.tokens import StaleCacheError, build_token_cache, load_token_cache
 from aoe.train import TrainConfig, train
@@ -218,7 +219,7 @@ def test_qlora_resume_equals_the_uninterrupted_run(data, tmp_path, monkeypatch):
     with pytest.raises(KeyboardInterrupt):
         train(data["cache"], data["table"], data["backbone"], killed, cfg)
     monkeypatch.undo()
-    ckpt = aoe.train.checkpoint_dir(killed) / "latest"
+    ckpt = step_dirs(aoe.train.checkpoint_dir(killed))[0]
     saved = load_file(next(ckpt.glob("model*.safetensors")))
     assert saved and all("lora_" in k for k in saved), "a LoRA checkpoint holds the adapters, not the 4-bit base"
     summary = train(data["cache"], data["table"], data["backbone"], killed, cfg)

@@ -126,8 +126,12 @@ def test_output_folder_contents(runs, data):
     # the saved tokenizer tokenizes like the backbone's
     text = "A quick brown fox, unbelievably."
     assert AutoTokenizer.from_pretrained(out)(text)["input_ids"] == AutoTokenizer.from_pretrained(data["backbone"])(text)["input_ids"]
-    # nothing but the output folder beside it
-    assert sorted(p.name for p in out.parent.iterdir()) == ["seed"]
+    # beside it only its checkpoint folder, which keeps the finished model as hard links (no extra disk)
+    assert sorted(p.name for p in out.parent.iterdir()) == ["seed", "seed.ckpt"]
+    final = out.parent / "seed.ckpt" / "final"
+    assert [p.name for p in final.parent.iterdir()] == ["final"]
+    for name in ("model.safetensors", "config.json", "metrics.jsonl"):
+        assert (final / name).stat().st_ino == (out / name).stat().st_ino, name
 
 
 def test_metrics_log_loss_components(runs):
@@ -222,17 +226,9 @@ def test_gradient_accumulation_counts_optimizer_steps(data, tmp_path):
     assert [m["lr"] for m in metrics] == pytest.approx([1e-3 * (3 - k) / 3 for k in range(1, 4)])
 
 
-class _NaNObjective:
+@dataclass(frozen=True)
+class _NaNObjective(Objective):
     """Stands in for an objective whose loss blows up on the first batch."""
-
-    name = "nan"
-    n_texts = 2
-
-    def make_head(self, hidden_size):
-        return None
-
-    def train_labels(self, scores, score_range):
-        return scores
 
     def __call__(self, embs, labels, text_ids=None, head=None):
         nan = (embs[0] * embs[1]).sum() * float("nan")
@@ -240,7 +236,7 @@ class _NaNObjective:
 
 
 def test_non_finite_loss_raises_and_leaves_nothing(data, tmp_path, monkeypatch):
-    monkeypatch.setattr(aoe.train, "get_objective", lambda name, overrides=None, format=None: _NaNObjective())
+    monkeypatch.setattr(aoe.train, "get_objective", lambda name, overrides=None, format=None: _NaNObjective(**asdict(get_objective(name, overrides, format=format))))
     out = tmp_path / "models" / "seed0"
     with pytest.raises(FloatingPointError, match=r"at step 0 .*text ids \[\[\d+") as err:
         _run(data, out)

@@ -24,7 +24,7 @@ import torch
 from safetensors.torch import load_file
 
 from aoe.tokens import build_token_cache
-from aoe.train import checkpoint_dir
+from aoe.checkpoints import TRAINER_STATE, checkpoint_dir, step_dirs
 
 WORDS = "apple river stone cloud quick lazy bright small green heavy old new red blue".split()
 ACCELERATE = str(Path(sys.executable).parent / "accelerate")
@@ -221,7 +221,8 @@ def _run_and_kill(setup, dropout: float, out: Path, checkpoint: int, more: int, 
                           env=_env(), capture_output=True, text=True)
     assert proc.returncode == -signal.SIGKILL, f"the run was not killed: rc {proc.returncode}\n{proc.stderr[-3000:]}"
     assert not out.exists(), "a killed run must not leave a complete-looking model"
-    return json.loads((checkpoint_dir(out) / "latest" / "trainer_state.json").read_text())["step"]
+    newest = step_dirs(checkpoint_dir(out))[0]
+    return json.loads((newest / TRAINER_STATE).read_text())["state"]["step"]
 
 
 def test_killed_run_resumes_to_the_uninterrupted_result(setup):
@@ -235,7 +236,8 @@ def test_killed_run_resumes_to_the_uninterrupted_result(setup):
     subprocess.run([sys.executable, *_args(setup, 0.1, killed, **cfg)], check=True, env=_env(), capture_output=True)
     record = json.loads((killed / "aoe_config.json").read_text())
     assert record["summary"]["resumed_from_step"] == 10
-    assert not checkpoint_dir(killed).exists()  # removed once training finished
+    # the step checkpoints are removed once training finished; final keeps the model
+    assert [p.name for p in checkpoint_dir(killed).iterdir()] == ["final"]
     np.testing.assert_allclose([x for _, x in _losses(killed)], [x for _, x in _losses(full)], rtol=1e-6)
     assert [s for s, _ in _losses(killed)] == list(range(1, 21))
     wf, wk = load_file(full / "model.safetensors"), load_file(killed / "model.safetensors")

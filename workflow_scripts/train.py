@@ -5,6 +5,7 @@ import os
 import subprocess
 import sys
 import tempfile
+from dataclasses import asdict
 from pathlib import Path
 
 sys.path.insert(0, str(Path(snakemake.scriptdir).parent))
@@ -12,16 +13,22 @@ from aoe.workflow import Cell, start_log
 
 start_log(snakemake.log[0])
 
+from aoe.hparams import RUN_ONLY, resolve_cell
+from aoe.losses import get_objective
 from aoe.train import TrainConfig, train
 
-from aoe.hparams import resolve_cell
-
-cfg = TrainConfig(**snakemake.params.train)
 w = snakemake.wildcards
 cell = Cell.from_wildcards(w)  # a rerun trains with its cell's seed
-# the config key behind each value (from the config, not a param: a moved key must not retrain)
-provenance = resolve_cell(snakemake.config, cell.backbone, cell.objective, cell.trainset, cell.seed).provenance()
-record = {"cell": dict(w), "slurm_job_id": os.environ.get("SLURM_JOB_ID"), "provenance": provenance}
+# from the config, not params: neither the key behind a value (a moved key) nor how often a run logs
+# and checkpoints may rerun a training
+resolved = resolve_cell(snakemake.config, cell.backbone, cell.objective, cell.trainset, cell.seed)
+params = {**snakemake.params.train, **{k: resolved.params[k] for k in RUN_ONLY}}
+cfg = TrainConfig(**params)
+# the loss this job trains is the one Snakemake planned (its params), built-in defaults included
+built = asdict(get_objective(cfg.objective, cfg.objective_overrides, format=cfg.format))
+if {k: built[k] for k in snakemake.params.loss} != dict(snakemake.params.loss):
+    raise RuntimeError(f"the objective built here {built} differs from the planned loss settings {dict(snakemake.params.loss)}")
+record = {"cell": dict(w), "slurm_job_id": os.environ.get("SLURM_JOB_ID"), "provenance": resolved.provenance()}
 args = (snakemake.input.tokens, snakemake.input.table, snakemake.input.backbone, snakemake.output[0])
 init_dir = snakemake.input.get("init") or None  # trainsets.<t>.train.init: a trained model to start from
 processes = int(snakemake.params.processes)
@@ -29,7 +36,7 @@ if processes <= 1:
     print(json.dumps(train(*args, cfg, extra_record=record, init_dir=init_dir), indent=2))
 else:
     with tempfile.TemporaryDirectory() as tmp:
-        (Path(tmp) / "config.json").write_text(json.dumps(snakemake.params.train))
+        (Path(tmp) / "config.json").write_text(json.dumps(params))
         (Path(tmp) / "record.json").write_text(json.dumps(record))
         launch = [
             str(Path(sys.executable).parent / "accelerate"), "launch", "--multi_gpu", "--num_machines", "1",

@@ -72,6 +72,30 @@ class Objective(LossSettings):
         lo, hi = score_range
         return (scores.float() - lo) / (hi - lo)
 
+    def label_problems(self, labels: torch.Tensor) -> dict[str, str]:
+        """Weighted components that cannot learn from a train set's ``labels`` (as :meth:`train_labels`
+        makes them; NLI classes for nli3), each with the reason: {component: why}. Empty: every one can.
+
+        Ranking (angle, cosine) orders pairs by label, so it needs two distinct labels; the contrastive
+        and SimCSE terms on pairs need a positive pair; the classifier two classes. With none of them a
+        loss is 0 at every step, or constant, and the model is saved as it started.
+        """
+        finite = labels[torch.isfinite(labels)]
+        distinct = [f"{x:g}" for x in torch.unique(finite).tolist()]
+        shown = ", ".join(distinct[:3]) + (", ..." if len(distinct) > 3 else "")
+        out = {}
+        for name, weight in self.weights.items():
+            if not weight:
+                continue
+            if name in ("angle", "cosine", "softmax") and len(distinct) < 2:
+                out[name] = f"every label is {shown or 'missing'}: no two labels to order"
+            elif name == "contrastive" and not bool((finite != 0).any() if self.graded_labels == "int" else (finite >= self.contrastive_threshold).any()):
+                rule = "non-zero" if self.graded_labels == "int" else f">= contrastive_threshold {self.contrastive_threshold}"
+                out[name] = f"no positive pair (label {rule}); labels seen: {shown}"
+            elif name == "simcse" and self.format == "pairs" and not bool((finite >= self.contrastive_threshold).any()):
+                out[name] = f"no pair labelled >= contrastive_threshold {self.contrastive_threshold} to anchor on; labels seen: {shown}"
+        return out
+
     def make_head(self, hidden_size: int) -> torch.nn.Module | None:
         """Trainable parameters the objective adds beside the encoder (SBERT's classifier), or None."""
         return SoftmaxHead(hidden_size) if self.weights.get("softmax") else None
