@@ -17,7 +17,7 @@ defaults, which Snakemake would then fill in and so override everything):
 
 It also holds every cross-key check the schema cannot express (:func:`check_config`), one
 function per concern, each raising ConfigError naming the key: objectives, runs, backbones,
-train sets, trained starts (init), analysis.saturation, table targets, tables, llm_supervised, evaluation.mteb and
+train sets, trained starts (init), batch sizes, analysis.saturation, table targets, tables, llm_supervised, evaluation.mteb and
 figures. :func:`complete_config` runs the schema and all of them once, at start-up
 (rules/common.smk, and :func:`load_config` for tools outside the workflow); the rules files
 only compute from a config that passed. What stays in the rules is what needs the run itself:
@@ -27,6 +27,7 @@ the data mirror on disk (rules/common.smk), a requested target (Snakefile), a jo
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Iterable
 
@@ -56,6 +57,7 @@ from aoe.workflow import (
 __all__ = [
     "CHECKS",
     "check_backbones",
+    "check_batch_sizes",
     "check_config",
     "check_figures",
     "check_inits",
@@ -70,6 +72,7 @@ __all__ = [
     "check_table_targets",
     "check_tables",
     "check_trainsets",
+    "COMMAND_LINE",
     "complete_config",
     "key_source",
     "load_config",
@@ -89,10 +92,48 @@ def _where(path: Iterable) -> str:
     return out or "(top level)"
 
 
-def key_source(path: tuple, configfiles: Iterable[str | Path]) -> str | None:
-    """The last config file (the one that wins) whose YAML sets ``path``; None if none does."""
+# what key_source returns for a value given on the command line (snakemake --config key=value)
+COMMAND_LINE = "--config"
+
+
+def _merge_order(configfiles: Iterable[str | Path]) -> tuple[list, dict | None]:
+    """``configfiles`` in the order their values were merged (the last wins), and the --config values
+    (None: not known).
+
+    Snakemake lists the --configfile files first in ``workflow.configfiles`` and the Snakefile's
+    ``configfile: "config.yaml"`` after them, but merges them the other way round: config.yaml, then
+    the --configfile files, then --config. Given that list (as rules/common.smk and the Snakefile pass
+    it, or a copy), the order and the --config values are read from the running workflow; any other
+    list is taken as in merge order (load_config, the tests). Putting the command line's files last
+    leaves a list already in merge order as it is."""
+    import sys
+
+    module = sys.modules.get("snakemake.workflow")  # only inside a Snakemake run; never imported here
+    workflow = getattr(module, "workflow", None)
+    configfiles = list(configfiles)
+    if workflow is None or configfiles != list(getattr(workflow, "configfiles", None) or ()):
+        return configfiles, None
+    given = {Path(f).resolve() for f in getattr(workflow, "overwrite_configfiles", None) or ()}
+    # a stable sort: the Snakefile's files first, then the command line's in their order
+    files = sorted(configfiles, key=lambda f: Path(f).resolve() in given)
+    command_line = getattr(getattr(workflow, "config_settings", None), "config", None)  # Snakemake >= 8
+    return files, (dict(command_line) if command_line is not None else None)
+
+
+def key_source(path: tuple, configfiles: Iterable[str | Path], overrides: dict | None = None) -> str | None:
+    """Where the value at ``path`` was set: :data:`COMMAND_LINE` when ``overrides`` (the --config
+    values, merged over every file) set it, else the last config file in merge order whose YAML sets
+    it (relative to the working directory when below it); None if none does.
+
+    For Snakemake's own ``workflow.configfiles`` list the merge order and the --config values come
+    from the running workflow (:func:`_merge_order`): that list puts config.yaml last, though every
+    --configfile file is merged over it."""
+    files, command_line = _merge_order(configfiles)
+    overrides = command_line if overrides is None else overrides
+    if overrides and lookup(overrides, path) is not NOT_SET:
+        return COMMAND_LINE
     found = None
-    for file in configfiles:
+    for file in files:
         try:
             node = yaml.safe_load(Path(file).read_text())
         except (OSError, yaml.YAMLError):
@@ -103,25 +144,36 @@ def key_source(path: tuple, configfiles: Iterable[str | Path]) -> str | None:
         return None
     try:  # as the user typed it on the command line, relative to the workflow folder
         return str(found.resolve().relative_to(Path.cwd().resolve()))
-    except ValueError:
-        return str(found)
+    except ValueError:  # elsewhere: absolute (Snakemake makes "../x.yaml" "/work/wf/../x.yaml"), without the ".."
+        return os.path.normpath(found.absolute())
 
 
-def _message(error, configfiles) -> str:
+def _source_text(path: tuple, configfiles: list, overrides: dict | None) -> str:
+    """"in <file>", "from --config" or "" (set nowhere): where the value at ``path`` was set."""
+    source = key_source(path, configfiles, overrides)
+    if source is None:
+        return ""
+    return f"from {source}" if source == COMMAND_LINE else f"in {source}"
+
+
+def _set_in(path: tuple, configfiles: list, overrides: dict | None) -> str:
+    """" (in <file>)", " (from --config)" or "": the same, as a message's parenthesis."""
+    source = _source_text(path, configfiles, overrides)
+    return f" ({source})" if source else ""
+
+
+def _message(error, configfiles: list, overrides: dict | None = None) -> str:
     path = tuple(error.absolute_path)
     if error.validator == "additionalProperties" and isinstance(error.instance, dict):
         allowed = sorted(error.schema.get("properties", {}))
         extra = sorted(k for k in error.instance if k not in allowed)
         key = (*path, extra[0]) if extra else path
-        source = key_source(key, configfiles)
-        where = f" (in {source})" if source else ""
+        where = _set_in(key, configfiles, overrides)
         valid = f"; valid keys: {', '.join(allowed)}" if allowed else ""
         if len(extra) > 1:
             return f"{_where(path)}: unknown keys {', '.join(extra)}{where}{valid}"
         return f"{_where(key)}: unknown key{where}{valid}"
-    source = key_source(path, configfiles)
-    where = f" (in {source})" if source else ""
-    return f"{_where(path)}: {error.message}{where}"
+    return f"{_where(path)}: {error.message}{_set_in(path, configfiles, overrides)}"
 
 
 def _first_error(validator, instance):
@@ -156,13 +208,18 @@ def _overrides(config: dict) -> Iterable[tuple[tuple, dict, str]]:
             yield ("llm_supervised", "generators", name, "generation"), spec["generation"], "generation"
 
 
-def check_schema(config: dict, schema_path: str | Path, configfiles: Iterable[str | Path] = ()) -> None:
-    """Raise ConfigError with one line if ``config`` breaks the schema, overrides included."""
+def check_schema(
+    config: dict, schema_path: str | Path, configfiles: Iterable[str | Path] = (), overrides: dict | None = None
+) -> None:
+    """Raise ConfigError with one line if ``config`` breaks the schema, overrides included; the line
+    names the file that set the bad key (``configfiles`` in merge order, :func:`key_source`) or
+    --config (``overrides``: the command line's values)."""
     schema = yaml.safe_load(Path(schema_path).read_text())
-    configfiles = list(configfiles)
+    configfiles, command_line = _merge_order(configfiles)
+    overrides = command_line if overrides is None else overrides
     error = _first_error(_validator(schema), config)
     if error is not None:
-        raise ConfigError(_message(error, configfiles))
+        raise ConfigError(_message(error, configfiles, overrides))
     objective = schema["properties"]["objectives"]["additionalProperties"]
     sub = {
         "train": schema["$defs"]["train"],
@@ -174,7 +231,7 @@ def check_schema(config: dict, schema_path: str | Path, configfiles: Iterable[st
         error = _first_error(_validator({"$defs": schema["$defs"], **sub[kind]}), value)
         if error is not None:
             error.path.extendleft(reversed(path))  # absolute_path reads relative_path + parents
-            raise ConfigError(_message(error, configfiles) + f" ({_where(path)} takes the keys of {_OVERRIDDEN[kind]})")
+            raise ConfigError(_message(error, configfiles, overrides) + f" ({_where(path)} takes the keys of {_OVERRIDDEN[kind]})")
 
 
 _OVERRIDDEN = {
@@ -291,6 +348,101 @@ def check_inits(config: dict) -> None:
                 loop = [*chain[chain.index(start):], start]
                 raise ConfigError(f"{where}: the starts form a cycle: {' starts from '.join(c.path for c in loop)}")
             chain.append(start)
+
+
+def _published_rows(dataset: str, split: str) -> int | None:
+    """Rows of the published split behind a train set, known without the data: the STS sets'
+    scored pairs (aoe.data.sts.EXPECTED_ROWS) or a pair set's published rows (aoe.data.pairsets.SOURCES;
+    the NLI sets' labelled rows). Each prepared table of the split has at most as many (the NLI pairs
+    drop the neutral rows, the triplets need an entailment and a contradiction). None where the size is
+    known only once the data is there: AllNLI's download, the LLM-written tables."""
+    from aoe.data.pairsets import SOURCES
+    from aoe.data.sts import EXPECTED_ROWS
+
+    if (dataset, split) in EXPECTED_ROWS:
+        return EXPECTED_ROWS[(dataset, split)]
+    src = SOURCES.get(dataset, {}).get(split)
+    return src.rows if src is not None else None
+
+
+def _train_key(set_by: str, cell, key: str) -> tuple:
+    """The config path of a training setting's ``set_by`` (aoe.hparams.TRAIN_LAYERS); a code default's:
+    the train set's own key, where the fix goes. Built from the layers, not split at the dots a
+    train set's name may hold."""
+    from aoe.hparams import TRAIN_LAYERS
+
+    for layer in TRAIN_LAYERS:
+        path = (*(p.format(backbone=cell.backbone, trainset=cell.trainset) for p in layer), key)
+        if ".".join(path) == set_by:
+            return path
+    return ("trainsets", cell.trainset, "train", key)
+
+
+def _trained_cells(config: dict) -> list:
+    """Every cell the workflow trains: the runs' and the trained starts they need (trainsets.<t>.train.init)."""
+    from aoe.workflow import init_cell
+
+    cells, todo = set(), list(run_cells(config))
+    while todo:
+        cell = todo.pop()
+        if cell not in cells:
+            cells.add(cell)
+            if (start := init_cell(config, cell)) is not None:
+                todo.append(start)
+    return sorted(cells)
+
+
+def check_batch_sizes(config: dict, configfiles: Iterable[str | Path] = (), overrides: dict | None = None) -> None:
+    """Each trained cell's resolved batch_size fits its train set and splits over its processes.
+
+    aoe.train refuses both too, but only inside the training job, after Snakemake has deleted the
+    cell's previous model (its output folder). Here, at planning time, with the sizes known without
+    the data (:func:`_published_rows`, an upper bound of the examples; an unknown size is not
+    checked), and the processes the rule launches (``backbones.<b>.resources.gpus``, at least 1).
+    The message names the key that set the value and its file (``configfiles`` in merge order).
+    """
+    from aoe.hparams import resolve_cell
+    from aoe.workflow import in_batch_pool_size
+
+    configfiles, command_line = _merge_order(configfiles)
+    overrides = command_line if overrides is None else overrides
+
+    def setting(recipe, cell, key: str) -> tuple[str, str]:
+        """A cell's setting as a message names it: its config key, and where its value was set."""
+        set_by = recipe.provenance()[key]
+        path = _train_key(set_by, cell, key)
+        if set_by.startswith("code:"):  # no key sets it: the fix goes to the train set's own key
+            return _where(path), f"unset: the default of {set_by.removeprefix('code:')}"
+        return set_by, _source_text(path, configfiles, overrides)
+
+    done = set()
+    for cell in _trained_cells(config):
+        if (cell.backbone, cell.objective, cell.trainset) in done:
+            continue  # the settings do not depend on the seed: one message, for the first cell
+        done.add((cell.backbone, cell.objective, cell.trainset))
+        recipe = resolve_cell(config, cell.backbone, cell.objective, cell.trainset, cell.seed)
+        batch, accum = recipe.params["batch_size"], recipe.params["gradient_accumulation_steps"]
+        key, source = setting(recipe, cell, "batch_size")
+        source = f" ({source})" if source else ""
+        ts = config["trainsets"][cell.trainset]
+        rows = _published_rows(ts["dataset"], ts["split"])
+        if rows is not None and batch > rows:
+            raise ConfigError(
+                f"{key}: {batch}{source} is more than the {rows} rows of {ts['dataset']} {ts['split']} (its published "
+                f"size), the most train set {cell.trainset!r} can hold: cell {cell.path} would have no batch to train on; "
+                f"set it to at most {rows}"
+            )
+        _, processes = in_batch_pool_size(config, cell.backbone, recipe.params)
+        if batch % (accum * processes):
+            accum_key, accum_source = setting(recipe, cell, "gradient_accumulation_steps")
+            gpus = ("backbones", cell.backbone, "resources", "gpus")
+            gpus_source = _source_text(gpus, configfiles, overrides) or "unset: the schema's default"
+            raise ConfigError(
+                f"{key}: {batch}{source} must split into gradient_accumulation_steps ({accum}: {accum_key}"
+                f"{', ' + accum_source if accum_source else ''}) micro-batches each divisible by the number of "
+                f"processes ({processes}: {_where(gpus)}, {gpus_source}) of cell {cell.path}; "
+                f"set it to a multiple of {accum * processes}"
+            )
 
 
 def check_saturation(config: dict) -> None:
@@ -494,6 +646,7 @@ CHECKS = (
     check_llm_supervised,
     check_trainsets,
     check_inits,
+    check_batch_sizes,
     check_saturation,
     check_table_targets,
     check_released,
@@ -504,23 +657,39 @@ CHECKS = (
 )
 
 
-def check_config(config: dict) -> None:
+# the checks whose messages name the file that set a key: called with the config files and --config values
+_NAMING_FILES = (check_batch_sizes,)
+
+
+def check_config(config: dict, configfiles: Iterable[str | Path] = (), overrides: dict | None = None) -> None:
     """Every cross-key check of :data:`CHECKS`, on a config the schema passed with its defaults
-    filled in; raises ConfigError naming the first bad key."""
+    filled in; raises ConfigError naming the first bad key (and, for :data:`_NAMING_FILES`, the file
+    that set it: ``configfiles`` in merge order, ``overrides`` the --config values)."""
+    configfiles, command_line = _merge_order(configfiles)
+    overrides = command_line if overrides is None else overrides
     for check in CHECKS:
-        check(config)
+        if check in _NAMING_FILES:
+            check(config, configfiles, overrides)
+        else:
+            check(config)
 
 
-def complete_config(config: dict, schema_path: str | Path, configfiles: Iterable[str | Path] = ()) -> None:
+def complete_config(
+    config: dict, schema_path: str | Path, configfiles: Iterable[str | Path] = (), overrides: dict | None = None
+) -> None:
     """Check ``config`` as the workflow does at start-up and fill in the schema's defaults, in place:
     the schema first, as one line (Snakemake's ``validate`` would print the whole schema), then
     Snakemake's ``validate`` for the defaults, then the cross-key checks (:func:`check_config`).
+    ``configfiles``: the files merged into ``config`` (Snakemake's ``workflow.configfiles`` is put in
+    merge order, :func:`_merge_order`), ``overrides`` the --config values; the messages name them.
     Raises ConfigError."""
     from snakemake.utils import validate
 
-    check_schema(config, schema_path, configfiles)
+    configfiles, command_line = _merge_order(configfiles)
+    overrides = command_line if overrides is None else overrides
+    check_schema(config, schema_path, configfiles, overrides)
     validate(config, str(schema_path))
-    check_config(config)
+    check_config(config, configfiles, overrides)
 
 
 def load_config(repo: str | Path, configfiles: Iterable[str | Path] = ()) -> dict:

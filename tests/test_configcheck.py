@@ -7,13 +7,16 @@ of them to show the workflow calls the check before anything is planned.
 
 from __future__ import annotations
 
+import sys
+import types
+
 import pytest
 import yaml
 from snakemake.utils import update_config
 
-from aoe.configcheck import CHECKS, check_schema, load_config
+from aoe.configcheck import CHECKS, check_schema, complete_config, load_config
 from aoe.workflow import ConfigError
-from tests.workflow_utils import REPO
+from tests.workflow_utils import REPO, copy_workflow, mirror_path, snakemake
 
 SCHEMA = REPO / "schemas" / "config.schema.yaml"
 
@@ -94,6 +97,10 @@ CROSS_KEY_CASES = {
     "check_inits": (
         {"trainsets": {"stsb": {"train": {"init": {"trainset": "nil"}}}}},
         "trainsets.stsb.train.init.trainset: unknown train set 'nil'",
+    ),
+    "check_batch_sizes": (
+        {"trainsets": {"stsb": {"train": {"batch_size": 5750}}}},
+        "trainsets.stsb.train.batch_size: 5750 (in ",
     ),
     "check_saturation": ({"analysis": {"saturation": {"backbones": ["nope"]}}}, "analysis.saturation.backbones: unknown backbone 'nope'"),
     "check_table_targets": (
@@ -214,3 +221,202 @@ def test_a_preset_giving_backbones_to_a_table_of_rows_is_refused(tmp_path):
         {"tables": {"table1_sts": {"backbones": ["minilm-l6"], "objectives": ["aoe"]}}}))
     with pytest.raises(ConfigError, match=r"^tables\.table1_sts: has both rows and backbones/objectives .*must give rows$"):
         load_config(REPO, [tmp_path / "override.yaml"])
+
+
+# -- batch sizes: refused at planning time, not inside the training job ------------------------
+# aoe.train refuses a batch larger than the train set, or one that does not split over the
+# accumulation steps and processes, only once the job runs: after Snakemake has deleted the
+# cell's previous model. The same checks run when the workflow is planned.
+
+
+def _ci_error(tmp_path, override: dict) -> str:
+    """load_config on the CI preset and ``override`` (override.yaml): the one-line error."""
+    (tmp_path / "override.yaml").write_text(yaml.safe_dump(override))
+    with pytest.raises(ConfigError) as err:
+        load_config(REPO, [REPO / "presets" / "ci.yaml", tmp_path / "override.yaml"])
+    message = str(err.value)
+    assert "\n" not in message, message
+    return message
+
+
+def test_a_batch_larger_than_the_train_set_is_refused_at_planning_time(tmp_path):
+    message = _ci_error(tmp_path, {"trainsets": {"stsb": {"train": {"batch_size": 6000}}}})
+    assert message == (
+        f"trainsets.stsb.train.batch_size: 6000 (in {tmp_path / 'override.yaml'}) is more than the 5749 rows of "
+        "stsb train (its published size), the most train set 'stsb' can hold: cell minilm-l6/aoe/stsb/seed1 "
+        "would have no batch to train on; set it to at most 5749"
+    )
+
+
+def test_the_batch_check_names_the_key_that_set_the_batch(tmp_path):
+    # a backbone's train_overrides wins over the train set's key: it is the one to change
+    message = _ci_error(tmp_path, {"backbones": {"minilm-l6": {"train_overrides": {"batch_size": 5750}}}})
+    assert message.startswith(f"backbones.minilm-l6.train_overrides.batch_size: 5750 (in {tmp_path / 'override.yaml'}) "
+                              "is more than the 5749 rows of stsb train"), message
+
+
+def test_a_batch_of_the_whole_train_set_passes(tmp_path):
+    (tmp_path / "override.yaml").write_text(yaml.safe_dump({"trainsets": {"stsb": {"train": {"batch_size": 5749}}}}))
+    load_config(REPO, [REPO / "presets" / "ci.yaml", tmp_path / "override.yaml"])
+
+
+def _nli_dev_run(batch_size: int) -> dict:
+    return {
+        # the CI preset's run (its tables read it) and one on SNLI dev
+        "runs": [{"backbone": "minilm-l6", "trainset": "stsb", "objectives": ["aoe"], "seeds": [1]},
+                 {"backbone": "minilm-l6", "trainset": "snli_dev", "objectives": ["aoe"], "seeds": [1]}],
+        "trainsets": {"snli_dev": {"dataset": "snli", "split": "dev", "score_range": [0, 1],
+                                   "train": {"batch_size": batch_size}}},
+    }
+
+
+def test_the_train_set_size_is_an_upper_bound_of_its_examples(tmp_path):
+    """SNLI dev has 9842 labelled rows; its pairs table drops the neutral ones, so fewer examples than
+    that are certain only above 9842: a batch between the two is left to the training job."""
+    message = _ci_error(tmp_path, _nli_dev_run(9843))
+    assert message.startswith(f"trainsets.snli_dev.train.batch_size: 9843 (in {tmp_path / 'override.yaml'}) is more "
+                              "than the 9842 rows of snli dev (its published size)"), message
+    (tmp_path / "override.yaml").write_text(yaml.safe_dump(_nli_dev_run(9000)))
+    load_config(REPO, [REPO / "presets" / "ci.yaml", tmp_path / "override.yaml"])
+
+
+def test_a_train_set_of_unknown_size_is_not_checked(tmp_path):
+    # AllNLI's size is known only once it is downloaded; the job checks it
+    (tmp_path / "override.yaml").write_text(yaml.safe_dump({"trainsets": {"nli": {"train": {"batch_size": 10_000_000}}}}))
+    load_config(REPO, [tmp_path / "override.yaml"])
+
+
+def test_a_trained_start_is_checked_too(tmp_path):
+    """A cell's trained start (trainsets.<t>.train.init) is trained though no run lists it: its batch is checked."""
+    override = {
+        "runs": [{"backbone": "minilm-l6", "trainset": "stsb", "objectives": ["aoe"], "seeds": [1]},  # the CI preset's
+                 {"backbone": "bert-base-uncased", "trainset": "stsb", "objectives": ["aoe"], "seeds": [42]}],
+        "trainsets": {"stsb": {"train": {"init": {"trainset": "snli_dev"}}},
+                      "snli_dev": {"dataset": "snli", "split": "dev", "score_range": [0, 1], "train": {"batch_size": 20000}}},
+    }
+    message = _ci_error(tmp_path, override)
+    assert message.startswith("trainsets.snli_dev.train.batch_size: 20000 (in "), message
+    assert "cell bert-base-uncased/aoe/snli_dev/seed42" in message
+    override["trainsets"]["snli_dev"]["train"]["batch_size"] = 64
+    (tmp_path / "override.yaml").write_text(yaml.safe_dump(override))
+    load_config(REPO, [REPO / "presets" / "ci.yaml", tmp_path / "override.yaml"])
+
+
+@pytest.mark.parametrize(
+    "override, start",
+    [
+        ({"trainsets": {"stsb": {"train": {"batch_size": 30, "gradient_accumulation_steps": 4}}}},
+         "trainsets.stsb.train.batch_size: 30 (in {override}) must split into gradient_accumulation_steps "
+         "(4: trainsets.stsb.train.gradient_accumulation_steps, in {override}) micro-batches each divisible by the "
+         "number of processes (1: backbones.minilm-l6.resources.gpus, in config.yaml) of cell minilm-l6/aoe/stsb/seed1; "
+         "set it to a multiple of 4"),
+        # the processes are the backbone's GPUs (the rule launches one process per GPU)
+        ({"backbones": {"minilm-l6": {"resources": {"gpus": 3}}}},
+         "trainsets.stsb.train.batch_size: 32 (in config.yaml) must split into gradient_accumulation_steps "
+         "(1: trainsets.stsb.train.gradient_accumulation_steps, unset: the default of "
+         "aoe.hparams.TrainSettings.gradient_accumulation_steps) micro-batches each divisible by "
+         "the number of processes (3: backbones.minilm-l6.resources.gpus, in {override}) of cell "
+         "minilm-l6/aoe/stsb/seed1; set it to a multiple of 3"),
+    ],
+)
+def test_a_batch_that_does_not_split_over_accumulation_and_processes_is_refused(tmp_path, override, start):
+    message = _ci_error(tmp_path, override)
+    assert message == start.format(override=tmp_path / "override.yaml"), message
+
+
+def test_the_paper_grid_splits_its_llm_batches_over_four_gpus(tmp_path):
+    """llama-2-7b trains on 4 GPUs (config.yaml): 640 pairs split, 642 do not."""
+    (tmp_path / "override.yaml").write_text(yaml.safe_dump({"backbones": {"llama-2-7b": {"train_overrides": {"batch_size": 642}}}}))
+    with pytest.raises(ConfigError) as err:
+        load_config(REPO, [tmp_path / "override.yaml"])
+    assert str(err.value).startswith(
+        f"backbones.llama-2-7b.train_overrides.batch_size: 642 (in {tmp_path / 'override.yaml'}) must split into "
+        "gradient_accumulation_steps (1: backbones.llama-2-7b.train_overrides.gradient_accumulation_steps, in config.yaml) "
+        "micro-batches each divisible by the number of processes (4: backbones.llama-2-7b.resources.gpus, in config.yaml)"
+    ), str(err.value)
+
+
+# -- the file named is the one whose value won --------------------------------------------------
+# Snakemake lists workflow.configfiles as [--configfile files..., config.yaml] (the Snakefile's
+# configfile: comes last) but merges config.yaml first: a bad value a preset sets over config.yaml's
+# was reported "(in config.yaml)". And a --config value was named after whatever file set the key.
+
+
+def _snakemake_order(tmp_path, monkeypatch, override: dict, command_line: dict | None = None):
+    """The merged config and Snakemake's own configfiles list for config.yaml, ci.yaml and ``override``
+    (a stand-in for the running workflow, which rules/common.smk hands its list)."""
+    files = [REPO / "config.yaml", REPO / "presets" / "ci.yaml", tmp_path / "override.yaml"]
+    files[-1].write_text(yaml.safe_dump(override))
+    config = {}
+    for file in files:
+        update_config(config, yaml.safe_load(file.read_text()))
+    update_config(config, command_line or {})
+    listed = [*files[1:], "config.yaml"]  # as Snakemake lists them
+    workflow = types.SimpleNamespace(configfiles=listed, overwrite_configfiles=files[1:],
+                                     config_settings=types.SimpleNamespace(config=command_line or {}))
+    monkeypatch.setitem(sys.modules, "snakemake.workflow", types.SimpleNamespace(workflow=workflow))
+    monkeypatch.chdir(REPO)
+    return config, listed
+
+
+@pytest.mark.parametrize(
+    "override, start",
+    [
+        # ci.yaml and config.yaml set learning_rate too: the override's value is the one merged
+        ({"trainsets": {"stsb": {"train": {"learning_rate": "fast"}}}}, "trainsets.stsb.train.learning_rate: 'fast' is not of type 'number'"),
+        ({"trainsets": {"stsb": {"train": {"batch_size": -4}}}}, "trainsets.stsb.train.batch_size: -4 is less than the minimum of 2"),
+        ({"backbones": {"minilm-l6": {"pooling": "median"}}}, "backbones.minilm-l6.pooling: 'median' is not one of"),
+    ],
+)
+def test_a_bad_value_names_the_file_it_was_merged_from(tmp_path, monkeypatch, override, start):
+    config, listed = _snakemake_order(tmp_path, monkeypatch, override)
+    with pytest.raises(ConfigError) as err:
+        complete_config(config, SCHEMA, listed)
+    assert str(err.value).startswith(start) and str(err.value).endswith(f"(in {tmp_path / 'override.yaml'})"), str(err.value)
+
+
+def test_a_value_given_by_config_on_the_command_line_is_named_so(tmp_path, monkeypatch):
+    command_line = {"trainsets": {"stsb": {"train": {"learning_rate": "fast"}}}}
+    config, listed = _snakemake_order(tmp_path, monkeypatch, {}, command_line)
+    with pytest.raises(ConfigError) as err:
+        complete_config(config, SCHEMA, listed)
+    assert str(err.value) == "trainsets.stsb.train.learning_rate: 'fast' is not of type 'number' (from --config)"
+    # as check_schema's own argument, outside a Snakemake run
+    with pytest.raises(ConfigError, match=r"^colour: unknown key \(from --config\); valid keys: "):
+        check_schema({**config, "colour": "blue"}, SCHEMA, [REPO / "config.yaml"], overrides={"colour": "blue"})
+
+
+def test_a_cross_key_error_names_the_file_it_was_merged_from(tmp_path, monkeypatch):
+    config, listed = _snakemake_order(tmp_path, monkeypatch, {"trainsets": {"stsb": {"train": {"batch_size": 6000}}}})
+    with pytest.raises(ConfigError) as err:
+        complete_config(config, SCHEMA, listed)
+    assert str(err.value).startswith(f"trainsets.stsb.train.batch_size: 6000 (in {tmp_path / 'override.yaml'}) is more"), str(err.value)
+
+
+@pytest.fixture(scope="module")
+def workflow_copy(tmp_path_factory):
+    return copy_workflow(tmp_path_factory.mktemp("configcheck") / "wf")
+
+
+@pytest.mark.parametrize(
+    "args, text, line",
+    [
+        (["--configfile", "presets/ci.yaml", "override.yaml"], "trainsets: {stsb: {train: {learning_rate: fast}}}\n",
+         "config: trainsets.stsb.train.learning_rate: 'fast' is not of type 'number' (in override.yaml)"),
+        # a file outside the workflow folder, given relative to it: its absolute path, without the ".."
+        (["--configfile", "presets/ci.yaml", "../outside.yaml"], "trainsets: {stsb: {train: {batch_size: -4}}}\n",
+         "config: trainsets.stsb.train.batch_size: -4 is less than the minimum of 2 (in {outside})"),
+        (["--configfile", "presets/ci.yaml", "--config", "trainsets={stsb: {train: {learning_rate: fast}}}"], "",
+         "config: trainsets.stsb.train.learning_rate: 'fast' is not of type 'number' (from --config)"),
+        (["--configfile", "presets/ci.yaml", "override.yaml"], "trainsets: {stsb: {train: {batch_size: 6000}}}\n",
+         "config: trainsets.stsb.train.batch_size: 6000 (in override.yaml) is more than the 5749 rows of stsb train"),
+    ],
+)
+def test_a_dry_run_names_the_file_that_set_the_bad_value(workflow_copy, args, text, line):
+    """The real `snakemake -n`: the line names the file whose value Snakemake merged, before anything is planned."""
+    outside = workflow_copy.parent / "outside.yaml"
+    for path in (workflow_copy / "override.yaml", outside):
+        path.write_text(text or "{}\n")
+    out = snakemake(workflow_copy, "-n", *args, env={"AOE_DATA_MIRROR": str(mirror_path() or "")}, timeout=300)
+    assert out.returncode != 0
+    assert line.format(outside=outside) in out.stdout, out.stdout[-3000:]
