@@ -7,7 +7,8 @@ Row i of the output is the embedding of line i (blank lines included, as empty
 texts). A trained folder embeds with the pooling and prompt in its aoe_config.json;
 a backbone folder takes ``--pooling`` (and ``--prompt``). Texts are cut to
 ``--max-length`` tokens (default: the model's maximum, at most 512, as the evaluations
-and the folder's sentence-transformers files).
+and the folder's sentence-transformers files); a value past the model's positions, or
+with no room for text after the special tokens and prompt, is refused before loading.
 """
 
 from __future__ import annotations
@@ -174,6 +175,53 @@ def _open_output(out: Path):
     return os.fdopen(fd, "wb"), Path(tmp)
 
 
+def _position_limit(model_dir: Path) -> tuple[int, str] | None:
+    """The most tokens the model takes per text, and what says so; None where nothing does.
+
+    config.json's max_position_embeddings (the base's, for an adapter), lowered by the
+    tokenizer's model_max_length where that is smaller: RoBERTa has 514 positions for 512
+    tokens. A longer input fails inside the model ("The expanded size of the tensor ...").
+    """
+    # the same config reading as default_max_length, so the limit and the default agree
+    from aoe.interop import _base_dir, _record, _text_config
+
+    config = _text_config(_base_dir(model_dir, _record(model_dir)))
+    positions = getattr(config, "max_position_embeddings", None)
+    limit = (positions, f"max_position_embeddings {positions} in its config.json") if positions and positions > 0 else None
+    tokenizer_config = model_dir / "tokenizer_config.json"
+    declared = _read_json_object(tokenizer_config).get("model_max_length") if tokenizer_config.is_file() else None
+    # transformers writes 1e30 (VERY_LARGE_INTEGER) for "no limit"
+    if isinstance(declared, int) and 0 < declared < 10**9 and (limit is None or declared < limit[0]):
+        limit = (declared, f"model_max_length {declared} in its tokenizer_config.json")
+    return limit
+
+
+def _max_length_error(model_dir: Path, max_length: int, explicit: bool, prompt: str | None) -> str | None:
+    """Why ``max_length`` cannot be what the texts are cut to, or None; read from the folder's files, no model loaded.
+
+    Past the model's positions the forward pass fails with a tensor-size traceback; below
+    the tokenizer's special tokens (and the prompt) the tokenizer keeps every text whole,
+    and the summary line would name a truncation that never happened.
+    """
+    from transformers import AutoTokenizer
+
+    from aoe.interop import _record
+    from aoe.models import max_length_floor
+
+    limit = _position_limit(model_dir) if explicit else None  # the default is within it by construction
+    if limit is not None and max_length > limit[0]:
+        return (
+            f"--max-length {max_length}: {model_dir} takes at most {limit[0]} tokens ({limit[1]}); "
+            f"use --max-length {limit[0]} or less, or leave it out for the model's maximum"
+        )
+    record = _record(model_dir)
+    # the prompt the Encoder will use: the trained one (a different --prompt is refused there)
+    floor, why = max_length_floor(AutoTokenizer.from_pretrained(model_dir), record.get("prompt") if record else prompt)
+    if max_length < floor:
+        return f"--max-length {max_length} is too small: {why}; use --max-length {floor} or more"
+    return None
+
+
 def build_parser(prog: str = "python -m aoe.embed") -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=prog,
@@ -224,12 +272,16 @@ def main(argv: list[str] | None = None, prog: str = "python -m aoe.embed") -> in
         from aoe.models import Encoder
 
         try:
+            max_length = args.max_length or default_max_length(args.model_dir)
+            # before the model loads (minutes for an LLM): one line, not a traceback mid-encoding
+            problem = _max_length_error(args.model_dir, max_length, args.max_length is not None, args.prompt)
+            if problem is not None:
+                parser.exit(2, f"{parser.prog}: {problem}\n")
             encoder = Encoder(args.model_dir, pooling=args.pooling, device=device, prompt=args.prompt)
         except ValueError as exc:  # pooling / prompt missing or contradicting aoe_config.json
             parser.error(str(exc))
         except SafetensorError as exc:  # the files passed _check_model_dir: one changed since (a copy still running?)
             parser.exit(2, f"{parser.prog}: {args.model_dir}: a weights file cannot be read ({exc}); {_REFETCH}\n")
-        max_length = args.max_length or default_max_length(args.model_dir)
         emb = encoder.encode(texts, batch_size=args.batch_size, max_length=max_length, progress=True)
         with handle:
             np.save(handle, emb.astype(np.float32, copy=False))

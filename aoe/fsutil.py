@@ -3,13 +3,46 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
+import signal
+import sys
 import tempfile
+import threading
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-__all__ = ["atomic_dir"]
+__all__ = ["atomic_dir", "remove_stale_temporaries", "exit_on_sigterm"]
+
+# tempfile.mkdtemp's random part: 8 characters of tempfile._RandomNameSequence.characters
+_MKDTEMP_SUFFIX = "[a-z0-9_]{8}"
+
+
+def _temporary_pattern(out_dir: Path) -> re.Pattern:
+    return re.compile(re.escape(f".{out_dir.name}.") + _MKDTEMP_SUFFIX)
+
+
+def remove_stale_temporaries(out_dir: str | os.PathLike) -> list[Path]:
+    """Remove the hidden ``.name.XXXXXXXX`` folders that earlier runs of :func:`atomic_dir` left beside ``out_dir``; return them.
+
+    A run killed by SIGKILL (or an out-of-memory kill, or a node lost) never reaches
+    ``atomic_dir``'s cleanup, and its partial folder would stay beside the output for
+    good. Only the exact names ``atomic_dir`` makes for this output are touched, and
+    only folders (not links): ``.name.tmp`` files of aoe.data.io or another output's
+    ``.other.*`` folders stay. Safe because one output is written by one job at a time
+    (Snakemake never runs two jobs on the same output).
+    """
+    out_dir = Path(out_dir)
+    if not out_dir.parent.is_dir():
+        return []
+    pattern = _temporary_pattern(out_dir)
+    removed = []
+    for sibling in out_dir.parent.iterdir():
+        if pattern.fullmatch(sibling.name) and sibling.is_dir() and not sibling.is_symlink():
+            shutil.rmtree(sibling, ignore_errors=True)  # another user's leftover we cannot delete must not fail the job
+            removed.append(sibling)
+    return removed
 
 
 @contextmanager
@@ -17,10 +50,13 @@ def atomic_dir(out_dir: str | os.PathLike) -> Iterator[Path]:
     """Yield a temporary folder beside ``out_dir``; on success it replaces ``out_dir``, on error it is removed.
 
     A job killed half-way leaves only a hidden ``.name.*`` folder, never a
-    complete-looking output.
+    complete-looking output; the next run for the same output removes it
+    (:func:`remove_stale_temporaries`). Under SIGTERM the cleanup runs only if the
+    process turned SIGTERM into an exception (:func:`exit_on_sigterm`).
     """
     out_dir = Path(out_dir)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale_temporaries(out_dir)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
     tmp.chmod(0o755)  # mkdtemp makes it private; results are shared with other users' jobs
     try:
@@ -31,3 +67,40 @@ def atomic_dir(out_dir: str | os.PathLike) -> Iterator[Path]:
     finally:
         if tmp.exists():
             shutil.rmtree(tmp)
+
+
+_installed_in: int | None = None  # the pid of the process that called exit_on_sigterm
+
+
+def _raise_system_exit(signum, frame) -> None:
+    # a second SIGTERM (cleanup taking too long for whoever sent it) then kills at once
+    signal.signal(signum, signal.SIG_DFL)
+    if os.getpid() != _installed_in:
+        # a forked child (a data loader worker) inherits the handler but not the folders:
+        # it must not run its parent's cleanups, so it dies as it would have by default
+        os.kill(os.getpid(), signum)
+        return
+    try:
+        print(f"terminated by {signal.Signals(signum).name}; removing partial outputs", file=sys.stderr, flush=True)
+    except RuntimeError:  # the signal arrived inside a write to stderr (reentrant call): exit all the same
+        pass
+    raise SystemExit(128 + signum)  # the shell's exit status for a signal death: 143
+
+
+def exit_on_sigterm() -> bool:
+    """Make SIGTERM raise ``SystemExit(143)`` so that ``finally`` blocks (atomic_dir's cleanup) run; True if installed.
+
+    Python's default SIGTERM action ends the process at once, without unwinding: a job
+    that Snakemake or SLURM (scancel, time limit) terminates would leave its temporary
+    folders behind. Installed only from the main thread, and only over the default
+    action, so a handler that a library (accelerate, torch.distributed) set stays in place.
+    """
+    global _installed_in
+    if threading.current_thread() is not threading.main_thread():
+        return False
+    current = signal.getsignal(signal.SIGTERM)
+    if current is not signal.SIG_DFL and current is not _raise_system_exit:  # ours, maybe inherited by a fork
+        return False
+    _installed_in = os.getpid()
+    signal.signal(signal.SIGTERM, _raise_system_exit)
+    return True

@@ -31,6 +31,9 @@ __all__ = [
     "tokenizer_fingerprint",
     "apply_prompt",
     "tokenize_texts",
+    "check_max_length",
+    "max_length_floor",
+    "text_overhead",
     "ensure_pad_token",
     "is_adapter_dir",
     "bnb_config",
@@ -340,6 +343,36 @@ def embed_bucketed(
 # (every evaluation), so a prompted LLM sees byte-identical inputs in both.
 
 
+def text_overhead(tokenizer, prompt: str | None = None) -> list[int]:
+    """The token ids every text gets whatever its content: the special tokens, and the prompt around it."""
+    return tokenizer(apply_prompt("", prompt) if prompt is not None else "")["input_ids"]
+
+
+def max_length_floor(tokenizer, prompt: str | None = None) -> tuple[int, str]:
+    """The smallest ``max_length`` that keeps a token of text after the special tokens (and the prompt), and why.
+
+    A fast tokenizer asked to truncate below its special tokens does not truncate at all
+    (it logs an error and returns every text whole), so a smaller value would be recorded
+    while texts stay untruncated; exactly the special tokens would make every text the
+    same sequence, which the in-batch losses then drop as identical texts.
+    """
+    overhead = text_overhead(tokenizer, prompt)
+    name = getattr(tokenizer, "name_or_path", "") or type(tokenizer).__name__
+    if prompt is None:
+        tokens = " ".join(tokenizer.convert_ids_to_tokens(overhead)) or "none"
+        why = f"tokenizer {name} adds {len(overhead)} special tokens to every text ({tokens})"
+    else:
+        why = f"prompt {prompt!r} alone needs {len(overhead)} tokens with tokenizer {name} (special tokens included)"
+    return len(overhead) + 1, why
+
+
+def check_max_length(tokenizer, max_length: int, prompt: str | None = None) -> None:
+    """Refuse a ``max_length`` below :func:`max_length_floor`, naming the value, the tokenizer and the minimum."""
+    floor, why = max_length_floor(tokenizer, prompt)
+    if max_length < floor:
+        raise ValueError(f"max_length {max_length} is too small: {why}; use max_length {floor} or more")
+
+
 def tokenize_texts(tokenizer, texts: list[str], max_length: int, prompt: str | None = None) -> list[list[int]]:
     """Token ids (unpadded) of ``texts``, each wrapped in ``prompt`` and cut to ``max_length``.
 
@@ -347,16 +380,16 @@ def tokenize_texts(tokenizer, texts: list[str], max_length: int, prompt: str | N
     shortens the text, never the prompt: cutting AoE's prompt would drop its closing
     ``in one word:"``, the tokens last-token pooling reads. (The official angle-emb
     truncates the prompted string, so its long texts lose the prompt's end.)
+    A ``max_length`` with no room for text is an error (:func:`check_max_length`).
     """
     texts = list(texts)
+    check_max_length(tokenizer, max_length, prompt)
     if prompt is None:
-        return tokenizer(texts, truncation=True, max_length=max_length)["input_ids"]
-    ids = tokenizer([apply_prompt(t, prompt) for t in texts])["input_ids"]
-    over = [i for i, x in enumerate(ids) if len(x) > max_length]
-    if over:
-        budget = max_length - len(tokenizer(apply_prompt("", prompt))["input_ids"])
-        if budget < 1:
-            raise ValueError(f"prompt {prompt!r} alone needs {max_length - budget} tokens, max_length is {max_length}")
+        ids = tokenizer(texts, truncation=True, max_length=max_length)["input_ids"]
+    else:
+        ids = tokenizer([apply_prompt(t, prompt) for t in texts])["input_ids"]
+        over = [i for i, x in enumerate(ids) if len(x) > max_length]
+        budget = max_length - len(text_overhead(tokenizer, prompt)) if over else 0
         for i in over:
             text_ids = tokenizer(texts[i], add_special_tokens=False)["input_ids"]
             # decoding a cut and re-tokenizing inside the prompt can merge tokens differently at
@@ -366,6 +399,14 @@ def tokenize_texts(tokenizer, texts: list[str], max_length: int, prompt: str | N
                 ids[i] = tokenizer(apply_prompt(cut, prompt))["input_ids"]
                 if len(ids[i]) <= max_length:
                     break
+    # checked, not trusted: a tokenizer that cannot truncate returns texts whole, which
+    # would be recorded as cut to max_length (and can overflow the model's positions)
+    longest = max(map(len, ids), default=0)
+    if longest > max_length:
+        name = getattr(tokenizer, "name_or_path", "") or type(tokenizer).__name__
+        raise ValueError(
+            f"tokenizer {name} returned {longest} tokens for a text with max_length {max_length}; it did not truncate"
+        )
     return ids
 
 

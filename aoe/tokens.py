@@ -18,12 +18,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from aoe.data.io import DataError, sha256_file
 from aoe.formats import TOKEN_CACHE_FORMAT
 from aoe.fsutil import atomic_dir
-from aoe.models import ensure_pad_token, tokenize_texts, tokenizer_fingerprint
+from aoe.models import check_max_length, ensure_pad_token, text_overhead, tokenize_texts, tokenizer_fingerprint
 
 __all__ = ["text_columns", "text_identities", "build_token_cache", "load_token_cache", "StaleCacheError", "CACHE_FORMAT"]
 
@@ -55,6 +56,43 @@ def text_identities(ids: list[list[int]]) -> list[int]:
     return [number.setdefault(tuple(x), len(number)) for x in ids]
 
 
+def _rows(mask: np.ndarray, shown: int = 5) -> str:
+    rows = np.flatnonzero(mask)
+    return ", ".join(map(str, rows[:shown])) + (", ..." if len(rows) > shown else "")
+
+
+def _refuse_blank(table: Path, df: pd.DataFrame, blank: dict[str, np.ndarray], what: str) -> None:
+    """A DataError naming the rows whose text is ``what``, per column, if any.
+
+    Such a text is only its special tokens (and prompt) to the model, the same sequence
+    for every one of them: the losses drop the pairs as identical texts, and a table
+    of them trains on a zero loss without a word. The published datasets have none
+    (aoe.data refuses or drops empty sentences when it prepares them), so one is a broken table.
+    """
+    rows = np.logical_or.reduce(list(blank.values()))
+    if not rows.any():
+        return
+    per_column = ", ".join(f"{c}: {int(m.sum())}" for c, m in blank.items() if m.any())
+    raise DataError(
+        f"{table}: {int(rows.sum())} of {len(df)} rows have a text that is {what} ({per_column}; "
+        f"0-based rows {_rows(rows)}); the model would see only special tokens, the same for every such text, and "
+        "the losses would drop these pairs as identical texts: remove or fix those rows in the table "
+        "(or in the data it was prepared from) and rerun"
+    )
+
+
+def _refuse_missing_scores(table: Path, df: pd.DataFrame) -> None:
+    """NaN scores are an error: the losses' ``score > threshold`` would count each as a negative pair."""
+    if "score" not in df.columns:
+        return
+    missing = df["score"].isna().to_numpy()
+    if missing.any():
+        raise DataError(
+            f"{table}: {int(missing.sum())} of {len(df)} rows have no score (NaN in column score; 0-based rows "
+            f"{_rows(missing)}); they would train as negative pairs: fill in or remove those rows and rerun"
+        )
+
+
 def build_token_cache(
     table: str | Path, tokenizer_dir: str | Path, max_length: int, out_dir: str | Path, prompt: str | None = None
 ) -> dict:
@@ -64,6 +102,8 @@ def build_token_cache(
     classes, 3 for triplets) and optionally ``score`` (a pair's gold score or an NLI
     class); the cache gets ``input_ids_k`` and ``text_id_k`` per text column and
     ``score`` (1.0 where the table has none: every triplet is a positive).
+    Empty or whitespace-only texts and NaN scores are a :class:`DataError`, as is a
+    ``max_length`` that leaves no room for text (``ValueError``, aoe.models.check_max_length).
     """
     import datasets
     from transformers import AutoTokenizer
@@ -73,7 +113,15 @@ def build_token_cache(
     cols = text_columns(df)
     if len(cols) < 2:
         raise DataError(f"{table}: needs text columns sentence1 and sentence2, has {list(df.columns)}")
+    if df.empty:  # the tokenizer fails on an empty batch with an IndexError
+        raise DataError(f"{table}: no rows to tokenize; check the table (or the data it was prepared from) and rerun")
+    _refuse_blank(
+        table, df, {c: (df[c].isna() | (df[c].astype(str).str.strip() == "")).to_numpy() for c in cols},
+        "empty or whitespace-only",
+    )
+    _refuse_missing_scores(table, df)
     tokenizer = ensure_pad_token(AutoTokenizer.from_pretrained(tokenizer_dir))
+    check_max_length(tokenizer, max_length, prompt)  # before the tokenizer runs over the whole table
     # Each distinct string is tokenized once; its text id (text_identities) is what the
     # losses use to recognise identical texts inside a batch.
     texts = pd.unique(pd.concat([df[c] for c in cols], ignore_index=True))
@@ -82,6 +130,13 @@ def build_token_cache(
         raise DataError(f"{table}: {len(texts)} texts / vocabulary {tokenizer.vocab_size} exceed int32 ids")
     index = {t: i for i, t in enumerate(texts)}
     ids = tokenize_texts(tokenizer, list(texts), max_length, prompt)
+    # what str.strip does not see: a text of characters the tokenizer drops (zero-width
+    # spaces, control characters) is as empty to the model
+    overhead = text_overhead(tokenizer, prompt)
+    hollow = np.array([x == overhead for x in ids], dtype=bool)
+    _refuse_blank(
+        table, df, {c: hollow[df[c].map(index).to_numpy(dtype=np.int64)] for c in cols}, "dropped whole by the tokenizer"
+    )
     identity_of = text_identities(ids)
     columns: dict[str, list] = {}
     for k, col in enumerate(cols, start=1):

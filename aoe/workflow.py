@@ -362,3 +362,7 @@ def start_log(log_path: str | os.PathLike) -> None:
     os.dup2(log.fileno(), 1)
     os.dup2(log.fileno(), 2)
     sys.stdout = sys.stderr = log
+    # SLURM's time limit and scancel send SIGTERM: let a job's cleanups (partial folders) run
+    from aoe.fsutil import exit_on_sigterm
+
+    exit_on_sigterm()

@@ -190,3 +190,99 @@ def test_the_help_documents_the_exit_status():
     help_text = " ".join(proc.stdout.split())
     assert "exit status: 0 when the embeddings are written; 2 when an option" in help_text
     assert "1 for anything else" in help_text
+
+
+# --- --max-length outside what the tokenizer and the model can do ---
+
+
+def test_a_max_length_past_the_models_positions_is_one_line_before_any_loading(minilm_dir: Path, tmp_path: Path):
+    # MiniLM has 512 positions: a longer input failed inside BertEmbeddings with a traceback
+    # ("The expanded size of the tensor (1502) must match the existing size (512) ...")
+    texts = tmp_path / "long.txt"
+    texts.write_text(" ".join(["word"] * 1500) + "\nshort\n", encoding="utf-8")
+    proc = _embed(minilm_dir, texts, "--device", "cpu", "--max-length", "2000")
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert proc.stderr.splitlines() == [
+        f"aoe embed: --max-length 2000: {minilm_dir} takes at most 512 tokens (max_position_embeddings 512 in its "
+        "config.json); use --max-length 512 or less, or leave it out for the model's maximum"
+    ]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["long.txt"]
+
+
+@pytest.mark.parametrize(
+    "max_length, expected",
+    [
+        ("129", "--max-length 129: {m} takes at most 128 tokens (max_position_embeddings 128 in its config.json); "
+                "use --max-length 128 or less, or leave it out for the model's maximum"),
+        ("1", "--max-length 1 is too small: tokenizer {m} adds 2 special tokens to every text ([CLS] [SEP]); "
+              "use --max-length 3 or more"),
+    ],
+)
+def test_the_max_length_is_checked_before_the_model_loads(model: Path, texts: Path, monkeypatch, capsys, max_length, expected):
+    import aoe.embed
+    import aoe.models
+
+    def no_loading(*args, **kwargs):
+        raise AssertionError("the model was loaded")
+
+    monkeypatch.setattr(aoe.models, "Encoder", no_loading)
+    with pytest.raises(SystemExit) as exc:
+        aoe.embed.main([str(model), "--in", str(texts), "--out", str(texts.parent / "emb.npy"), "--pooling", "cls",
+                        "--device", "cpu", "--max-length", max_length], prog="aoe embed")
+    assert exc.value.code == 2
+    assert capsys.readouterr().err.splitlines() == ["aoe embed: " + expected.format(m=model)]
+    assert sorted(p.name for p in texts.parent.iterdir()) == ["model", "texts.txt"]  # no output, no temporary file
+
+
+def test_a_tokenizer_limit_below_the_positions_is_the_limit(model: Path, texts: Path):
+    # RoBERTa's config has 514 positions for 512 tokens; its tokenizer says 512
+    config = json.loads((model / "tokenizer_config.json").read_text())
+    config["model_max_length"] = 100
+    (model / "tokenizer_config.json").write_text(json.dumps(config))
+    proc = _embed(model, texts, "--device", "cpu", "--max-length", "101")
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert proc.stderr.splitlines() == [
+        f"aoe embed: --max-length 101: {model} takes at most 100 tokens (model_max_length 100 in its tokenizer_config.json); "
+        "use --max-length 100 or less, or leave it out for the model's maximum"
+    ]
+
+
+@pytest.mark.parametrize("max_length", ["1", "2"])
+def test_a_max_length_below_the_special_tokens_is_one_line(model: Path, texts: Path, max_length: str):
+    # the tokenizer keeps texts whole below its [CLS] [SEP]: "max_length 1" was printed over untruncated embeddings
+    proc = _embed(model, texts, "--device", "cpu", "--max-length", max_length)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert proc.stderr.splitlines() == [
+        f"aoe embed: --max-length {max_length} is too small: tokenizer {model} adds 2 special tokens to every text "
+        "([CLS] [SEP]); use --max-length 3 or more"
+    ]
+    assert not (texts.parent / "emb.npy").exists()
+
+
+def test_a_trained_folders_prompt_counts_in_the_smallest_max_length(model: Path, texts: Path, monkeypatch, capsys):
+    import aoe.embed
+    import aoe.models
+
+    prompt = 'Summarize sentence "{text}" in one word:"'
+    (model / "aoe_config.json").write_text(json.dumps({"pooling": "cls", "prompt": prompt}))
+    monkeypatch.setattr(aoe.models, "Encoder", lambda *a, **k: pytest.fail("the model was loaded"))
+    with pytest.raises(SystemExit):
+        aoe.embed.main([str(model), "--in", str(texts), "--out", str(texts.parent / "emb.npy"), "--device", "cpu",
+                        "--max-length", "8"], prog="aoe embed")
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line == (
+        f"aoe embed: --max-length 8 is too small: prompt {prompt!r} alone needs 13 tokens with tokenizer {model} "
+        "(special tokens included); use --max-length 14 or more"
+    )
+
+
+def test_the_printed_max_length_is_the_truncation_done(model: Path, texts: Path):
+    import numpy as np
+
+    # cut to [CLS] <first token> [SEP]: the first two are one sequence, the third ("and") another
+    texts.write_text("a first text\na second one\nand a third\n", encoding="utf-8")
+    proc = _embed(model, texts, "--device", "cpu", "--max-length", "3")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stderr.splitlines()[-1].endswith("3 texts x 32 dims (pooling cls, max_length 3)")
+    emb = np.load(texts.parent / "emb.npy")
+    assert np.array_equal(emb[0], emb[1]) and not np.array_equal(emb[0], emb[2])

@@ -94,7 +94,8 @@ def test_prompt_reaches_the_tokenizer_byte_exactly(llm, data, monkeypatch):
     real = type(tok).__call__
     monkeypatch.setattr(type(tok), "__call__", lambda self, text, *a, **k: seen.extend([text] if isinstance(text, str) else text) or real(self, text, *a, **k))
     tokenize_texts(tok, ['a "quoted" {brace} text', "ünïcode"], 64, PROMPT)
-    assert seen == ['Summarize sentence "a "quoted" {brace} text" in one word:"', 'Summarize sentence "ünïcode" in one word:"']
+    # the prompt alone is tokenized once too: how many tokens a text has left (aoe.models.max_length_floor)
+    assert seen == ['Summarize sentence "" in one word:"', 'Summarize sentence "a "quoted" {brace} text" in one word:"', 'Summarize sentence "ünïcode" in one word:"']
     # training's token cache holds exactly those ids
     ds = load_token_cache(data["cache"], data["table"], llm, MAX_LENGTH, PROMPT)
     first = pd.read_parquet(data["table"])["sentence1"].iloc[0]

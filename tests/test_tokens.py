@@ -191,3 +191,96 @@ def test_folder_without_cache_json(cache, table, tokenizer_dir, tmp_path):
         load_token_cache(out, table, tokenizer_dir, MAX_LENGTH)
     with pytest.raises(StaleCacheError, match="no cache.json"):
         load_token_cache(tmp_path / "never_built", table, tokenizer_dir, MAX_LENGTH)
+
+
+# --- max_length below the special tokens, empty texts, NaN scores ---
+
+
+@pytest.mark.parametrize("max_length", [1, 2, 3, 4, 6])
+def test_every_cached_sequence_fits_max_length_or_the_length_is_refused(minilm_dir, table, tmp_path, max_length):
+    # MiniLM's fast tokenizer, asked for fewer tokens than its [CLS] [SEP], truncates nothing
+    # (it logs an error and returns each text whole): the cache must not record a cut it did not make
+    out = tmp_path / "c"
+    if max_length < 3:
+        with pytest.raises(ValueError) as exc:
+            build_token_cache(table, minilm_dir, max_length, out)
+        assert str(exc.value) == (
+            f"max_length {max_length} is too small: tokenizer {minilm_dir} adds 2 special tokens to every text "
+            "([CLS] [SEP]); use max_length 3 or more"
+        )
+        assert not out.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["train.parquet"]
+        return
+    meta = build_token_cache(table, minilm_dir, max_length, out)
+    ds = load_token_cache(out, table, minilm_dir, max_length)
+    lengths = [len(r[f"input_ids_{k}"]) for r in ds for k in (1, 2)]
+    assert meta["max_length"] == max_length and max(lengths) == max_length
+    assert all(3 <= n <= max_length for n in lengths)  # [CLS], at least one token of text, [SEP]
+
+
+def test_tokenize_texts_refuses_a_max_length_without_room_for_text(minilm_dir):
+    from transformers import AutoTokenizer
+
+    from aoe.models import max_length_floor, tokenize_texts
+
+    tok = AutoTokenizer.from_pretrained(minilm_dir)
+    assert max_length_floor(tok)[0] == 3
+    with pytest.raises(ValueError, match=r"max_length 1 is too small: .* \(\[CLS\] \[SEP\]\); use max_length 3 or more"):
+        tokenize_texts(tok, ["a cat sits on the mat"], 1)
+    assert tokenize_texts(tok, ["a cat sits on the mat", ""], 3) == [[101, 1037, 102], [101, 102]]
+
+
+def _table_with(tmp_path: Path, rows, name="blank.parquet") -> Path:
+    path = tmp_path / name
+    df = pd.DataFrame(rows, columns=["sentence1", "sentence2", "score"])
+    df.astype({"sentence1": object, "sentence2": object, "score": "float64"}).to_parquet(path, index=False)
+    return path
+
+
+def test_empty_and_whitespace_texts_are_a_data_error_naming_rows_and_columns(tmp_path, tokenizer_dir):
+    rows = [("a cat", "a dog", 1.0), ("a cat", "", 0.0), ("  \t", "a dog", 2.0), ("a cow", "\u3000\n", 3.0), ("x", "y", 4.0)]
+    bad = _table_with(tmp_path, rows)
+    with pytest.raises(DataError) as exc:
+        build_token_cache(bad, tokenizer_dir, MAX_LENGTH, tmp_path / "c")
+    assert str(exc.value) == (
+        f"{bad}: 3 of 5 rows have a text that is empty or whitespace-only (sentence1: 1, sentence2: 2; 0-based rows 1, 2, 3); "
+        "the model would see only special tokens, the same for every such text, and the losses would drop these pairs "
+        "as identical texts: remove or fix those rows in the table (or in the data it was prepared from) and rerun"
+    )
+    assert not (tmp_path / "c").exists()
+
+
+def test_missing_texts_are_empty_texts(tmp_path, tokenizer_dir):
+    bad = _table_with(tmp_path, [("a cat", None, 1.0)] + [("a cat", f"dog {i}", 1.0) for i in range(7)])
+    with pytest.raises(DataError, match=r"1 of 8 rows .* \(sentence2: 1; 0-based rows 0\)"):
+        build_token_cache(bad, tokenizer_dir, MAX_LENGTH, tmp_path / "c")
+
+
+def test_texts_the_tokenizer_drops_whole_are_a_data_error(tmp_path, tokenizer_dir):
+    # a zero-width space is not whitespace to str.strip, but BERT's tokenizer keeps nothing of it
+    bad = _table_with(tmp_path, [("a cat", "a dog", 1.0), ("\u200b", "a dog", 1.0)])
+    expected = r"1 of 2 rows have a text that is dropped whole by the tokenizer \(sentence1: 1; 0-based rows 1\)"
+    with pytest.raises(DataError, match=expected):
+        build_token_cache(bad, tokenizer_dir, MAX_LENGTH, tmp_path / "c")
+
+
+def test_many_bad_rows_are_listed_by_their_first_few(tmp_path, tokenizer_dir):
+    bad = _table_with(tmp_path, [("a cat", " ", 1.0)] * 9)
+    with pytest.raises(DataError, match=r"9 of 9 rows .* 0-based rows 0, 1, 2, 3, 4, \.\.\.\)"):
+        build_token_cache(bad, tokenizer_dir, MAX_LENGTH, tmp_path / "c")
+
+
+def test_nan_scores_are_a_data_error(tmp_path, tokenizer_dir):
+    bad = _table_with(tmp_path, [("a cat", "a dog", 1.0), ("a cow", "a dog", float("nan")), ("a cat", "a cow", None)])
+    with pytest.raises(DataError) as exc:
+        build_token_cache(bad, tokenizer_dir, MAX_LENGTH, tmp_path / "c")
+    assert str(exc.value) == (
+        f"{bad}: 2 of 3 rows have no score (NaN in column score; 0-based rows 1, 2); "
+        "they would train as negative pairs: fill in or remove those rows and rerun"
+    )
+    assert not (tmp_path / "c").exists()
+
+
+def test_an_empty_table_is_a_data_error(tmp_path, tokenizer_dir):
+    empty = _table_with(tmp_path, [], name="empty.parquet")
+    with pytest.raises(DataError, match=r"empty.parquet: no rows to tokenize; check the table"):
+        build_token_cache(empty, tokenizer_dir, MAX_LENGTH, tmp_path / "c")

@@ -1,0 +1,231 @@
+"""atomic_dir's partial folders: removed on error, on SIGTERM (with exit_on_sigterm), and by the next run after a SIGKILL.
+
+The kills are real: a child process is stopped inside ``atomic_dir`` by a signal.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from aoe.fsutil import atomic_dir, exit_on_sigterm, remove_stale_temporaries
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+# A job that stops inside atomic_dir, after writing part of its output, until it is killed.
+CHILD = """
+import sys, time
+from pathlib import Path
+sys.path.insert(0, {repo!r})
+from aoe.fsutil import atomic_dir
+if {handler!r}:
+    from aoe.fsutil import exit_on_sigterm
+    exit_on_sigterm()
+with atomic_dir({out!r}) as tmp:
+    (tmp / "part").write_text("half written")
+    Path({ready!r}).write_text("inside")
+    time.sleep(120)
+"""
+
+
+def _hidden(parent: Path, name: str) -> list[str]:
+    return sorted(p.name for p in parent.iterdir() if p.name.startswith(f".{name}."))
+
+
+def _wait_for(path: Path, proc: subprocess.Popen, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        if proc.poll() is not None:
+            pytest.fail(f"the child exited ({proc.returncode}) before it was ready: {proc.stderr.read()}")
+        if time.monotonic() > deadline:
+            proc.kill()
+            pytest.fail(f"the child was not ready within {timeout} s")
+        time.sleep(0.05)
+
+
+def _start_child(tmp_path: Path, handler: bool) -> tuple[subprocess.Popen, Path, Path]:
+    out, ready = tmp_path / "results" / "train", tmp_path / "ready"
+    code = CHILD.format(repo=str(REPO_ROOT), handler=handler, out=str(out), ready=str(ready))
+    proc = subprocess.Popen([sys.executable, "-c", textwrap.dedent(code)], stderr=subprocess.PIPE, text=True)
+    _wait_for(ready, proc)
+    return proc, out, ready
+
+
+def test_a_sigterm_removes_the_partial_folder_with_exit_on_sigterm(tmp_path):
+    proc, out, _ = _start_child(tmp_path, handler=True)
+    assert len(_hidden(out.parent, "train")) == 1  # the partial folder exists while the job runs
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    assert "terminated by SIGTERM; removing partial outputs" in err
+    assert "Traceback" not in err
+    assert list(out.parent.iterdir()) == []  # no partial folder, no output
+
+
+def test_a_second_sigterm_kills_at_once(tmp_path):
+    calls = []
+    before = signal.getsignal(signal.SIGTERM)
+    try:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        assert exit_on_sigterm() is True
+        assert exit_on_sigterm() is True  # a second call keeps the handler
+        with pytest.raises(SystemExit) as exc:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(1)  # the handler runs between bytecodes, here
+        calls.append(exc.value.code)
+        assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # the next one is not delayed by cleanups
+    finally:
+        signal.signal(signal.SIGTERM, before)
+    assert calls == [143]
+
+
+def test_exit_on_sigterm_leaves_another_handler_and_other_threads_alone():
+    def mine(signum, frame):
+        pass
+
+    before = signal.getsignal(signal.SIGTERM)
+    try:
+        signal.signal(signal.SIGTERM, mine)
+        assert exit_on_sigterm() is False
+        assert signal.getsignal(signal.SIGTERM) is mine
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        result = []
+        thread = threading.Thread(target=lambda: result.append(exit_on_sigterm()))
+        thread.start()
+        thread.join()
+        assert result == [False] and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    finally:
+        signal.signal(signal.SIGTERM, before)
+
+
+FORKED = """
+import os, signal, sys, time
+from pathlib import Path
+sys.path.insert(0, {repo!r})
+from aoe.fsutil import atomic_dir, exit_on_sigterm
+exit_on_sigterm()
+with atomic_dir({out!r}) as tmp:
+    pid = os.fork()
+    if pid == 0:  # a worker process forked inside the folder's lifetime, as a data loader's
+        Path({ready!r}).write_text("inside")
+        time.sleep(120)
+        os._exit(0)
+    while not Path({ready!r}).exists():
+        time.sleep(0.05)
+    os.kill(pid, signal.SIGTERM)
+    _, status = os.waitpid(pid, 0)
+    print(os.WTERMSIG(status) if os.WIFSIGNALED(status) else "exit", tmp.is_dir())
+    (tmp / "done").write_text("complete")
+"""
+
+
+def test_a_forked_child_does_not_run_its_parents_cleanups(tmp_path):
+    out = tmp_path / "results" / "train"
+    code = FORKED.format(repo=str(REPO_ROOT), out=str(out), ready=str(tmp_path / "ready"))
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == [str(int(signal.SIGTERM)), "True"]  # killed by the signal; the folder still there
+    assert sorted(p.name for p in out.parent.iterdir()) == ["train"] and (out / "done").is_file()
+
+
+@pytest.mark.parametrize("sig", ["SIGKILL", "SIGTERM without the handler"])
+def test_the_next_run_removes_what_a_killed_run_left(tmp_path, sig):
+    proc, out, ready = _start_child(tmp_path, handler=False)
+    proc.send_signal(signal.SIGKILL if sig == "SIGKILL" else signal.SIGTERM)
+    proc.communicate(timeout=60)
+    (left,) = _hidden(out.parent, "train")  # nothing ran the cleanup
+    assert (out.parent / left / "part").is_file() and not out.exists()
+    with atomic_dir(out) as tmp:
+        assert _hidden(out.parent, "train") == [tmp.name]  # removed when the next run starts
+        (tmp / "done").write_text("complete")
+    assert sorted(p.name for p in out.parent.iterdir()) == ["train"]
+    assert sorted(p.name for p in out.iterdir()) == ["done"]
+
+
+def test_only_atomic_dirs_own_temporary_names_are_removed(tmp_path):
+    out = tmp_path / "train"
+    stale = [".train.abcd_123", ".train.zz9zz9zz"]
+    kept_dirs = [
+        ".train.abcd1234.x",  # longer than mkdtemp's 8 characters
+        ".train.abc",  # shorter
+        ".train.ABCD1234",  # mkdtemp never uses capitals
+        ".other.abcd1234",  # another output's
+        ".train2.abcd1234",
+        "train.ckpt",  # training checkpoints (aoe.train.checkpoint_dir)
+        "train.abcd1234",  # not hidden
+    ]
+    for name in stale + kept_dirs:
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "f").write_text("x")
+    (tmp_path / ".train.parquet1.tmp").write_text("x")  # aoe.data.io's temporary files
+    (tmp_path / ".train.file1234").write_text("x")  # a file, not atomic_dir's folder
+    (tmp_path / "target").mkdir()
+    (tmp_path / ".train.link1234").symlink_to(tmp_path / "target")
+    removed = remove_stale_temporaries(out)
+    assert sorted(p.name for p in removed) == sorted(stale)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        [*kept_dirs, ".train.parquet1.tmp", ".train.file1234", "target", ".train.link1234"]
+    )
+    assert (tmp_path / "target").is_dir()
+    assert remove_stale_temporaries(tmp_path / "absent" / "train") == []
+
+
+def test_an_error_inside_removes_the_temporary_and_keeps_the_old_output(tmp_path):
+    out = tmp_path / "train"
+    out.mkdir()
+    (out / "old").write_text("previous result")
+    with pytest.raises(RuntimeError, match="boom"):
+        with atomic_dir(out) as tmp:
+            (tmp / "part").write_text("x")
+            raise RuntimeError("boom")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["train"]
+    assert (out / "old").read_text() == "previous result"
+
+
+# The tokenize job script, run as Snakemake runs it (a `snakemake` object in its globals), made to
+# stop inside atomic_dir once the cache is written and before it is renamed into place.
+TOKENIZE_JOB = """
+import runpy, sys, time
+from pathlib import Path
+from types import SimpleNamespace
+sys.path.insert(0, {repo!r})
+import datasets
+save = datasets.Dataset.save_to_disk
+def slow_save(self, path, *args, **kwargs):
+    save(self, path, *args, **kwargs)
+    Path({ready!r}).write_text("inside")
+    time.sleep(120)
+datasets.Dataset.save_to_disk = slow_save
+snakemake = SimpleNamespace(
+    scriptdir={scripts!r}, log=[{log!r}], output=[{out!r}], wildcards=SimpleNamespace(max_len="12"),
+    input=SimpleNamespace(table={table!r}, backbone={backbone!r}), params=SimpleNamespace(prompt=None),
+)
+runpy.run_path({script!r}, init_globals={{"snakemake": snakemake}}, run_name="__main__")
+"""
+
+
+def test_a_cancelled_tokenize_job_leaves_no_partial_cache(tmp_path, tiny_bert):
+    table = tmp_path / "train.parquet"
+    pd.DataFrame({"sentence1": ["a cat", "a dog"], "sentence2": ["a pet", "a pet"], "score": [1.0, 2.0]}).to_parquet(table)
+    out, ready, log = tmp_path / "tokens" / "tiny", tmp_path / "ready", tmp_path / "tokenize.log"
+    code = TOKENIZE_JOB.format(
+        repo=str(REPO_ROOT), ready=str(ready), scripts=str(REPO_ROOT / "workflow_scripts"), log=str(log), out=str(out),
+        table=str(table), backbone=str(tiny_bert), script=str(REPO_ROOT / "workflow_scripts" / "tokenize.py"),
+    )
+    proc = subprocess.Popen([sys.executable, "-c", code], stderr=subprocess.PIPE, text=True)
+    _wait_for(ready, proc)
+    assert len(_hidden(out.parent, "tiny")) == 1
+    proc.send_signal(signal.SIGTERM)  # what Snakemake and SLURM's scancel send
+    proc.communicate(timeout=60)
+    assert proc.returncode == 143, log.read_text()
+    assert list(out.parent.iterdir()) == [], log.read_text()
+    assert "terminated by SIGTERM; removing partial outputs" in log.read_text()
