@@ -101,8 +101,6 @@ for _table in enabled_tables(config):
 from aoe.targets import explain_target, requested_targets
 
 for _target in requested_targets(sys.argv):
-    _why = explain_target(
-        _target, config, rule_names=[r.name for r in workflow.rules], configfiles=workflow.configfiles
-    )
+    _why = explain_target(_target, config, rule_names=[r.name for r in workflow.rules], configfiles=CONFIGFILES)
     if _why:
         raise WorkflowError(f"target {_why}")

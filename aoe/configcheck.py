@@ -74,6 +74,7 @@ __all__ = [
     "check_trainsets",
     "COMMAND_LINE",
     "complete_config",
+    "config_sources",
     "key_source",
     "load_config",
 ]
@@ -96,44 +97,29 @@ def _where(path: Iterable) -> str:
 COMMAND_LINE = "--config"
 
 
-def _merge_order(configfiles: Iterable[str | Path]) -> tuple[list, dict | None]:
-    """``configfiles`` in the order their values were merged (the last wins), and the --config values
-    (None: not known).
+def config_sources(workflow) -> tuple[list[str], dict]:
+    """A running workflow's config files in the order Snakemake merged them (the last wins), and its
+    --config values: what the messages name (:func:`key_source`).
 
     Snakemake lists the --configfile files first in ``workflow.configfiles`` and the Snakefile's
-    ``configfile: "config.yaml"`` after them, but merges them the other way round: config.yaml, then
-    the --configfile files, then --config. Given that list (as rules/common.smk and the Snakefile pass
-    it, or a copy), the order and the --config values are read from the running workflow; any other
-    list is taken as in merge order (load_config, the tests). Putting the command line's files last
-    leaves a list already in merge order as it is."""
-    import sys
-
-    module = sys.modules.get("snakemake.workflow")  # only inside a Snakemake run; never imported here
-    workflow = getattr(module, "workflow", None)
-    configfiles = list(configfiles)
-    if workflow is None or configfiles != list(getattr(workflow, "configfiles", None) or ()):
-        return configfiles, None
-    given = {Path(f).resolve() for f in getattr(workflow, "overwrite_configfiles", None) or ()}
-    # a stable sort: the Snakefile's files first, then the command line's in their order
-    files = sorted(configfiles, key=lambda f: Path(f).resolve() in given)
+    ``configfile: "config.yaml"`` after them, but merges config.yaml first, then the --configfile
+    files, then --config: a bad value a preset sets over config.yaml's was reported "(in config.yaml)".
+    """
+    given = {Path(f).resolve() for f in workflow.overwrite_configfiles or ()}
+    files = sorted(workflow.configfiles, key=lambda f: Path(f).resolve() in given)  # stable: config.yaml first
     command_line = getattr(getattr(workflow, "config_settings", None), "config", None)  # Snakemake >= 8
-    return files, (dict(command_line) if command_line is not None else None)
+    return [str(f) for f in files], dict(command_line or {})
 
 
 def key_source(path: tuple, configfiles: Iterable[str | Path], overrides: dict | None = None) -> str | None:
     """Where the value at ``path`` was set: :data:`COMMAND_LINE` when ``overrides`` (the --config
-    values, merged over every file) set it, else the last config file in merge order whose YAML sets
-    it (relative to the working directory when below it); None if none does.
-
-    For Snakemake's own ``workflow.configfiles`` list the merge order and the --config values come
-    from the running workflow (:func:`_merge_order`): that list puts config.yaml last, though every
-    --configfile file is merged over it."""
-    files, command_line = _merge_order(configfiles)
-    overrides = command_line if overrides is None else overrides
+    values, merged over every file) set it, else the last of ``configfiles`` (in merge order,
+    :func:`config_sources`) whose YAML sets it, relative to the working directory when below it;
+    None if none does."""
     if overrides and lookup(overrides, path) is not NOT_SET:
         return COMMAND_LINE
     found = None
-    for file in files:
+    for file in configfiles:
         try:
             node = yaml.safe_load(Path(file).read_text())
         except (OSError, yaml.YAMLError):
@@ -215,8 +201,7 @@ def check_schema(
     names the file that set the bad key (``configfiles`` in merge order, :func:`key_source`) or
     --config (``overrides``: the command line's values)."""
     schema = yaml.safe_load(Path(schema_path).read_text())
-    configfiles, command_line = _merge_order(configfiles)
-    overrides = command_line if overrides is None else overrides
+    configfiles = list(configfiles)
     error = _first_error(_validator(schema), config)
     if error is not None:
         raise ConfigError(_message(error, configfiles, overrides))
@@ -404,8 +389,7 @@ def check_batch_sizes(config: dict, configfiles: Iterable[str | Path] = (), over
     from aoe.hparams import resolve_cell
     from aoe.workflow import in_batch_pool_size
 
-    configfiles, command_line = _merge_order(configfiles)
-    overrides = command_line if overrides is None else overrides
+    configfiles = list(configfiles)
 
     def setting(recipe, cell, key: str) -> tuple[str, str]:
         """A cell's setting as a message names it: its config key, and where its value was set."""
@@ -665,8 +649,7 @@ def check_config(config: dict, configfiles: Iterable[str | Path] = (), overrides
     """Every cross-key check of :data:`CHECKS`, on a config the schema passed with its defaults
     filled in; raises ConfigError naming the first bad key (and, for :data:`_NAMING_FILES`, the file
     that set it: ``configfiles`` in merge order, ``overrides`` the --config values)."""
-    configfiles, command_line = _merge_order(configfiles)
-    overrides = command_line if overrides is None else overrides
+    configfiles = list(configfiles)
     for check in CHECKS:
         if check in _NAMING_FILES:
             check(config, configfiles, overrides)
@@ -680,13 +663,12 @@ def complete_config(
     """Check ``config`` as the workflow does at start-up and fill in the schema's defaults, in place:
     the schema first, as one line (Snakemake's ``validate`` would print the whole schema), then
     Snakemake's ``validate`` for the defaults, then the cross-key checks (:func:`check_config`).
-    ``configfiles``: the files merged into ``config`` (Snakemake's ``workflow.configfiles`` is put in
-    merge order, :func:`_merge_order`), ``overrides`` the --config values; the messages name them.
+    ``configfiles``: the files merged into ``config``, in merge order, and ``overrides`` the --config
+    values (a workflow's: :func:`config_sources`); the messages name them.
     Raises ConfigError."""
     from snakemake.utils import validate
 
-    configfiles, command_line = _merge_order(configfiles)
-    overrides = command_line if overrides is None else overrides
+    configfiles = list(configfiles)
     check_schema(config, schema_path, configfiles, overrides)
     validate(config, str(schema_path))
     check_config(config, configfiles, overrides)

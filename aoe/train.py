@@ -649,12 +649,12 @@ def _check_trained(run: _Run, state: dict) -> None:
     device = run.accelerator.device
     module.eval()
     with torch.no_grad():
-        emb = module(enc["input_ids"][:, None].to(device), enc["attention_mask"][:, None].to(device))  # (local, 1, H)
+        emb = embed_bucketed(module.encoder, module.pooling, enc["input_ids"].to(device), enc["attention_mask"].to(device), 1)
     module.train()
     if not torch.isfinite(emb).all():
         raise FloatingPointError(
             f"the model after step {state['step']} embeds the train set's first texts to non-finite vectors "
-            f"({int((~torch.isfinite(emb)).any(-1).sum())} of {emb.shape[0] * emb.shape[1]}): the updates diverged; "
+            f"({int((~torch.isfinite(emb)).any(-1).sum())} of {emb.shape[0]} texts): the updates diverged; "
             f"lower learning_rate ({run.cfg.learning_rate}) or check max_grad_norm and mixed_precision"
         )
     if state["step"] and state["zero_loss_steps"] == state["step"]:

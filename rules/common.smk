@@ -3,7 +3,7 @@ import sys
 # The package lives beside the Snakefile: importable with or without `pip install -e .`.
 sys.path.insert(0, workflow.basedir)
 
-from aoe.configcheck import complete_config
+from aoe.configcheck import complete_config, config_sources
 from aoe.workflow import (
     PRETRAINED,
     RELEASED,
@@ -33,10 +33,15 @@ from aoe.data.pairsets import ALLNLI_FILE, SOURCES, dataset_splits, mirror_sourc
 from aoe.formats import TOKEN_CACHE_FORMAT
 from aoe.llm_supervised import generators as llm_generators
 
+# config.yaml, then the --configfile files (a preset), then --config: the files and values a message
+# names (the report names the preset behind each table, the recipe the file behind each value)
+CONFIGFILES, CONFIG_OVERRIDES = config_sources(workflow)
+RUN_CONFIGFILES = [os.path.relpath(f) for f in CONFIGFILES]
+
 try:
     # the schema, then every cross-key check (aoe.configcheck: the rules files check nothing more);
     # one line naming the key and its file; fills in the schema's defaults
-    complete_config(config, workflow.source_path("../schemas/config.schema.yaml"), workflow.configfiles)
+    complete_config(config, workflow.source_path("../schemas/config.schema.yaml"), CONFIGFILES, CONFIG_OVERRIDES)
 except ConfigError as err:
     raise WorkflowError(f"config: {err}") from None
 

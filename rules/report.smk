@@ -1,14 +1,3 @@
-# config.yaml first, then the --configfile files that override it (the preset): the report names the
-# preset behind each table, the recipe the file behind each value.
-RUN_CONFIGFILES = [
-    os.path.relpath(f)
-    for f in sorted(
-        workflow.configfiles,
-        key=lambda f: Path(f).resolve() in {Path(o).resolve() for o in workflow.overwrite_configfiles},
-    )
-]
-
-
 # results/REPORT.md: every reproduced number next to the paper's (aoe.report). Reads the tables'
 # JSON twins and the figures' numbers.
 rule report_md:

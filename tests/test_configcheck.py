@@ -7,14 +7,13 @@ of them to show the workflow calls the check before anything is planned.
 
 from __future__ import annotations
 
-import sys
 import types
 
 import pytest
 import yaml
 from snakemake.utils import update_config
 
-from aoe.configcheck import CHECKS, check_schema, complete_config, load_config
+from aoe.configcheck import CHECKS, check_schema, complete_config, config_sources, load_config
 from aoe.workflow import ConfigError
 from tests.workflow_utils import REPO, copy_workflow, mirror_path, snakemake
 
@@ -343,8 +342,8 @@ def test_the_paper_grid_splits_its_llm_batches_over_four_gpus(tmp_path):
 
 
 def _snakemake_order(tmp_path, monkeypatch, override: dict, command_line: dict | None = None):
-    """The merged config and Snakemake's own configfiles list for config.yaml, ci.yaml and ``override``
-    (a stand-in for the running workflow, which rules/common.smk hands its list)."""
+    """The merged config, and config_sources() of a stand-in workflow of config.yaml, ci.yaml and
+    ``override`` (as rules/common.smk hands it the running one)."""
     files = [REPO / "config.yaml", REPO / "presets" / "ci.yaml", tmp_path / "override.yaml"]
     files[-1].write_text(yaml.safe_dump(override))
     config = {}
@@ -354,9 +353,8 @@ def _snakemake_order(tmp_path, monkeypatch, override: dict, command_line: dict |
     listed = [*files[1:], "config.yaml"]  # as Snakemake lists them
     workflow = types.SimpleNamespace(configfiles=listed, overwrite_configfiles=files[1:],
                                      config_settings=types.SimpleNamespace(config=command_line or {}))
-    monkeypatch.setitem(sys.modules, "snakemake.workflow", types.SimpleNamespace(workflow=workflow))
     monkeypatch.chdir(REPO)
-    return config, listed
+    return config, config_sources(workflow)
 
 
 @pytest.mark.parametrize(
@@ -369,17 +367,18 @@ def _snakemake_order(tmp_path, monkeypatch, override: dict, command_line: dict |
     ],
 )
 def test_a_bad_value_names_the_file_it_was_merged_from(tmp_path, monkeypatch, override, start):
-    config, listed = _snakemake_order(tmp_path, monkeypatch, override)
+    config, (files, command_line) = _snakemake_order(tmp_path, monkeypatch, override)
+    assert files[0].endswith("config.yaml") and command_line == {}
     with pytest.raises(ConfigError) as err:
-        complete_config(config, SCHEMA, listed)
+        complete_config(config, SCHEMA, files, command_line)
     assert str(err.value).startswith(start) and str(err.value).endswith(f"(in {tmp_path / 'override.yaml'})"), str(err.value)
 
 
 def test_a_value_given_by_config_on_the_command_line_is_named_so(tmp_path, monkeypatch):
     command_line = {"trainsets": {"stsb": {"train": {"learning_rate": "fast"}}}}
-    config, listed = _snakemake_order(tmp_path, monkeypatch, {}, command_line)
+    config, sources = _snakemake_order(tmp_path, monkeypatch, {}, command_line)
     with pytest.raises(ConfigError) as err:
-        complete_config(config, SCHEMA, listed)
+        complete_config(config, SCHEMA, *sources)
     assert str(err.value) == "trainsets.stsb.train.learning_rate: 'fast' is not of type 'number' (from --config)"
     # as check_schema's own argument, outside a Snakemake run
     with pytest.raises(ConfigError, match=r"^colour: unknown key \(from --config\); valid keys: "):
@@ -387,9 +386,9 @@ def test_a_value_given_by_config_on_the_command_line_is_named_so(tmp_path, monke
 
 
 def test_a_cross_key_error_names_the_file_it_was_merged_from(tmp_path, monkeypatch):
-    config, listed = _snakemake_order(tmp_path, monkeypatch, {"trainsets": {"stsb": {"train": {"batch_size": 6000}}}})
+    config, sources = _snakemake_order(tmp_path, monkeypatch, {"trainsets": {"stsb": {"train": {"batch_size": 6000}}}})
     with pytest.raises(ConfigError) as err:
-        complete_config(config, SCHEMA, listed)
+        complete_config(config, SCHEMA, *sources)
     assert str(err.value).startswith(f"trainsets.stsb.train.batch_size: 6000 (in {tmp_path / 'override.yaml'}) is more"), str(err.value)
 
 

@@ -181,3 +181,19 @@ def test_changing_table_code_reruns_only_tables(ci_run):
     # every edit undone: nothing to rerun
     out = snakemake(work, "-n", "--configfile", "presets/ci.yaml", env=env)
     assert out.returncode == 0 and "Nothing to be done" in out.stdout, out.stdout[-3000:]
+
+
+def test_a_code_default_reruns_what_it_changes_and_a_run_only_setting_nothing(ci_run):
+    """Every resolved value reaches a train job's params (Snakemake's params trigger): a built-in loss
+    default changed in aoe/recipes.py retrains; how often a run logs or checkpoints reruns nothing."""
+    work, env = ci_run
+    tau = 'angle_tau: float = field(default=20.0,'
+    with edited(work / "aoe" / "recipes.py", tau.replace("20.0", "10.0"), replace=tau):
+        out = snakemake(work, "-n", "--configfile", "presets/ci.yaml", env=env)
+    assert out.returncode == 0, out.stdout[-3000:]
+    assert job_counts(out.stdout).get("train_model") == 1, out.stdout[-3000:]
+    assert "Params have changed since last execution" in out.stdout
+    (work / "cadence.yaml").write_text("trainsets: {stsb: {train: {log_every: 3, checkpoint_every: 7}}}\n")
+    out = snakemake(work, "-n", "--configfile", "presets/ci.yaml", "cadence.yaml", env=env)
+    assert out.returncode == 0, out.stdout[-3000:]
+    assert "train_model" not in job_counts(out.stdout), out.stdout[-3000:]

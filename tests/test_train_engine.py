@@ -6,6 +6,10 @@
   each process draws its own masks, so the runs agree in distribution only.
 * A run SIGKILLed a few steps after a checkpoint and rerun ends where an
   uninterrupted run ends (dropout on: the RNG states are restored too).
+* What SLURM does at a time limit: SIGTERM, then SIGKILL after its KillWait. SIGTERM mid-run
+  saves a checkpoint after the current step; SIGKILL once training is done (before Snakemake
+  accepts the job, which then deletes its output) loses nothing: the rerun lays out the model
+  kept in ``seed.ckpt/final`` without a training step.
 """
 
 from __future__ import annotations
@@ -253,3 +257,69 @@ def test_checkpoint_of_another_config_is_not_resumed(setup):
     # same output folder, other learning rate: the old checkpoint must not be used
     subprocess.run([sys.executable, *_args(setup, 0.0, out, learning_rate=5e-4, **cfg)], check=True, env=_env(), capture_output=True)
     assert json.loads((out / "aoe_config.json").read_text())["summary"]["resumed_from_step"] is None
+
+
+# Runs aoe.train's command line and sends itself SIGTERM during step AT (as SLURM does at a job's time
+# limit), or SIGKILL right after the finished model is kept (ckpt/final) and before the model folder
+# appears: the moment a job killed after training leaves Snakemake an incomplete output to delete.
+_SIGNAL = """
+import os, signal, sys
+import aoe.train as t
+
+at, how = int(sys.argv[1]), sys.argv[2]
+step, keep_final = t._step, t.checkpoints.keep_final
+
+def step_and_term(run, rows, state, b_idx):
+    if how == "term" and state["step"] + 1 == at:
+        os.kill(os.getpid(), signal.SIGTERM)  # arrives mid-step: the step ends, then the checkpoint
+    return step(run, rows, state, b_idx)
+
+def keep_and_die(*args, **kw):
+    final = keep_final(*args, **kw)
+    if how == "kill_after_training":
+        os.kill(os.getpid(), signal.SIGKILL)
+    return final
+
+t._step, t.checkpoints.keep_final = step_and_term, keep_and_die
+t.main(sys.argv[3:])
+"""
+
+
+def _run_signalled(setup, dropout: float, out: Path, at: int, how: str, **cfg) -> subprocess.CompletedProcess:
+    argv = _args(setup, dropout, out, **cfg)[2:]  # without "-m aoe.train"
+    return subprocess.run([sys.executable, "-c", _SIGNAL, str(at), how, *argv], env=_env(), capture_output=True, text=True)
+
+
+def test_sigterm_at_a_time_limit_saves_a_checkpoint_and_the_rerun_resumes_from_it(setup):
+    root = setup["root"]
+    full, cut = root / "full_term", root / "term"
+    cfg = {"max_steps": 12}  # no periodic checkpoints: everything hangs on the one SIGTERM writes
+    subprocess.run([sys.executable, *_args(setup, 0.1, full, **cfg)], check=True, env=_env(), capture_output=True)
+    proc = _run_signalled(setup, 0.1, cut, at=7, how="term", **cfg)
+    assert proc.returncode == 1 and not cut.exists(), proc.stderr[-3000:]
+    assert "SIGTERM at step 7 of 12: checkpoint" in proc.stderr and "rerunning the job resumes from it" in proc.stderr
+    assert [d.name for d in step_dirs(checkpoint_dir(cut))] == ["step7"]
+
+    subprocess.run([sys.executable, *_args(setup, 0.1, cut, **cfg)], check=True, env=_env(), capture_output=True)
+    assert json.loads((cut / "aoe_config.json").read_text())["summary"]["resumed_from_step"] == 7
+    np.testing.assert_allclose([x for _, x in _losses(cut)], [x for _, x in _losses(full)], rtol=1e-6)
+    wf, wc = load_file(full / "model.safetensors"), load_file(cut / "model.safetensors")
+    for k in wf:
+        torch.testing.assert_close(wc[k], wf[k], rtol=1e-5, atol=1e-6)
+
+
+def test_sigkill_after_training_costs_seconds_not_the_training(setup):
+    root = setup["root"]
+    out = root / "kill_after"
+    cfg = {"max_steps": 8}
+    proc = _run_signalled(setup, 0.1, out, at=0, how="kill_after_training", **cfg)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr[-3000:]
+    assert not out.exists()  # as Snakemake finds (or leaves, having deleted it) the output of a killed job
+    assert (checkpoint_dir(out) / "final" / "model.safetensors").is_file()
+
+    rerun = subprocess.run([sys.executable, *_args(setup, 0.1, out, **cfg)], env=_env(), capture_output=True, text=True)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    summary = json.loads((out / "aoe_config.json").read_text())["summary"]
+    assert summary["restored_from"] == str(checkpoint_dir(out) / "final") and summary["steps"] == 8
+    assert "train aoe seed" not in rerun.stderr  # no training progress bar: not one step was run again
+    assert [p.name for p in out.parent.iterdir() if p.name.startswith(".kill_after")] == []  # the killed run's partial folder went

@@ -88,15 +88,20 @@ def dry_run_jobs(stdout: str) -> list[dict]:
 
 
 @contextlib.contextmanager
-def edited(path: Path, text: str):
-    """``path`` with ``text`` appended for the duration; then its bytes and mtime as they were.
+def edited(path: Path, text: str, replace: str | None = None):
+    """``path`` with ``text`` appended (or put in place of ``replace``) for the duration; then its bytes
+    and mtime as they were.
 
     Snakemake reruns a rule whose script is newer than its outputs, so a restored script
     must get its old mtime back, or later checks of a shared results tree see a code change.
     """
     original, stat = path.read_bytes(), path.stat()
     try:
-        path.write_bytes(original + text.encode())
+        if replace is None:
+            path.write_bytes(original + text.encode())
+        else:
+            assert replace.encode() in original, f"{path} has no {replace!r}"
+            path.write_bytes(original.replace(replace.encode(), text.encode(), 1))
         yield path
     finally:
         path.write_bytes(original)
