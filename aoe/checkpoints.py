@@ -166,11 +166,24 @@ def save_checkpoint(accelerator, root: Path, identity: dict, state: dict, metric
         for stale in _foreign(root, identity) + ([step_dir] if step_dir.exists() else []):
             shutil.rmtree(stale, ignore_errors=True)
     accelerator.wait_for_everyone()
-    accelerator.save_state(str(step_dir))
+    try:
+        accelerator.save_state(str(step_dir))
+        if accelerator.is_main_process:
+            (step_dir / "metrics.jsonl").write_text("".join(line + "\n" for line in metrics_lines))
+            files = _file_manifest(step_dir)
+            _write_json(step_dir / TRAINER_STATE, {"state": state, "identity": identity, "files": files})
+    except (OSError, RuntimeError) as e:
+        # a full disk or quota: torch says "[enforce fail at inline_container.cc:672] . unexpected pos
+        # 23744 vs 23636", naming neither the folder nor the disk, and the partial checkpoint kept
+        # the space filled (for other users' jobs too) until the next run of this one
+        shutil.rmtree(step_dir, ignore_errors=True)
+        free = shutil.disk_usage(root).free
+        raise OSError(
+            f"checkpoint {step_dir} could not be written ({type(e).__name__}: {e}); {free / 2**20:.0f} MiB are free "
+            f"on its filesystem, and a checkpoint takes the model and optimizer states (several times the weights): "
+            f"free space (or raise the quota), or checkpoint less often (trainsets.<name>.train.checkpoint_every; 0: never)"
+        ) from e
     if accelerator.is_main_process:
-        (step_dir / "metrics.jsonl").write_text("".join(line + "\n" for line in metrics_lines))
-        files = _file_manifest(step_dir)
-        _write_json(step_dir / TRAINER_STATE, {"state": state, "identity": identity, "files": files})
         for old in step_dirs(root)[KEEP:]:
             shutil.rmtree(old, ignore_errors=True)
     accelerator.wait_for_everyone()
@@ -232,7 +245,9 @@ def keep_final(model_dir: Path, root: Path, identity: dict, summary: dict) -> Pa
     tmp, final = root / f".{FINAL}.tmp", root / FINAL
     shutil.rmtree(tmp, ignore_errors=True)
     _link_tree(model_dir, tmp)
-    _write_json(tmp / _FINAL_RECORD, {"identity": identity, "summary": summary})
+    # sizes and sha256 as trained: final/ shares its files with the model folder (hard links), so
+    # a write into the model folder's files (a tool saving over model.safetensors) damages it too
+    _write_json(tmp / _FINAL_RECORD, {"identity": identity, "summary": summary, "files": _file_manifest(tmp)})
     if final.exists():
         shutil.rmtree(final)
     os.replace(tmp, final)
@@ -253,6 +268,11 @@ def finished_model(root: Path, identity: dict) -> tuple[Path, dict] | None:
     except (OSError, ValueError):
         return None
     if record.get("identity") != identity or not (final / "aoe_config.json").is_file():
+        return None
+    damage = _damaged(final, record["files"]) if "files" in record else f"{final / _FINAL_RECORD} lists no files to check"
+    if damage is not None:
+        print(f"{final} is not restored: {damage}; training again", flush=True)
+        shutil.rmtree(final, ignore_errors=True)  # the model folder's own links are separate entries: it stays as it is
         return None
     return final, record["summary"]
 

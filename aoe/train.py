@@ -24,7 +24,7 @@ the same run (a preempted SLURM job retried by Snakemake continues where it stop
 and once training finished, ``seed{seed}.ckpt/final`` keeps the model (hard links), so a
 job killed after training, or rerun for a setting that does not change the weights,
 lays the model out again in seconds. SIGTERM (what SLURM sends at a time limit, before
-SIGKILL) ends the current step, saves a checkpoint and exits.
+SIGKILL) or SIGINT (Ctrl-C) ends the current step, saves a checkpoint and exits.
 
 Batches. Every process reads the same global batch (the epoch's order is a
 permutation seeded by (seed, epoch)), cut into ``gradient_accumulation_steps``
@@ -347,8 +347,8 @@ def train(
     state = {"step": 0, "epoch": 0, "batch": 0, "examples_seen": 0, "train_seconds": 0.0, "zero_loss_steps": 0}
     metrics_lines: list[str] = []
     resumed_from = checkpoints.resume(run.accelerator, ckpt_root, identity, state, metrics_lines, partial=run.finetuning.partial_resume)
-    with _stop_on_sigterm() as stop:
-        _train_steps(run, state, ckpt_root, identity, metrics_lines, stop)
+    with _stop_on_signals() as arrived:
+        _train_steps(run, state, ckpt_root, identity, metrics_lines, arrived)
     _check_trained(run, state)
     summary = {
         "steps": state["step"],
@@ -463,26 +463,38 @@ def _load_data(cfg: TrainConfig, objective, cache_dir, table, backbone_dir):
 
 
 @contextlib.contextmanager
-def _stop_on_sigterm():
-    """A flag SIGTERM sets (SLURM's time limit, ``scancel``; SIGKILL follows after the cluster's KillWait),
-    so the loop can save a checkpoint after the step it is in, instead of losing every step since the last one."""
+def _stop_on_signals():
+    """Which of SIGTERM or SIGINT arrived (None: neither), for the loop to save a checkpoint after the step it is in.
+
+    SIGTERM: SLURM's time limit and ``scancel`` (SIGKILL follows after the cluster's KillWait);
+    SIGINT: Ctrl-C, which reaches the job too (Snakemake's process group). Both used to end the
+    job mid-step and lose every step since the last ``checkpoint_every``. A second Ctrl-C stops at once.
+    """
     import signal
     import threading
 
-    stop = threading.Event()
+    arrived: list[str] = []
     if threading.current_thread() is not threading.main_thread():
-        yield stop  # signal handlers belong to the main thread
+        yield arrived  # signal handlers belong to the main thread
         return
-    previous = signal.signal(signal.SIGTERM, lambda signum, frame: stop.set())
+
+    def on_signal(signum, frame):
+        if signum == signal.SIGINT and arrived:
+            raise KeyboardInterrupt
+        arrived.append(signal.Signals(signum).name)
+
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
     try:
-        yield stop
+        yield arrived
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for s, handler in previous.items():
+            signal.signal(s, handler)
 
 
-def _train_steps(run: _Run, state: dict, ckpt_root: Path, identity: dict, metrics_lines: list[str], stop=None) -> None:
+def _train_steps(run: _Run, state: dict, ckpt_root: Path, identity: dict, metrics_lines: list[str], arrived=()) -> None:
     """Optimizer steps from ``state`` to the end: a metrics line every ``log_every``, a checkpoint every
-    ``checkpoint_every``; on ``stop`` (SIGTERM) a checkpoint after the current step, then SystemExit."""
+    ``checkpoint_every``; once a signal has ``arrived`` (:func:`_stop_on_signals`) a checkpoint after the
+    current step, then SystemExit."""
     from tqdm.auto import tqdm
 
     cfg, total = run.cfg, run.total_steps
@@ -514,7 +526,7 @@ def _train_steps(run: _Run, state: dict, ckpt_root: Path, identity: dict, metric
                     metrics_lines.append(json.dumps(record))
                     _check_weights(run, state)
                 state["zero_loss_steps"] += logged["loss"] == 0.0
-                stopping = _agreed(run.accelerator, stop is not None and stop.is_set())
+                stopping = _agreed(run.accelerator, bool(arrived))
                 if state["step"] < total and (stopping or (cfg.checkpoint_every and state["step"] % cfg.checkpoint_every == 0)):
                     _check_weights(run, state)
                     state["train_seconds"] += time.perf_counter() - start
@@ -522,7 +534,8 @@ def _train_steps(run: _Run, state: dict, ckpt_root: Path, identity: dict, metric
                     saved = _save_checkpoint(run.accelerator, ckpt_root, identity, state, metrics_lines)
                     if stopping:
                         raise SystemExit(
-                            f"SIGTERM at step {state['step']} of {total}: checkpoint {saved} saved; "
+                            f"{arrived[0] if arrived else 'a signal on another process'} at step {state['step']} of {total}: "
+                            f"checkpoint {saved} saved; "
                             "rerunning the job resumes from it"
                         )
                 if state["step"] >= total:

@@ -18,7 +18,7 @@ import torch
 from safetensors.torch import load_file
 
 import aoe.train
-from aoe.checkpoints import FINAL, TRAINER_STATE, checkpoint_dir, step_dirs
+from aoe.checkpoints import FINAL, TRAINER_STATE, checkpoint_dir, save_checkpoint, step_dirs
 from aoe.tokens import build_token_cache
 from aoe.train import TrainConfig, train
 
@@ -277,3 +277,43 @@ def test_a_loss_of_zero_at_every_step_fails_the_job(data, tmp_path, monkeypatch)
     with pytest.raises(FloatingPointError, match="the loss was exactly 0 at every one of 6 steps"):
         _train(data, out)
     assert not out.exists()
+
+
+def test_a_final_model_damaged_through_its_hard_links_is_trained_again_not_restored(data, tmp_path, capsys):
+    # final/ shares its files with the model folder: a write into seed0/model.safetensors (cut
+    # short here) damaged final/ too, and the rerun laid the damaged weights out as a finished model
+    out = tmp_path / "seed0"
+    _train(data, out, checkpoint_every=2)
+    weights = out / "model.safetensors"
+    with weights.open("r+b") as f:
+        f.truncate(4096)
+    root = checkpoint_dir(out)
+    assert (root / FINAL / "model.safetensors").stat().st_size == 4096  # the same file
+    shutil.rmtree(out)
+    again = _train(data, out, checkpoint_every=2)
+    assert "restored_from" not in again
+    assert f"{root / FINAL} is not restored: {root / FINAL / 'model.safetensors'} has 4096 bytes" in capsys.readouterr().out
+    _weights(out)  # loads
+
+
+class _FullDisk:
+    """An accelerator whose save_state writes part of the weights, then fails as torch does on a full disk."""
+
+    is_main_process = True
+
+    def wait_for_everyone(self):
+        pass
+
+    def save_state(self, folder):
+        Path(folder).mkdir(parents=True)
+        (Path(folder) / "model.safetensors").write_bytes(b"\0" * 4096)
+        raise RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 23744 vs 23636")
+
+
+def test_a_checkpoint_that_cannot_be_written_is_removed_and_named_with_the_free_space(tmp_path):
+    # a full disk (a 120 MiB tmpfs under results/models) failed the job with torch's bare
+    # "unexpected pos 23744 vs 23636", and the partial step folder held the space until the next run
+    root = tmp_path / "seed0.ckpt"
+    with pytest.raises(OSError, match=r"checkpoint .*step3 could not be written \(RuntimeError: .*unexpected pos.*\); \d+ MiB are free.*checkpoint_every"):
+        save_checkpoint(_FullDisk(), root, {"id": 1}, {"step": 3}, [])
+    assert list(root.iterdir()) == []

@@ -270,8 +270,9 @@ at, how = int(sys.argv[1]), sys.argv[2]
 step, keep_final = t._step, t.checkpoints.keep_final
 
 def step_and_term(run, rows, state, b_idx):
-    if how == "term" and state["step"] + 1 == at:
-        os.kill(os.getpid(), signal.SIGTERM)  # arrives mid-step: the step ends, then the checkpoint
+    if how in ("term", "int") and state["step"] + 1 == at:
+        # arrives mid-step: the step ends, then the checkpoint
+        os.kill(os.getpid(), signal.SIGTERM if how == "term" else signal.SIGINT)
     return step(run, rows, state, b_idx)
 
 def keep_and_die(*args, **kw):
@@ -323,3 +324,13 @@ def test_sigkill_after_training_costs_seconds_not_the_training(setup):
     assert summary["restored_from"] == str(checkpoint_dir(out) / "final") and summary["steps"] == 8
     assert "train aoe seed" not in rerun.stderr  # no training progress bar: not one step was run again
     assert [p.name for p in out.parent.iterdir() if p.name.startswith(".kill_after")] == []  # the killed run's partial folder went
+
+
+def test_ctrl_c_saves_a_checkpoint_like_sigterm(setup):
+    # Ctrl-C reaches the job too (Snakemake's process group): it raised KeyboardInterrupt mid-step,
+    # and every step since the last checkpoint_every was lost
+    cut = setup["root"] / "int"
+    proc = _run_signalled(setup, 0.1, cut, at=4, how="int", max_steps=12)
+    assert proc.returncode == 1 and not cut.exists(), proc.stderr[-3000:]
+    assert "SIGINT at step 4 of 12: checkpoint" in proc.stderr
+    assert [d.name for d in step_dirs(checkpoint_dir(cut))] == ["step4"]
