@@ -269,7 +269,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m aoe.embed") -> in
         from safetensors import SafetensorError
 
         from aoe.interop import default_max_length
-        from aoe.models import Encoder
+        from aoe.models import DamagedModelError, Encoder
 
         try:
             max_length = args.max_length or default_max_length(args.model_dir)
@@ -280,8 +280,9 @@ def main(argv: list[str] | None = None, prog: str = "python -m aoe.embed") -> in
             encoder = Encoder(args.model_dir, pooling=args.pooling, device=device, prompt=args.prompt)
         except ValueError as exc:  # pooling / prompt missing or contradicting aoe_config.json
             parser.error(str(exc))
-        except SafetensorError as exc:  # the files passed _check_model_dir: one changed since (a copy still running?)
-            parser.exit(2, f"{parser.prog}: {args.model_dir}: a weights file cannot be read ({exc}); {_REFETCH}\n")
+        except (SafetensorError, DamagedModelError) as exc:  # the files passed _check_model_dir: one changed since (a copy still running?)
+            cause = exc.__cause__ if isinstance(exc, DamagedModelError) and exc.__cause__ is not None else exc
+            parser.exit(2, f"{parser.prog}: {args.model_dir}: a weights file cannot be read ({cause}); {_REFETCH}\n")
         emb = encoder.encode(texts, batch_size=args.batch_size, max_length=max_length, progress=True)
         with handle:
             np.save(handle, emb.astype(np.float32, copy=False))

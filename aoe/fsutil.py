@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-__all__ = ["atomic_dir", "remove_stale_temporaries", "exit_on_sigterm"]
+__all__ = ["atomic_dir", "remove_stale_temporaries", "exit_on_sigterm", "as_created"]
 
 # tempfile.mkdtemp's random part: 8 characters of tempfile._RandomNameSequence.characters
 _MKDTEMP_SUFFIX = "[a-z0-9_]{8}"
@@ -61,12 +61,41 @@ def atomic_dir(out_dir: str | os.PathLike) -> Iterator[Path]:
     tmp.chmod(0o755)  # mkdtemp makes it private; results are shared with other users' jobs
     try:
         yield tmp
+        # files libraries made private (safetensors writes model.safetensors 0600, as tempfile
+        # does) get the mode open() gives, like the folder: other users' jobs read them
+        for path in tmp.rglob("*"):
+            if path.is_file() and not path.is_symlink() and path.stat().st_mode & 0o777 == 0o600:
+                as_created(path)
         if out_dir.exists():
             shutil.rmtree(out_dir)
         os.replace(tmp, out_dir)
     finally:
         if tmp.exists():
             shutil.rmtree(tmp)
+
+
+def _umask() -> int:
+    # /proc/self/status says it without changing it: os.umask can only be read by setting it,
+    # which would give files another thread creates meanwhile the wrong mode
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def as_created(path: str | os.PathLike) -> None:
+    """Give a file that ``tempfile`` made (always mode 0600) the mode ``open()`` would have: 0666 less the umask.
+
+    A result written to a temporary name and renamed otherwise stays private to its
+    owner: in a results folder shared with a group (umask 002, a setgid project
+    folder) the other members' jobs and reports fail on it with PermissionError.
+    """
+    os.chmod(path, 0o666 & ~_umask())
 
 
 _installed_in: int | None = None  # the pid of the process that called exit_on_sigterm

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import numpy as np
 
+from aoe.fsutil import as_created
+
 __all__ = ["write_json_atomic", "json_safe", "finite_or_none"]
 
 
@@ -49,5 +51,6 @@ def write_json_atomic(obj, path: str | os.PathLike) -> Path:
             tmp.close()
             os.unlink(tmp.name)
             raise
+    as_created(tmp.name)  # not tempfile's 0600: results are read by other users' jobs
     os.replace(tmp.name, path)
     return path

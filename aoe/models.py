@@ -482,6 +482,33 @@ def pin_4bit_cpu_path(model: torch.nn.Module, packed: bool = False) -> int:
 EVAL_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}
 
 
+def _weight_read_errors() -> tuple[type[BaseException], ...]:
+    try:
+        from safetensors import SafetensorError
+    except ImportError:  # an older safetensors: its error is an OSError subclass there
+        return ()
+    return (SafetensorError,)
+
+
+class DamagedModelError(RuntimeError):
+    """A model folder (a backbone as downloaded, a trained model) whose weights cannot be read."""
+
+
+def _damaged_folder(model_dir: str | Path, e: BaseException) -> DamagedModelError:
+    """The error for a model folder whose weights cannot be read: which folder, what failed, and the fix.
+
+    transformers says "Error while deserializing header: invalid header length" for a
+    weights file cut short, or "no file named model.safetensors" for a missing one, and
+    names neither the folder's role nor what to do. Snakemake does not notice a file
+    changed or gone inside a directory output, so the fix is to delete the folder.
+    """
+    return DamagedModelError(
+        f"{model_dir}: its weights cannot be loaded ({type(e).__name__}: {e}); the folder is damaged or incomplete. "
+        f"Delete it and rerun the job that made it (a trained model: also its .ckpt folder beside it, "
+        f"whose final/ holds hard links to the same files)"
+    )
+
+
 def load_base_model(
     model_dir: str | Path, quantization: dict | None = None, device: torch.device | str | None = None, dtype: str | None = None
 ):
@@ -493,7 +520,10 @@ def load_base_model(
     from transformers import AutoModel
 
     if not quantization:
-        model = AutoModel.from_pretrained(model_dir, **({"dtype": EVAL_DTYPES[dtype]} if dtype else {}))
+        try:
+            model = AutoModel.from_pretrained(model_dir, **({"dtype": EVAL_DTYPES[dtype]} if dtype else {}))
+        except (OSError, *_weight_read_errors()) as e:
+            raise _damaged_folder(model_dir, e) from e
         return model.to(device) if device is not None else model
     device = torch.device(device or "cpu")
     # bitsandbytes places quantized weights at load time; moving them afterwards is refused

@@ -93,6 +93,30 @@ def _refuse_missing_scores(table: Path, df: pd.DataFrame) -> None:
         )
 
 
+def _refuse_past_positions(table: Path, model_dir: Path, ids: list[list[int]], max_length: int) -> None:
+    """A ``max_length`` past the model's positions that leaves texts longer than the model takes is refused here.
+
+    Such a text fails the train job with a tensor-size error deep in the model ("The
+    expanded size of the tensor ...") only when its batch comes up, perhaps hours in;
+    here it costs seconds and names the setting. A larger ``max_length`` that no text
+    reaches changes nothing and passes. Only where the folder has the model's config.json.
+    """
+    if not (model_dir / "config.json").is_file():
+        return
+    from aoe.embed import _position_limit  # config.json's positions, lowered by the tokenizer's model_max_length
+
+    limit = _position_limit(model_dir)
+    if limit is None or max_length <= limit[0]:
+        return
+    over = sum(len(x) > limit[0] for x in ids)
+    if over:
+        raise ValueError(
+            f"{table}: max_length {max_length} is past what {model_dir} takes ({limit[0]} tokens, {limit[1]}) "
+            f"and {over} distinct text(s) tokenize to more than {limit[0]} tokens, which would fail training; "
+            f"set the train set's max_length (trainsets.<name>.train.max_length) to {limit[0]} or less"
+        )
+
+
 def build_token_cache(
     table: str | Path, tokenizer_dir: str | Path, max_length: int, out_dir: str | Path, prompt: str | None = None
 ) -> dict:
@@ -130,6 +154,7 @@ def build_token_cache(
         raise DataError(f"{table}: {len(texts)} texts / vocabulary {tokenizer.vocab_size} exceed int32 ids")
     index = {t: i for i, t in enumerate(texts)}
     ids = tokenize_texts(tokenizer, list(texts), max_length, prompt)
+    _refuse_past_positions(table, Path(tokenizer_dir), ids, max_length)
     # what str.strip does not see: a text of characters the tokenizer drops (zero-width
     # spaces, control characters) is as empty to the model
     overhead = text_overhead(tokenizer, prompt)
@@ -195,4 +220,18 @@ def load_token_cache(
     if stale:
         detail = "; ".join(f"{k}: cached {old!r}, now {new!r}" for k, (old, new) in stale.items())
         raise StaleCacheError(f"token cache {cache_dir} is stale ({detail}); delete it and rerun")
-    return datasets.load_from_disk(str(cache_dir / "pairs"))
+    # a cache cut short (a copy or a disk write interrupted) fails in pyarrow naming no file, or,
+    # cut at a record-batch boundary, loads fewer rows without a word: the run would train on part
+    # of the data under the identity (cache.json's n_examples) of all of it
+    try:
+        ds = datasets.load_from_disk(str(cache_dir / "pairs"))
+    except Exception as e:
+        raise StaleCacheError(
+            f"token cache {cache_dir} cannot be read ({type(e).__name__}: {e}); delete it and rerun"
+        ) from e
+    if meta.get("n_examples") is not None and len(ds) != meta["n_examples"]:
+        raise StaleCacheError(
+            f"token cache {cache_dir} holds {len(ds)} examples where its cache.json records {meta['n_examples']} "
+            f"(a file cut short); delete it and rerun"
+        )
+    return ds

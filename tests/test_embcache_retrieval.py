@@ -75,3 +75,39 @@ def test_uneven_caption_counts_are_refused():
     caps = _captions(2).iloc[:-1]
     with pytest.raises(ValueError, match="same number of captions"):
         flickr_strict_accuracy(lambda t: np.ones((len(t), 2)), caps)
+
+
+def test_a_damaged_cache_file_is_embedded_again_and_replaced(tmp_path, capsys):
+    # a cache file cut short (a copy interrupted, a disk error) failed every later evaluation
+    # of the model with a bare "BadZipFile: File is not a zip file" naming no file
+    calls = []
+
+    def encode(texts):
+        calls.append(len(texts))
+        return np.arange(len(texts) * 3, dtype=np.float32).reshape(len(texts), 3)
+
+    texts = ["a cat sits", "a dog runs", "rain"]
+    cache = EmbeddingCache(tmp_path, "k", {"files": {}}, encode)
+    first = cache.encode(texts)
+    (stored,) = tmp_path.glob("k/*.npz")
+    stored.write_bytes(stored.read_bytes()[: stored.stat().st_size // 2])
+    again = EmbeddingCache(tmp_path, "k", {"files": {}}, encode).encode(texts)
+    assert calls == [3, 3] and np.array_equal(first, again)
+    assert f"embedding cache file {stored} is damaged" in capsys.readouterr().err
+    assert EmbeddingCache(tmp_path, "k", {"files": {}}, encode).encode(texts) is not None and calls == [3, 3]  # replaced
+    # rows that do not match the texts are not served either
+    np.savez(stored, texts=np.array(texts, dtype=str), emb=np.zeros((2, 3), dtype=np.float32))
+    assert np.array_equal(EmbeddingCache(tmp_path, "k", {"files": {}}, encode).encode(texts), first) and calls == [3, 3, 3]
+
+
+def test_a_failed_cache_write_leaves_no_temporary_file(tmp_path, monkeypatch):
+    # disk full (or SIGTERM, raised as SystemExit by aoe.fsutil.exit_on_sigterm) mid-write
+    # left a hidden .<key>.*.npz beside the cache for good
+    def full(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    cache = EmbeddingCache(tmp_path, "k", {"files": {}}, lambda texts: np.zeros((len(texts), 2), dtype=np.float32))
+    monkeypatch.setattr(np, "savez", full)
+    with pytest.raises(OSError, match="No space left"):
+        cache.encode(["a", "b"])
+    assert sorted(p.name for p in (tmp_path / "k").iterdir()) == ["model.json"]

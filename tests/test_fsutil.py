@@ -229,3 +229,50 @@ def test_a_cancelled_tokenize_job_leaves_no_partial_cache(tmp_path, tiny_bert):
     assert proc.returncode == 143, log.read_text()
     assert list(out.parent.iterdir()) == [], log.read_text()
     assert "terminated by SIGTERM; removing partial outputs" in log.read_text()
+
+
+# --- files written to a temporary name: the mode open() gives, not tempfile's 0600 ---
+
+
+@pytest.fixture
+def group_umask():
+    old = os.umask(0o002)  # a project folder shared with a group
+    yield
+    os.umask(old)
+
+
+def test_results_written_atomically_get_the_umask_mode_not_0600(tmp_path, group_umask):
+    # eval JSONs, prepared tables and their manifests, the embedding cache: tempfile makes
+    # files 0600, so a group member's table or report job failed on them with PermissionError
+    import numpy as np
+    import pandas as pd
+
+    from aoe.data.io import write_parquet_atomic
+    from aoe.evaluate.embcache import EmbeddingCache
+    from aoe.jsonio import write_json_atomic
+
+    written = [
+        write_json_atomic({"a": 1}, tmp_path / "sts.json"),
+        write_parquet_atomic(pd.DataFrame({"x": [1]}), tmp_path / "test.parquet"),
+    ]
+    cache = EmbeddingCache(tmp_path / "emb", "k", {"files": {}}, lambda texts: np.zeros((len(texts), 2), dtype=np.float32))
+    cache.encode(["a", "b"])
+    written += list((tmp_path / "emb" / "k").iterdir())
+    assert len(written) == 4
+    for path in written:
+        assert oct(path.stat().st_mode & 0o777) == oct(0o664), path
+
+
+def test_a_folder_written_by_atomic_dir_has_no_private_files(tmp_path, group_umask):
+    # a trained model's model.safetensors came out 0600 (safetensors' own file mode), so a group
+    # member's evaluation of a shared results/models folder failed with PermissionError
+    import torch
+    from safetensors.torch import save_file
+
+    out = tmp_path / "seed1"
+    with atomic_dir(out) as tmp:
+        save_file({"w": torch.zeros(2)}, str(tmp / "model.safetensors"))
+        (tmp / "sub").mkdir()
+        (tmp / "sub" / "config.json").write_text("{}")
+    assert oct((out / "model.safetensors").stat().st_mode & 0o777) == oct(0o664)
+    assert oct((out / "sub" / "config.json").stat().st_mode & 0o777) == oct(0o664)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from importlib.metadata import version
 from pathlib import Path
@@ -276,3 +277,21 @@ def test_embed_first_last_avg_uses_first_block_output(tiny_bert):
     m = enc["attention_mask"].unsqueeze(-1).float()
     expected = (((layers[1] + layers[-1]) / 2) * m).sum(1) / m.sum(1)
     torch.testing.assert_close(got, expected)
+
+
+@pytest.mark.parametrize("damage", ["cut short", "missing"])
+def test_weights_that_cannot_be_read_name_the_folder_and_the_fix(tiny_bert, tmp_path, damage):
+    # an evaluation job of a model whose model.safetensors was cut short (or deleted) failed with
+    # transformers' "SafetensorError: Error while deserializing header: invalid header length",
+    # naming neither the folder nor that Snakemake cannot see the damage (a directory output)
+    from aoe.models import DamagedModelError
+
+    model = Path(shutil.copytree(tiny_bert, tmp_path / "seed1"))
+    weights = model / "model.safetensors"
+    if damage == "cut short":
+        with weights.open("r+b") as f:
+            f.truncate(4096)
+    else:
+        weights.unlink()
+    with pytest.raises(DamagedModelError, match=rf"^{re.escape(str(model))}: its weights cannot be loaded .*Delete it and rerun"):
+        Encoder(model, pooling="cls", device="cpu")

@@ -284,3 +284,48 @@ def test_an_empty_table_is_a_data_error(tmp_path, tokenizer_dir):
     empty = _table_with(tmp_path, [], name="empty.parquet")
     with pytest.raises(DataError, match=r"empty.parquet: no rows to tokenize; check the table"):
         build_token_cache(empty, tokenizer_dir, MAX_LENGTH, tmp_path / "c")
+
+
+# --- a damaged cache, a max_length past the model's positions ---
+
+
+def _record_batch_ends(arrow: Path) -> list[int]:
+    import pyarrow as pa
+
+    with pa.memory_map(str(arrow)) as src:
+        ends = []
+        for _ in pa.ipc.open_stream(src):
+            ends.append(src.tell())
+    return ends
+
+
+def test_a_token_cache_cut_short_is_refused_not_loaded_in_part(tmp_path, tokenizer_dir):
+    # cut at a record-batch boundary, the Arrow stream loaded 2000 of 2500 rows without a word
+    # (training went on under the identity of the whole table); cut elsewhere, pyarrow's
+    # "Expected to read 424 metadata bytes, but only read 144" named no file
+    rows = [(f"first text {i}", f"second text {i}", float(i % 5)) for i in range(2500)]
+    table = _write_table(tmp_path / "big.parquet", rows)
+    out = tmp_path / "cache"
+    build_token_cache(table, tokenizer_dir, MAX_LENGTH, out)
+    (arrow,) = (out / "pairs").glob("*.arrow")
+    ends = _record_batch_ends(arrow)
+    assert len(ends) >= 3  # datasets writes 1000 rows a batch
+    whole = arrow.read_bytes()
+    arrow.write_bytes(whole[: ends[1]])
+    with pytest.raises(StaleCacheError, match=r"holds 2000 examples where its cache.json records 2500.*delete it and rerun"):
+        load_token_cache(out, table, tokenizer_dir, MAX_LENGTH)
+    arrow.write_bytes(whole[: ends[1] - 100])
+    with pytest.raises(StaleCacheError, match=rf"token cache {out} cannot be read .*delete it and rerun"):
+        load_token_cache(out, table, tokenizer_dir, MAX_LENGTH)
+
+
+def test_a_max_length_past_the_models_positions_is_refused_when_texts_reach_it(tmp_path, tokenizer_dir):
+    # tiny_bert has 128 positions: a 300-token text passed tokenization and failed the train
+    # job's forward pass ("The expanded size of the tensor ...") when its batch came up
+    long_text = " ".join(f"word{i}" for i in range(300))
+    table = _write_table(tmp_path / "long.parquet", [(long_text, "short text", 1.0), ("a b", "c d", 2.0)])
+    with pytest.raises(ValueError, match=r"max_length 512 is past what .* takes \(128 tokens, max_position_embeddings 128.*1 distinct text\(s\).*max_length\) to 128 or less"):
+        build_token_cache(table, tokenizer_dir, 512, tmp_path / "c1")
+    # past the positions but reached by no text: the same tokens, nothing to refuse
+    build_token_cache(_write_table(tmp_path / "short.parquet"), tokenizer_dir, 512, tmp_path / "c2")
+    build_token_cache(table, tokenizer_dir, 128, tmp_path / "c3")

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from aoe.fsutil import as_created
+
 _HASH_CHUNK_BYTES = 1 << 20
 
 
@@ -52,6 +54,7 @@ def write_parquet_atomic(df: pd.DataFrame, path: str | os.PathLike[str]) -> Path
             df.to_parquet(fh, index=False)
             fh.flush()
             os.fsync(fh.fileno())
+        as_created(tmp_name)  # not mkstemp's 0600: results are read by other users' jobs
         os.replace(tmp_name, path)
     except BaseException:
         Path(tmp_name).unlink(missing_ok=True)

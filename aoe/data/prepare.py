@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from aoe.data.io import sha256_file, write_parquet_atomic
+from aoe.fsutil import as_created
 from aoe.data.published import check_published
 from aoe.data.sts import DOWNSTREAM_SUBDIR, read_sts, sts_files
 
@@ -47,5 +48,6 @@ def prepare_sts_table(
     with tempfile.NamedTemporaryFile("w", dir=manifest_out.parent, suffix=".tmp", delete=False) as tmp:
         json.dump(manifest, tmp, indent=2)
         tmp.write("\n")
+    as_created(tmp.name)  # not tempfile's 0600: results are read by other users' jobs
     os.replace(tmp.name, manifest_out)
     return manifest

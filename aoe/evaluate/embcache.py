@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import sys
 import tempfile
 from pathlib import Path
 from typing import Callable, Iterable
@@ -29,6 +30,7 @@ from typing import Callable, Iterable
 import numpy as np
 
 from aoe.data.io import sha256_file
+from aoe.fsutil import as_created
 
 __all__ = ["EmbeddingCache", "model_key"]
 
@@ -66,6 +68,7 @@ class EmbeddingCache:
             fd, tmp = tempfile.mkstemp(dir=self.dir, prefix=".model.json.")
             with os.fdopen(fd, "w") as fh:
                 json.dump(record, fh, indent=2)
+            as_created(tmp)  # not mkstemp's 0600: other users' evaluations read the cache
             os.replace(tmp, meta)
         self._encode = encode
         self.hit: bool | None = None  # whether the last call was served from disk
@@ -84,15 +87,42 @@ class EmbeddingCache:
             raise ValueError("EmbeddingCache.encode takes distinct texts (deduplicate first: one embedding per text)")
         path = self.dir / f"{self.set_key(texts)}.npz"
         if path.is_file():
-            with np.load(path, allow_pickle=False) as z:
-                stored, emb = z["texts"], z["emb"]
-            if len(stored) == len(texts) and all(a == b for a, b in zip(stored, texts)):
+            stored = _read(path, len(texts))
+            if stored is not None and len(stored[0]) == len(texts) and all(a == b for a, b in zip(stored[0], texts)):
                 self.hit = True
-                return emb
+                return stored[1]
         self.hit = False
         emb = np.asarray(self._encode(texts), dtype=np.float32)
         fd, tmp = tempfile.mkstemp(dir=self.dir, prefix=f".{path.stem}.", suffix=".npz")
-        with os.fdopen(fd, "wb") as fh:
-            np.savez(fh, texts=np.array(texts, dtype=str), emb=emb)
-        os.replace(tmp, path)
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                np.savez(fh, texts=np.array(texts, dtype=str), emb=emb)
+            as_created(tmp)
+            os.replace(tmp, path)
+        finally:
+            # a failed write (disk full, SIGTERM turned into SystemExit) leaves no hidden partial file
+            if os.path.exists(tmp):
+                os.unlink(tmp)
         return emb
+
+
+def _read(path: Path, n_texts: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """(texts, emb) of a cache file, or None (with a warning) where it cannot be read whole.
+
+    The cache only saves time: a damaged file (a copy cut short, a disk error, a file
+    an older layout wrote) must cost one re-embedding, not fail every later evaluation
+    of the model with a bare ``BadZipFile``. The file is replaced by the fresh one.
+    """
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            texts, emb = z["texts"], z["emb"]
+        if emb.ndim != 2 or len(emb) != len(texts):
+            raise ValueError(f"embeddings of shape {emb.shape} for {len(texts)} texts")
+    except Exception as e:  # zipfile.BadZipFile, a missing member (KeyError), a cut array (ValueError, EOFError), OSError
+        print(
+            f"embedding cache file {path} is damaged ({type(e).__name__}: {e}); embedding its {n_texts} texts again",
+            file=sys.stderr,
+            flush=True,
+        )
+        return None
+    return texts, emb
