@@ -73,6 +73,7 @@ __all__ = [
     "check_tables",
     "check_trainsets",
     "COMMAND_LINE",
+    "published_rows",
     "complete_config",
     "config_sources",
     "key_source",
@@ -335,7 +336,7 @@ def check_inits(config: dict) -> None:
             chain.append(start)
 
 
-def _published_rows(dataset: str, split: str) -> int | None:
+def published_rows(dataset: str, split: str) -> int | None:
     """Rows of the published split behind a train set, known without the data: the STS sets'
     scored pairs (aoe.data.sts.EXPECTED_ROWS) or a pair set's published rows (aoe.data.pairsets.SOURCES;
     the NLI sets' labelled rows). Each prepared table of the split has at most as many (the NLI pairs
@@ -382,7 +383,7 @@ def check_batch_sizes(config: dict, configfiles: Iterable[str | Path] = (), over
 
     aoe.train refuses both too, but only inside the training job, after Snakemake has deleted the
     cell's previous model (its output folder). Here, at planning time, with the sizes known without
-    the data (:func:`_published_rows`, an upper bound of the examples; an unknown size is not
+    the data (:func:`published_rows`, an upper bound of the examples; an unknown size is not
     checked), and the processes the rule launches (``backbones.<b>.resources.gpus``, at least 1).
     The message names the key that set the value and its file (``configfiles`` in merge order).
     """
@@ -407,7 +408,7 @@ def check_batch_sizes(config: dict, configfiles: Iterable[str | Path] = (), over
         recipe = resolve_cell(config, cell.backbone, cell.objective, cell.trainset, cell.seed)
         batch, accum = recipe.params["batch_size"], recipe.params["gradient_accumulation_steps"]
         ts = config["trainsets"][cell.trainset]
-        rows = _published_rows(ts["dataset"], ts["split"])
+        rows = published_rows(ts["dataset"], ts["split"])
         _, processes = in_batch_pool_size(config, cell.backbone, recipe.params)
         if (rows is None or batch <= rows) and not batch % (accum * processes):
             continue

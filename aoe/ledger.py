@@ -20,7 +20,7 @@ from typing import Any
 import yaml
 
 from aoe.hparams import NOT_SET, code_source, key_comments, lookup, recipe_anchor, resolve_cell
-from aoe.workflow import in_batch_pool_size, run_cells, start_cell
+from aoe.workflow import in_batch_pool_size, run_cells, start_cell, train_params
 
 __all__ = ["DEVIATES", "OFFICIAL_LOSS_BASES", "build_recipe", "cell_ledger", "official_recipes", "recipe_json", "recipe_markdown"]
 
@@ -205,6 +205,7 @@ def build_recipe(config: dict, configfiles: list[str | Path]) -> dict:
             "run": cell.run,
             "anchor": recipe_anchor(cell.backbone, cell.objective, cell.trainset),
             "official_recipe": off_name,
+            "length": training_length(config, cell, train_params(config, cell.backbone, cell.objective, cell.trainset, cell.seed)),
             "rows": rows,
         })
     return {"configfiles": [str(p) for p in configfiles], "official_versions": official_recipes().get("versions", {}), "cells": cells}
@@ -228,8 +229,23 @@ def _md(text: Any) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
-# the values the summary table shows per cell
-SUMMARY_KEYS = ("learning_rate", "batch_size", "in_batch_pool", "epochs", "warmup_steps", "warmup_ratio", "max_length", "mixed_precision")
+# the values the summary table shows per cell (the training length has a column of its own)
+SUMMARY_KEYS = ("learning_rate", "batch_size", "in_batch_pool", "warmup_steps", "warmup_ratio", "max_length", "mixed_precision")
+
+
+def training_length(config: dict, cell, params: dict) -> str:
+    """How long a cell trains, as the loop counts it: ``epochs`` passes, or ``max_steps`` steps when set
+    (it wins: aoe.train), with the epochs those steps make of the train set's published size."""
+    from aoe.configcheck import published_rows
+
+    if not params.get("max_steps"):
+        return f"{params['epochs']} epoch{'s' * (params['epochs'] != 1)}"
+    ts = config["trainsets"][cell.trainset]
+    rows = published_rows(ts["dataset"], ts["split"])
+    if not rows or rows < params["batch_size"]:
+        return f"{params['max_steps']} steps"
+    # the loop drops each epoch's last incomplete batch; published rows are an upper bound (NLI pairs drop neutral rows)
+    return f"{params['max_steps']} steps (≈{params['max_steps'] / (rows // params['batch_size']):.2g} epochs of ≤{rows:,} rows)"
 
 
 def _start(init_row: dict | None) -> str:
@@ -257,14 +273,14 @@ def recipe_markdown(recipe: dict) -> str:
     for name, v in (recipe.get("official_versions") or {}).items():
         lines.append(f"- Official code `{name}`: {_md(v.get('package', ''))}, commit `{v.get('commit', '')}` ({v.get('date', '')})")
     lines += ["", f"Cells: {len(recipe['cells'])}.", ""]
-    header = ["cell", "objective", "start", "loss weights", *SUMMARY_KEYS, DEVIATES]
+    header = ["cell", "objective", "start", "loss weights", "length", *SUMMARY_KEYS, DEVIATES]
     lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for c in recipe["cells"]:
         by = {r["key"]: r for r in c["rows"]}
         weights = ", ".join(f"{r['key'][8:]} {_v(r['value'])}" for r in c["rows"] if r["key"].startswith("weights.") and r["value"])
         n_dev = sum(bool(r["deviates"]) for r in c["rows"])
         lines.append(
-            f"| [{_md(c['cell'])}](#{c['anchor']}) | {by['objective']['value']} | {_start(by.get('init'))} | {weights} | "
+            f"| [{_md(c['cell'])}](#{c['anchor']}) | {by['objective']['value']} | {_start(by.get('init'))} | {weights} | {c['length']} | "
             + " | ".join(_v(by[k]["value"]) if k in by else "–" for k in SUMMARY_KEYS)
             + f" | {n_dev or ''} |"
         )

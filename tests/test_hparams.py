@@ -169,3 +169,16 @@ def test_in_domain_cells_start_from_the_nli_model_unless_a_preset_says_otherwise
     report = load_config(REPO, ["presets/paper-indomain-report.yaml"])
     assert init_cell(report, Cell("bert-base-uncased", "aoe", "stsb", 42)) is None
     assert init_cell(report, Cell("bert-base-uncased", "aoe", "gis", 42)) is None
+
+
+def test_the_ledger_summary_says_how_long_a_cell_trains():
+    """max_steps wins over epochs in the loop: the summary shows the steps and the epochs they make, not
+    the ignored epochs value (the demo's 200 steps of STS-B train were shown as "epochs 5")."""
+    demo = load_config(REPO, ["presets/cpu-demo.yaml"])
+    recipe = build_recipe(demo, ["config.yaml", "presets/cpu-demo.yaml"])
+    lengths = {c["cell"]: c["length"] for c in recipe["cells"]}
+    # STS-B train: 5,749 rows, 179 batches of 32 an epoch
+    assert lengths["minilm-l6/aoe/stsb/seed1"] == "200 steps (≈1.1 epochs of ≤5,749 rows)"
+    assert " | 200 steps (≈1.1 epochs of ≤5,749 rows) | " in recipe_markdown(recipe)
+    grid = build_recipe(load_config(REPO, []), ["config.yaml"])
+    assert {c["cell"]: c["length"] for c in grid["cells"]}["bert-base-uncased/aoe/nli/seed42"] == "10 epochs"
