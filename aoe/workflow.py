@@ -37,6 +37,7 @@ __all__ = [
     "indomain_cells",
     "train_params",
     "loss_settings",
+    "settings_changed",
     "in_batch_pool_size",
     "init_cell",
     "start_cell",
@@ -328,6 +329,37 @@ def loss_settings(config: dict, backbone: str, objective: str, trainset: str, se
 
     settings = resolve_cell(config, backbone, objective, trainset, seed).settings
     return {s.key.removeprefix("loss."): s.value for s in settings if s.key.startswith("loss.")}
+
+
+def settings_changed(config: dict, cells: list[Cell], root: str | Path = ".") -> list[tuple[Cell, str]]:
+    """Trained models whose recorded settings (their aoe_config.json) differ from what ``config`` resolves
+    for them now, each with the first difference (``key: recorded -> now``).
+
+    Snakemake retrains those through its params trigger, from the params it recorded in .snakemake/;
+    where that record is gone (the folder deleted, another working copy) it cannot tell, and a table
+    would mix models of the old settings with a recipe ledger of the new.
+    """
+    import json
+
+    from aoe.hparams import RUN_ONLY
+
+    out = []
+    for cell in cells:
+        record = Path(root) / "results" / "models" / cell.path / "aoe_config.json"
+        if not cell.trained or not record.is_file():
+            continue
+        try:
+            saved = json.loads(record.read_text())
+        except (OSError, ValueError):
+            continue  # an unreadable record is the model's problem, found when it is loaded
+        now = json.loads(json.dumps(train_params(config, cell.backbone, cell.objective, cell.trainset, cell.seed)))
+        loss = loss_settings(config, cell.backbone, cell.objective, cell.trainset, cell.seed)
+        was = {**{k: v for k, v in saved.get("train", {}).items()}, **{f"loss.{k}": saved.get("objective", {}).get(k) for k in loss}}
+        now = {**now, **{f"loss.{k}": v for k, v in json.loads(json.dumps(loss)).items()}}
+        diff = [k for k in now if k not in RUN_ONLY and k in was and was[k] != now[k]]
+        if diff:
+            out.append((cell, f"{diff[0]}: {was[diff[0]]!r} -> {now[diff[0]]!r}"))
+    return out
 
 
 def in_batch_pool_size(config: dict, backbone: str, params: dict) -> tuple[int, int]:

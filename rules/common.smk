@@ -1,5 +1,7 @@
 import sys
 
+from snakemake.logging import logger
+
 # The package lives beside the Snakefile: importable with or without `pip install -e .`.
 sys.path.insert(0, workflow.basedir)
 
@@ -17,6 +19,7 @@ from aoe.workflow import (
     pretrained_embedding,
     released_checkpoints,
     run_cells,
+    settings_changed,
     suite_results,
     table_inputs,
     table_rows,
@@ -50,6 +53,17 @@ try:
     DOWNSTREAM = resolve_downstream_root(config["data"]["mirror"])
 except DataError as err:
     raise WorkflowError(str(err)) from None  # names data.mirror or AOE_DATA_MIRROR, whichever was used
+
+# Trained models that record other settings than the config gives now: said at every planning, since
+# Snakemake retrains them only from the params it recorded (.snakemake/), which may be gone
+_changed = settings_changed(config, run_cells(config))
+if _changed:
+    logger.warning(
+        f"{len(_changed)} trained model(s) record other settings than the config now gives "
+        f"(first: results/models/{_changed[0][0].path}, {_changed[0][1]}): Snakemake retrains them from the "
+        "params it recorded in .snakemake/; if that record is gone, it cannot tell: add --forcerun train_model "
+        "(or delete those model folders and their .ckpt folders)"
+    )
 
 # The mirror root (README.md, MANIFEST.tsv, nli/, glue/, ...) when the mirror is a full one.
 MIRROR_ROOT = DOWNSTREAM.parent.parent if DOWNSTREAM and (DOWNSTREAM.parent.parent / "MANIFEST.tsv").is_file() else None
@@ -172,9 +186,39 @@ def get_indomain_split(wildcards):
     return f"results/data/{ts['dataset']}/{ts['eval_split']}"
 
 
+def backbone_resources(wildcards):
+    """backbones.<backbone>.resources of a job's backbone wildcard (the schema fills in the defaults)."""
+    return config["backbones"][wildcards.backbone]["resources"]
+
+
+def _capped(resources, key, value):
+    """A runtime request cut to the backbone's max_runtime (the cluster's MaxTime, docs/cluster.md)."""
+    if key.endswith("runtime") and resources.get("max_runtime"):
+        return min(value, resources["max_runtime"])
+    return value
+
+
 def train_resources(key):
-    """A training job's resource from its backbone's config (the schema fills in the defaults)."""
-    return lambda wildcards: config["backbones"][wildcards.backbone]["resources"][key]
+    """A training job's resource from its backbone's config; a runtime at most max_runtime."""
+    return lambda wildcards: _capped(backbone_resources(wildcards), key, backbone_resources(wildcards)[key])
+
+
+def gpu_placement():
+    """Where a backbone's GPU job runs, as SLURM resources (snakemake-executor-plugin-slurm):
+    ``nodes=1`` (sbatch --nodes=1: a 4-GPU training is one ``accelerate launch`` on one node, so
+    its GPUs must not be spread over nodes; no ``tasks``, which the plugin turns into
+    --ntasks-per-gpu: the job is one SLURM task that starts a process per GPU), and the backbone's
+    ``resources.partition`` (-p) and ``resources.constraint`` (-C, e.g. the GPU type).
+
+    A key no backbone of the config sets is not declared at all, so the profile's
+    default-resources (slurm_partition) still reach these jobs; once a backbone sets it, a
+    backbone without it leaves the partition to the plugin (slurm-partition-config or the
+    cluster's default partition). docs/cluster.md."""
+    placement = {"nodes": 1}
+    for key, resource in (("partition", "slurm_partition"), ("constraint", "constraint")):
+        if any((b.get("resources") or {}).get(key) for b in config["backbones"].values()):
+            placement[resource] = lambda wildcards, key=key: backbone_resources(wildcards).get(key)
+    return placement
 
 
 def library_code(*modules):
@@ -185,8 +229,11 @@ def library_code(*modules):
 
 def eval_resources(key, scale=1, extra=0):
     """A job's resource that loads a backbone to embed or generate, from the backbone's config
-    (LLaMA needs more than BERT): ``scale`` times the STS evaluation's, plus ``extra``."""
-    return lambda wildcards: int(config["backbones"][wildcards.backbone]["resources"][key] * scale) + extra
+    (LLaMA needs more than BERT): ``scale`` times the STS evaluation's, plus ``extra``; a runtime
+    at most the backbone's max_runtime."""
+    return lambda wildcards: _capped(
+        backbone_resources(wildcards), key, int(backbone_resources(wildcards)[key] * scale) + extra
+    )
 
 
 def file_url(relpath):

@@ -431,3 +431,73 @@ def test_a_two_stage_cell_trains_from_its_start(tmp_path):
     assert record["train"]["init"] == {"trainset": "stsb", "objective": "aoe"}
     # the start itself trained from the backbone
     assert "init" not in json.loads((start / "aoe_config.json").read_text())
+
+
+def test_gpu_jobs_ask_for_one_node_a_backbones_partition_and_a_capped_runtime(tmp_path):
+    """SLURM placement (issue 6, docs/cluster.md): the 4-GPU LLaMA training asks for one node (its one
+    accelerate launch spans one node's GPUs; the plugin writes sbatch --nodes=1), a backbone's
+    partition and constraint reach its GPU jobs only, and no job asks for more than its backbone's
+    max_runtime (MTEB(eng, v1) on LLaMA-2 7B once asked for 8,640 minutes)."""
+    work = copy_workflow(tmp_path / "wf")
+    targets = ["results/models/llama-2-7b/aoe/nli/seed42", "results/models/bert-base-uncased/aoe/nli/seed42",
+               "results/eval/llama-2-7b/aoe/nli/seed42/mteb.json", "results/eval/llama-2-13b/aoe/nli/seed42/mteb.json"]
+
+    def plan(*args):
+        out = snakemake(work, "-n", *targets, *args, env={"AOE_DATA_MIRROR": ""})
+        assert out.returncode == 0, out.stdout[-3000:]
+        return {(j["rule"], j["wildcards"].get("backbone")): j["resources"] for j in dry_run_jobs(out.stdout)}
+
+    jobs = plan()
+    llama = jobs["train_model", "llama-2-7b"]
+    assert llama["nodes"] == "1" and llama["gpu"] == "4" and "tasks" not in llama
+    assert jobs["train_model", "bert-base-uncased"]["nodes"] == "1"
+    # nothing set: no partition or constraint of the workflow's own, the profile's default-resources decide
+    assert not any("slurm_partition" in r or "constraint" in r for r in jobs.values())
+    assert int(jobs["evaluate_mteb", "llama-2-7b"]["runtime"]) == 4320  # 180 min x 48, cut to 3 days
+    assert int(jobs["evaluate_mteb", "llama-2-13b"]["runtime"]) == 4320
+    assert int(jobs["train_model", "llama-2-7b"]["runtime"]) == 1440  # under the cap: as configured
+
+    (work / "cluster.yaml").write_text(textwrap.dedent("""\
+        backbones:
+          llama-2-7b:
+            resources: {partition: gpu-a100, constraint: "a100|h100", max_runtime: 10080}
+        """))
+    jobs = plan("--configfile", "cluster.yaml")
+    llama = jobs["train_model", "llama-2-7b"]
+    assert (llama["slurm_partition"], llama["constraint"], llama["nodes"]) == ("gpu-a100", "a100|h100", "1")
+    assert jobs["evaluate_mteb", "llama-2-7b"]["slurm_partition"] == "gpu-a100"
+    assert int(jobs["evaluate_mteb", "llama-2-7b"]["runtime"]) == 8640  # a 7-day MaxTime: the full request
+    # another backbone's GPU jobs and the CPU jobs (tokenize) are not sent there
+    assert "slurm_partition" not in jobs["train_model", "bert-base-uncased"]
+    assert "constraint" not in jobs["evaluate_mteb", "llama-2-13b"]
+    assert all("slurm_partition" not in r and "nodes" not in r for (rule, _), r in jobs.items() if rule == "tokenize")
+
+
+def test_a_model_trained_with_other_settings_is_named_at_planning(tmp_path):
+    """Snakemake retrains a changed cell from the params it recorded in .snakemake/; with that record gone it
+    cannot tell (a deleted .snakemake/ planned only the recipe ledger): the planner compares each model's
+    aoe_config.json with the config and warns."""
+    import json
+    from dataclasses import asdict
+
+    from aoe.configcheck import load_config
+    from aoe.losses import get_objective
+    from aoe.workflow import Cell, settings_changed, train_params
+
+    config = load_config(REPO, ["presets/ci.yaml"])
+    cell = Cell("minilm-l6", "aoe", "stsb", 1)
+    params = train_params(config, cell.backbone, cell.objective, cell.trainset, cell.seed)
+    model = tmp_path / "results" / "models" / cell.path
+    model.mkdir(parents=True)
+
+    def record(**train):
+        objective = asdict(get_objective(params["objective"], params["objective_overrides"], format=params["format"]))
+        (model / "aoe_config.json").write_text(json.dumps({"train": {**params, **train}, "objective": objective}))
+
+    record()
+    assert settings_changed(config, [cell], tmp_path) == []
+    record(log_every=99)  # how a run logs: not a training setting
+    assert settings_changed(config, [cell], tmp_path) == []
+    record(max_steps=6)
+    assert settings_changed(config, [cell], tmp_path) == [(cell, f"max_steps: 6 -> {params['max_steps']}")]
+    assert settings_changed(config, [Cell("minilm-l6", "aoe", "stsb", 2)], tmp_path) == []  # not trained yet
