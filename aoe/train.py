@@ -50,7 +50,6 @@ import contextlib
 import hashlib
 import json
 import os
-import shutil
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path

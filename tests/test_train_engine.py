@@ -237,16 +237,20 @@ def test_killed_run_resumes_to_the_uninterrupted_result(setup):
     # killed during step 14: steps 11-13 are redone from the step-10 checkpoint
     assert _run_and_kill(setup, 0.1, killed, checkpoint=10, more=3, **cfg) == 10
 
-    subprocess.run([sys.executable, *_args(setup, 0.1, killed, **cfg)], check=True, env=_env(), capture_output=True)
-    record = json.loads((killed / "aoe_config.json").read_text())
-    assert record["summary"]["resumed_from_step"] == 10
+    _rerun_resumes_to(setup, killed, full, step=10, **cfg)
     # the step checkpoints are removed once training finished; final keeps the model
     assert [p.name for p in checkpoint_dir(killed).iterdir()] == ["final"]
-    np.testing.assert_allclose([x for _, x in _losses(killed)], [x for _, x in _losses(full)], rtol=1e-6)
     assert [s for s, _ in _losses(killed)] == list(range(1, 21))
-    wf, wk = load_file(full / "model.safetensors"), load_file(killed / "model.safetensors")
+
+
+def _rerun_resumes_to(setup, out: Path, full: Path, step: int, **cfg) -> None:
+    """Rerun the job of ``out``: it resumes from ``step`` and ends with ``full``'s losses and weights."""
+    subprocess.run([sys.executable, *_args(setup, 0.1, out, **cfg)], check=True, env=_env(), capture_output=True)
+    assert json.loads((out / "aoe_config.json").read_text())["summary"]["resumed_from_step"] == step
+    np.testing.assert_allclose([x for _, x in _losses(out)], [x for _, x in _losses(full)], rtol=1e-6)
+    wf, wo = load_file(full / "model.safetensors"), load_file(out / "model.safetensors")
     for k in wf:
-        torch.testing.assert_close(wk[k], wf[k], rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(wo[k], wf[k], rtol=1e-5, atol=1e-6)
 
 
 def test_checkpoint_of_another_config_is_not_resumed(setup):
@@ -301,12 +305,7 @@ def test_sigterm_at_a_time_limit_saves_a_checkpoint_and_the_rerun_resumes_from_i
     assert "SIGTERM at step 7 of 12: checkpoint" in proc.stderr and "rerunning the job resumes from it" in proc.stderr
     assert [d.name for d in step_dirs(checkpoint_dir(cut))] == ["step7"]
 
-    subprocess.run([sys.executable, *_args(setup, 0.1, cut, **cfg)], check=True, env=_env(), capture_output=True)
-    assert json.loads((cut / "aoe_config.json").read_text())["summary"]["resumed_from_step"] == 7
-    np.testing.assert_allclose([x for _, x in _losses(cut)], [x for _, x in _losses(full)], rtol=1e-6)
-    wf, wc = load_file(full / "model.safetensors"), load_file(cut / "model.safetensors")
-    for k in wf:
-        torch.testing.assert_close(wc[k], wf[k], rtol=1e-5, atol=1e-6)
+    _rerun_resumes_to(setup, cut, full, step=7, **cfg)
 
 
 def test_sigkill_after_training_costs_seconds_not_the_training(setup):
