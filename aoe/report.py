@@ -308,6 +308,28 @@ class Quoted:
     file: str  # fnmatch pattern of the result file(s)
     keys: tuple[str, ...]  # the value's path in that JSON
     scale: float = 1.0  # ours x scale is in the paper's unit (a share -> percent)
+    # a ratio: (the denominator's paper_numbers.yaml reference, its path in the JSON); ours and the
+    # paper's are both numerator / denominator, so the line is free of either side's scale
+    per: tuple[str, tuple[str, ...]] | None = None
+    # False: ours is on another scale than the paper's (another model's embeddings, another t-SNE run),
+    # listed for what it is, with no Δ ("n/c": not comparable)
+    comparable: bool = True
+
+
+NOT_COMPARABLE = "n/c"
+# AoE §5.3 / Fig. 3 (aoe-acl2024.txt l.250): "we draw lines between 5 sample text pairs and observe that the
+# lengths of the lines, i.e., distances between text pairs, are larger for imaginary text embeddings
+# [...] The real distance is 11.8, while the imaginary distance is 22.1": the lengths of the pair's lines
+# in the t-SNE plots of Fig. 3a (real) and 3b (imaginary). Ours of that very definition (key tsne_*) has
+# the scale of our t-SNE runs (settings, points, model), the paper's of its own, so the numbers that
+# compare are the ratios imaginary : real (the paper's 22.1 / 11.8 = 1.87); the Euclidean distances of the
+# halves in the embedding space (euclidean_*) are another definition, scaled by the model's norms.
+_FIG3 = "*/figures/fig3_saturation_geometry.json"
+_FIG3_REAL, _FIG3_IM = "acl2024_quoted/fig3_ukraine_real_distance", "acl2024_quoted/fig3_ukraine_imaginary_distance"
+_FIG3_DEFS = {
+    "tsne": "length of the pair's line in the t-SNE plots (the paper's definition, Fig. 3a/3b)",
+    "euclidean": "Euclidean distance between the pair's halves in the embedding space (not the paper's definition)",
+}
 
 
 QUOTED: tuple[Quoted, ...] = (
@@ -316,10 +338,14 @@ QUOTED: tuple[Quoted, ...] = (
     *(Quoted(f"acl2024_quoted/gis_{kind}_{n}gram_overlap", f"GIS {kind.replace('_', '-')} pairs: mean {n}-gram overlap",
              "*/analysis/gis/stats.json", ("fig8_ngram_overlap", str(n), kind, "mean_count"))
       for kind in ("non_duplicate", "duplicate") for n in (1, 2, 3)),
-    *(Quoted(f"acl2024_quoted/fig3_ukraine_{part}_distance", f"Fig. 3 Ukraine pair: {part} distance ({space})",
-             "*/figures/fig3_saturation_geometry.json", ("highlighted_pairs", "ukraine", f"{key}_{half}"))
-      for part, half in (("real", "re"), ("imaginary", "im"))
-      for key, space in (("euclidean", "Euclidean, embedding halves"), ("tsne", "t-SNE plane"))),
+    *(Quoted(_FIG3_IM, f"Fig. 3 Ukraine pair: imaginary ÷ real distance, {_FIG3_DEFS[key]}; a ratio, free of scale",
+             _FIG3, ("highlighted_pairs", "ukraine", f"{key}_im"), per=(_FIG3_REAL, ("highlighted_pairs", "ukraine", f"{key}_re")))
+      for key in ("tsne", "euclidean")),
+    *(Quoted(f"acl2024_quoted/fig3_ukraine_{part}_distance",
+             f"Fig. 3 Ukraine pair: {part} distance, {_FIG3_DEFS[key]}; absolute, on {scale}: not comparable",
+             _FIG3, ("highlighted_pairs", "ukraine", f"{key}_{half}"), comparable=False)
+      for key, scale in (("tsne", "our t-SNE run's scale"), ("euclidean", "our model's embedding scale"))
+      for part, half in (("real", "re"), ("imaginary", "im"))),
 )
 
 
@@ -331,9 +357,21 @@ def _dig(data: Any, keys: tuple[str, ...]) -> float | None:
     return finite_or_none(data)
 
 
-def quoted_section(files: list[str | Path] | None, numbers_file: str | Path | None = None) -> str:
+def _model_name(data: Any, config: dict | None) -> str | None:
+    """The model a result file measured, as the figures' titles name it (aoe.figures.display_label)."""
+    from aoe.figures import display_label
+
+    cell = (data.get("model") or {}).get("cell") if isinstance(data, dict) and isinstance(data.get("model"), dict) else None
+    if not isinstance(cell, dict) or not cell.get("backbone"):
+        return None
+    return display_label(cell, config)
+
+
+def quoted_section(files: list[str | Path] | None, numbers_file: str | Path | None = None, config: dict | None = None) -> str:
     """Ours beside each number the paper quotes in its prose (:data:`QUOTED`), one line per result file
-    that measures it (e.g. one per backbone of the saturation analysis); Δ = ours − paper."""
+    that measures it (e.g. one per backbone of the saturation analysis); Δ = ours − paper where the two
+    are on one scale, ``n/c`` where not (:attr:`Quoted.comparable`); a ratio line (:attr:`Quoted.per`)
+    divides ours and the paper's alike. ``config`` (backbones, trainsets) names the model a line measured."""
     lines = []
     data = {Path(f): json.loads(Path(f).read_text()) for f in files or []}  # each file once: several quantities read it
     for q in QUOTED:
@@ -342,22 +380,47 @@ def quoted_section(files: list[str | Path] | None, numbers_file: str | Path | No
             continue
         label, values, _ = paper_reference(q.ref, numbers_file, ["value"])
         paper = values["value"]
+        if q.per is not None:
+            den_label, den, _ = paper_reference(q.per[0], numbers_file, ["value"])
+            paper = paper / den["value"] if finite_or_none(paper) is not None and den["value"] else None
+            label = f"{label} ÷ {den_label}"
         for path in paths:
             ours = _dig(data[path], q.keys)
             ours = None if ours is None else ours * q.scale
+            if q.per is not None:
+                den_ours = _dig(data[path], q.per[1])
+                ours = ours / den_ours if ours is not None and den_ours else None
             if "analysis" in path.parts:
                 where = "/".join(path.parts[path.parts.index("analysis") + 1:])
             else:
                 where = "/".join(path.parts[path.parts.index("figures"):]) if "figures" in path.parts else path.name
-            delta = "–" if ours is None else f"{ours - paper:+.2f}"
-            lines.append(f"| {_md(q.label)} | `{where}` | {_fmt(ours)} | {_fmt_paper(paper)} | {delta} | {_md(label)} |")
+            model = _model_name(data[path], config)
+            where = f"`{where}`" + (f" ({_md(model)})" if model else "")
+            delta = NOT_COMPARABLE if not q.comparable else "–" if ours is None or paper is None else f"{ours - paper:+.2f}"
+            lines.append(f"| {_md(q.label)} | {where} | {_fmt(ours)} | {_fmt_paper(paper) if q.per is None else _fmt(paper)} | {delta} | {_md(label)} |")
     if not lines:
         return ""
     return "\n".join([
         "## Numbers the paper quotes in its prose", "",
-        "One measurement each (no seeds, no flag); the sources' wording is in aoe/resources/paper_numbers.yaml (`acl2024_quoted`).", "",
+        "One measurement each (no seeds, no flag); the sources' wording is in aoe/resources/paper_numbers.yaml (`acl2024_quoted`). "
+        f"{NOT_COMPARABLE}: ours is on another scale than the paper's (another model, another t-SNE run), so no Δ; "
+        "the Fig. 3 ratios imaginary ÷ real are the comparable numbers.", "",
         "| Quantity | Our file | Ours | Paper | Δ | Paper source |", "|---|---|---|---|---|---|", *lines, "",
     ])
+
+
+def _names_config(configfiles: list[str]) -> dict:
+    """The config sections that name models (backbones, trainsets), later files overriding earlier ones by entry."""
+    out: dict = {"backbones": {}, "trainsets": {}}
+    for path in configfiles:
+        try:
+            cfg = yaml.safe_load(Path(path).read_text()) or {}
+        except (OSError, yaml.YAMLError):
+            continue
+        for section in out:
+            for name, spec in (cfg.get(section) or {}).items():
+                out[section][name] = {**out[section].get(name, {}), **(spec or {})}
+    return out
 
 
 def build_report(
@@ -402,7 +465,7 @@ def build_report(
         "",
     ]
     lines += sections
-    quoted = quoted_section([*(analysis_files or []), *(figure_files or [])])
+    quoted = quoted_section([*(analysis_files or []), *(figure_files or [])], config=_names_config(configfiles))
     if quoted:
         lines.append(quoted)
     figures = figure_section(figure_files)

@@ -303,7 +303,7 @@ def test_figure_rules_end_to_end(ci_run):
     ukraine = fig3["highlighted_pairs"]["ukraine"]
     assert ukraine["sentence1"].lower() == "ukraine to implement unilateral ceasefire" and ukraine["gold"] == 4.8
     assert fig3["sample_pairs"][0]["sentence2"] == ukraine["sentence2"] and ukraine["tsne_re"] > 0 and ukraine["euclidean_im"] > 0
-    assert "Fig. 3 Ukraine pair: imaginary distance (t-SNE plane)" in (work / "results" / "REPORT.md").read_text()
+    assert "Fig. 3 Ukraine pair: imaginary ÷ real distance, length of the pair's line in the t-SNE plots" in (work / "results" / "REPORT.md").read_text()
     fig4 = json.loads((figs / "fig4_similarity_density.json").read_text())
     assert len(fig4["models"]) == 2 and all(m["distance_to_gold"] > 0 for m in fig4["models"].values())
     grads = json.loads((figs / "fig_gradient_magnitude.json").read_text())
@@ -340,3 +340,173 @@ def test_figure_text_set_is_the_capped_evaluations():
     assert shares_eval_cache(config, list(STS_TASKS.values()))
     config["evaluation"]["sts"]["uncapped_tasks"] = []
     assert not shares_eval_cache(config, list(STS_TASKS.values()))
+
+
+# -- what a reader sees: literal text, legends, labels, bounded densities, shared scales, names --
+
+
+def _captured(monkeypatch):
+    """The Figure objects the plot functions save (aoe.figures.style.save_figure), drawn with Agg."""
+    import aoe.figures.style as style
+
+    figs, real = [], style.save_figure
+
+    def capture(fig, pdf, png=None):
+        figs.append(fig)
+        return real(fig, pdf, png)
+
+    monkeypatch.setattr(style, "save_figure", capture)
+    return figs
+
+
+def _drawn(fig):
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from aoe.figures.style import style_context
+
+    with style_context():
+        canvas = FigureCanvasAgg(fig)
+        canvas.draw()
+    return canvas.get_renderer()
+
+
+def _geometry(data, threshold=0.9, **extra):
+    cfg = {
+        **FIG_DEFAULTS["sts_geometry"],
+        "saturation_threshold": threshold,
+        "tsne": {**FIG_DEFAULTS["sts_geometry"]["tsne"], "max_iter": 250},
+        "highlight_pairs": {},
+        **extra,
+    }
+    geo = compute_geometry(data, "saturation", cfg)
+    return geo, geometry_stats(data, geo["idx"], "euclidean")
+
+
+def test_dollar_in_a_figure_text_is_drawn_literally(tmp_path, monkeypatch):
+    """55 STS-B test sentences hold a "$"; two in one line ("$5 ... $25") must not be typeset as math."""
+    from matplotlib.text import Text
+
+    figs = _captured(monkeypatch)
+    data = _pairs()
+    data["sentence1"], data["sentence2"] = data["sentence1"].astype("U80"), data["sentence2"].astype("U80")
+    data["sentence1"][3] = "You can buy it on amazon for $5."
+    data["sentence2"][3] = "You can buy it on ebay for $25 and up."
+    geo, stats = _geometry(data, highlight_pairs={"dollar": [data["sentence1"][3], data["sentence2"][3]]})
+    plot_geometry(data, geo, stats, tmp_path / "g.pdf", title="costs $5 or $25")
+    d = distance_to_gold(data["cos"], data["score"], [0, 1, 2, 3, 4, 5], (0, 5))
+    plot_similarity_density([{"label": "a $1 b $2", "cos": data["cos"], "gold": data["score"], "distance": d}], [0, 1, 2, 3, 4, 5], tmp_path / "f4.pdf")
+    texts = [t for fig in figs for t in fig.findobj(Text) if "$" in t.get_text() and ("amazon" in t.get_text() or "$5" in t.get_text() or "$1" in t.get_text())]
+    assert len(texts) >= 3  # the sentence lines, the suptitle, the panel title
+    for t in texts:
+        _, is_math = t._preprocess_math(t.get_text())
+        assert not is_math, t.get_text()
+        assert not t.get_usetex()
+
+
+def test_legends_never_cross_the_data(tmp_path, monkeypatch):
+    """The distance panel's legend (and the t-SNE panels') sit outside the axes: they cannot cross the AVG lines or points."""
+    figs = _captured(monkeypatch)
+    data = _pairs()
+    geo, stats = _geometry(data)
+    plot_geometry(data, geo, stats, tmp_path / "g.pdf")
+    renderer = _drawn(figs[0])
+    panels = [ax for ax in figs[0].axes if ax.get_legend() is not None]
+    assert len(panels) == 3
+    for ax in panels:
+        legend, frame = ax.get_legend().get_window_extent(renderer), ax.get_window_extent(renderer)
+        assert not legend.overlaps(frame), ax.get_title()
+
+
+def test_sample_pair_numbers_never_overlap(tmp_path, monkeypatch):
+    """Fig. 10: sample pairs that lie close in the t-SNE plane still get readable, separate numbers."""
+    from matplotlib.text import Annotation, Text
+
+    figs = _captured(monkeypatch)
+    data = _pairs()
+    geo, stats = _geometry(data)
+    n = len(geo["idx"])
+    for key in ("re_xy", "im_xy"):  # every sample pair at one spot
+        xy = np.asarray(geo[key], dtype=float).copy()
+        for j in geo["sample"]:
+            xy[j], xy[n + j] = (0.0, 0.0), (0.1, 0.1)
+        geo[key] = xy
+    plot_geometry(data, geo, stats, tmp_path / "g.pdf")
+    renderer = _drawn(figs[0])
+    for ax in figs[0].axes[:2]:
+        boxes = [Text.get_window_extent(a, renderer) for a in ax.findobj(Annotation)]  # the numbers, not their leader lines
+        assert len(boxes) == len(geo["sample"])
+        for i, a in enumerate(boxes):
+            for b in boxes[i + 1:]:
+                assert not a.overlaps(b), ax.get_title()
+
+
+def test_densities_stay_inside_their_domain(tmp_path, monkeypatch):
+    """Bounded (reflected) KDE: a density integrates to 1 on its domain and is never drawn past it
+    (cosine above 1, distance below 0, gold outside its range)."""
+    from aoe.figures.style import bounded_kde
+
+    rng = np.random.default_rng(0)
+    near_one = 1 - rng.exponential(0.02, 500)
+    grid = np.linspace(-1, 1, 4001)
+    dens = bounded_kde(near_one, grid, "scott", -1.0, 1.0)
+    assert np.trapezoid(dens, grid) == pytest.approx(1.0, abs=1e-3)
+    assert bounded_kde(near_one, np.array([1.01]), "scott", -1.0, 1.0)[0] == 0
+
+    figs = _captured(monkeypatch)
+    data = _pairs()
+    data["cos"] = np.clip(data["cos"], None, 0.999)  # piled up against 1, as a trained model's are
+    d = distance_to_gold(data["cos"], data["score"], [0, 1, 2, 3, 4, 5], (0, 5))
+    plot_similarity_density([{"label": "a", "cos": data["cos"], "gold": data["score"], "distance": d}], [0, 1, 2, 3, 4, 5], tmp_path / "f4.pdf")
+    plot_gold_density(data["score"], [0, 1, 2, 3, 4, 5], tmp_path / "f5.pdf")
+    data["v"] = data["u"] + 1e-3 * (data["v"] - data["u"])  # distances piled up against 0
+    geo, stats = _geometry(data)
+    plot_geometry(data, geo, stats, tmp_path / "g.pdf")
+    f4, f5, g = figs
+    curves = [line.get_xdata() for line in f4.axes[0].get_lines() if len(line.get_xdata()) > 2]
+    assert curves and max(c.max() for c in curves) <= 1.0 and min(c.min() for c in curves) >= -1.0
+    curves = [line.get_xdata() for line in f5.axes[0].get_lines() if len(line.get_xdata()) > 2]
+    assert curves and all(c.min() >= 0 and c.max() <= 5 for c in curves)
+    curves = [line.get_xdata() for line in g.axes[2].get_lines() if len(line.get_xdata()) > 2]
+    assert len(curves) == 2 and all(c.min() >= 0 for c in curves)
+
+
+def test_fig4_panels_share_one_scale(tmp_path, monkeypatch):
+    figs = _captured(monkeypatch)
+    data = _pairs()
+    models = []
+    for power in (1.0, 0.3):
+        cos = np.sign(data["cos"]) * np.abs(data["cos"]) ** power
+        models.append({"label": f"p{power}", "cos": cos, "gold": data["score"], "distance": distance_to_gold(cos, data["score"], [0, 1, 2, 3, 4, 5], (0, 5))})
+    plot_similarity_density(models, [0, 1, 2, 3, 4, 5], tmp_path / "f4.pdf")
+    a, b = figs[0].axes
+    assert a.get_ylim() == b.get_ylim() and a.get_xlim() == b.get_xlim()
+
+
+def test_gradient_axis_has_plain_tick_labels(tmp_path, monkeypatch):
+    """No "4 × 10⁰": every labelled tick of the log axis is a plain number."""
+    import re
+
+    figs = _captured(monkeypatch)
+    summary = gradient_summary(_pairs(n=200), 10, (0.0, 1.0), 20.0, 0.95)
+    plot_gradients(summary, tmp_path / "g.pdf")
+    _drawn(figs[0])
+    ax = figs[0].axes[0]
+    labels = [t.get_text() for t in ax.get_yticklabels(which="both") if t.get_text()]
+    assert len(labels) >= 2
+    assert all(re.fullmatch(r"\d+(\.\d+)?", s) for s in labels), labels
+
+
+def test_titles_use_the_names_readers_know():
+    """Figure titles name models as the tables and the hub do, from config (backbones' hub ids) and
+    aoe.tables.OBJECTIVE_LABELS / aoe.table_kinds.TRAINSET_HEADERS, not by internal keys."""
+    from aoe.figures import dataset_name, display_label
+
+    cfg = _config()
+    assert display_label({"backbone": "minilm-l6", "objective": "aoe", "trainset": "stsb", "seed": 1}, cfg) == (
+        "all-MiniLM-L6-v2 + AoE, trained on STS-B train (seed 1)"
+    )
+    assert display_label({"backbone": "bert-base-uncased", "objective": "simcse_sup", "trainset": "nli", "seed": 42}, cfg) == (
+        "bert-base-uncased + SimCSE (sup.), trained on NLI train (seed 42)"
+    )
+    assert display_label({"backbone": "llama-2-7b", "objective": "pretrained", "trainset": "none", "seed": 0}, cfg) == "Llama-2-7b-hf (as downloaded)"
+    assert dataset_name("stsb", "test") == "STS-B test"

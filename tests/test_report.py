@@ -233,9 +233,7 @@ def test_quoted_numbers_beside_the_papers_prose(tmp_path):
     fig3.write_text(json.dumps({"highlighted_pairs": {"ukraine": {"euclidean_re": 3.5, "euclidean_im": 4.25, "tsne_re": 12.0, "tsne_im": 20.0}}}))
     text = quoted_section([sat, gis, fig3])
     rows = [line for line in text.splitlines() if line.startswith(("| NLI", "| GIS", "| Fig. 3"))]
-    assert len(rows) == len(QUOTED) == 12
-    assert "| Fig. 3 Ukraine pair: real distance (Euclidean, embedding halves) | `figures/fig3_saturation_geometry.json` | 3.50 | 11.80 | -8.30 |" in text
-    assert "| Fig. 3 Ukraine pair: imaginary distance (t-SNE plane) | `figures/fig3_saturation_geometry.json` | 20.00 | 22.10 | -2.10 |" in text
+    assert len(rows) == len(QUOTED) == 14
     assert "| NLI pairs with cosine > 0.95 (%) | `saturation/minilm-l6/snli-dev.json` | 25.00 | 33.00 | -8.00 |" in text
     assert "| NLI pairs with cosine > 0.8 (%) | `saturation/minilm-l6/snli-dev.json` | 50.00 | 66.00 | -16.00 |" in text
     assert "| GIS duplicate pairs: mean 1-gram overlap | `gis/stats.json` | 21.00 | 26.00 | -5.00 |" in text
@@ -248,4 +246,41 @@ def test_quoted_numbers_beside_the_papers_prose(tmp_path):
     report = build_report([], analysis_files=[gis])
     assert "## Numbers the paper quotes in its prose" in report
     # the figures' JSON files feed it too (Fig. 3's highlighted pair)
-    assert "| Fig. 3 Ukraine pair: real distance (t-SNE plane) |" in build_report([], figure_files=[fig3])
+    assert "| Fig. 3 Ukraine pair: imaginary ÷ real distance, length of the pair's line in the t-SNE plots" in build_report([], figure_files=[fig3])
+
+
+def test_fig3_ukraine_pair_compares_like_with_like(tmp_path):
+    """AoE §5.3: the Ukraine pair's "real distance is 11.8, while the imaginary distance is 22.1", the lengths of
+    the lines Fig. 3a/3b draw in the t-SNE plots. Ours comes from another model and another t-SNE run, so the
+    comparable number is the ratio imaginary : real (22.1 / 11.8 = 1.87), with Δ; our absolute distances are
+    labelled with their definition and model and get no Δ beside the paper's (not comparable)."""
+    import yaml
+
+    from aoe.report import quoted_section
+
+    fig3 = tmp_path / "results" / "figures" / "fig3_saturation_geometry.json"
+    fig3.parent.mkdir(parents=True)
+    cell = {"backbone": "minilm-l6", "objective": "aoe", "trainset": "stsb", "seed": "1", "dataset": "stsb"}
+    fig3.write_text(json.dumps({
+        "highlighted_pairs": {"ukraine": {"euclidean_re": 0.09, "euclidean_im": 0.97, "tsne_re": 3.0, "tsne_im": 6.0}},
+        "model": {"path": "results/models/minilm-l6/aoe/stsb/seed1", "cell": cell},
+    }))
+    config = yaml.safe_load((Path(__file__).resolve().parents[1] / "config.yaml").read_text())
+    lines = [line for line in quoted_section([fig3], config=config).splitlines() if line.startswith("| Fig. 3")]
+    model = "`figures/fig3_saturation_geometry.json` (all-MiniLM-L6-v2 + AoE, trained on STS-B train (seed 1))"
+    ratio = [line for line in lines if "imaginary ÷ real" in line]
+    assert len(ratio) == 2
+    # the paper's definition (t-SNE line lengths): ratio 6 / 3 = 2.00 beside 22.1 / 11.8 = 1.87
+    assert ratio[0].startswith("| Fig. 3 Ukraine pair: imaginary ÷ real distance, length of the pair's line in the t-SNE plots (the paper's definition")
+    assert f"| {model} | 2.00 | 1.87 | +0.13 |" in ratio[0]
+    assert "not the paper's definition" in ratio[1] and f"| {model} | 10.78 | 1.87 | +8.90 |" in ratio[1]
+    # absolute numbers: never a Δ against the paper's scale, always named
+    absolute = [line for line in lines if "imaginary ÷ real" not in line]
+    assert len(absolute) == 4
+    for line in absolute:
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        assert cells[4] == "n/c" and "not comparable" in cells[0] and cells[1] == model, line
+    assert any("| 0.97 | 22.10 | n/c |" in line and "Euclidean distance between the pair's halves in the embedding space" in line for line in absolute)
+    # the report's header row says what n/c means; without a config the model is still named by its keys
+    assert "n/c: ours is on another scale" in quoted_section([fig3])
+    assert "(minilm-l6 + AoE, trained on STS-B train (seed 1))" in quoted_section([fig3])

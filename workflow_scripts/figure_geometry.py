@@ -12,6 +12,7 @@ import json
 
 import numpy as np
 
+from aoe.figures import dataset_name, display_label
 from aoe.figures.pairs import load_pairs
 from aoe.figures.sts_geometry import geometry_stats, highlighted_pairs, plot_geometry, select_pairs
 from aoe.jsonio import write_json_atomic
@@ -27,13 +28,16 @@ zone = p.zone
 zone_idx = select_pairs(data["cos"], zone, cfg["saturation_threshold"])
 stats = geometry_stats(data, zone_idx, cfg["distance"])
 where = f"cos > {cfg['saturation_threshold']:g}" if zone == "saturation" else "all pairs"
+cell = data["meta"]["model"].get("cell")
+name = display_label(cell, snakemake.config) if cell else p.label  # the names the tables use, not config keys
+test_set = dataset_name(data["meta"]["data"]["dataset"], data["meta"]["data"].get("split") or "test")
 plot_geometry(
     data,
     geo,
     stats,
     snakemake.output[0],
     snakemake.output[1],
-    title=f"{p.label}: {data['meta']['data']['dataset']} test, {where} ({stats['pairs']} of {len(data['cos'])} pairs"
+    title=f"{name}\n{test_set}, {where} ({stats['pairs']} of {len(data['cos'])} pairs"
     + (f"; t-SNE of {len(geo['idx'])})" if len(geo["idx"]) < stats["pairs"] else ")"),
     max_label_chars=cfg["max_label_chars"],
     kde_idx=zone_idx,

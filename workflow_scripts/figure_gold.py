@@ -12,6 +12,7 @@ import json
 
 import pandas as pd
 
+from aoe.figures import dataset_name
 from aoe.figures.similarity import plot_gold_density
 
 cfg = dict(snakemake.params.density)
@@ -23,5 +24,5 @@ plot_gold_density(
     snakemake.output[0],
     snakemake.output[1],
     kde_bandwidth=cfg["kde_bandwidth"],
-    title=f"{meta['dataset']} {meta['split']}: gold scores ({len(gold)} pairs)",
+    title=f"{dataset_name(meta['dataset'], meta['split'])}: gold scores ({len(gold)} pairs)",
 )

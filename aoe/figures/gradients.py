@@ -108,7 +108,7 @@ def gradient_summary(data: dict, bins: int, bin_range: tuple[float, float], tau:
 
 def plot_gradients(summary: dict, pdf, png=None, *, min_pairs_per_bin: int = 5, title: str = "") -> list:
     """Median and IQR of the gradient magnitude per cosine bin, both objectives, log scale."""
-    from aoe.figures.style import new_figure, save_figure, series_style, style_context
+    from aoe.figures.style import literal, new_figure, plain_log_ticks, save_figure, series_style, style_context
 
     labels = {"cos": "cosine (CoSENT)", "angle": "angle (AoE)"}
     with style_context():
@@ -128,11 +128,13 @@ def plot_gradients(summary: dict, pdf, png=None, *, min_pairs_per_bin: int = 5, 
                 ax.fill_between(xs, lo, hi, facecolor="none" if i else "0.85", edgecolor=st["color"], hatch=st["hatch"] or None, linewidth=0.0, alpha=0.9, label=f"{labels[name]}: IQR")
         thr = summary["objectives"]["cos"]["saturation_zone"]["threshold"]
         ax.axvline(thr, color="0.3", linestyle=":", linewidth=0.8)
-        ax.text(thr, 1.0, f" cos > {thr:g}", transform=ax.get_xaxis_transform(), va="top", ha="right", fontsize=6, rotation=90)
+        # above the frame: the label never crosses the curves
+        ax.text(thr, 1.01, f"cos > {thr:g}", transform=ax.get_xaxis_transform(), va="bottom", ha="center", fontsize=6)
         ax.set_yscale("log")
+        plain_log_ticks(ax.yaxis)  # 0.2, 0.5, 1 rather than "2 × 10⁻¹", "10⁰"
         ax.set_xlabel("cosine similarity of the pair")
         ax.set_ylabel(r"$\tau\,\|\partial s / \partial u\|$")
         ax.legend(loc="lower left")
         if title:
-            ax.set_title(title)
+            ax.set_title(literal(title), pad=10)
         return save_figure(fig, pdf, png)

@@ -75,35 +75,42 @@ def distance_to_gold(cos: np.ndarray, gold: np.ndarray, edges: list[float], scor
     }
 
 
-def _kde_line(ax, values, grid, bw, **style):
-    from scipy.stats import gaussian_kde
+def _kde_line(ax, values, grid, bw, lo=None, hi=None, **style):
+    """A KDE of ``values`` on the domain [lo, hi] (reflected at its edges, aoe.figures.style.bounded_kde)."""
+    from aoe.figures.style import bounded_kde
 
     values = np.asarray(values, dtype=np.float64)
     if values.size >= 2 and np.ptp(values) > 0:
-        ax.plot(grid, gaussian_kde(values, bw_method=bw)(grid), **style)
+        ax.plot(grid, bounded_kde(values, grid, bw, lo, hi), **style)
     elif values.size:
         ax.axvline(values[0], **{k: v for k, v in style.items() if k != "label"}, label=style.get("label"))
 
 
 def plot_similarity_density(models: list[dict], edges: list[float], pdf, png=None, *, kde_bandwidth="scott") -> list:
-    """Fig. 4: one panel per model (dicts with label, cos, gold, distance), a KDE per gold group."""
-    from aoe.figures.style import new_figure, save_figure, series_style, style_context
+    """Fig. 4: one panel per model (dicts with label, optional title, cos, gold, distance), a KDE per gold group.
+
+    Panels share both axes (the paper's Fig. 4 compares their shapes); densities live on the cosine's
+    domain [-1, 1] (bounded KDE, never drawn past cosine 1)."""
+    import textwrap
+
+    from aoe.figures.style import kde_grid, literal, new_figure, save_figure, series_style, style_context
 
     labels = group_labels(edges)
     all_cos = np.concatenate([np.asarray(m["cos"], dtype=np.float64) for m in models])
-    lo, hi = float(all_cos.min()), float(all_cos.max())
-    pad = 0.05 * max(hi - lo, 1e-3)
-    grid = np.linspace(lo - pad, hi + pad, 400)
+    grid = kde_grid(all_cos, -1.0, 1.0, n=400, bw_method=kde_bandwidth)
     with style_context():
-        fig, axes = new_figure(ncols=len(models), width=2.4 * len(models) + 0.4, height=2.4, sharex=True)
+        fig, axes = new_figure(ncols=len(models), width=2.4 * len(models) + 0.4, height=2.6, sharex=True, sharey=True)
         for ax, m in zip(axes[0], models):
             groups = group_index(m["gold"], edges)
             for g, label in enumerate(labels):
                 st = series_style(g)
-                _kde_line(ax, np.asarray(m["cos"])[groups == g], grid, kde_bandwidth, color=st["color"], linestyle=st["linestyle"], label=f"gold {label}")
+                _kde_line(ax, np.asarray(m["cos"])[groups == g], grid, kde_bandwidth, -1.0, 1.0, color=st["color"], linestyle=st["linestyle"], label=f"gold {label}")
             d = m["distance"]
-            ax.set_title(f"{m['label']}\ndistance to gold {d['distance_to_gold']:.3f} (raw W1 {d['w1_raw']:.3f})")
+            name = textwrap.fill(literal(m.get("title") or m["label"]), 34)  # panels side by side: titles wrap, never run into each other
+            ax.set_title(f"{name}\ndistance to gold {d['distance_to_gold']:.3f} (raw W1 {d['w1_raw']:.3f})")
             ax.set_xlabel("cosine similarity")
+            ax.set_xlim(grid[0], grid[-1])
+        axes[0, 0].set_ylim(bottom=0)
         axes[0, 0].set_ylabel("density")
         axes[0, 0].legend(loc="upper left")
         return save_figure(fig, pdf, png)
@@ -111,7 +118,7 @@ def plot_similarity_density(models: list[dict], edges: list[float], pdf, png=Non
 
 def plot_gold_density(gold: np.ndarray, edges: list[float], pdf, png=None, *, kde_bandwidth="scott", title: str = "") -> list:
     """Fig. 5: histogram of the gold scores per rating group (hatched) with their KDE."""
-    from aoe.figures.style import HATCHES, new_figure, save_figure, style_context
+    from aoe.figures.style import HATCHES, literal, new_figure, save_figure, style_context
 
     gold = np.asarray(gold, dtype=np.float64)
     with style_context():
@@ -119,11 +126,12 @@ def plot_gold_density(gold: np.ndarray, edges: list[float], pdf, png=None, *, kd
         ax = axes[0, 0]
         ax.hist(gold, bins=np.linspace(edges[0], edges[-1], 4 * (len(edges) - 1) + 1), density=True, color="0.85", edgecolor="0.3", linewidth=0.4, hatch=HATCHES[1], label="histogram")
         grid = np.linspace(edges[0], edges[-1], 400)
-        _kde_line(ax, gold, grid, kde_bandwidth, color="0.0", linestyle="-", label="KDE")
+        _kde_line(ax, gold, grid, kde_bandwidth, edges[0], edges[-1], color="0.0", linestyle="-", label="KDE")
         for e in edges:
             ax.axvline(e, color="0.5", linestyle=":", linewidth=0.6)
         ax.set_xlabel("gold similarity score")
         ax.set_ylabel("density")
-        ax.set_title(title or f"gold scores ({gold.size} pairs)")
-        ax.legend(loc="upper left")
+        ax.set_title(literal(title) if title else f"gold scores ({gold.size} pairs)")
+        ax.set_ylim(0, ax.get_ylim()[1] * 1.2)  # room for the legend above the bars
+        ax.legend(loc="upper center", ncol=2)
         return save_figure(fig, pdf, png)

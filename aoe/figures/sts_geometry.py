@@ -12,7 +12,12 @@ Fig. 10 draws the same for every pair of the test set.
 Highlighted pairs (config ``highlight_pairs``, AoE §5.3's "Ukraine ..." example): found in
 the table by their sentences (case and spacing ignored), always t-SNE-embedded and drawn
 first among the sample pairs, in the zone or not; their distances are reported in the
-embedding space and in the t-SNE plane (the paper does not say which its 11.8 / 22.1 are).
+t-SNE planes (the length of the pair's line in Fig. 3a/3b: what the paper's 11.8 / 22.1 measure,
+"the lengths of the lines, i.e., distances between text pairs") and in the embedding space.
+Absolute lengths depend on the model and the t-SNE run; REPORT.md compares the ratio imaginary : real.
+
+Drawn for a reader: sentences as written (a "$" is not math), legends outside the data, the
+sample pairs' numbers moved apart where they would overlap, densities bounded at distance 0.
 
 Panels: t-SNE of the real halves and of the imaginary halves of both sentences of every
 selected pair (one t-SNE each, settings from config, deterministic given them), sample
@@ -247,9 +252,7 @@ def plot_geometry(
     ``kde_idx``: the pairs of the KDE panel (default: those t-SNE embeds; Fig. 10 passes every pair
     when t-SNE embeds a subset), the pairs ``stats`` was computed over.
     """
-    from scipy.stats import gaussian_kde
-
-    from aoe.figures.style import HEIGHT, WIDTH, save_figure, series_style, style_context
+    from aoe.figures.style import HEIGHT, WIDTH, bounded_kde, kde_grid, literal, save_figure, series_style, spread_labels, style_context
 
     idx, sample = np.asarray(geo["idx"]), np.asarray(geo["sample"])
     n = idx.size
@@ -258,8 +261,8 @@ def plot_geometry(
         from matplotlib.figure import Figure
 
         text_height = 0.12 * n_lines + 0.05
-        fig = Figure(figsize=(WIDTH * 2.1, HEIGHT + text_height), layout="constrained")
-        grid = fig.add_gridspec(2, 3, height_ratios=[HEIGHT, text_height])
+        fig = Figure(figsize=(WIDTH * 2.1, HEIGHT + 0.35 + text_height), layout="constrained")
+        grid = fig.add_gridspec(2, 3, height_ratios=[HEIGHT + 0.35, text_height])
         axes = [fig.add_subplot(grid[0, i]) for i in range(3)]
         for ax, key, name in ((axes[0], "re_xy", "real part"), (axes[1], "im_xy", "imaginary part")):
             xy = np.asarray(geo[key])
@@ -271,32 +274,54 @@ def plot_geometry(
                 continue
             ax.scatter(xy[:n, 0], xy[:n, 1], s=4, c="0.65", marker="o", linewidths=0, label="sentence 1")
             ax.scatter(xy[n:, 0], xy[n:, 1], s=5, c="0.35", marker="^", linewidths=0, label="sentence 2")
-            for k, j in enumerate(sample):
+            mids = []
+            for j in sample:
                 a, b = xy[j], xy[n + j]
                 ax.plot([a[0], b[0]], [a[1], b[1]], color="black", linestyle="-", linewidth=0.9, marker="o", markersize=2.5)
-                ax.annotate(str(k + 1), (a + b) / 2, fontsize=6.5, fontweight="bold", ha="center", va="bottom")
-            ax.legend(loc="best", markerscale=2)
+                mids.append((a + b) / 2)
+            if mids:
+                # the pairs' numbers, moved apart where pairs lie close (Fig. 10: hundreds of points)
+                mids = np.asarray(mids)
+                ax.set_xlim(ax.get_xlim())
+                ax.set_ylim(ax.get_ylim())
+                bbox = ax.get_position()
+                w_pt, h_pt = bbox.width * fig.get_figwidth() * 72, bbox.height * fig.get_figheight() * 72
+                (x0, x1), (y0, y1) = ax.get_xlim(), ax.get_ylim()
+                pts = np.column_stack([(mids[:, 0] - x0) / (x1 - x0) * w_pt, (mids[:, 1] - y0) / (y1 - y0) * h_pt])
+                offsets = spread_labels(pts, 10.0)  # points: a 6.5 pt digit in its box
+                for k, (mid, off) in enumerate(zip(mids, offsets)):
+                    moved = bool(np.any(off))
+                    ax.annotate(
+                        str(k + 1), mid, xytext=(off[0], off[1] + 1.5), textcoords="offset points", fontsize=6.5, fontweight="bold",
+                        ha="center", va="bottom", annotation_clip=False,
+                        bbox={"boxstyle": "round,pad=0.1", "facecolor": "white", "edgecolor": "none", "alpha": 0.8},
+                        arrowprops={"arrowstyle": "-", "linewidth": 0.4, "color": "0.3"} if moved else None,
+                    )
+            ax.legend(loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=2, markerscale=2, borderaxespad=0.3, handletextpad=0.2)
         ax = axes[2]
         kde_idx = idx if kde_idx is None else np.asarray(kde_idx)
         dist = half_distances(data["u"][kde_idx], data["v"][kde_idx]) if kde_idx.size else {}
         kind = stats["distance"]
-        ax.set_title(f"{kind} distance within pairs")
+        hi = 2.0 if kind == "cosine" else None  # a distance is >= 0; a cosine distance also <= 2
+        ax.set_title(f"{kind.capitalize()} distance within pairs")
         for i, (part, label) in enumerate((("re", "real"), ("im", "imaginary"))):
             st = series_style(i)
             avg = stats[f"AVG_{part}"]
+            text = f"{label}: AVG$_{{{part}}}$ = {avg:.3g}" if avg is not None else label
             if kde_idx.size >= 2 and np.ptp(dist[f"{kind}_{part}"]) > 0:
                 values = dist[f"{kind}_{part}"]
-                grid_x = np.linspace(values.min() - 0.1 * np.ptp(values), values.max() + 0.1 * np.ptp(values), 256)
-                ax.plot(grid_x, gaussian_kde(values, bw_method=kde_bandwidth)(grid_x), color=st["color"], linestyle=st["linestyle"], label=f"{label}: AVG$_{{{part}}}$ = {avg:.3g}")
+                grid_x = kde_grid(values, 0.0, hi, bw_method=kde_bandwidth)
+                ax.plot(grid_x, bounded_kde(values, grid_x, kde_bandwidth, 0.0, hi), color=st["color"], linestyle=st["linestyle"], label=text)
             elif avg is not None:
-                ax.plot([], [], color=st["color"], linestyle=st["linestyle"], label=f"{label}: AVG$_{{{part}}}$ = {avg:.3g}")
+                ax.plot([], [], color=st["color"], linestyle=st["linestyle"], label=text)
             if avg is not None:
                 ax.axvline(avg, color=st["color"], linestyle=st["linestyle"], linewidth=0.8)
         ax.set_xlabel("distance")
         ax.set_ylabel("density")
+        ax.set_ylim(bottom=0)
         if n:
-            ax.legend(loc="upper left")
-        ax.set_ylim(top=ax.get_ylim()[1] * 1.25)  # room for the legend above the curves
+            # below the axes: the legend never crosses the curves or the AVG lines
+            ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=1, borderaxespad=0.0)
         text_ax = fig.add_subplot(grid[1, :])
         text_ax.axis("off")
         named = dict(zip((int(p) for p in geo.get("highlight_pos", [])), geo.get("highlight_names", [])))
@@ -307,6 +332,7 @@ def plot_geometry(
             + ")"
             for k, j in enumerate(sample)
         ]
-        text_ax.text(0.0, 1.0, "\n".join(lines) if lines else "", ha="left", va="top", fontsize=6, transform=text_ax.transAxes)
-        fig.suptitle(title or f"{n} pairs")
+        # sentences as written: "$5 ... $25" is text, not math
+        text_ax.text(0.0, 1.0, "\n".join(lines) if lines else "", ha="left", va="top", fontsize=6, transform=text_ax.transAxes, parse_math=False)
+        fig.suptitle(literal(title) if title else f"{n} pairs")
         return save_figure(fig, pdf, png)

@@ -13,7 +13,23 @@ import contextlib
 from pathlib import Path
 from typing import Any, Iterator
 
-__all__ = ["WIDTH", "HEIGHT", "GRAYS", "LINESTYLES", "MARKERS", "HATCHES", "series_style", "style_context", "new_figure", "save_figure"]
+__all__ = [
+    "WIDTH",
+    "HEIGHT",
+    "GRAYS",
+    "LINESTYLES",
+    "MARKERS",
+    "HATCHES",
+    "series_style",
+    "style_context",
+    "new_figure",
+    "save_figure",
+    "literal",
+    "bounded_kde",
+    "kde_grid",
+    "plain_log_ticks",
+    "spread_labels",
+]
 
 WIDTH = 3.4  # inches: one column of an ACL paper
 HEIGHT = 2.6
@@ -40,6 +56,7 @@ RC: dict[str, Any] = {
     "savefig.bbox": "tight",
     "pdf.fonttype": 42,  # TrueType in the PDF: editable text
     "image.cmap": "gray",
+    "text.usetex": False,
 }
 
 
@@ -81,3 +98,90 @@ def save_figure(fig: Any, pdf: str | Path, png: str | Path | None = None) -> lis
             fig.savefig(path, dpi=DPI, metadata=meta)
         out.append(path)
     return out
+
+
+def literal(text: str) -> str:
+    """``text`` escaped so mathtext draws it as written: a sentence with two "$" ("$5 ... $25") is
+    not typeset as math. For text drawn with ``parse_math=True`` (titles, legends); free text is
+    drawn with ``parse_math=False`` instead."""
+    return str(text).replace("$", r"\$")
+
+
+def kde_grid(values, lo: float | None = None, hi: float | None = None, n: int = 256, bw_method="scott"):
+    """Evaluation grid of a KDE: the values' range widened by 3 kernel bandwidths (the curve reaches ~0
+    at both ends), clipped to the domain [lo, hi]."""
+    import numpy as np
+    from scipy.stats import gaussian_kde
+
+    values = np.asarray(values, dtype=np.float64)
+    a, b = float(values.min()), float(values.max())
+    w = 1e-3
+    if values.size >= 2 and b > a:
+        w = max(3 * float(np.sqrt(gaussian_kde(values, bw_method=bw_method).covariance[0, 0])), w)
+    a, b = a - w, b + w
+    if lo is not None:
+        a = max(a, lo)
+    if hi is not None:
+        b = min(b, hi)
+    return np.linspace(a, b, n)
+
+
+def bounded_kde(values, grid, bw_method="scott", lo: float | None = None, hi: float | None = None):
+    """Gaussian KDE of ``values`` at ``grid`` on the domain [lo, hi] (None: unbounded on that side).
+
+    Reflection at each bound (the mass a Gaussian kernel puts beyond an edge is folded back inside), so
+    the density integrates to 1 over the domain, is not drawn past it (a cosine above 1, a distance below
+    0) and does not sag at an edge where the data pile up. The bandwidth is scipy's for the raw values.
+    Grid points outside the domain get density 0.
+    """
+    import numpy as np
+    from scipy.stats import gaussian_kde
+
+    values = np.asarray(values, dtype=np.float64)
+    grid = np.asarray(grid, dtype=np.float64)
+    kde = gaussian_kde(values, bw_method=bw_method)
+    dens = kde(grid)
+    if lo is not None:
+        dens = dens + kde(2 * lo - grid)
+    if hi is not None:
+        dens = dens + kde(2 * hi - grid)
+    outside = np.zeros(grid.shape, dtype=bool)
+    if lo is not None:
+        outside |= grid < lo
+    if hi is not None:
+        outside |= grid > hi
+    return np.where(outside, 0.0, dens)
+
+
+def plain_log_ticks(axis) -> None:
+    """Tick labels of a log axis as plain numbers (0.1, 0.2, 0.3, 0.5, 1), never "4 × 10⁰" or "10⁻¹"."""
+    from matplotlib.ticker import FuncFormatter, LogLocator
+
+    def fmt(y, _pos):
+        return f"{y:g}" if y > 0 else ""
+
+    axis.set_major_locator(LogLocator(base=10))
+    axis.set_minor_locator(LogLocator(base=10, subs=(2.0, 3.0, 5.0)))
+    axis.set_major_formatter(FuncFormatter(fmt))
+    axis.set_minor_formatter(FuncFormatter(fmt))
+
+
+def spread_labels(points, min_sep: float):
+    """Positions for labels anchored at ``points`` (N, 2, in points units, i.e. display coordinates),
+    moved apart so that no two are closer than ``min_sep`` along both axes; returns the offsets (N, 2)
+    in points. Greedy, in order: a label that collides with an earlier one steps up, then down, by
+    ``min_sep`` until it is free."""
+    import numpy as np
+
+    points = np.asarray(points, dtype=np.float64)
+    placed: list[np.ndarray] = []
+    offsets = np.zeros_like(points)
+    for i, p in enumerate(points):
+        for k in range(0, 4 * len(points) + 1):
+            step = (k + 1) // 2 * (1 if k % 2 else -1)
+            cand = p + np.array([0.0, step * min_sep])
+            if all(np.any(np.abs(cand - q) >= min_sep) for q in placed):
+                break
+        placed.append(cand)
+        offsets[i] = cand - p
+    return offsets
