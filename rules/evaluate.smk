@@ -17,6 +17,7 @@ rule evaluate_sts:
         SUITE_ENV
     threads: 2
     resources:
+        **gpu_placement(),  # sbatch --nodes=1, the backbone's partition and constraint (docs/cluster.md)
         gpu=1,  # snakemake-executor-plugin-slurm: sbatch --gpus=1
         cpus_per_gpu=2,  # = threads
         mem_mb=eval_resources("eval_mem_mb"),
@@ -52,6 +53,7 @@ rule evaluate_indomain:
         "../envs/torch.yaml"
     threads: 2
     resources:
+        **gpu_placement(),  # sbatch --nodes=1, the backbone's partition and constraint (docs/cluster.md)
         gpu=1,
         cpus_per_gpu=2,
         mem_mb=eval_resources("eval_mem_mb"),
@@ -82,6 +84,7 @@ rule saturation:
         "../envs/torch.yaml"
     threads: 2
     resources:
+        **gpu_placement(),  # sbatch --nodes=1, the backbone's partition and constraint (docs/cluster.md)
         gpu=1,
         cpus_per_gpu=2,
         mem_mb=eval_resources("eval_mem_mb"),
@@ -111,6 +114,7 @@ rule evaluate_flickr30k:
         "../envs/torch.yaml"
     threads: 2
     resources:
+        **gpu_placement(),  # sbatch --nodes=1, the backbone's partition and constraint (docs/cluster.md)
         gpu=1,
         cpus_per_gpu=2,
         mem_mb=eval_resources("eval_mem_mb"),
@@ -140,6 +144,7 @@ rule evaluate_transfer:
         SUITE_ENV
     threads: 2
     resources:
+        **gpu_placement(),  # sbatch --nodes=1, the backbone's partition and constraint (docs/cluster.md)
         gpu=1,
         cpus_per_gpu=2,
         mem_mb=eval_resources("eval_mem_mb", 2),
@@ -173,6 +178,7 @@ rule evaluate_nli_probe:
         "../envs/torch.yaml"
     threads: 2
     resources:
+        **gpu_placement(),  # sbatch --nodes=1, the backbone's partition and constraint (docs/cluster.md)
         gpu=1,
         cpus_per_gpu=2,
         mem_mb=eval_resources("eval_mem_mb", 4),

@@ -30,10 +30,13 @@ rule evaluate_mteb:
         "../envs/mteb.yaml"
     threads: 2
     resources:
+        **gpu_placement(),  # sbatch --nodes=1, the backbone's partition and constraint (docs/cluster.md)
         gpu=1,  # snakemake-executor-plugin-slurm: sbatch --gpus=1
         cpus_per_gpu=2,  # = threads
         # the backbone's evaluation request; the full benchmark adds its corpora's memory and takes
-        # MTEB_FULL_RUNTIME_SCALE times the STS evaluation's time
+        # MTEB_FULL_RUNTIME_SCALE times the STS evaluation's time, cut to the backbone's max_runtime
+        # (LLaMA-2 7B: 8,640 min asked, 4,320 given; a timed-out job's retry reads back what it
+        # embedded from the embedding cache; docs/cluster.md "Time limits")
         mem_mb=eval_resources("eval_mem_mb", extra=0 if MTEB["local_tasks"] else MTEB_FULL_EXTRA_MEM_MB),
         runtime=eval_resources("eval_runtime", 1 if MTEB["local_tasks"] else MTEB_FULL_RUNTIME_SCALE),
     params:

@@ -14,6 +14,9 @@ rule train_model:
         "../envs/torch.yaml"
     threads: 2  # data loading stays in the main process; the rest feeds torch's intra-op pool
     resources:
+        # sbatch --nodes=1 (one accelerate launch spans the GPUs of one node), and the backbone's
+        # partition and constraint when config.yaml names them (docs/cluster.md)
+        **gpu_placement(),
         gpu=train_resources("gpus"),  # snakemake-executor-plugin-slurm: sbatch --gpus=N
         mem_mb=train_resources("mem_mb"),
         runtime=train_resources("runtime"),

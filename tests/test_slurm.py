@@ -8,6 +8,7 @@ a 2-CPU node) on the real profile (``slurm/``), so the profile users run is the 
 
 What is checked: every output of the CI preset; the training and evaluation jobs were submitted
 with ``--gpus=1`` and SLURM allocated them a GPU (``scontrol show job``), the CPU jobs without;
+the GPU jobs asked for one node (``--nodes=1``) in their backbone's partition (``-p``);
 the jobs ran under SLURM (``slurm_job_id`` recorded by training and evaluation equals the job id
 Snakemake reports) with this environment's Python; and a job that fails on the cluster is
 reported with its SLURM log and its rule log.
@@ -75,6 +76,12 @@ def cluster() -> None:
         pytest.skip(problem)
 
 
+def default_partition() -> str:
+    """The partition ``sinfo`` marks with * (the test cluster's only one)."""
+    out = subprocess.run(["sinfo", "-h", "-o", "%P"], capture_output=True, text=True, timeout=20)
+    return next(p.rstrip("*") for p in out.stdout.split() if p.endswith("*"))
+
+
 def run_slurm_snakemake(work: Path, *args: str, env: dict[str, str], timeout: float = TIMEOUT_S) -> tuple[int, str]:
     """Run snakemake with the SLURM profiles in ``work``; output also goes to work/snakemake.out.
 
@@ -139,7 +146,9 @@ def slurm_run(cluster, tmp_path_factory):
     # would only add a queued job (~10 s of start-up apiece on this single node, whose one GPU
     # runs the GPU jobs one at a time). STS-B alone and 12 training steps keep every rule kind
     # (prepare_sts, tokenize, train_model, evaluate_sts, evaluate_indomain, table).
+    # MiniLM's GPU jobs name their partition, as a backbone's resources.partition does (docs/cluster.md)
     (work / "slurm-light.yaml").write_text(
+        f"backbones: {{minilm-l6: {{resources: {{partition: {default_partition()}}}}}}}\n"
         "trainsets: {stsb: {train: {max_steps: 12}}}\n"
         "evaluation: {suites: [sts], sts: {tasks: [STSB]}}\nanalysis: {saturation: {backbones: []}}\nfigures: {enabled: false}\n"
         "tables:\n" + "".join(f"  {t}: {{enabled: false}}\n" for t in ("table3_transfer", "table4_ablation", "table5_nli", "table_train_time", "table_mteb",
@@ -177,6 +186,26 @@ def test_gpu_jobs_request_and_get_a_gpu(slurm_run):
         else:
             assert "--gpus" not in options and "--gres" not in options, options
             assert "--cpus-per-task=" in options, options
+
+
+def test_gpu_jobs_ask_for_one_node_in_their_backbones_partition(slurm_run):
+    """Every GPU job asks for one node (a multi-GPU training is one accelerate launch on one node:
+    without --nodes, --gpus=4 may be spread over nodes) and the backbone's resources.partition
+    reaches sbatch -p, where SLURM ran it. CPU jobs keep the plugin's defaults."""
+    _, _, jobs = slurm_run
+    partition = default_partition()
+    gpu_jobs = [job for job in jobs if job["rule"] in GPU_RULES]
+    assert {job["rule"] for job in gpu_jobs} == GPU_RULES
+    for job in gpu_jobs:
+        options = job["options"].split()
+        assert "--nodes=1" in options, job["options"]
+        assert options[options.index("-p") + 1] == partition, job["options"]
+        assert "--ntasks-per-gpu" not in job["options"], job["options"]  # one task; accelerate starts the processes
+        info = scontrol_job(job["jobid"])  # once allocated, NumNodes is the count given (a pending --nodes=1 job shows 1-1)
+        assert (info.get("Partition"), info.get("NumNodes"), info.get("JobState")) == (partition, "1", "COMPLETED"), info
+    for job in jobs:
+        if job["rule"] not in GPU_RULES:
+            assert "--nodes" not in job["options"] and "--ntasks=1" in job["options"].split(), job["options"]
 
 
 def test_jobs_ran_under_slurm_with_this_python(slurm_run):
