@@ -23,14 +23,15 @@ before that (a bad setting found at start) has cost nothing.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
 from dataclasses import asdict
 from pathlib import Path
 
+from aoe.data.io import sha256_file
 from aoe.hparams import RUN_ONLY
+from aoe.jsonio import write_json_atomic
 
 __all__ = [
     "RESULT_NEUTRAL", "TRAINER_STATE", "FINAL", "checkpoint_dir", "run_identity", "identity_changes",
@@ -94,15 +95,7 @@ def identity_changes(old: dict, new: dict, prefix: str = "") -> list[str]:
 
 def _file_manifest(folder: Path) -> dict[str, list]:
     """{relative path: [size, sha256]} of every file under ``folder``."""
-    out = {}
-    for p in sorted(folder.rglob("*")):
-        if p.is_file():
-            h = hashlib.sha256()
-            with p.open("rb") as f:
-                for block in iter(lambda: f.read(1 << 22), b""):
-                    h.update(block)
-            out[str(p.relative_to(folder))] = [p.stat().st_size, h.hexdigest()]
-    return out
+    return {str(p.relative_to(folder)): [p.stat().st_size, sha256_file(p)] for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
 def _damaged(folder: Path, manifest: dict[str, list]) -> str | None:
@@ -118,13 +111,6 @@ def _damaged(folder: Path, manifest: dict[str, list]) -> str | None:
         if current[rel][1] != digest:
             return f"{folder / rel} differs from what was written (sha256)"
     return None
-
-
-def _write_json(path: Path, data: dict) -> None:
-    """Written under another name and renamed: a reader sees the whole file or none."""
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data))
-    os.replace(tmp, path)
 
 
 def step_dirs(root: Path) -> list[Path]:
@@ -171,7 +157,7 @@ def save_checkpoint(accelerator, root: Path, identity: dict, state: dict, metric
         if accelerator.is_main_process:
             (step_dir / "metrics.jsonl").write_text("".join(line + "\n" for line in metrics_lines))
             files = _file_manifest(step_dir)
-            _write_json(step_dir / TRAINER_STATE, {"state": state, "identity": identity, "files": files})
+            write_json_atomic({"state": state, "identity": identity, "files": files}, step_dir / TRAINER_STATE)
     except (OSError, RuntimeError) as e:
         # a full disk or quota: torch says "[enforce fail at inline_container.cc:672] . unexpected pos
         # 23744 vs 23636", naming neither the folder nor the disk, and the partial checkpoint kept
@@ -247,7 +233,7 @@ def keep_final(model_dir: Path, root: Path, identity: dict, summary: dict) -> Pa
     _link_tree(model_dir, tmp)
     # sizes and sha256 as trained: final/ shares its files with the model folder (hard links), so
     # a write into the model folder's files (a tool saving over model.safetensors) damages it too
-    _write_json(tmp / _FINAL_RECORD, {"identity": identity, "summary": summary, "files": _file_manifest(tmp)})
+    write_json_atomic({"identity": identity, "summary": summary, "files": _file_manifest(tmp)}, tmp / _FINAL_RECORD)
     if final.exists():
         shutil.rmtree(final)
     os.replace(tmp, final)

@@ -523,11 +523,12 @@ def _train_steps(run: _Run, state: dict, ckpt_root: Path, identity: dict, metric
                     tick, tick_step = now, state["step"]
                     bar.set_postfix({k: f"{record[k]:.4g}" for k in (*logged, "pairs_per_s")})
                     metrics_lines.append(json.dumps(record))
-                    _check_weights(run, state)
                 state["zero_loss_steps"] += logged["loss"] == 0.0
                 stopping = _agreed(run.accelerator, bool(arrived))
-                if state["step"] < total and (stopping or (cfg.checkpoint_every and state["step"] % cfg.checkpoint_every == 0)):
-                    _check_weights(run, state)
+                checkpoint = state["step"] < total and (stopping or (cfg.checkpoint_every and state["step"] % cfg.checkpoint_every == 0))
+                if checkpoint or state["step"] % cfg.log_every == 0:
+                    _check_weights(run, state)  # never a checkpoint of diverged weights
+                if checkpoint:
                     state["train_seconds"] += time.perf_counter() - start
                     start = time.perf_counter()
                     saved = _save_checkpoint(run.accelerator, ckpt_root, identity, state, metrics_lines)

@@ -341,7 +341,7 @@ def settings_changed(config: dict, cells: list[Cell], root: str | Path = ".") ->
     """
     import json
 
-    from aoe.hparams import RUN_ONLY
+    from aoe.hparams import RUN_ONLY, resolve_cell
 
     out = []
     for cell in cells:
@@ -352,10 +352,10 @@ def settings_changed(config: dict, cells: list[Cell], root: str | Path = ".") ->
             saved = json.loads(record.read_text())
         except (OSError, ValueError):
             continue  # an unreadable record is the model's problem, found when it is loaded
-        now = json.loads(json.dumps(train_params(config, cell.backbone, cell.objective, cell.trainset, cell.seed)))
-        loss = loss_settings(config, cell.backbone, cell.objective, cell.trainset, cell.seed)
-        was = {**{k: v for k, v in saved.get("train", {}).items()}, **{f"loss.{k}": saved.get("objective", {}).get(k) for k in loss}}
-        now = {**now, **{f"loss.{k}": v for k, v in json.loads(json.dumps(loss)).items()}}
+        recipe = resolve_cell(config, cell.backbone, cell.objective, cell.trainset, cell.seed)
+        loss = {s.key: s.value for s in recipe.settings if s.key.startswith("loss.")}
+        was = {**saved.get("train", {}), **{k: saved.get("objective", {}).get(k.removeprefix("loss.")) for k in loss}}
+        now = json.loads(json.dumps({**recipe.params, **loss}))
         diff = [k for k in now if k not in RUN_ONLY and k in was and was[k] != now[k]]
         if diff:
             out.append((cell, f"{diff[0]}: {was[diff[0]]!r} -> {now[diff[0]]!r}"))
