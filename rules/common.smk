@@ -27,7 +27,7 @@ from aoe.workflow import (
     train_params,
 )
 from aoe.data.io import DataError
-from aoe.data.sts import STS_DATASETS, STS_TASKS, downstream_folder_files, resolve_downstream_root, sts_files
+from aoe.data.sts import DOWNSTREAM_SUBDIR, STS_DATASETS, STS_TASKS, resolve_downstream_root, sts_files
 from aoe.data.glue import HUB_PAIR_SETS
 from aoe.data.nli import NLI_MIRROR_FILES
 from aoe.data.transfer import transfer_files
@@ -49,8 +49,9 @@ except ConfigError as err:
     raise WorkflowError(f"config: {err}") from None
 
 try:
-    # SentEval's downstream folder in the mirror (data.mirror or $AOE_DATA_MIRROR); None: download.
-    DOWNSTREAM = resolve_downstream_root(config["data"]["mirror"])
+    # a mirror named (data.mirror or $AOE_DATA_MIRROR) must be one: said here, not at the first copy.
+    # Where it is and whether one is set change nothing in the plan (rule download_file).
+    resolve_downstream_root(config["data"]["mirror"])
 except DataError as err:
     raise WorkflowError(str(err)) from None  # names data.mirror or AOE_DATA_MIRROR, whichever was used
 
@@ -65,8 +66,6 @@ if _changed:
         "(or delete those model folders and their .ckpt folders)"
     )
 
-# The mirror root (README.md, MANIFEST.tsv, nli/, glue/, ...) when the mirror is a full one.
-MIRROR_ROOT = DOWNSTREAM.parent.parent if DOWNSTREAM and (DOWNSTREAM.parent.parent / "MANIFEST.tsv").is_file() else None
 NLI_DATASETS = ["allnli", *NLI_MIRROR_FILES]
 PAIR_DATASETS = [d for d in SOURCES if d not in NLI_DATASETS]
 ALL_SPLITS = sorted({s for splits in dataset_splits(config).values() for s in splits})
@@ -251,22 +250,20 @@ def file_sha256(relpath):
     return mirror_sources().get(relpath, {}).get("sha256")
 
 
-# published files fetched from their recorded public source, in the mirror's layout (rule download_file)
+# every published file the workflow reads, in the mirror's layout: copied from the data mirror when
+# it has the file, else downloaded from its recorded source (rule download_file). One folder either
+# way, so a run with AOE_DATA_MIRROR and one without plan the same jobs and rerun nothing.
 DOWNLOADED_FILES = Path("results/downloads/files")
-
-
-def _pairset_file_root(relpath):
-    if MIRROR_ROOT is not None and (MIRROR_ROOT / relpath).is_file():
-        return MIRROR_ROOT
-    return DOWNLOADED_FILES
+# SentEval's downstream folder there, read as a whole by SentEval's own code (transfer tasks, backend senteval)
+DOWNSTREAM = DOWNLOADED_FILES / DOWNSTREAM_SUBDIR
 
 
 def get_pairset_root(wildcards):
-    """The folder a split is read from: the mirror, the downloads folder, or a hub snapshot."""
+    """The folder a split is read from: the published files' folder, or a hub snapshot."""
     src = SOURCES[wildcards.dataset][wildcards.split]
     if src.kind == "hub":
         return f"results/downloads/hub/{wildcards.dataset}"
-    return str(_pairset_file_root(src.files[0]))
+    return str(DOWNLOADED_FILES)
 
 
 def get_pairset_input(wildcards):
@@ -277,23 +274,12 @@ def get_pairset_input(wildcards):
     src = SOURCES[wildcards.dataset][wildcards.split]
     if src.kind == "hub":
         return f"results/downloads/hub/{wildcards.dataset}"
-    return [str(_pairset_file_root(f) / f) for f in src.files]
+    return [str(DOWNLOADED_FILES / f) for f in src.files]
 
 
 def get_transfer_inputs(wildcards):
-    """The SentEval files of the transfer tasks evaluated: mirror files, or the downloaded archive."""
-    if DOWNSTREAM is not None:
-        files = [f for t in config["evaluation"]["transfer"]["tasks"] for f in transfer_files(t)]
-        return downstream_folder_files(config["data"]["mirror"], DOWNSTREAM, files)
-    return "results/downloads/senteval/source.json"
-
-
-def get_downstream_root(wildcards, input):
-    if DOWNSTREAM is not None:
-        return str(DOWNSTREAM)
-    import json
-
-    return json.loads(Path(input.files[0] if isinstance(input.files, list) else input.files).read_text())["downstream"]
+    """The SentEval files of the transfer tasks evaluated, in SentEval's folder."""
+    return [str(DOWNSTREAM / f) for t in config["evaluation"]["transfer"]["tasks"] for f in transfer_files(t)]
 
 
 def get_llm_generator(wildcards):

@@ -4,35 +4,15 @@ from aoe.data.sts import DOWNSTREAM_SUBDIR
 
 
 localrules:
-    download_senteval,
     fetch_backbone,
     fetch_released,
 
 
-rule download_senteval:
-    # SentEval's folder for the evaluations that read it as a whole (transfer tasks) when there is no mirror
-    output:
-        "results/downloads/senteval/source.json",
-    log:
-        "results/logs/download_senteval.log",
-    conda:
-        "../envs/data.yaml"
-    params:
-        url=config["data"]["senteval_archive_url"],
-        sha256=config["data"]["senteval_archive_sha256"],
-        cache_dir=lambda wildcards, output: str(Path(output[0]).parent),
-    script:
-        "../workflow_scripts/download_senteval.py"
-
-
 rule prepare_sts:
-    # each file from the mirror when it has it, else fetched from its recorded source (download_file);
-    # either way checked against its published sha256 when read
+    # rule download_file lays each file out (from the mirror or its source); checked against its
+    # published sha256 again when read
     input:
-        lambda wildcards: [
-            DOWNSTREAM / f if DOWNSTREAM and (DOWNSTREAM / f).is_file() else DOWNLOADED_FILES / DOWNSTREAM_SUBDIR / f
-            for f in sts_files(wildcards.dataset, wildcards.split)
-        ],
+        lambda wildcards: [DOWNSTREAM / f for f in sts_files(wildcards.dataset, wildcards.split)],
     output:
         table="results/data/{dataset}/{split}.parquet",
         manifest="results/data/{dataset}/{split}.manifest.json",
@@ -112,8 +92,9 @@ localrules:
 
 
 rule download_file:
-    # A mirror file fetched from its recorded public source (sha256-checked against the
-    # published one), or AllNLI; the folder mimics the mirror's layout so the readers are shared.
+    # A published file (or AllNLI) copied from the data mirror when it has it, else downloaded from its
+    # recorded public source; sha256-checked either way. Where it came from is not a param, so a
+    # mirror set or unset later reruns nothing (the log says which it was).
     output:
         f"{DOWNLOADED_FILES}/{{relpath}}",
     log:

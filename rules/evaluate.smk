@@ -31,7 +31,7 @@ rule evaluate_sts:
         tasks=config["evaluation"]["sts"]["tasks"],
         cache_root=config["evaluation"]["embedding_cache"],
         backend=config["evaluation"]["backend"],
-        downstream=lambda wildcards: str(DOWNSTREAM) if DOWNSTREAM else None,
+        downstream=str(DOWNSTREAM),  # backend senteval reads SentEval's folder
         max_pairs=config["evaluation"]["sts"]["max_pairs"],
         uncapped_tasks=config["evaluation"]["sts"]["uncapped_tasks"],
     script:
@@ -150,7 +150,7 @@ rule evaluate_transfer:
         mem_mb=eval_resources("eval_mem_mb", 2),
         runtime=eval_resources("eval_runtime", 4),  # SentEval's test mode: 10-fold CV with inner model selection, on the CPU side
     params:
-        downstream=get_downstream_root,
+        downstream=str(DOWNSTREAM),
         tasks=config["evaluation"]["transfer"]["tasks"],
         mode=config["evaluation"]["transfer"]["mode"],
         pooling=get_eval_pooling,

@@ -1,8 +1,8 @@
 # MTEB through the mteb package (AoE §5): aoe.evaluate.mteb_eval. With evaluation.mteb.local_tasks
-# the tasks read the prepared STS tables / SentEval files of the mirror (no hub); otherwise the
+# the tasks read the prepared STS tables / SentEval files (rule download_file: the mirror or their sources; no hub); otherwise the
 # tasks (or the benchmark, MTEB(eng, v1)) are downloaded by mteb from the Hugging Face hub.
 
-from aoe.evaluate.mteb_eval import local_downstream_root, local_task_inputs, local_transfer_inputs
+from aoe.evaluate.mteb_eval import local_task_inputs
 
 MTEB = config["evaluation"]["mteb"]
 # MTEB(eng, v1)'s 56 datasets from the hub: its retrieval corpora held as text (MS MARCO alone is 8.8M
@@ -19,7 +19,7 @@ rule evaluate_mteb:
         model=get_model_dir,
         tables=expand("results/data/{dataset}/test.parquet", dataset=MTEB_LOCAL["sts"]),
         manifests=expand("results/data/{dataset}/test.manifest.json", dataset=MTEB_LOCAL["sts"]),
-        files=lambda wildcards: local_transfer_inputs(MTEB["local_tasks"], DOWNSTREAM, config["data"]["mirror"]),
+        files=[str(DOWNSTREAM / f) for t in MTEB_LOCAL["transfer"] for f in transfer_files(t)],
     output:
         "results/eval/{backbone}/{objective}/{trainset}/seed{seed}/mteb.json",
     log:
@@ -43,7 +43,7 @@ rule evaluate_mteb:
         benchmark=MTEB["benchmark"],
         tasks=MTEB["tasks"],
         local_tasks=MTEB["local_tasks"],
-        downstream=lambda wildcards, input: local_downstream_root(MTEB["local_tasks"], DOWNSTREAM, input.files),
+        downstream=str(DOWNSTREAM) if MTEB_LOCAL["transfer"] else None,
         pooling=get_eval_pooling,
         prompt=get_prompt,
         # a released checkpoint's own (its authors' retrieval prompt), else the config's

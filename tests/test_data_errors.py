@@ -125,17 +125,18 @@ def test_an_intact_file_records_its_published_source(tmp_path):
 
 @needs_mirror
 def test_edited_gold_score_fails_the_pipeline_job(tmp_path):
-    """Issue 23 item 2: the edited score went into the parquet with exit 0."""
+    """Issue 23 item 2: the edited score went into the parquet with exit 0. The mirror's copy is
+    refused where it is copied, naming it, and never replaced by a silent download."""
     downstream = _downstream_copy(tmp_path, STSB_TEST)
     _edit_gold_score(downstream / STSB_TEST)
     work = copy_workflow(tmp_path / "wf")
     out = snakemake(work, "--cores", "1", "results/data/stsb/test.parquet", "--configfile", "presets/ci.yaml",
                     env={"AOE_DATA_MIRROR": str(downstream), **ONLINE})
     assert out.returncode == 1, out.stdout[-3000:]
-    assert "Error in rule prepare_sts" in out.stdout
-    assert not (work / "results/data/stsb/test.parquet").exists()
-    log = (work / "results/logs/prepare_sts/stsb-test.log").read_text().splitlines()
+    assert "Error in rule download_file" in out.stdout
     rel = f"{DOWNSTREAM_SUBDIR}/{STSB_TEST}"
+    assert not (work / "results/data/stsb/test.parquet").exists() and not (work / "results/downloads/files" / rel).exists()
+    log = (work / f"results/logs/download_file/{rel}.log").read_text().splitlines()
     assert log[-1] == f"aoe.data.io.DataError: {_mismatch(downstream / STSB_TEST, rel, STSB_TEST_SOURCE)}"
 
 
@@ -206,12 +207,47 @@ def test_a_missing_sts_file_is_fetched_from_its_source(workflow, tmp_path):
     downstream = _downstream_copy(tmp_path, "STS/STSBenchmark/sts-dev.csv")
     out = _dry_run(workflow, downstream, "results/data/stsb/test.parquet", "results/data/stsb/dev.parquet")
     assert out.returncode == 0, out.stdout[-3000:]
-    fetched = f"results/downloads/files/{DOWNSTREAM_SUBDIR}/{STSB_TEST}"
-    assert f"output: {fetched}" in out.stdout and f"input: {fetched}" in out.stdout
-    assert f"input: {downstream / 'STS/STSBenchmark/sts-dev.csv'}" in out.stdout  # the file it has is read there
+    # the file the mirror has and the one it lacks: the same job, into the same folder
+    for rel in (STSB_TEST, "STS/STSBenchmark/sts-dev.csv"):
+        fetched = f"results/downloads/files/{DOWNSTREAM_SUBDIR}/{rel}"
+        assert f"output: {fetched}" in out.stdout and f"input: {fetched}" in out.stdout
+    assert str(downstream) not in out.stdout
     assert upstream_url(f"{DOWNSTREAM_SUBDIR}/{STSB_TEST}") == (
         "https://raw.githubusercontent.com/yan-soares/research_embeddings_fine_tuning/045c5e94572a/data/downstream/STS/STSBenchmark/sts-test.csv"
     )
+
+
+def _planned_jobs(stdout: str) -> list[str]:
+    """Each planned job as its rule and output lines (the order Snakemake prints is not the run order)."""
+    jobs, current = [], []
+    for line in stdout.splitlines():
+        line = line.strip()
+        if line.startswith(("rule ", "localrule ")):
+            current = [line]
+            jobs.append(current)
+        elif current and line.startswith(("input:", "output:", "wildcards:")):
+            current.append(line)
+    return sorted(" | ".join(job) for job in jobs)
+
+
+@needs_mirror
+def test_the_plan_does_not_depend_on_the_mirror(tmp_path):
+    """Issue 38 item 1: after a run with the mirror, planning without it planned download, prepare,
+    tokenize and training again ("set of input files has changed")."""
+    work = copy_workflow(tmp_path / "wf")
+    target = ("results/data/stsb/test.parquet", "results/data/sts12/test.parquet")
+    plans = {name: _planned_jobs(_dry_run(work, mirror, *target).stdout)
+             for name, mirror in (("full mirror", MIRROR), ("SentEval folder", MIRROR / DOWNSTREAM_SUBDIR), ("none", ""))}
+    assert len(plans["none"]) == 2 + 1 + 10  # two prepare_sts, STS-B's file and STS12's ten
+    assert plans["full mirror"] == plans["SentEval folder"] == plans["none"]
+
+    out = snakemake(work, "--cores", "1", *target, "--configfile", "presets/ci.yaml", env={"AOE_DATA_MIRROR": str(MIRROR), **ONLINE})
+    assert out.returncode == 0, out.stdout[-3000:]
+    log = (work / f"results/logs/download_file/{DOWNSTREAM_SUBDIR}/{STSB_TEST}.log").read_text()
+    assert f"copied from the data mirror: {MIRROR / DOWNSTREAM_SUBDIR / STSB_TEST}" in log
+    for mirror in ("", MIRROR / DOWNSTREAM_SUBDIR):
+        out = _dry_run(work, mirror, *target)
+        assert out.returncode == 0 and "Nothing to be done" in out.stdout, out.stdout[-3000:]
 
 
 @pytest.fixture
@@ -258,33 +294,17 @@ def test_a_missing_sts_file_is_downloaded_and_checked(tmp_path, file_server, tam
 
 
 @needs_mirror
-def test_a_missing_transfer_file_is_named_when_planned(workflow, tmp_path):
-    # the transfer evaluation reads SentEval's folder as a whole: a fetched copy cannot join it
+def test_a_missing_transfer_file_is_fetched_into_sentevals_folder(workflow, tmp_path):
+    # the transfer evaluation reads SentEval's folder as a whole: the files the mirror has and the
+    # ones it lacks are laid out together (it was a planning error naming the missing file)
     trec = ("TREC/train_5500.label", "MRPC/msr_paraphrase_train.txt", "MRPC/msr_paraphrase_test.txt")
     downstream = _downstream_copy(tmp_path, STSB_TEST, *trec)
     out = _dry_run(workflow, downstream)
-    assert out.returncode == 1
-    url = "https://raw.githubusercontent.com/yan-soares/research_embeddings_fine_tuning/045c5e94572a/data/downstream/TREC/TREC_10.label"
-    assert _message_after(out.stdout, "Error:") == (
-        f"DataError: AOE_DATA_MIRROR={downstream}: {downstream / 'TREC/TREC_10.label'} is missing, and the evaluations "
-        f"read SentEval's folder as a whole; copy the published file there ({url}), "
-        "or unset AOE_DATA_MIRROR to download SimCSE's SentEval archive instead"
-    )
-
-
-def test_mteb_local_trec_missing_in_the_mirror_is_named(tmp_path, monkeypatch):
-    # MTEB's local TREC reads the same folder (was: MissingInputException at planning)
-    from aoe.data.io import DataError
-    from aoe.evaluate.mteb_eval import local_transfer_inputs
-
-    downstream = tmp_path / "downstream"
-    (downstream / "TREC").mkdir(parents=True)
-    (downstream / "TREC" / "train_5500.label").write_text("x\n")
-    monkeypatch.setenv("AOE_DATA_MIRROR", str(downstream))
-    with pytest.raises(DataError) as err:
-        local_transfer_inputs(["TRECLocal"], downstream, None)
-    assert str(err.value).startswith(f"AOE_DATA_MIRROR={downstream}: {downstream / 'TREC/TREC_10.label'} is missing, and the evaluations")
-    assert local_transfer_inputs(["STSBenchmarkLocal"], downstream, None) == []
+    assert out.returncode == 0, out.stdout[-3000:]
+    folder = f"results/downloads/files/{DOWNSTREAM_SUBDIR}"
+    for rel in ("TREC/TREC_10.label", "TREC/train_5500.label"):
+        assert f"output: {folder}/{rel}" in out.stdout
+    assert f"downstream: {folder}" in out.stdout or folder in out.stdout
 
 
 # ---------------------------------------------------------------- analysis.saturation

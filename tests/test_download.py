@@ -8,9 +8,7 @@ free local port and scripts how every request for a path is answered
 from __future__ import annotations
 
 import hashlib
-import io
 import os
-import tarfile
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -18,9 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from aoe.data import sts
-from aoe.data.download import SENTEVAL_ARCHIVE_URL, download_file, fetch_senteval_archive
+from aoe.data import download as published
+from aoe.data.download import download_file
 from aoe.data.io import DataError
+from aoe.data.published import mirror_sources
 
 BODY = os.urandom(300_000)  # several download chunks, so a drop leaves a partial file to resume
 
@@ -98,11 +97,6 @@ def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[ScriptedServer]:
 
 
 FAST = {"backoff": 0.01, "timeout": 5}
-
-
-def test_archive_url_constant() -> None:
-    assert SENTEVAL_ARCHIVE_URL.startswith("https://huggingface.co/datasets/princeton-nlp/datasets-for-simcse/")
-    assert SENTEVAL_ARCHIVE_URL.endswith("/senteval.tar")
 
 
 def test_normal_download(server: ScriptedServer, tmp_path: Path) -> None:
@@ -190,95 +184,67 @@ def test_offline_refuses(
     monkeypatch.setenv(variable, "1")
     with pytest.raises(DataError, match=f"downloads are disabled.*{variable}"):
         download_file(server.url("/f.bin"), tmp_path / "f.bin", **FAST)
-    with pytest.raises(DataError, match=f"no data mirror was given and downloads are disabled.*{variable}"):
-        fetch_senteval_archive(server.url("/senteval.tar"), tmp_path / "cache")
+    with pytest.raises(DataError, match=f"downloads are disabled.*{variable}"):
+        published.fetch_published("glue/f.bin", tmp_path / "g.bin", url=server.url("/f.bin"), sha256=None, mirror=None)
     assert server.log == []
 
 
-# ---------------------------------------------------------------- archive
+# ---------------------------------------------------------------- mirror or download: one place, same bytes
+
+SHA = hashlib.sha256(BODY).hexdigest()
 
 
-def _synthetic_tar(prefix: str, extra: tuple[tuple[str, bytes], ...] = ()) -> bytes:
-    """A SentEval-like tar with an STS-B dev split (2 pairs) under ``prefix``, plus ``extra`` members."""
-    base = f"{prefix}/" if prefix else ""
-    files = {
-        f"{base}STS/STSBenchmark/sts-dev.csv": (
-            b"g\tf\t2012\t1\t4.0\ta  man\ta woman\ng\tf\t2012\t2\t1.0\tx\ty\n"
-        ),
-        f"{base}SICK/SICK_trial.txt": b"pair_ID\tsentence_A\tsentence_B\trelatedness_score\n",
-        f"{base}README.md": b"readme\n",
-    }
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w") as tar:
-        for name, data in [*files.items(), *extra]:
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-    return buffer.getvalue()
+def _full_mirror(root: Path, relpath: str, body: bytes) -> Path:
+    (root / "senteval/downstream/STS").mkdir(parents=True)
+    (root / "MANIFEST.tsv").write_text("path\tlines\tbytes\tsha256\tsource\n")
+    (root / relpath).parent.mkdir(parents=True, exist_ok=True)
+    (root / relpath).write_bytes(body)
+    return root
 
 
-# "": the real senteval.tar has STS/, SICK/, ... at its root.
-@pytest.mark.parametrize("prefix", ["", "SentEval/data/downstream", "downstream"])
-def test_fetch_senteval_archive(
-    server: ScriptedServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, prefix: str
-) -> None:
-    server.files["/senteval.tar"] = _synthetic_tar(prefix)
-    cache = tmp_path / "cache"
-    downstream = fetch_senteval_archive(server.url("/senteval.tar"), cache)
-    assert downstream == (cache / "senteval.tar.d" / prefix if prefix else cache / "senteval.tar.d")
-    assert (downstream / "STS" / "STSBenchmark" / "sts-dev.csv").is_file()
-    assert sorted(p.name for p in cache.iterdir()) == ["senteval.tar", "senteval.tar.d"]
-
-    monkeypatch.setitem(sts.EXPECTED_ROWS, ("stsb", "dev"), 2)
-    df = sts.read_sts(downstream, "stsb", "dev")
-    assert list(df["sentence1"]) == ["a man", "x"] and list(df["score"]) == [4.0, 1.0]
-
-    # Already extracted: no download, and so it works offline too.
-    monkeypatch.setenv("AOE_OFFLINE", "1")
-    assert fetch_senteval_archive(server.url("/senteval.tar"), cache) == downstream
-    assert len(server.log) == 1
+@pytest.mark.parametrize("relpath", ["glue/extra/pairs.txt", "senteval/downstream/EXTRA/items.txt"])  # files the table does not pin: sha256 governs
+def test_fetch_published_copies_the_mirror_file_without_downloading(server, tmp_path, monkeypatch, relpath):
+    mirror = _full_mirror(tmp_path / "mirror", relpath, BODY)
+    (mirror / relpath).chmod(0o444)  # a read-only mirror: the copy is ours, with the umask's mode
+    old = os.umask(0o022)
+    try:
+        origin = published.fetch_published(relpath, tmp_path / "out" / relpath, url=server.url("/f"), sha256=SHA, mirror=str(mirror))
+    finally:
+        os.umask(old)
+    out = tmp_path / "out" / relpath
+    assert origin == f"copied from the data mirror: {mirror / relpath}"
+    assert out.read_bytes() == BODY and (out.stat().st_mode & 0o777) == 0o644 and out.stat().st_ino != (mirror / relpath).stat().st_ino
+    assert server.log == [] and [p.name for p in out.parent.iterdir()] == [out.name]
 
 
-@pytest.mark.parametrize("unsafe", ["../evil", "/tmp/aoe-absolute-evil", "downstream/../../evil"])
-def test_fetch_rejects_unsafe_member(server: ScriptedServer, tmp_path: Path, unsafe: str) -> None:
-    server.files["/senteval.tar"] = _synthetic_tar("downstream", extra=((unsafe, b"pwned\n"),))
-    cache = tmp_path / "cache"
-    with pytest.raises(DataError, match="unsafe member") as info:
-        fetch_senteval_archive(server.url("/senteval.tar"), cache)
-    assert unsafe in str(info.value)
-    assert not (tmp_path / "evil").exists() and not Path("/tmp/aoe-absolute-evil").exists()
-    # Nothing extracted, no staging leftovers; only the downloaded archive stays.
-    assert [p.name for p in cache.iterdir()] == ["senteval.tar"]
+def test_fetch_published_reads_a_bare_downstream_folder_from_the_environment(server, tmp_path, monkeypatch):
+    downstream = tmp_path / "downstream"
+    (downstream / "STS").mkdir(parents=True)
+    (downstream / "STS" / "f.csv").write_bytes(BODY)
+    monkeypatch.setenv("AOE_DATA_MIRROR", str(downstream))
+    out = tmp_path / "out.csv"
+    assert published.fetch_published("senteval/downstream/STS/f.csv", out, url=server.url("/f"), sha256=SHA, mirror=None).startswith("copied")
+    # a bare downstream folder holds only SentEval's files: the others are downloaded
+    server.files["/g"] = BODY
+    assert published.fetch_published("glue/x.txt", tmp_path / "x.txt", url=server.url("/g"), sha256=SHA, mirror=None) == f"downloaded from {server.url('/g')}"
+    assert (tmp_path / "x.txt").read_bytes() == BODY
 
 
-def test_fetch_rejects_symlink_member(server: ScriptedServer, tmp_path: Path) -> None:
-    buffer = io.BytesIO(_synthetic_tar("downstream"))
-    with tarfile.open(fileobj=buffer, mode="a") as tar:
-        link = tarfile.TarInfo("downstream/link")
-        link.type = tarfile.SYMTYPE
-        link.linkname = "/etc/passwd"
-        tar.addfile(link)
-    server.files["/senteval.tar"] = buffer.getvalue()
-    with pytest.raises(DataError, match="not a regular file or directory"):
-        fetch_senteval_archive(server.url("/senteval.tar"), tmp_path / "cache")
+def test_fetch_published_downloads_what_the_mirror_lacks(server, tmp_path, monkeypatch):
+    monkeypatch.delenv("AOE_DATA_MIRROR", raising=False)
+    server.files["/f"] = BODY
+    out = tmp_path / "d" / "f.bin"
+    assert published.fetch_published("glue/f.bin", out, url=server.url("/f"), sha256=SHA, mirror=None) == f"downloaded from {server.url('/f')}"
+    mirror = _full_mirror(tmp_path / "mirror", "glue/other.txt", b"x")
+    assert published.fetch_published("glue/f2.bin", tmp_path / "f2.bin", url=server.url("/f"), sha256=SHA, mirror=str(mirror)).startswith("downloaded")
+    assert out.read_bytes() == BODY and len(server.log) == 2
 
 
-def test_fetch_archive_without_sts(server: ScriptedServer, tmp_path: Path) -> None:
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w") as tar:
-        info = tarfile.TarInfo("other/file.txt")
-        info.size = 1
-        tar.addfile(info, io.BytesIO(b"x"))
-    server.files["/senteval.tar"] = buffer.getvalue()
-    cache = tmp_path / "cache"
-    with pytest.raises(DataError, match="no SentEval downstream folder"):
-        fetch_senteval_archive(server.url("/senteval.tar"), cache)
-    assert [p.name for p in cache.iterdir()] == ["senteval.tar"]
-
-
-def test_fetch_corrupt_archive(server: ScriptedServer, tmp_path: Path) -> None:
-    server.files["/senteval.tar"] = b"this is not a tar archive" * 100
-    cache = tmp_path / "cache"
-    with pytest.raises(DataError, match="cannot extract") as info:
-        fetch_senteval_archive(server.url("/senteval.tar"), cache)
-    assert str(cache / "senteval.tar") in str(info.value)
+def test_fetch_published_refuses_a_damaged_mirror_file(server, tmp_path):
+    relpath = "glue/MRPC/msr_paraphrase_test.txt"
+    mirror = _full_mirror(tmp_path / "mirror", relpath, BODY[:-1] + b"!")
+    out = tmp_path / "out.txt"
+    with pytest.raises(DataError) as err:
+        published.fetch_published(relpath, out, url=server.url("/f"), sha256=SHA, mirror=str(mirror))
+    assert str(err.value).startswith(f"{mirror / relpath}: sha256 ") and f"is not the published {mirror_sources()[relpath]['sha256']} of {relpath}" in str(err.value)
+    assert not out.exists() and server.log == [] and list(tmp_path.glob(".out.txt.*")) == []

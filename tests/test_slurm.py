@@ -170,7 +170,7 @@ def test_all_outputs_built_on_slurm(slurm_run):
     ran = {job["rule"] for job in jobs}
     assert {"prepare_sts", "tokenize", "train_model", "evaluate_sts", "evaluate_indomain", "table"} <= ran, ran
     # Downloads stay on the submit host (local rules), never in a SLURM job.
-    assert not ran & {"fetch_backbone", "download_senteval"}
+    assert not ran & {"fetch_backbone", "download_file", "download_hub"}
 
 
 def test_gpu_jobs_request_and_get_a_gpu(slurm_run):

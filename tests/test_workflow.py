@@ -190,8 +190,10 @@ def test_bad_mirror_is_named(tmp_path):
 def test_one_table_plans_only_its_jobs(tmp_path):
     out = _dry_run(tmp_path, "{}\n", "table2")  # the per-table target: in-domain STS-B in the CI preset
     assert out.returncode == 0, out.stdout[-3000:]
-    # STS-B train and test tables; one trained model and the backbone, each scored on STS-B test only
+    # STS-B's train and test files laid out, their tables; one trained model and the backbone, each
+    # scored on STS-B test only
     assert job_counts(out.stdout) == {
+        "download_file": 2,
         "fetch_backbone": 1,
         "prepare_sts": 2,
         "tokenize": 1,
@@ -214,8 +216,8 @@ def paper_grid_plan(tmp_path_factory):
 def test_full_paper_config_plans(paper_grid_plan):
     work, stdout = paper_grid_plan
     counts = job_counts(stdout)
-    # no mirror: the SentEval archive is downloaded by a local rule; the whole grid is trained
-    assert counts["download_senteval"] == 1 and counts["train_model"] == 264
+    # no mirror: each published file is downloaded by a local rule; the whole grid is trained
+    assert counts["download_file"] == 74 and counts["download_hub"] == 3 and counts["train_model"] == 264
     assert counts["table"] == len([t for t, s in _validated_config()["tables"].items() if s.get("enabled", True)])
     # one table of the paper grid: AoE Table 2 trains only BERT on STS-B and GIS (3 objectives x 5 seeds
     # each), each from the NLI AnglE model of its seed (5 more), which it does not evaluate

@@ -1,4 +1,4 @@
-"""Rule download_file: one file from its public URL, checked against its pinned sha256 when known."""
+"""Rule download_file: one published file from the data mirror, else from its public URL; sha256-checked."""
 
 import sys
 from pathlib import Path
@@ -8,6 +8,11 @@ from aoe.workflow import start_log
 
 start_log(snakemake.log[0])
 
-from aoe.data.download import download_file
+from aoe.data.download import fetch_published
 
-download_file(snakemake.params.url, Path(snakemake.output[0]), sha256=snakemake.params.sha256)
+p = snakemake.params
+# the mirror is read here, not passed as a param: a param would rerun this (and all it feeds) when it changes
+origin = fetch_published(
+    snakemake.wildcards.relpath, Path(snakemake.output[0]), url=p.url, sha256=p.sha256, mirror=snakemake.config["data"]["mirror"]
+)
+print(f"{snakemake.wildcards.relpath}: {origin}", flush=True)

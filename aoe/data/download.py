@@ -1,40 +1,28 @@
-"""Fetching the SentEval data from upstream when no local mirror is configured.
+"""Laying the published data files into the workflow's downloads folder: from the mirror or upstream.
 
 Downloads are written so that an interrupted run never leaves something that
 looks finished: bytes stream into ``<dest>.part`` and only a complete,
-checksum-verified file is renamed to ``dest``; the archive is extracted into a
-temporary directory that is renamed into place only once it is known to hold
-the expected layout. Flaky networks are handled by retrying with exponential
-backoff and resuming the ``.part`` file with an HTTP Range request.
+checksum-verified file is renamed to ``dest``. Flaky networks are handled by
+retrying with exponential backoff and resuming the ``.part`` file with an HTTP
+Range request.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
-import tarfile
 import tempfile
 import time
-from pathlib import Path, PurePosixPath
-from urllib.parse import urlparse
+from pathlib import Path
 
 import requests
 
 from aoe.data.io import DataError, sha256_file
 
-# SimCSE's packaging of SentEval's data/downstream tree (what its evaluation uses);
-# its members sit at the archive root (STS/, SICK/, ...).
-SENTEVAL_ARCHIVE_URL = (
-    "https://huggingface.co/datasets/princeton-nlp/datasets-for-simcse/resolve/main/senteval.tar"
-)
-
 _OFFLINE_VARS = ("HF_HUB_OFFLINE", "AOE_OFFLINE")
 _CHUNK_BYTES = 1 << 16
 # Client errors that are transient by definition (timeout, rate limit); other 4xx are final.
 _RETRYABLE_4XX = frozenset({408, 429})
-# How deep below the archive root SentEval's downstream folder may sit
-# (``STS`` at the root, ``downstream/STS``, ``SentEval/data/downstream/STS``).
-_MAX_DOWNSTREAM_DEPTH = 4
 
 
 class _TransientError(Exception):
@@ -143,84 +131,37 @@ def download_file(
     return dest
 
 
-def _check_members(archive: Path, members: list[tarfile.TarInfo]) -> None:
-    """Reject members that could write outside the extraction directory."""
-    for member in members:
-        name = PurePosixPath(member.name)
-        if name.is_absolute() or ".." in name.parts:
-            raise DataError(f"{archive}: unsafe member path {member.name!r}; refusing to extract")
-        if not (member.isfile() or member.isdir()):
-            # SentEval's archive holds only files and folders; links or devices
-            # would only be a way to reach outside the extraction directory.
-            raise DataError(f"{archive}: member {member.name!r} is not a regular file or directory")
+def fetch_published(relpath: str, dest: Path, *, url: str, sha256: str | None, mirror: str | os.PathLike | None) -> str:
+    """Lay the published file ``relpath`` (mirror-relative) at ``dest``; return where it came from.
 
-
-def _find_downstream(root: Path) -> Path | None:
-    """Shallowest folder under ``root`` that contains an ``STS`` folder (SentEval's downstream)."""
-    level = [root]
-    for _ in range(_MAX_DOWNSTREAM_DEPTH + 1):
-        for folder in level:
-            if (folder / "STS").is_dir():
-                return folder
-        level = sorted(child for folder in level for child in folder.iterdir() if child.is_dir())
-    return None
-
-
-def _archive_name(url: str) -> str:
-    name = PurePosixPath(urlparse(url).path).name
-    if not name:
-        raise DataError(f"cannot derive an archive file name from {url}")
-    return name
-
-
-def fetch_senteval_archive(url: str, cache_dir: Path, *, sha256: str | None = None) -> Path:
-    """Download and unpack SentEval's data archive into ``cache_dir``; return its ``downstream`` folder.
-
-    The archive is kept as ``cache_dir/<name>`` and unpacked into
-    ``cache_dir/<name>.d``; when that folder already exists nothing is
-    downloaded, so the cache also works offline. Members with absolute paths,
-    ``..`` components, links or device entries make the whole archive be
-    rejected. Extraction happens in a temporary sibling folder that is renamed
-    into place only after the ``downstream`` folder (the one holding ``STS/``:
-    the archive root itself for SimCSE's tar, or a ``downstream`` or
-    ``SentEval/data/downstream`` folder in repackaged ones) is found in it. ``sha256`` optionally pins the archive.
+    Copied from the data mirror in effect (``mirror``: config ``data.mirror``, else
+    ``$AOE_DATA_MIRROR``) when it holds the file, else downloaded from ``url``. Both are checked
+    against ``sha256``, so ``dest`` holds the same bytes either way: the workflow reads every
+    published file from one folder and its plan does not change with where the files came from.
+    A mirror copy that is not the published file is an error naming it, never a silent download.
     """
-    cache_dir = Path(cache_dir)
-    name = _archive_name(url)
-    extracted = cache_dir / f"{name}.d"
-    if extracted.is_dir():
-        downstream = _find_downstream(extracted)
-        if downstream is None:
-            raise DataError(
-                f"{extracted} holds no SentEval downstream folder (no STS/ inside); delete it to refetch"
-            )
-        return downstream
-    offline = _offline_var()
-    if offline:
-        raise DataError(
-            f"no data mirror was given and downloads are disabled ({offline} is set); "
-            f"set the data mirror or unset {offline} to fetch {url}"
-        )
-    archive = download_file(url, cache_dir / name, sha256=sha256)
-    staging = Path(tempfile.mkdtemp(dir=cache_dir, prefix=f".{name}.extract-"))
+    from aoe.data.published import check_published, mirror_sources
+    from aoe.data.sts import mirror_file
+    from aoe.fsutil import as_created
+
+    dest = Path(dest)
+    found = mirror_file(relpath, mirror)
+    if found is None:
+        download_file(url, dest, sha256=sha256)
+        return f"downloaded from {url}"
+    if relpath in mirror_sources():
+        check_published(found, relpath)
+    elif sha256 is not None and (got := sha256_file(found)) != sha256.lower():
+        raise DataError(f"{found}: sha256 {got} is not the expected {sha256.lower()} of {relpath}; restore the mirror's file")
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    # a copy, not a link: Snakemake may touch its outputs, and a mirror is often someone else's read-only folder
+    fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.")
     try:
-        try:
-            with tarfile.open(archive) as tar:
-                members = tar.getmembers()
-                _check_members(archive, members)
-                tar.extractall(staging, members=members, filter="data")
-        except (tarfile.TarError, EOFError) as exc:
-            raise DataError(f"{archive}: cannot extract ({exc}); delete it to download again") from exc
-        staged_downstream = _find_downstream(staging)
-        if staged_downstream is None:
-            raise DataError(f"{archive} holds no SentEval downstream folder (no STS/ inside)")
-        inner = staged_downstream.relative_to(staging)
-        try:
-            staging.rename(extracted)
-        except OSError:
-            # A concurrent fetch finished first; its result is equivalent, keep it.
-            if not extracted.is_dir():
-                raise
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    return extracted / inner
+        with os.fdopen(fd, "wb") as out, open(found, "rb") as src:
+            shutil.copyfileobj(src, out)
+        as_created(tmp)
+        os.replace(tmp, dest)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return f"copied from the data mirror: {found}"

@@ -1,7 +1,7 @@
 """The published files the pipeline reads, pinned by sha256, and the check each read goes through.
 
-A file can come from a full data mirror, a bare SentEval ``downstream`` folder, SimCSE's
-SentEval archive or a download from its recorded public source. Only a full mirror carries a
+A file can come from a full data mirror, a bare SentEval ``downstream`` folder or a download
+from its recorded public source (``aoe.data.download.fetch_published``). Only a full mirror carries a
 MANIFEST.tsv, and a manifest that sits beside the files it vouches for is edited as easily as
 they are; so the package ships the sha256 of every published file it reads, with the public
 source each was taken from (``aoe/resources/mirror_sources.tsv``), and every reader checks its

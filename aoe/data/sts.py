@@ -367,26 +367,25 @@ def resolve_downstream_root(mirror: str | os.PathLike[str] | None) -> Path | Non
     raise DataError(f"{named} is neither a data mirror nor SentEval's downstream folder; {valid}; {fix}")
 
 
-def downstream_folder_files(mirror: str | os.PathLike[str] | None, downstream: Path, relpaths: list[str]) -> list[Path]:
-    """``relpaths`` in SentEval's folder ``downstream``, for an evaluation that reads that folder as a whole.
+def mirror_file(relpath: str, mirror: str | os.PathLike[str] | None) -> Path | None:
+    """Where the data mirror in effect (``mirror``: config ``data.mirror``, else ``$AOE_DATA_MIRROR``)
+    holds the published file ``relpath`` (relative to a mirror root), or None.
 
-    There a copy fetched into another folder cannot stand in for a missing file
-    (as it does for the STS tables), so DataError names the first one missing, the
-    mirror setting ``downstream`` was resolved from (``mirror``: config
-    ``data.mirror``, else ``$AOE_DATA_MIRROR``) and the fix.
+    A bare SentEval ``downstream`` folder holds only the ``senteval/downstream/`` files; a full
+    mirror (one with its MANIFEST.tsv) holds the others too.
     """
-    missing = [rel for rel in dict.fromkeys(relpaths) if not (downstream / rel).is_file()]
-    if missing:
-        from aoe.data.pairsets import upstream_url
-
-        _, named, drop = _mirror_setting(mirror)
-        more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
-        raise DataError(
-            f"{named}: {downstream / missing[0]} is missing{more}, and the evaluations read SentEval's folder "
-            f"as a whole; copy the published file there ({upstream_url(f'{DOWNSTREAM_SUBDIR}/{missing[0]}')}), "
-            f"or {drop} to download SimCSE's SentEval archive instead"
-        )
-    return [downstream / rel for rel in relpaths]
+    downstream = resolve_downstream_root(mirror)
+    if downstream is None:
+        return None
+    prefix = f"{DOWNSTREAM_SUBDIR}/"
+    if relpath.startswith(prefix):
+        path = downstream / relpath.removeprefix(prefix)
+    else:
+        root = downstream.parent.parent
+        if not (root / "MANIFEST.tsv").is_file():
+            return None
+        path = root / relpath
+    return path if path.is_file() else None
 
 
 def _read_manifest(manifest: Path) -> dict[str, tuple[str, str]]:

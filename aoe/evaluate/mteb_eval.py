@@ -47,8 +47,6 @@ __all__ = [
     "benchmark_tasks",
     "local_task",
     "local_task_inputs",
-    "local_transfer_inputs",
-    "local_downstream_root",
     "run_mteb_evaluation",
     "summarize",
 ]
@@ -120,34 +118,6 @@ def local_task_inputs(names: Iterable[str]) -> dict[str, list[str]]:
         "sts": [LOCAL_TASKS[n].dataset for n in names if LOCAL_TASKS[n].kind == "sts"],
         "transfer": [LOCAL_TASKS[n].dataset for n in names if LOCAL_TASKS[n].kind == "classification"],
     }
-
-
-def local_transfer_inputs(
-    names: Iterable[str], downstream: str | os.PathLike | None, mirror: str | os.PathLike | None = None
-) -> list[str] | str:
-    """Workflow input of the local classification tasks: SentEval files under ``downstream``
-    (the mirror; a missing one raises DataError naming it and the ``mirror`` setting), or the
-    downloaded archive's record when there is no mirror; [] if none is asked."""
-    from aoe.data.sts import downstream_folder_files
-    from aoe.data.transfer import transfer_files
-
-    transfer = local_task_inputs(names)["transfer"]
-    if not transfer:
-        return []
-    if downstream is not None:
-        files = downstream_folder_files(mirror, Path(downstream), [f for t in transfer for f in transfer_files(t)])
-        return [str(f) for f in files]
-    return "results/downloads/senteval/source.json"
-
-
-def local_downstream_root(names: Iterable[str], downstream: str | os.PathLike | None, files) -> str | None:
-    """The downstream folder the local classification tasks read (None when none is asked)."""
-    if not local_task_inputs(names)["transfer"]:
-        return None
-    if downstream is not None:
-        return str(downstream)
-    record = files if isinstance(files, (str, os.PathLike)) else files[0]
-    return json.loads(Path(record).read_text())["downstream"]
 
 
 def _metadata(name: str, spec: LocalTaskSpec, task_type: str, main_score: str, eval_splits: list[str]):
