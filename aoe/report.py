@@ -2,9 +2,12 @@
 
 One section per table (``aoe.tables.to_json`` output): for each of our rows and each
 column, our mean ± std and seed count, the paper's number ± its std, Δ = ours − paper,
-and a flag ``⚠`` from :data:`FLAG_RULE` (the one-run prediction-interval test, :func:`flag`); then
-the table's paper rows with no counterpart among ours, number by number, so every paper number a
-table shows is in the report. Each line of ours links its Row cell to its cell's recipe in
+and a flag ``⚠`` from :data:`FLAG_RULE` (the one-run prediction-interval test, :func:`flag`); where
+none of our rows is one of the paper's, why (a preset on another backbone); each trained row's gain
+over its backbone as downloaded, and the order of a backbone's objectives beside the paper's order of
+the same objectives (what a run on another backbone can still check); then the table's paper rows
+with no counterpart among ours, one line each in the table's columns, so every paper number a table
+shows is in the report. Each line of ours links its Row cell to its cell's recipe in
 results/RECIPE.md (``aoe.hparams.recipe_anchor``). The header
 records the config files (preset) and the git commit that produced the numbers; each table names the
 config files that define or override it.
@@ -27,7 +30,7 @@ from scipy import stats
 from aoe.hparams import recipe_anchor
 from aoe.jsonio import finite_or_none
 from aoe.table_kinds import table_kind
-from aoe.tables import paper_reference
+from aoe.tables import OBJECTIVE_LABELS, and_join, no_delta_reason, paper_reference
 from aoe.workflow import PRETRAINED, RELEASED
 
 __all__ = ["FLAG", "FLAG_RULE", "FLAG_TEST", "ONE_SEED", "build_report", "figure_section", "flag", "flag_bound", "git_commit",
@@ -221,30 +224,32 @@ def table_section(table: dict, sources: list[str] | None = None) -> tuple[str, d
             "|---|---|---|---|---|---|",
             *repro_body,
         ]
-    refs = [r for r in table["rows"] if r.get("reference")]
+    why = _why_no_delta(table, counts)
+    if why:
+        lines += ["", why[1]]
+    if kind.seeded:
+        lines += _gain_lines(table, kind)
+        lines += _ordering_lines(table, kind)
+    # one line per paper row, in the table's columns, as the table itself prints them
     ref_body = []
-    for r in refs:
+    for r in (r for r in table["rows"] if r.get("reference")):
+        cells = []
         for col in table["columns"]:
             key = col["key"]
             paper = finite_or_none((r.get("paper") or {}).get(key))
-            if paper is None:
-                continue
-            counts["paper"] += 1
-            p_std = finite_or_none((r.get("paper_std") or {}).get(key))
-            digits = kind.digits(key)
-            ref_body.append(f"| {_md(r['label'])} | {_md(headers.get(key, key))} | {_paper_cell(paper, p_std, digits)} |")
+            counts["paper"] += paper is not None
+            cells.append(_paper_cell(paper, finite_or_none((r.get("paper_std") or {}).get(key)), kind.digits(key)))
+        if any(c != "–" for c in cells):
+            ref_body.append(f"| {_md(r['label'])} | " + " | ".join(cells) + " |")
     if ref_body:
         lines += [
             "",
             "Paper rows with no counterpart among ours (context only):",
             "",
-            "| Paper row | Column | Paper (± std) |",
-            "|---|---|---|",
+            "| Paper row | " + " | ".join(_md(c["header"]) for c in table["columns"]) + " |",
+            "|---" * (len(table["columns"]) + 1) + "|",
             *ref_body,
         ]
-    sources_of_paper = sorted({r["paper_label"] for r in table["rows"] if r.get("paper") and not r.get("reference")})
-    if not sources_of_paper and kind.seeded:
-        lines += ["", "No paper numbers matched to our rows (see aoe/resources/paper_numbers.yaml, `missing`)."]
     tests = [t for t in table.get("ttests", [])]
     if tests:
         lines += ["", "Paired t-tests (scipy.stats.ttest_rel, matched seeds):", ""]
@@ -258,6 +263,163 @@ def table_section(table: dict, sources: list[str] | None = None) -> tuple[str, d
         lines += ["", f"Missing cells ({len(table['missing'])}, printed as –): " + "; ".join(_md(m) for m in table["missing"]) + "."]
     lines.append("")
     return "\n".join(lines), counts
+
+
+def _ours(table: dict) -> list[dict]:
+    return [r for r in table["rows"] if not r.get("reference")]
+
+
+def _has_result(row: dict) -> bool:
+    return any(finite_or_none(v) is not None for v in (row.get("mean") or {}).values())
+
+
+def _why_no_delta(table: dict, counts: dict[str, int]) -> tuple[str, str] | None:
+    """(kind, sentence) where a table of ours compares nothing with the paper: ``none`` (no paper rows
+    at all), ``missing`` (our rows with a paper row have no result), ``backbone`` (the paper's rows are on
+    other backbones than ours: a preset with another model) or ``objective``; None where it compares."""
+    if counts["compared"] or not table_kind(table["kind"]).seeded:
+        return None
+    ours = _ours(table)
+    if not any(r.get("paper") for r in table["rows"]):
+        return "none", "No paper numbers matched to our rows (see aoe/resources/paper_numbers.yaml, `missing`)."
+    if not counts["ours"]:
+        return None  # "No result of ours yet." says it
+    matched = [r for r in ours if r.get("paper")]
+    if matched:
+        names = ", ".join(_md(f"{r['backbone']} {r['label']}") for r in matched)
+        return "missing", f"Our rows with a paper row ({names}) have no result in its columns yet, so no Δ."
+    backbones = [r["backbone"] for r in ours if _has_result(r)]
+    paper = [r.get("paper_backbone") or "" for r in table["rows"] if r.get("reference")]
+    kind = "backbone" if any(paper) and not set(paper) & set(backbones) else "objective"
+    return kind, no_delta_reason(backbones, paper)
+
+
+def _summary_key(table: dict) -> str | None:
+    """The column an ordering of rows goes by: the table's summary (Avg.), else its only column."""
+    summary = [c["key"] for c in table["columns"] if c.get("summary")]
+    if summary:
+        return summary[0]
+    return table["columns"][0]["key"] if len(table["columns"]) == 1 else None
+
+
+def _paper_values(table: dict) -> dict[tuple[str, str], dict]:
+    """(backbone, objective) of ours -> the paper's row for it, from our rows' paper lines and the
+    reference rows the table's ``paper`` mapping names (those on a backbone this table does not train)."""
+    out: dict[tuple[str, str], dict] = {}
+    for r in table["rows"]:
+        if r.get("paper") and r.get("paper_backbone") and not r.get("section"):
+            out.setdefault((r["paper_backbone"], r["paper_objective"]), r["paper"])
+    return out
+
+
+def _gain_lines(table: dict, kind) -> list[str]:
+    """Each trained row's gain over its backbone as downloaded, per column: the comparison that holds
+    on any backbone (a CPU preset's MiniLM has no paper row), beside the paper's own gain where the
+    paper prints the backbone as downloaded too."""
+    headers = [c["header"] for c in table["columns"]]
+    keys = [c["key"] for c in table["columns"]]
+    ours = [r for r in _ours(table) if not r.get("section")]
+    tests = {(t["backbone"], t["treatment"], t["baseline"], t["column"]): t for t in table.get("ttests", [])}
+    paper = _paper_values(table)
+    body = []
+
+    def diff(a: dict, b: dict, key: str) -> str:
+        x, y = finite_or_none(a.get(key)), finite_or_none(b.get(key))
+        return "–" if x is None or y is None else f"{x - y:+.{kind.digits(key)}f}"
+
+    for backbone in dict.fromkeys(r["backbone"] for r in ours):
+        rows = [r for r in ours if r["backbone"] == backbone]
+        base = next((r for r in rows if r["objective"] == PRETRAINED and _has_result(r)), None)
+        if base is None:
+            continue
+        for r in rows:
+            if r["objective"] in (PRETRAINED, RELEASED) or not _has_result(r):
+                continue
+            name = f"{backbone}: {r['label']} − {base['label']}"
+            body.append(f"| {_md(name)} | " + " | ".join(diff(r["mean"], base["mean"], k) for k in keys) + " |")
+            found = [tests.get((backbone, r["label"], base["label"], k)) for k in keys]
+            if any(found):
+                name = f"{backbone}: p, {r['label']} vs {base['label']}"
+                body.append(f"| {_md(name)} | " + " | ".join(_md(t["text"]) if t else "–" for t in found) + " |")
+    # the paper's gain, where it prints a backbone as downloaded and a trained row of ours on it
+    objectives = {r["objective"]: r["label"] for r in ours if r["objective"] not in (PRETRAINED, RELEASED)}
+    for (p_backbone, objective), base in paper.items():
+        if objective != PRETRAINED:
+            continue
+        for obj, label in objectives.items():
+            if (p_backbone, obj) in paper:
+                name = f"paper, {p_backbone}: {label} − {OBJECTIVE_LABELS[PRETRAINED]}"
+                body.append(f"| {_md(name)} | " + " | ".join(diff(paper[(p_backbone, obj)], base, k) for k in keys) + " |")
+    if not body:
+        return []
+    return [
+        "",
+        "Gain over the backbone as downloaded (mean of ours − mean of the same backbone as downloaded; p: the paired "
+        "t-test below; the check that holds on any backbone: does training beat the model it started from):",
+        "",
+        "| Gain | " + " | ".join(_md(h) for h in headers) + " |",
+        "|---" * (len(keys) + 1) + "|",
+        *body,
+    ]
+
+
+def _order(items: list[tuple[str, float]], lower_is_better: bool) -> list[tuple[str, float]]:
+    return sorted(items, key=lambda item: item[1], reverse=not lower_is_better)
+
+
+def _ordering_lines(table: dict, kind) -> list[str]:
+    """Where a backbone (or an ablation's section) has several trained rows: their order by the summary
+    column beside the paper's order of the same objectives, on the same backbone where the paper has it,
+    else on each backbone of the paper's that holds two or more of them (AoE > SimCSE > SBERT on
+    BERT-base): a preset on another backbone is checked for the paper's ordering, not its numbers."""
+    key = _summary_key(table)
+    if key is None:
+        return []
+    header = next(c["header"] for c in table["columns"] if c["key"] == key)
+    lower = key in kind.lower_is_better
+    digits = kind.digits(key)
+    paper = _paper_values(table)
+    paper_backbones = list(dict.fromkeys(b for b, _ in paper))
+    groups: dict[tuple[str, str], dict[str, dict]] = {}
+    for r in _ours(table):
+        if r["objective"] != RELEASED and finite_or_none(r["mean"].get(key)) is not None:
+            # one row per objective: an ablation's seed rows (one objective on other seeds) order nothing
+            groups.setdefault((r["backbone"], r.get("section") or ""), {}).setdefault(r["objective"], r)
+    out = []
+    for (backbone, section), by_objective in groups.items():
+        rows = {r["label"]: r for r in by_objective.values()}
+        ours = _order([(label, r["mean"][key]) for label, r in rows.items()], lower)
+        orders = []
+        candidates = [backbone] + ([b for b in paper_backbones if b != backbone] if not section else [])
+        for p_backbone in candidates:
+            values = []
+            for label, r in rows.items():
+                # an ablation's row has its own paper row; elsewhere the paper's row of the same objective
+                own = r.get("paper") if p_backbone == backbone and r.get("paper_backbone") == backbone else None
+                value = finite_or_none((own or paper.get((p_backbone, r["objective"])) or {}).get(key))
+                if value is not None:
+                    values.append((label, value))
+            if len(values) >= 2:
+                orders.append((p_backbone, _order(values, lower)))
+                if p_backbone == backbone:
+                    break  # the paper's own rows of this backbone: the comparison that needs no other
+        trained = [label for label, r in rows.items() if r["objective"] != PRETRAINED]
+        if len(ours) < 2 or (len(trained) < 2 and not orders):
+            continue
+        sign = " < " if lower else " > "
+        text = sign.join(f"{_md(label)} {_fmt(v, digits)}" for label, v in ours)
+        parts = []
+        for p_backbone, order in orders:
+            common = [label for label, _ in order]
+            same = [label for label, _ in ours if label in common] == common
+            parts.append(f"the paper on {p_backbone}: " + sign.join(f"{_md(label)} {_fmt_paper(v, digits)}" for label, v in order)
+                         + (" (the same order)" if same else " (**another order**)"))
+        if not parts:
+            parts = ["the paper orders fewer than two of these on one backbone"]
+        out.append(f"- {_md(backbone)}{f' ({_md(section)})' if section else ''}: ours {text}; " + "; ".join(parts) + ".")
+    if not out:
+        return []
+    return ["", f"Ordering by {_md(header)} ({'lower' if lower else 'higher'} is better), ours beside the paper's of the same rows:", "", *out]
 
 
 def _scalars(obj: Any, prefix: str = "", depth: int = 0, out: list | None = None, limit: int = 40) -> list[tuple[str, Any]]:
@@ -436,6 +598,7 @@ def build_report(
     tables = [json.loads(Path(p).read_text()) for p in table_files]
     sections, total = [], dict.fromkeys(_COUNTS, 0)
     flagged_rows = []
+    whys = []
     for t in tables:
         text, counts = table_section(t, sources.get(t["name"]))
         sections.append(text)
@@ -443,6 +606,16 @@ def build_report(
             total[k] += counts[k]
         if counts["flagged"]:
             flagged_rows.append(f"{t['name']} ({counts['flagged']})")
+        if counts["ours"] and not counts["compared"]:
+            whys.append((_why_no_delta(t, counts) or ("", ""))[0])
+    # a bare 0 reads as a failure: say why nothing was compared (a preset on another backbone)
+    why_zero = ""
+    if total["ours"] and not total["compared"]:
+        if whys and all(w == "backbone" for w in whys):
+            ours = [r["backbone"] for t in tables for r in _ours(t) if _has_result(r)]
+            why_zero = f" (no paper row uses {and_join(list(dict.fromkeys(ours)))}; see each table)"
+        else:
+            why_zero = " (see each table for why)"
     lines = [
         "# Reproduction report: AoE (ACL 2024) and AnglE (arXiv 2309.12871)",
         "",
@@ -457,7 +630,7 @@ def build_report(
         f"- Config files (later ones override earlier, i.e. the preset): {', '.join(f'`{c}`' for c in configfiles) or 'unknown'}",
         f"- Git commit: `{commit or 'unknown'}`",
         (
-            f"- Tables: {len(tables)}; numbers of ours: {total['ours']}; compared with the paper: {total['compared']}; "
+            f"- Tables: {len(tables)}; numbers of ours: {total['ours']}; compared with the paper: {total['compared']}{why_zero}; "
             f"flagged {FLAG} ({FLAG_TEST}): {total['flagged']}{' (' + ', '.join(flagged_rows) + ')' if flagged_rows else ''}; "
             f"not tested ({ONE_SEED}): {total['one_seed']}; without a paper std (s_p = 0): {total['no_std']}; "
             f"paper numbers listed: {total['paper']}."

@@ -6,11 +6,14 @@ counterpart (a row's ``paper`` key, or the table's ``paper`` mapping
 ``{backbone: {objective: ref}}``) is followed by the paper's numbers and the
 difference Δ = ours − paper; a row's ``reproduction`` (or the table's ``reproduction``
 mapping, same shape) adds a second such line, the independent reproduction report's
-number with Δ = ours − reproduction; the table's other ``paper_reference`` entries are
-reference rows at the bottom. A paired t-test (``scipy.stats.ttest_rel``) compares
-the treatment row (AoE / AnglE) with every other row of its backbone over matched
-seeds, per column and pooled over the dataset columns; the p-values go in a note
-under the table. A result that does not exist is printed as "–" and logged, never 0.
+number with Δ = ours − reproduction; the table's other ``paper_reference`` entries (and
+mapping entries whose row is not in the table, e.g. a preset on another backbone) are
+reference rows at the bottom. Two paper rows of one table printed with one name get the
+group the paper prints them under (paper_numbers.yaml ``group_labels``). The notes define
+Δ only where a Δ line is printed; a table with no row of the paper's says why. A paired
+t-test (``scipy.stats.ttest_rel``) compares the treatment row (AoE / AnglE) with every
+other row of its backbone over matched seeds, per column and pooled over the dataset
+columns; the p-values go in a note under the table. A result that does not exist is printed as "–" and logged, never 0.
 
 Kinds (columns, the files a table reads, how one file becomes values): :data:`aoe.table_kinds.KINDS`.
 """
@@ -43,10 +46,12 @@ __all__ = [
     "Column",
     "Row",
     "Table",
+    "and_join",
     "build_gis_table",
     "build_table",
     "load_results",
     "load_sts_results",
+    "no_delta_reason",
     "paired_ttest",
     "paper_digits",
     "paper_reference",
@@ -271,6 +276,10 @@ class Row:
     paper: dict[str, float] = field(default_factory=dict)
     paper_std: dict[str, float] = field(default_factory=dict)
     reference: bool = False  # a paper row with no counterpart among ours
+    # the (backbone, objective) of ours a paper row stands for (the table's ``paper`` mapping or the row's
+    # own key), also on reference rows: what a preset on another backbone compares by objective
+    paper_backbone: str = ""
+    paper_objective: str = ""
     repro_ref: str | None = None  # the independent reproduction's row, a second line under ours
     repro_label: str = ""
     repro: dict[str, float] = field(default_factory=dict)
@@ -375,6 +384,51 @@ def _spec_refs(spec: dict, key: str) -> list[str]:
     return refs + [r[key] for r in spec.get("rows") or [] if r.get(key)]
 
 
+def _spec_paper_of(spec: dict) -> dict[str, tuple[str, str]]:
+    """Paper reference -> the (backbone, objective) of ours it stands for, from the table's ``paper``
+    mapping and its explicit rows' ``paper`` keys (the rows of a preset may be on other backbones)."""
+    out = {ref: (backbone, objective) for backbone, by_obj in (spec.get("paper") or {}).items() for objective, ref in by_obj.items()}
+    for r in spec.get("rows") or []:
+        if r.get("paper"):
+            out.setdefault(r["paper"], (r.get("backbone", ""), r.get("objective", "")))
+    return out
+
+
+def _paper_group(ref: str, numbers_file: str | Path | None) -> str:
+    """The group a paper row is printed under (AoE Table 1: the backbone, e.g. LLaMA2-7B), as the
+    entry's ``group_labels`` names it; '' for a row of a flat table."""
+    parts = ref.split("/")
+    entry = _numbers(numbers_file).get(parts[0])
+    if not isinstance(entry, dict) or len(parts) < 3:
+        return ""
+    group = parts[1]
+    nested = (entry.get("groups") or {}).get(group)
+    if not isinstance(nested, dict):
+        nested = (entry.get("rows") or {}).get(group)
+        if not isinstance(nested, dict) or not any(isinstance(v, dict) for v in nested.values()):
+            return ""  # a row key holding "/" (a hub id), not a group
+    return str((entry.get("group_labels") or {}).get(group, group))
+
+
+def _tell_apart(table: Table, numbers_file: str | Path | None) -> None:
+    """Paper rows of one table with the same label (AoE Table 1's "SBERT ⋆" under LLaMA2-7B and under
+    LLaMA2-13B) get their group in the label, so no two different paper rows read alike."""
+    lines = [(r, "paper_label", r.paper_ref) for r in table.rows if r.paper_ref]
+    lines += [(r, "repro_label", r.repro_ref) for r in table.rows if r.repro_ref]
+    lines += [(r, "label", r.paper_ref) for r in table.references]
+    refs_of: dict[str, set[str]] = {}
+    for row, attr, ref in lines:
+        refs_of.setdefault(getattr(row, attr), set()).add(ref)
+    for row, attr, ref in lines:
+        label = getattr(row, attr)
+        group = _paper_group(ref, numbers_file) if len(refs_of[label]) > 1 else ""
+        if group:
+            name, paren, source = label.partition(" (paper: ")
+            setattr(row, attr, f"{name} ({group}){paren}{source}")
+            if row.reference:
+                row.paper_label = row.label
+
+
 def _label(row: dict) -> str:
     if row.get("label"):
         return row["label"]
@@ -455,6 +509,7 @@ def build_table(
                 log.warning("missing result: %s (printed as –)", msg)
         if ref:
             row.paper_label, row.paper, row.paper_std = paper_reference(ref, numbers_file, col_keys)
+            row.paper_backbone, row.paper_objective = row.backbone, row.objective
         if repro_ref:
             row.repro_label, row.repro, _ = paper_reference(repro_ref, numbers_file, col_keys)
         table.rows.append(row)
@@ -462,16 +517,20 @@ def build_table(
     extra = list(references if references is not None else spec.get("paper_reference", []))
     # mapping entries whose row is not in this table (e.g. a preset with other backbones)
     extra += _spec_refs(spec, "paper") + _spec_refs(spec, "reproduction")
+    paper_of = _spec_paper_of(spec)
     seen = set()
     for ref in extra:
         if ref in used or ref in seen:
             continue
         seen.add(ref)
         label, values, stds = paper_reference(ref, numbers_file, col_keys)
+        paper_backbone, paper_objective = paper_of.get(ref, ("", ""))
         table.references.append(
             Row(label=label, backbone="", objective="paper", trainsets=[], seeds=None, paper_ref=ref,
-                paper_label=label, paper=values, paper_std=stds, reference=True)
+                paper_label=label, paper=values, paper_std=stds, reference=True,
+                paper_backbone=paper_backbone, paper_objective=paper_objective)
         )
+    _tell_apart(table, numbers_file)
     table.ttests = ttests(table, spec)
     if table.missing:
         log.warning("%s: %d missing cell(s) printed as –: %s", name, len(table.missing), "; ".join(table.missing))
@@ -737,12 +796,42 @@ def _body(table: Table, latex: bool) -> list[tuple[str, list[str], str]]:
     return out
 
 
+def and_join(names: list[str]) -> str:
+    """'a', 'a and b', 'a, b and c'."""
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
+def no_delta_reason(ours: list[str], paper: list[str]) -> str:
+    """Why a table with rows of ours and rows of the paper compares none: the backbones of each side
+    (``paper``: the backbone of ours each paper row stands for, '' for a model we do not train)."""
+    ours = list(dict.fromkeys(b for b in ours if b))
+    paper = list(dict.fromkeys(b for b in paper if b))
+    if not paper:
+        why = "The paper's rows here are models we do not train"
+    elif not set(paper) & set(ours):
+        why = f"The paper's rows are on {and_join(paper)}; ours are on {and_join(ours)}"
+    else:
+        why = f"The paper's rows on {and_join([b for b in paper if b in ours])} are other objectives than ours"
+    return f"{why}: no row of ours is one of the paper's, so no Δ."
+
+
 def _notes(table: Table, latex: bool) -> list[str]:
     k = table_kind(table.kind)
     notes = list(table.notes)
+    compared = any(r.paper for r in table.rows)
+    # Δ is defined only where a Δ line is printed: a table whose rows have no paper row (a preset on
+    # another backbone) says why instead
+    delta = "Δ = ours − paper (the line under the paper's); " if compared else ""
     if k.seeded:
         notes.insert(0, "Our rows: mean ± sample std over the seeds that exist (n = seed count); bold: best per backbone; "
-                     "'paper' lines: the paper's number (± its std where printed); Δ = ours − paper; –: no result.")
+                     + ("'paper' lines: the paper's number (± its std where printed); " if compared else "")
+                     + delta
+                     + ("italic rows: the paper's rows that are no row of ours (context only); " if table.references else "")
+                     + "–: no result.")
+        if table.rows and not compared and table.references:
+            notes.insert(1, no_delta_reason([r.backbone for r in table.rows], [r.paper_backbone for r in table.references]))
+    elif compared:
+        notes.insert(0, delta.rstrip("; ") + ".")
     notes.extend(k.notes)
     if any(r.repro for r in table.rows):
         notes.append("'independent reproduction' lines: the reproduction report's number (its own code and recipe, "
@@ -861,7 +950,13 @@ def to_frame(table: Table) -> pd.DataFrame:
             rec[f"{k}_reproduction"] = row.repro.get(k, math.nan)
             rec[f"{k}_reproduction_delta"] = math.nan if row.reference else row.repro_delta(k)
         records.append(rec)
-    return pd.DataFrame(records)
+    frame = pd.DataFrame(records)
+    # no empty Δ columns: a table without a paper (reproduction) row under ours has nothing to subtract
+    keys = [c.key for c in table.columns]
+    drop = [f"{k}_delta" for k in keys] if not any(r.paper for r in table.rows) else []
+    if not any(r.repro for r in table.rows):
+        drop += [f"{k}_{suffix}" for k in keys for suffix in ("reproduction", "reproduction_delta")]
+    return frame.drop(columns=[c for c in drop if c in frame.columns])
 
 
 def to_json(table: Table) -> dict:
@@ -876,6 +971,8 @@ def to_json(table: Table) -> dict:
                 "objective": row.objective,
                 "trainsets": row.trainsets,
                 "reference": row.reference,
+                "paper_backbone": row.paper_backbone,
+                "paper_objective": row.paper_objective,
                 "n": None if row.reference else row.n,
                 "values": {c: {str(s): v for s, v in vals.items()} for c, vals in row.values.items()},
                 "mean": {c.key: row.mean(c.key) for c in table.columns} if not row.reference else {},

@@ -130,18 +130,22 @@ def test_report_without_paper_numbers(tmp_path):
     assert "compared with the paper: 0" in text and f"not tested ({ONE_SEED}): 0" in text
 
 
-def test_reference_rows_are_listed_number_by_number(tmp_path):
+def test_reference_rows_are_one_line_each_in_the_tables_columns(tmp_path):
+    """A paper row with no counterpart among ours is one line in the table's columns (as the table prints
+    it), not one line per number."""
     numbers = tmp_path / "numbers.yaml"
-    numbers.write_text(NUMBERS + "  text:\n    SNLI: {STS-B: 61.646}\n".replace("  text:\n", "paper_u:\n  rows:\n"))
-    rows = [{"backbone": "b", "objective": "aoe", "trainset": "stsb", "seed": 1, "column": "STSB", "value": 84.0}]
-    spec = {"kind": "stsb", "trainset": "stsb", "backbones": ["b"], "objectives": ["aoe"], "include_pretrained": False,
+    numbers.write_text(NUMBERS + "paper_u:\n  rows:\n    SNLI: {STS-B: 61.646, STS12: 70.1, avg: 75.0}\n")
+    rows = [{"backbone": "b", "objective": "aoe", "trainset": "nli", "seed": 1, "column": c, "value": 84.0} for c in ("STSB", "avg")]
+    spec = {"kind": "sts7", "trainset": "nli", "backbones": ["b"], "objectives": ["aoe"], "include_pretrained": False,
             "paper": {"b": {"aoe": "paper_t/AoE"}}, "paper_reference": ["paper_t/SBERT", "paper_u/SNLI"]}
     path = tmp_path / "t.json"
     path.write_text(json.dumps(to_json(build_table(pd.DataFrame(rows), spec, numbers_file=numbers, name="t"))))
     text = build_report([path])
-    assert "| SBERT (paper: Paper T) | STS-B test | 80.00 ± 0.50 |" in text
-    assert "| SNLI (paper: paper_u) | STS-B test | 61.646 |" in text  # the paper's own decimals
-    assert "paper numbers listed: 3" in text and "compared with the paper: 1" in text
+    assert "| Paper row | STS12 | STS13 | STS14 | STS15 | STS16 | STS-B | SICK-R | Avg. |" in text
+    assert "| SBERT (paper: Paper T) | – | – | – | – | – | 80.00 ± 0.50 | – | – |" in text
+    assert "| SNLI (paper: paper_u) | 70.10 | – | – | – | – | 61.646 | – | 75.00 |" in text  # the paper's own decimals
+    assert sum(line.startswith("| SNLI ") for line in text.splitlines()) == 1
+    assert "paper numbers listed: 5" in text and "compared with the paper: 1" in text
 
 
 def test_report_lists_every_paper_number_of_the_configured_tables(tmp_path):
@@ -152,7 +156,7 @@ def test_report_lists_every_paper_number_of_the_configured_tables(tmp_path):
     from tests.workflow_utils import REPO
 
     config = yaml.safe_load((REPO / "config.yaml").read_text())
-    files, expected = [], []
+    files, expected, references = [], [], []
     for name, spec in config["tables"].items():
         if spec["kind"] == "gis_stats":
             stats = {"table7": {s: {"positive": 1, "negative": 1, "total": 2} for s in ("train", "valid", "test")}}
@@ -161,12 +165,14 @@ def test_report_lists_every_paper_number_of_the_configured_tables(tmp_path):
             table = build_table(pd.DataFrame(columns=RESULT_COLUMNS), spec, name=name)
         data = to_json(table)
         headers = {c["key"]: c["header"] for c in data["columns"]}
+        keys = [c["key"] for c in data["columns"]]
         for row in data["rows"]:
-            if row["reference"]:
-                start = f"| {row['paper_label']} | "
-            else:
-                label = row["label"] if data["kind"] == "gis_stats" else f"{row['backbone']} {row['label']}"
-                start = f"| {row['section'] + ': ' if row['section'] else ''}{label} | "
+            if row["reference"]:  # one line per paper row, a cell per column
+                for col, value in row["paper"].items():
+                    references.append((name, f"| {row['paper_label']} | ", keys.index(col), f"{value:.{paper_digits(value, 2)}f}"))
+                continue
+            label = row["label"] if data["kind"] == "gis_stats" else f"{row['backbone']} {row['label']}"
+            start = f"| {row['section'] + ': ' if row['section'] else ''}{label} | "
             for col, value in row["paper"].items():
                 digits = 0 if name == "table_gis_stats" and col != "long_share" else 2
                 expected.append((name, start + headers[col] + " | ", f"{value:.{paper_digits(value, digits)}f}"))
@@ -177,11 +183,16 @@ def test_report_lists_every_paper_number_of_the_configured_tables(tmp_path):
         files.append(path)
     text = build_report(files)
     sections = {s.split("\n", 1)[0]: s for s in text.split("\n## ")[1:]}
-    assert len(expected) > 150
+    assert len(expected) + len(references) > 150 and len(references) > 50
     for name, start, printed in expected:
         lines = [line for line in map(_unlink, sections[name].splitlines()) if line.startswith(start)]
         assert any(f" | {printed} |" in line or f" | {printed} ± " in line for line in lines), (name, start, printed)
-    assert "| AoE-LLaMA7B (paper: AoE ACL 2024, Appendix D) | s / epoch | 1027.18 |" in sections["table_train_time"]
+    for name, start, index, printed in references:
+        lines = [line for line in sections[name].splitlines() if line.startswith(start)]
+        assert len(lines) == 1, (name, start)
+        cell = lines[0][len(start):].rstrip(" |").split(" | ")[index]
+        assert cell == printed or cell.startswith(f"{printed} ± "), (name, start, index, printed, cell)
+    assert "| AoE-LLaMA7B (paper: AoE ACL 2024, Appendix D) | 1027.18 |" in sections["table_train_time"]
     assert "| pooling: bert-base-uncased cls-last-avg | STS-B | – | 0 | 85.81 | – |" in _unlink(sections["angle_table3_ablation"])
     # the reproduction report beside our row (Tables 1-3), Δ once we have a number
     assert "| bert-base-uncased AoE | Avg. | – | 82.20 | – | AoE-BERT (reproduction) (paper: independent reproduction report) |" in sections["table1_sts"]
@@ -284,3 +295,62 @@ def test_fig3_ukraine_pair_compares_like_with_like(tmp_path):
     # the report's header row says what n/c means; without a config the model is still named by its keys
     assert "n/c: ours is on another scale" in quoted_section([fig3])
     assert "(minilm-l6 + AoE, trained on STS-B train (seed 1))" in quoted_section([fig3])
+
+
+def _preset_table(tmp_path: Path, objectives: dict[str, list[float]], numbers: str = NUMBERS, paper: dict | None = None) -> Path:
+    """A preset's table on backbone "mini" (2 seeds a trained objective, the backbone as downloaded once)
+    under the paper's mapping for backbone "b" (the paper's own backbone, which the preset does not train)."""
+    path = tmp_path / "numbers.yaml"
+    path.write_text(numbers)
+    rows = [{"backbone": "mini", "objective": "pretrained", "trainset": "none", "seed": 0, "column": "STSB", "value": 70.0}]
+    for obj, vals in objectives.items():
+        rows += [{"backbone": "mini", "objective": obj, "trainset": "stsb", "seed": s, "column": "STSB", "value": v} for s, v in enumerate(vals, 1)]
+    spec = {"kind": "stsb", "trainset": "stsb", "backbones": ["mini"], "objectives": list(objectives),
+            "paper": paper or {"b": {"aoe": "paper_t/AoE", "sbert": "paper_t/SBERT", "simcse_sup": "paper_t/SimCSE"}}}
+    out = tmp_path / "t.json"
+    out.write_text(json.dumps(to_json(build_table(pd.DataFrame(rows), spec, numbers_file=path, name="t"))))
+    return out
+
+
+def test_report_says_why_a_preset_on_another_backbone_compares_nothing(tmp_path):
+    """The CPU demo trains MiniLM; the paper's rows are BERT-base / LLaMA: the table and the header say so
+    instead of a bare 'compared with the paper: 0'."""
+    text = build_report([_preset_table(tmp_path, {"aoe": [80.0, 81.0]})])
+    assert "compared with the paper: 0 (no paper row uses mini; see each table);" in text
+    assert "\nThe paper's rows are on b; ours are on mini: no row of ours is one of the paper's, so no Δ.\n" in text
+    assert "No paper numbers matched" not in text  # there are paper numbers: on another backbone
+    # the paper's rows, one line each in the table's columns
+    assert "| Paper row | STS-B test |" in text and "| AoE (paper: Paper T) | 85.00 ± 0.50 |" in text
+    # on the paper's backbone, but the matched row has no result yet: that is the reason, not the backbone
+    waiting = _preset_table(tmp_path, {"aoe": []}, paper={"mini": {"aoe": "paper_t/AoE"}})
+    text = build_report([waiting])
+    assert "Our rows with a paper row (mini AoE) have no result in its columns yet, so no Δ." in text
+    assert "compared with the paper: 0 (see each table for why);" in text
+
+
+def test_report_gain_over_the_backbone_and_the_papers_ordering(tmp_path):
+    """What a preset on another backbone can still check: each objective's gain over its backbone as
+    downloaded (with the paired t-test), and its objectives' order beside the paper's order of the same
+    objectives on the paper's backbone; the paper's own gain where it prints the backbone as downloaded."""
+    numbers = NUMBERS.replace("    AnglE: {STS-B: 84.0}\n", "    AnglE: {STS-B: 84.0}\n    Base: {STS-B: 60.0}\n", 1)
+    paper = {"b": {"aoe": "paper_t/AoE", "sbert": "paper_t/SBERT", "simcse_sup": "paper_t/SimCSE", "pretrained": "paper_t/Base"}}
+    path = _preset_table(tmp_path, {"aoe": [80.0, 81.0], "sbert": [77.0, 78.0], "simcse_sup": [78.0, 80.0]}, numbers, paper)
+    text = build_report([path])
+    assert "| Gain | STS-B test |" in text
+    assert "| mini: AoE − as downloaded | +10.50 |" in text and "| mini: SBERT − as downloaded | +7.50 |" in text
+    p_line = next(line for line in text.splitlines() if line.startswith("| mini: p, AoE vs as downloaded |"))
+    assert "p = " in p_line and "(n = 2)" in p_line  # the t-test the table ran: AoE is its treatment
+    assert not any(line.startswith("| mini: p, SBERT vs") for line in text.splitlines())  # no test of SBERT was run
+    assert "| paper, b: AoE − as downloaded | +25.00 |" in text and "| paper, b: SBERT − as downloaded | +20.00 |" in text
+    # ours: AoE > SimCSE > SBERT > as downloaded; the paper: AoE > SBERT > SimCSE > as downloaded
+    assert ("- mini: ours AoE 80.50 > SimCSE (sup.) 79.00 > SBERT 77.50 > as downloaded 70.00; the paper on b: "
+            "AoE 85.00 > SBERT 80.00 > SimCSE (sup.) 79.00 > as downloaded 60.00 (**another order**).") in text
+    swapped = _preset_table(tmp_path, {"aoe": [80.0, 81.0], "sbert": [78.0, 80.0], "simcse_sup": [77.0, 78.0]}, numbers, paper)
+    assert "as downloaded 60.00 (the same order)." in build_report([swapped])
+
+
+def test_report_orders_nothing_for_a_single_trained_objective(tmp_path):
+    """The demo trains AoE alone: its gain over the backbone is the comparison; there is no order to print."""
+    text = build_report([_preset_table(tmp_path, {"aoe": [80.0, 81.0]})])
+    assert "| mini: AoE − as downloaded | +10.50 |" in text
+    assert "Ordering by" not in text

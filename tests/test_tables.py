@@ -462,6 +462,82 @@ def test_no_paper_numbers_note(results):
     assert "No paper numbers for this table" in md
 
 
+def test_delta_is_defined_only_where_a_row_has_the_papers(results, numbers_file):
+    """The notes define Δ = ours − paper only where a Δ line is printed; a table whose paper rows are all on
+    another backbone (a preset on a small model) says so instead, and its CSV has no empty Δ columns."""
+    elsewhere = {**SPEC, "paper": {"bert": {"aoe": "aoe_table1/BERT-base/AoE-BERT", "cosent": "aoe_table2/AnglE-BERT"}}}
+    table = build_table(results, elsewhere, numbers_file=numbers_file, name="t")
+    assert [(r.paper_backbone, r.paper_objective) for r in table.references] == [("bert", "aoe"), ("bert", "cosent")]
+    md, tex, frame = to_markdown(table), to_latex(table), to_frame(table)
+    assert "Δ = ours − paper" not in md and "$\\Delta$ = ours" not in tex and "Δ (ours − paper)" not in md
+    assert ("- The paper's rows are on bert; ours are on tiny_a and tiny_b: no row of ours is one of the paper's, "
+            "so no Δ.") in md
+    assert "italic rows: the paper's rows that are no row of ours" in md
+    assert not [c for c in frame.columns if c.endswith(("_delta", "_reproduction"))]
+    data = to_json(table)
+    assert {(r["paper_backbone"], r["paper_objective"]) for r in data["rows"] if r["reference"]} == {("bert", "aoe"), ("bert", "cosent")}
+    # the paper on one of our backbones, for other objectives only
+    other = build_table(results, {**SPEC, "paper": {"tiny_a": {"sbert": "aoe_table2/AoE-BERT"}}}, numbers_file=numbers_file)
+    assert "The paper's rows on tiny_a are other objectives than ours: no row of ours is one of the paper's, so no Δ." in to_markdown(other)
+    # a row with the paper's: the Δ line, its definition and the CSV's Δ columns
+    matched = build_table(results, {**SPEC, "paper": {"tiny_a": {"aoe": "aoe_table2/AoE-BERT"}}}, numbers_file=numbers_file)
+    md = to_markdown(matched)
+    assert "Δ = ours − paper" in md and "|   Δ (ours − paper) |" in md and "no row of ours is one of the paper's" not in md
+    assert "STSB_delta" in to_frame(matched).columns and "STSB_reproduction" not in to_frame(matched).columns
+
+
+def _paper_lines(table) -> list[tuple[str, str]]:
+    """(label, reference) of every paper line a table prints: under our rows and as reference rows."""
+    out = [(r.paper_label, r.paper_ref) for r in table.rows if r.paper_ref]
+    out += [(r.repro_label, r.repro_ref) for r in table.rows if r.repro_ref]
+    return out + [(r.label, r.paper_ref) for r in table.references]
+
+
+def test_no_two_paper_rows_of_a_table_share_a_label():
+    """AoE Table 1 prints "SBERT ⋆" and "SimCSE ⋆" under LLaMA2-7B and again under LLaMA2-13B with other
+    numbers: each configured table, with our rows or with none of them (a preset on another backbone),
+    names every paper row apart, by the backbone the paper groups it under."""
+    import yaml
+
+    from aoe.tables import RESULT_COLUMNS
+    from tests.workflow_utils import REPO
+
+    config = yaml.safe_load((REPO / "config.yaml").read_text())
+    empty = pd.DataFrame(columns=RESULT_COLUMNS)
+    seen = 0
+    for name, spec in config["tables"].items():
+        if spec["kind"] == "gis_stats":
+            continue
+        for variant in (spec, {**spec, "rows": [{"backbone": "minilm-l6", "objective": "aoe"}]}):
+            table = build_table(empty, variant, name=name)
+            labels: dict[str, set[str]] = {}
+            for label, ref in _paper_lines(table):
+                labels.setdefault(label, set()).add(ref)
+            assert all(len(refs) == 1 for refs in labels.values()), (name, {k: v for k, v in labels.items() if len(v) > 1})
+            # the paper's lines of the Markdown twin: italic reference rows and the lines under ours
+            md_labels = [line.strip("|").split(" | ")[0].strip("* ") for line in to_markdown(table).splitlines()
+                         if line.startswith(("| *", "|   ")) and "Δ" not in line and re.search(r"\| -?\d", line)]  # not a section's line
+            assert len(md_labels) == len(set(md_labels)), (name, md_labels)
+            seen += len(labels)
+    assert seen > 100
+    table1 = build_table(empty, {**config["tables"]["table1_sts"], "rows": [{"backbone": "minilm-l6", "objective": "aoe"}]})
+    refs = {r.paper_ref: r.label for r in table1.references}
+    assert refs["acl2024_table1/LLaMA7B/SBERT ⋆"] == "SBERT ⋆ (LLaMA2-7B) (paper: Li & Li, AoE, ACL 2024, Table 1)"
+    assert refs["acl2024_table1/LLaMA13B/SimCSE ⋆"] == "SimCSE ⋆ (LLaMA2-13B) (paper: Li & Li, AoE, ACL 2024, Table 1)"
+    assert refs["acl2024_table1/BERT-base/SimCSE"] == "SimCSE (paper: Li & Li, AoE, ACL 2024, Table 1)"  # unique: as printed
+    # under our own rows too (the full grid), and in the LaTeX twin
+    full = build_table(empty, config["tables"]["table1_sts"])
+    assert {r.paper_label for r in full.rows if r.backbone == "llama-2-13b"} >= {"SBERT ⋆ (LLaMA2-13B) (paper: Li & Li, AoE, ACL 2024, Table 1)"}
+    assert "SBERT $\\star$ (LLaMA2-7B)" in to_latex(full)
+
+
+def test_paper_rows_told_apart_by_their_group_key_without_a_group_label(results, tmp_path):
+    numbers = tmp_path / "n.yaml"
+    numbers.write_text("t:\n  groups:\n    small:\n      X: {STS-B: 70.0}\n    large:\n      X: {STS-B: 80.0}\n      Y: {STS-B: 81.0}\n")
+    table = build_table(results, {**SPEC, "paper_reference": ["t/small/X", "t/large/X", "t/large/Y"]}, numbers_file=numbers)
+    assert [r.label for r in table.references] == ["X (small) (paper: t)", "X (large) (paper: t)", "Y (paper: t)"]
+
+
 # -- paired t-tests ----------------------------------------------------------------------------
 
 
@@ -756,10 +832,15 @@ def test_latex_compiles_with_pdflatex(results, tmp_path, numbers_file):
     }
     # an underscore in the name: the label must survive LaTeX's .aux round trip
     write_table(build_table(results, spec, numbers_file=numbers_file, name="table_x_1"), *(tmp_path / f"t.{e}" for e in ("tex", "csv", "md", "json")))
-    for _ in range(2):  # the second pass reads the .aux the first wrote
-        out = subprocess.run([exe, "-interaction=nonstopmode", "-halt-on-error", "t.tex"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
-        assert out.returncode == 0, out.stdout[-3000:]
-    assert (tmp_path / "t.pdf").stat().st_size > 1000
+    # AoE Table 1 beside rows on another backbone: its told-apart ⋆ rows and the note saying why there is no Δ
+    demo = {**_config_table("table1_sts"), "rows": [{"backbone": "tiny_a", "objective": "pretrained"}, {"backbone": "tiny_a", "objective": "aoe"}]}
+    write_table(build_table(results, demo, name="demo"), *(tmp_path / f"d.{e}" for e in ("tex", "csv", "md", "json")))
+    assert "no row of ours is one of the paper's, so no $\\Delta$" in (tmp_path / "d.tex").read_text()
+    for doc in ("t", "d"):
+        for _ in range(2):  # the second pass reads the .aux the first wrote
+            out = subprocess.run([exe, "-interaction=nonstopmode", "-halt-on-error", f"{doc}.tex"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+            assert out.returncode == 0, out.stdout[-3000:]
+        assert (tmp_path / f"{doc}.pdf").stat().st_size > 1000
 
 
 # -- the AnglE tables from config.yaml, and paper_numbers.yaml against the papers' text -------------
