@@ -49,18 +49,18 @@ include: "rules/report.smk"
 rule all:
     default_target: True
     input:
-        expand("results/tables/{table}.tex", table=enabled_tables(config)),
+        expand(R("results/tables/{table}.tex"), table=enabled_tables(config)),
         EVAL_RESULTS,
         SATURATION_RESULTS,
         GIS_RESULTS,
         FIGURE_RESULTS,
-        "results/REPORT.md",
-        "results/RECIPE.md",
+        R("results/REPORT.md"),
+        R("results/RECIPE.md"),
 
 
 rule train:
     input:
-        [f"results/models/{c.path}" for c in run_cells(config)],
+        [R(f"results/models/{c.path}") for c in run_cells(config)],
 
 
 rule evaluate:
@@ -76,12 +76,12 @@ rule analysis:
 
 rule tables:
     input:
-        expand("results/tables/{table}.tex", table=enabled_tables(config)),
+        expand(R("results/tables/{table}.tex"), table=enabled_tables(config)),
 
 
 rule figures:
     input:
-        [f for f in GIS_RESULTS if f.startswith("results/figures/")],
+        [f for f in GIS_RESULTS if f.startswith(R("results/figures/"))],
         FIGURE_RESULTS,
 
 
@@ -93,7 +93,7 @@ for _table in enabled_tables(config):
         name:
             table_target(_table)
         input:
-            f"results/tables/{_table}.tex",
+            R(f"results/tables/{_table}.tex"),
 
 
 # Snakemake says only "No rule to produce X" for a target no rule matches: name the unknown part

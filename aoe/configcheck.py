@@ -269,7 +269,8 @@ def check_runs(config: dict) -> None:
 
 
 def check_backbones(config: dict) -> None:
-    """Each backbone has exactly one source and, if any, a prompt template with ``{text}``."""
+    """Each backbone has exactly one source and, if any, a prompt template with ``{text}``; an
+    eval_text rewrite only where a prompt wraps the text."""
     from aoe.prompts import check_prompt
 
     for name, spec in config["backbones"].items():
@@ -283,6 +284,11 @@ def check_backbones(config: dict) -> None:
             check_prompt(spec.get("prompt"))
         except ValueError as err:
             raise ConfigError(f"backbones.{name}.prompt: {err}") from None
+        # the official eval.py rewrites prompted texts only: without a prompt the setting would do nothing
+        if spec.get("eval_text", "raw") != "raw" and spec.get("prompt") is None:
+            raise ConfigError(
+                f"backbones.{name}.eval_text: {spec['eval_text']} rewrites the text a prompt wraps, and this backbone has no prompt"
+            )
 
 
 def check_trainsets(config: dict) -> None:

@@ -38,10 +38,10 @@ class TrainSettings:
     """
 
     objective: str
-    pooling: str = field(default="cls", metadata=source("AoE §4.1: BERT-base with CLS pooling (the official angle-emb default 'cls')"))
+    pooling: str = field(default="cls", metadata=source("AoE §3.1 (aoe-acl2024.txt l.71): the 'CLS' token for BERT (the official angle-emb default 'cls')"))
     format: str = field(default="pairs", metadata=source("resolved from the objective and the train set's formats (aoe.recipes.resolve_format)"))
     objective_overrides: dict = field(default_factory=dict)
-    seed: int = field(default=42, metadata=source("AoE §4.1 (aoe-acl2024.txt l.182): seed 42 for the main experiments"))
+    seed: int = field(default=42, metadata=source("AoE §4 'Implementation Details' (aoe-acl2024.txt l.182): seed 42 for the main experiments"))
     learning_rate: float = field(default=2e-5, metadata=source("our choice: a common BERT fine-tuning rate (every paper train set sets its own)"))
     # examples per optimizer step, across processes and accumulation
     batch_size: int = field(default=32, metadata=source("the official angle-emb trainer's default batch size"))
@@ -62,8 +62,16 @@ class TrainSettings:
         ),
     )
     mixed_precision: str = field(default="no", metadata=source("our choice: fp32 unless a recipe asks for fp16/bf16"))  # no | fp16 | bf16
+    # QLoRA only: the dtype the 4-bit layers dequantize to and multiply in (aoe.lora.QLORA_COMPUTE_DTYPES)
+    qlora_compute_dtype: str = field(
+        default="fp32",
+        metadata=source(
+            "official --load_kbit 4: bnb_4bit_compute_dtype=torch.float32 and torch_dtype float32 "
+            "(fcb6223:angle_emb/angle.py:506,510; unchanged at 70cbd01:angle_emb/angle.py:559,563 and 1c5515b:angle_emb/angle.py:1222,1226)"
+        ),
+    )  # fp32 | fp16 | bf16 | mixed_precision
     gradient_checkpointing: bool = field(default=False, metadata=source("our choice: on only where memory needs it (LLM backbones)"))
-    max_length: int = field(default=128, metadata=source("arXiv-b appendix A.2 (angle-arxiv-b.txt l.333): max length 128"))
+    max_length: int = field(default=128, metadata=source("arXiv-b appendix A.2 (angle-arxiv-b.txt l.333): max length 128 in the transfer (NLI) setting"))
     # gold scale mapped to [0, 1] labels (pairs)
     score_range: tuple[float, float] = field(default=(0.0, 1.0), metadata=source("binary labels; graded sets give their scale"))
     length_grouped: bool = field(default=False, metadata=source("our choice: batches in random order, as the official trainer"))
@@ -80,7 +88,7 @@ class TrainSettings:
     )
     log_every: int = field(default=10, metadata=source("our choice: logging only"))
     checkpoint_every: int = field(default=0, metadata=source("our choice: no checkpoints unless a train set sets them (resume only)"))
-    finetune: str = field(default="full", metadata=source("AoE §4.1: BERT-base is fully fine-tuned"))  # full | lora | qlora
+    finetune: str = field(default="full", metadata=source("AoE §4 'Implementation Details' (aoe-acl2024.txt l.166): QLoRA for LLaMA only, BERT-base trains all its weights"))  # full | lora | qlora
     lora: dict = field(default_factory=dict, metadata=source("no adapters: full fine-tuning"))
     prompt: str | None = field(default=None, metadata=source("no prompt: BERT-style backbones embed the text itself"))
     # LoRA/QLoRA only: the base an adapter is evaluated on; null = as trained (4-bit NF4 for qlora)
@@ -211,6 +219,9 @@ def resolve_cell(config: dict, backbone: str, objective: str, trainset: str, see
         put("pooling", *_default(TrainSettings, "pooling"))
     for key in ("finetune", "lora", "prompt"):
         put(key, *((bb[key], f"backbones.{backbone}.{key}") if key in bb else _default(TrainSettings, key)))
+    if settings["finetune"].value != "qlora":
+        # no 4-bit layers to compute in: out of a full or LoRA cell's params, whose jobs it must not rerun
+        settings.pop("qlora_compute_dtype")
 
     # loss settings: the config layers give the overrides the trainer applies to the built-in recipe
     overrides: dict[str, Any] = {}

@@ -1,8 +1,9 @@
 """LoRA and QLoRA (peft + bitsandbytes) for LLM backbones: the model the trainer optimises, and its saved form.
 
 ``finetune: qlora`` loads the base in 4-bit NF4 with double quantization (QLoRA,
-Dettmers et al. 2023; AoE §4.1 trains LLaMA-2 this way), compute dtype from the
-run's mixed precision (bf16 on GPUs, float32 on the CPU), prepares it with
+Dettmers et al. 2023; AoE §4 "Implementation Details", aoe-acl2024.txt l.166, trains LLaMA-2
+this way), its other weights in float32 and the 4-bit layers computing in ``qlora_compute_dtype``
+(:data:`QLORA_COMPUTE_DTYPES`; float32 as the official ``--load_kbit 4``), prepares it with
 ``prepare_model_for_kbit_training`` and adds LoRA adapters; ``finetune: lora`` adds
 the same adapters to the base in full precision. Only the adapters train.
 
@@ -21,21 +22,32 @@ import torch
 
 from aoe.models import load_base_model
 
-__all__ = ["FINETUNES", "quantization_settings", "build_lora_model", "trainable_names"]
+__all__ = ["FINETUNES", "QLORA_COMPUTE_DTYPES", "quantization_settings", "build_lora_model", "trainable_names"]
 
 FINETUNES = ("full", "lora", "qlora")
-_COMPUTE_DTYPE = {"no": "float32", "bf16": "bfloat16", "fp16": "float16"}
+# The dtype a 4-bit layer dequantizes to and multiplies in. fp32: the official code
+# (fcb6223:angle_emb/angle.py:506 bnb_4bit_compute_dtype=torch.float32, :510 torch_dtype float32;
+# the same at 70cbd01 and 1c5515b); mixed_precision: the run's autocast dtype (float32 under "no").
+QLORA_COMPUTE_DTYPES = ("fp32", "fp16", "bf16", "mixed_precision")
+_BNB_DTYPE = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
+_AUTOCAST = {"no": "fp32", "fp16": "fp16", "bf16": "bf16"}
 
 
-def quantization_settings(finetune: str, mixed_precision: str) -> dict | None:
-    """BitsAndBytesConfig kwargs (JSON-able) of a run: NF4 + double quantization for qlora, None otherwise."""
+def quantization_settings(finetune: str, mixed_precision: str, compute_dtype: str = "fp32") -> dict | None:
+    """BitsAndBytesConfig kwargs (JSON-able) of a run: NF4 + double quantization for qlora, None otherwise.
+
+    ``compute_dtype`` is one of :data:`QLORA_COMPUTE_DTYPES` (``mixed_precision``: the run's).
+    """
     if finetune != "qlora":
         return None
+    if compute_dtype not in QLORA_COMPUTE_DTYPES:
+        raise ValueError(f"qlora_compute_dtype must be one of {QLORA_COMPUTE_DTYPES}, got {compute_dtype!r}")
+    dtype = _AUTOCAST[mixed_precision] if compute_dtype == "mixed_precision" else compute_dtype
     return {
         "load_in_4bit": True,
         "bnb_4bit_quant_type": "nf4",
         "bnb_4bit_use_double_quant": True,
-        "bnb_4bit_compute_dtype": _COMPUTE_DTYPE[mixed_precision],
+        "bnb_4bit_compute_dtype": _BNB_DTYPE[dtype],
     }
 
 
@@ -46,17 +58,21 @@ def build_lora_model(
     mixed_precision: str,
     gradient_checkpointing: bool,
     device: torch.device | str,
+    compute_dtype: str = "fp32",
 ):
-    """The base model (4-bit for qlora) with LoRA adapters on ``lora['target_modules']`` (default: all linear layers)."""
+    """The base model (4-bit for qlora, computing in ``compute_dtype``) with LoRA adapters on
+    ``lora['target_modules']`` (default: all linear layers)."""
     from peft import LoraConfig, get_peft_model, prepare_model_for_kbit_training
 
     if finetune not in ("lora", "qlora"):
         raise ValueError(f"finetune must be lora or qlora here, got {finetune!r}")
-    quant = quantization_settings(finetune, mixed_precision)
+    quant = quantization_settings(finetune, mixed_precision, compute_dtype)
     model = load_base_model(base_dir, quant, device)
     ckpt_kwargs = {"use_reentrant": False}  # reentrant checkpointing drops gradients of frozen-input blocks
     if quant:
-        # float32 layer norms and input gradients for the frozen 4-bit layers (peft's recipe)
+        # float32 layer norms and input gradients for the frozen 4-bit layers (peft's recipe); the
+        # official --load_kbit 4 called it with peft's default use_gradient_checkpointing=True
+        # (fcb6223:angle_emb/angle.py:515; peft 0.5.0 utils/other.py:81,103-115)
         model = prepare_model_for_kbit_training(
             model, use_gradient_checkpointing=gradient_checkpointing, gradient_checkpointing_kwargs=ckpt_kwargs
         )

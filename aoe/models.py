@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from aoe.fsutil import atomic_dir
-from aoe.prompts import apply_prompt, check_prompt
+from aoe.prompts import apply_prompt, check_eval_text, check_prompt, eval_text
 
 __all__ = [
     "POOLINGS",
@@ -542,10 +542,19 @@ class Encoder:
     the same way; a pretrained backbone takes them from the caller. A LoRA/QLoRA
     folder holds the adapter only: its base is loaded from the recorded backbone
     folder, quantized as in training, and the adapter applied on it.
+
+    ``eval_text`` (:data:`aoe.prompts.EVAL_TEXTS`) rewrites each text before the prompt wraps
+    it, as the official evaluation does; with no prompt it does nothing (the official eval.py
+    rewrites prompted texts only), and :attr:`eval_text` is then ``raw``.
     """
 
     def __init__(
-        self, model_dir: str | Path, pooling: str | None = None, device: str | None = None, prompt: str | None = None
+        self,
+        model_dir: str | Path,
+        pooling: str | None = None,
+        device: str | None = None,
+        prompt: str | None = None,
+        eval_text: str = "raw",
     ):
         from transformers import AutoTokenizer
 
@@ -566,9 +575,11 @@ class Encoder:
         if pooling not in POOLINGS:
             raise ValueError(f"unknown pooling {pooling!r}; known: {sorted(POOLINGS)}")
         check_prompt(prompt)  # a template without {text} fails here, not mid-evaluation
+        check_eval_text(eval_text)
         self.model_dir = model_dir
         self.pooling = pooling
         self.prompt = prompt
+        self.eval_text = eval_text if prompt is not None else "raw"
         self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
         self.tokenizer = ensure_pad_token(AutoTokenizer.from_pretrained(model_dir))
         if is_adapter_dir(model_dir):
@@ -595,7 +606,7 @@ class Encoder:
         Texts are batched by length (longest first) so padding is minimal; the
         result is put back in input order.
         """
-        texts = list(texts)
+        texts = [eval_text(t, self.eval_text) for t in texts]
         order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
         out = np.empty((len(texts), self.hidden_size), dtype=np.float32)
         batches = range(0, len(texts), batch_size)

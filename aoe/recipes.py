@@ -44,9 +44,9 @@ class LossSettings:
     name: str
     format: str = "pairs"
     weights: dict[str, float] = field(default_factory=dict)
-    angle_tau: float = field(default=20.0, metadata=source("AoE §4.1 (aoe-acl2024.txt l.182): temperature 0.05, i.e. scale 20"))
+    angle_tau: float = field(default=20.0, metadata=source("AoE §4 'Implementation Details' (aoe-acl2024.txt l.182): temperature 0.05, i.e. scale 20"))
     cosine_tau: float = field(default=20.0, metadata=source("AnglE §4.2 (angle-arxiv-a.txt l.134): tau_cos = 0.05, i.e. scale 20"))
-    contrastive_tau: float = field(default=20.0, metadata=source("AoE Eq. 4 and §4.1: temperature 0.05, i.e. scale 20"))
+    contrastive_tau: float = field(default=20.0, metadata=source("AoE Eq. 4 and §4 'Implementation Details' (l.182): temperature 0.05, i.e. scale 20"))
     simcse_tau: float = field(default=20.0, metadata=source("supervised SimCSE (Gao et al. 2021 §4): temperature 0.05, i.e. scale 20"))
     contrastive_threshold: float = field(
         default=0.5, metadata=source("our choice, used under graded_labels 'score' only: on binary labels (NLI entailment 1 / contradiction 0) any threshold in (0, 1] is the same")
@@ -61,14 +61,15 @@ class LossSettings:
     )  # all_rows | anchored
     identical_texts: str = field(
         default="filter",
-        metadata=source("official angle-emb from 0.3.0 (the ACL code, 1c5515b = 0.4.6): AngleDataCollator(filter_duplicate=True) drops every example with a text already in the micro-batch (1c5515b:angle_emb/angle.py:583,619-622,645-646; fit default :1428)"),
+        metadata=source("official angle-emb from 0.3.8 (347bbb6, 2024-02-29, first tagged v0.3.8) to the ACL code (1c5515b, first tagged v0.4.6): AngleDataCollator(filter_duplicate=True) drops every example with a text already in the micro-batch (1c5515b:angle_emb/angle.py:583,619-622,645-646; fit default :1428)"),
     )  # filter | positive | detect | ignore
 
 
 # The official code changed how it treats identical texts in a batch: angle-emb 0.1.x-0.2.x (the
 # arXiv AnglE papers' time) adds them as extra in-batch positives (the collator's similar_matrix);
-# from 0.3.0 (the ACL AoE paper's time) the collator drops the examples that repeat a text. The
-# AnglE (arXiv) recipes and ablations take the first, AoE's the LossSettings defaults (the second).
+# 0.3.0-0.3.7 do neither (5de5047, 2024-01-15, removed the similar matrix: `ignore`); from 0.3.8
+# (347bbb6, 2024-02-29; the ACL AoE paper's code, 1c5515b) the collator drops the examples that repeat
+# a text. The AnglE (arXiv) recipes and ablations take the first, AoE's the LossSettings defaults (the last).
 PAPER_ERA = {"identical_texts": "positive"}
 # Baselines are not angle-emb objectives: their own papers' labels (rescaled scores) and no duplicate handling.
 BASELINE = {"graded_labels": "score", "identical_texts": "ignore"}
@@ -103,7 +104,7 @@ _BASELINE_SOURCES = {
 
 # Where each built-in recipe's values come from: {objective: {key: source}}.
 RECIPE_SOURCES: dict[str, dict[str, str]] = {
-    "aoe": {"weights": "AoE Eq. 5 (w1 L_angle + w2 L_cl); ACL §4.1 l.182 grid-searched the weights and gives none: 1 and 1 are the reproduction report's in-domain values (reproduction-report-zh.txt l.122-123)"},
+    "aoe": {"weights": "AoE Eq. 5 (w1 L_angle + w2 L_cl); ACL §4 'Implementation Details' (l.182) grid-searched the weights and gives none: 1 and 1 are the reproduction report's in-domain values (reproduction-report-zh.txt l.122-123)"},
     "angle_arxiv": {
         "weights": "AnglE Eq. 8 (angle-arxiv-b.txt l.108: w1 L_cos + w2 L_ibn + w3 L_angle); the arXiv appendix grid-searched them (angle-arxiv-b.txt l.333): 1/1/1 are the official code's paper-era defaults (aoe/resources/official_recipes.yaml)",
         "angle_tau": "AnglE §4.2 (angle-arxiv-a.txt l.134): tau_angle = 1.0",

@@ -15,7 +15,7 @@ from typing import Iterable
 
 from aoe.configcheck import key_source
 from aoe.data.pairsets import dataset_splits
-from aoe.workflow import cell_parts, table_target
+from aoe.workflow import cell_parts, results_path, table_target
 
 __all__ = ["explain_target", "requested_targets"]
 
@@ -69,6 +69,16 @@ def explain_target(
     """One line on why ``target`` cannot be built with ``config``; None when nothing is known wrong."""
     configfiles = list(configfiles)
     path = target[2:] if target.startswith("./") else target
+    root = config["results"]
+    if path.startswith(f"{root}/"):
+        path = "results/" + path.removeprefix(f"{root}/")  # the checks below read paths as results/...
+    elif path.startswith("results/"):
+        # a path of another configuration's tree (a command copied from the paper grid's docs)
+        where = key_source(("results",), configfiles)
+        return (
+            f"{target}: this configuration writes under {root}/ (results: {root}{f' in {where}' if where else ''}); "
+            f"ask for {results_path(config, path)}"
+        )
     tables = config.get("tables", {})
     if "/" not in path:
         if path in set(rule_names) or Path(path).exists():

@@ -48,7 +48,7 @@ def text_identities(ids: list[list[int]]) -> list[int]:
 
     Texts are identical when the model sees the same tokens, as the official collators
     decide (``tuple(input_ids)`` of the truncated text, angle-emb 0.1.1 ``similar_matrix``
-    and >= 0.3.0 ``filter_duplicate``): an uncased tokenizer makes "A man ..." and
+    and >= 0.3.8 ``filter_duplicate``): an uncased tokenizer makes "A man ..." and
     "a man ..." one text, and so does truncation of two texts that differ only past
     max_length. Identities are numbered 0, 1, ... in order of first appearance.
     """

@@ -63,7 +63,7 @@ from aoe.fsutil import atomic_dir
 from aoe.hparams import TrainSettings
 from aoe.losses import Objective, get_objective
 from aoe.losses.objectives import FORMATS
-from aoe.lora import FINETUNES, build_lora_model, quantization_settings, relative_base, trainable_names
+from aoe.lora import FINETUNES, QLORA_COMPUTE_DTYPES, build_lora_model, quantization_settings, relative_base, trainable_names
 from aoe.models import EVAL_DTYPES, POOLINGS, embed_bucketed, ensure_pad_token, pad_ids
 from aoe.prompts import check_prompt
 from aoe.provenance import library_versions
@@ -88,6 +88,8 @@ class TrainConfig(TrainSettings):
             raise ValueError(f"unknown pooling {self.pooling!r}; known: {sorted(POOLINGS)}")
         if self.mixed_precision not in ("no", "fp16", "bf16"):
             raise ValueError(f"mixed_precision must be no, fp16 or bf16, got {self.mixed_precision!r}")
+        if self.qlora_compute_dtype not in QLORA_COMPUTE_DTYPES:
+            raise ValueError(f"qlora_compute_dtype must be one of {QLORA_COMPUTE_DTYPES}, got {self.qlora_compute_dtype!r}")
         if self.in_batch_pool not in IN_BATCH_POOLS:
             raise ValueError(f"in_batch_pool must be one of {IN_BATCH_POOLS}, got {self.in_batch_pool!r}")
         if self.eval_base_dtype is not None:
@@ -244,7 +246,9 @@ class _LoRA:
         """The backbone with fresh adapters; ``init_dir`` is always None (TrainConfig refuses init here)."""
         # each process holds its own (quantized) copy on its own device, as QLoRA under DDP does
         cfg = self.cfg
-        return build_lora_model(backbone_dir, cfg.finetune, cfg.lora, cfg.mixed_precision, cfg.gradient_checkpointing, device)
+        return build_lora_model(
+            backbone_dir, cfg.finetune, cfg.lora, cfg.mixed_precision, cfg.gradient_checkpointing, device, cfg.qlora_compute_dtype
+        )
 
     def hook_checkpoints(self, accelerator) -> None:
         # A checkpoint holds what trains (adapters, head): the frozen base is reloaded from the
@@ -262,7 +266,7 @@ class _LoRA:
         cfg = self.cfg
         return {
             "base_model": relative_base(out_dir, backbone_dir),
-            "quantization": quantization_settings(cfg.finetune, cfg.mixed_precision),
+            "quantization": quantization_settings(cfg.finetune, cfg.mixed_precision, cfg.qlora_compute_dtype),
             "lora": cfg.lora,
         }
 

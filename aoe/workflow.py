@@ -15,6 +15,7 @@ from aoe.table_kinds import table_kind
 
 __all__ = [
     "ConfigError",
+    "results_path",
     "Cell",
     "parse_run",
     "run_name",
@@ -22,6 +23,7 @@ __all__ = [
     "pretrained_cell",
     "pretrained_variants",
     "pretrained_embedding",
+    "evaluation_text",
     "RELEASED",
     "released_checkpoints",
     "run_cells",
@@ -56,6 +58,14 @@ PRETRAINED_SEED = 0
 
 class ConfigError(ValueError):
     """A config value that is valid for the schema but inconsistent with the rest of the config."""
+
+
+def results_path(config: dict, path: str) -> str:
+    """``path``, written ``results/...``, in the configuration's own results tree (config ``results``:
+    ``results`` for the paper grid, ``results/<preset>`` for each preset), so that configurations
+    never write into each other's tree and a report never links to another one's ledger."""
+    rel = path.removeprefix("results/") if path != "results" else ""
+    return f"{config['results']}/{rel}" if rel else config["results"]
 
 
 RERUN = "-rerun"  # seed42-rerun2: the third training of seed 42
@@ -169,6 +179,19 @@ def pretrained_embedding(config: dict, backbone: str, variant: str = NO_TRAINSET
     return own["pooling"], own["prompt"]
 
 
+def evaluation_text(config: dict, backbone: str, objective: str, trainset: str) -> str:
+    """How an evaluation of the cell rewrites each text before the prompt: backbones.<name>.eval_text
+    (aoe.prompts.EVAL_TEXTS), or ``raw`` where no prompt wraps the text (the official eval.py rewrites
+    prompted texts only), so a change reruns only the evaluations it changes (a Snakemake param)."""
+    if objective == PRETRAINED:
+        prompt = pretrained_embedding(config, backbone, trainset)[1]
+    elif objective == RELEASED:
+        prompt = released_checkpoints(config)[trainset].get("prompt")
+    else:
+        prompt = config["backbones"][backbone].get("prompt")
+    return config["backbones"][backbone].get("eval_text", "raw") if prompt is not None else "raw"
+
+
 @dataclass(frozen=True)
 class TableRow:
     """One row of a table: a (backbone, objective) over its columns' train sets and its seeds."""
@@ -270,18 +293,18 @@ def table_inputs(config: dict, table: str) -> list[str]:
     """The result files a table reads (it never trains or embeds)."""
     kind = table_kind(config["tables"][table]["kind"])
     if kind.inputs == "gis_stats":
-        return ["results/analysis/gis/stats.json"]
+        return [results_path(config, "results/analysis/gis/stats.json")]
     if kind.inputs == "train_time":
         # the training jobs' own measurements: Snakemake's benchmark file and the run's metrics
         return [
-            path
+            results_path(config, path)
             for c in table_cells(config, table)
             if c.trained
             for path in (f"results/benchmarks/train/{c.path}.tsv", f"results/models/{c.path}")
         ]
     if kind.column_per_trainset:
-        return [f"results/eval/{c.path}/{kind.suite}_{ts}.json" for c, ts in indomain_cells(config, table)]
-    return [f"results/eval/{c.path}/{kind.suite}.json" for c in table_cells(config, table)]
+        return [results_path(config, f"results/eval/{c.path}/{kind.suite}_{ts}.json") for c, ts in indomain_cells(config, table)]
+    return [results_path(config, f"results/eval/{c.path}/{kind.suite}.json") for c in table_cells(config, table)]
 
 
 def suite_results(config: dict) -> list[str]:
@@ -293,9 +316,9 @@ def suite_results(config: dict) -> list[str]:
         for suite in config["evaluation"]["suites"]:
             if suite == "indomain":
                 if c.trained:
-                    files.add(f"results/eval/{c.path}/indomain_{c.trainset}.json")
+                    files.add(results_path(config, f"results/eval/{c.path}/indomain_{c.trainset}.json"))
             else:
-                files.add(f"results/eval/{c.path}/{suite}.json")
+                files.add(results_path(config, f"results/eval/{c.path}/{suite}.json"))
     for table, spec in enabled_tables(config).items():
         if table_kind(spec["kind"]).suite is not None:
             files.update(table_inputs(config, table))
@@ -345,7 +368,7 @@ def settings_changed(config: dict, cells: list[Cell], root: str | Path = ".") ->
 
     out = []
     for cell in cells:
-        record = Path(root) / "results" / "models" / cell.path / "aoe_config.json"
+        record = Path(root) / results_path(config, f"results/models/{cell.path}/aoe_config.json")
         if not cell.trained or not record.is_file():
             continue
         try:

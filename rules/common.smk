@@ -14,10 +14,12 @@ from aoe.workflow import (
     cell_parts,
     enabled_tables,
     eval_cells,
+    evaluation_text,
     init_cell,
     loss_settings,
     pretrained_embedding,
     released_checkpoints,
+    results_path,
     run_cells,
     settings_changed,
     suite_results,
@@ -48,6 +50,12 @@ try:
 except ConfigError as err:
     raise WorkflowError(f"config: {err}") from None
 
+
+def R(path):
+    """A ``results/...`` path in this configuration's results tree (config ``results``)."""
+    return results_path(config, path)
+
+
 try:
     # a mirror named (data.mirror or $AOE_DATA_MIRROR) must be one: said here, not at the first copy.
     # Where it is and whether one is set change nothing in the plan (rule download_file).
@@ -61,7 +69,7 @@ _changed = settings_changed(config, run_cells(config))
 if _changed:
     logger.warning(
         f"{len(_changed)} trained model(s) record other settings than the config now gives "
-        f"(first: results/models/{_changed[0][0].path}, {_changed[0][1]}): Snakemake retrains them from the "
+        f"(first: {R(f'results/models/{_changed[0][0].path}')}, {_changed[0][1]}): Snakemake retrains them from the "
         "params it recorded in .snakemake/; if that record is gone, it cannot tell: add --forcerun train_model "
         "(or delete those model folders and their .ckpt folders)"
     )
@@ -75,14 +83,14 @@ EVAL_RESULTS = suite_results(config)
 
 _sat = config["analysis"]["saturation"]
 SATURATION_RESULTS = [
-    f"results/analysis/saturation/{b}/{_sat['dataset']}-{_sat['split']}.json" for b in _sat["backbones"]
+    R(f"results/analysis/saturation/{b}/{_sat['dataset']}-{_sat['split']}.json") for b in _sat["backbones"]
 ]
 
 GIS_RESULTS = (
     [
-        "results/analysis/gis/stats.json",
+        R("results/analysis/gis/stats.json"),
         *(
-            f"results/figures/{f}.{e}"
+            R(f"results/figures/{f}.{e}")
             for f in ("gis_fig8_ngram_overlap", "gis_fig9_token_lengths")
             for e in ("pdf", "png")
         ),
@@ -114,10 +122,10 @@ def get_model_dir(wildcards):
     """A trained model folder, the backbone as downloaded for objective 'pretrained', or a published
     checkpoint (objective 'released', train set its released.checkpoints key) laid out as a trained one."""
     if wildcards.objective == PRETRAINED:
-        return f"results/backbones/{wildcards.backbone}"
+        return R(f"results/backbones/{wildcards.backbone}")
     if wildcards.objective == RELEASED:
-        return f"results/released/{wildcards.trainset}"
-    return f"results/models/{wildcards.backbone}/{wildcards.objective}/{wildcards.trainset}/seed{wildcards.seed}"
+        return R(f"results/released/{wildcards.trainset}")
+    return R(f"results/models/{wildcards.backbone}/{wildcards.objective}/{wildcards.trainset}/seed{wildcards.seed}")
 
 
 def get_eval_pooling(wildcards):
@@ -139,6 +147,12 @@ def get_prompt(wildcards):
     return config["backbones"][wildcards.backbone].get("prompt")
 
 
+def get_eval_text(wildcards):
+    """How the cell's STS and transfer evaluations rewrite each text before the prompt
+    (backbones.<name>.eval_text; the official eval.py's rewrite for the LLaMA cells)."""
+    return evaluation_text(config, wildcards.backbone, wildcards.objective, wildcards.trainset)
+
+
 def get_train_params(wildcards):
     cell = Cell.from_wildcards(wildcards)
     return train_params(config, cell.backbone, cell.objective, cell.trainset, cell.seed, job=True)
@@ -152,7 +166,7 @@ def get_loss_settings(wildcards):
 def get_init_model(wildcards):
     """The trained model a cell starts from (trainsets.<t>.train.init), or none: the backbone's weights."""
     start = init_cell(config, Cell.from_wildcards(wildcards))
-    return f"results/models/{start.path}" if start else []
+    return R(f"results/models/{start.path}") if start else []
 
 
 def _trainset_table_name(wildcards):
@@ -164,13 +178,13 @@ def _trainset_table_name(wildcards):
 
 def get_trainset_table(wildcards):
     ts = config["trainsets"][wildcards.trainset]
-    return f"results/data/{ts['dataset']}/{_trainset_table_name(wildcards)}.parquet"
+    return R(f"results/data/{ts['dataset']}/{_trainset_table_name(wildcards)}.parquet")
 
 
 def get_trainset_tokens(wildcards):
     ts = config["trainsets"][wildcards.trainset]
     max_len = get_train_params(wildcards)["max_length"]
-    return f"results/tokens/{wildcards.backbone}-{max_len}/{ts['dataset']}/{_trainset_table_name(wildcards)}"
+    return R(f"results/tokens/{wildcards.backbone}-{max_len}/{ts['dataset']}/{_trainset_table_name(wildcards)}")
 
 
 def get_table_inputs(wildcards):
@@ -182,7 +196,7 @@ def get_indomain_split(wildcards):
     ts = config["trainsets"][wildcards.evalset]
     if not ts.get("eval_split"):
         raise WorkflowError(f"trainsets.{wildcards.evalset}: no eval_split, so no in-domain evaluation")
-    return f"results/data/{ts['dataset']}/{ts['eval_split']}"
+    return R(f"results/data/{ts['dataset']}/{ts['eval_split']}")
 
 
 def backbone_resources(wildcards):
@@ -202,7 +216,7 @@ def train_resources(key):
     return lambda wildcards: _capped(backbone_resources(wildcards), key, backbone_resources(wildcards)[key])
 
 
-def gpu_placement():
+def gpu_placement(resources_of=None):
     """Where a backbone's GPU job runs, as SLURM resources (snakemake-executor-plugin-slurm):
     ``nodes=1`` (sbatch --nodes=1: a 4-GPU training is one ``accelerate launch`` on one node, so
     its GPUs must not be spread over nodes; no ``tasks``, which the plugin turns into
@@ -212,11 +226,13 @@ def gpu_placement():
     A key no backbone of the config sets is not declared at all, so the profile's
     default-resources (slurm_partition) still reach these jobs; once a backbone sets it, a
     backbone without it leaves the partition to the plugin (slurm-partition-config or the
-    cluster's default partition). docs/cluster.md."""
+    cluster's default partition). docs/cluster.md. ``resources_of(wildcards)``: the resources of the
+    backbone the job runs (default: its {backbone} wildcard's)."""
+    resources_of = resources_of or backbone_resources
     placement = {"nodes": 1}
     for key, resource in (("partition", "slurm_partition"), ("constraint", "constraint")):
         if any((b.get("resources") or {}).get(key) for b in config["backbones"].values()):
-            placement[resource] = lambda wildcards, key=key: backbone_resources(wildcards).get(key)
+            placement[resource] = lambda wildcards, key=key: resources_of(wildcards).get(key)
     return placement
 
 
@@ -253,7 +269,7 @@ def file_sha256(relpath):
 # every published file the workflow reads, in the mirror's layout: copied from the data mirror when
 # it has the file, else downloaded from its recorded source (rule download_file). One folder either
 # way, so a run with AOE_DATA_MIRROR and one without plan the same jobs and rerun nothing.
-DOWNLOADED_FILES = Path("results/downloads/files")
+DOWNLOADED_FILES = Path(R("results/downloads/files"))
 # SentEval's downstream folder there, read as a whole by SentEval's own code (transfer tasks, backend senteval)
 DOWNSTREAM = DOWNLOADED_FILES / DOWNSTREAM_SUBDIR
 
@@ -262,7 +278,7 @@ def get_pairset_root(wildcards):
     """The folder a split is read from: the published files' folder, or a hub snapshot."""
     src = SOURCES[wildcards.dataset][wildcards.split]
     if src.kind == "hub":
-        return f"results/downloads/hub/{wildcards.dataset}"
+        return R(f"results/downloads/hub/{wildcards.dataset}")
     return str(DOWNLOADED_FILES)
 
 
@@ -273,7 +289,7 @@ def get_pairset_input(wildcards):
         )
     src = SOURCES[wildcards.dataset][wildcards.split]
     if src.kind == "hub":
-        return f"results/downloads/hub/{wildcards.dataset}"
+        return R(f"results/downloads/hub/{wildcards.dataset}")
     return [str(DOWNLOADED_FILES / f) for f in src.files]
 
 

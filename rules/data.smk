@@ -14,10 +14,10 @@ rule prepare_sts:
     input:
         lambda wildcards: [DOWNSTREAM / f for f in sts_files(wildcards.dataset, wildcards.split)],
     output:
-        table="results/data/{dataset}/{split}.parquet",
-        manifest="results/data/{dataset}/{split}.manifest.json",
+        table=R("results/data/{dataset}/{split}.parquet"),
+        manifest=R("results/data/{dataset}/{split}.manifest.json"),
     log:
-        "results/logs/prepare_sts/{dataset}-{split}.log",
+        R("results/logs/prepare_sts/{dataset}-{split}.log"),
     wildcard_constraints:
         dataset="|".join(STS_DATASETS),
     conda:
@@ -30,9 +30,9 @@ rule prepare_sts:
 
 rule fetch_backbone:
     output:
-        directory("results/backbones/{backbone}"),
+        directory(R("results/backbones/{backbone}")),
     log:
-        "results/logs/fetch_backbone/{backbone}.log",
+        R("results/logs/fetch_backbone/{backbone}.log"),
     conda:
         "../envs/torch.yaml"
     params:
@@ -48,9 +48,9 @@ rule fetch_backbone:
 # A published checkpoint (config released.checkpoints; aoe.released), laid out as a trained model folder
 rule fetch_released:
     output:
-        directory("results/released/{checkpoint}"),
+        directory(R("results/released/{checkpoint}")),
     log:
-        "results/logs/fetch_released/{checkpoint}.log",
+        R("results/logs/fetch_released/{checkpoint}.log"),
     wildcard_constraints:
         checkpoint="|".join(map(re.escape, released_checkpoints(config))) or "NO_RELEASED",
     conda:
@@ -63,14 +63,14 @@ rule fetch_released:
 
 rule tokenize:
     input:
-        table="results/data/{dataset}/{table}.parquet",
-        backbone="results/backbones/{backbone}",
+        table=R("results/data/{dataset}/{table}.parquet"),
+        backbone=R("results/backbones/{backbone}"),
     output:
-        directory("results/tokens/{backbone}-{max_len}/{dataset}/{table}"),
+        directory(R("results/tokens/{backbone}-{max_len}/{dataset}/{table}")),
     log:
-        "results/logs/tokenize/{backbone}-{max_len}-{dataset}-{table}.log",
+        R("results/logs/tokenize/{backbone}-{max_len}-{dataset}-{table}.log"),
     benchmark:
-        "results/benchmarks/tokenize/{backbone}-{max_len}-{dataset}-{table}.tsv"
+        R("results/benchmarks/tokenize/{backbone}-{max_len}-{dataset}-{table}.tsv")
     wildcard_constraints:
         # a split, or split.format for the triplet and 3-way NLI tables
         table=r"[a-z_]+(\.(triplets|nli3))?",
@@ -98,7 +98,7 @@ rule download_file:
     output:
         f"{DOWNLOADED_FILES}/{{relpath}}",
     log:
-        "results/logs/download_file/{relpath}.log",
+        R("results/logs/download_file/{relpath}.log"),
     conda:
         "../envs/data.yaml"
     params:
@@ -111,9 +111,9 @@ rule download_file:
 rule download_hub:
     # A Hugging Face dataset snapshot pinned to the commit its revision resolves to.
     output:
-        directory("results/downloads/hub/{dataset}"),
+        directory(R("results/downloads/hub/{dataset}")),
     log:
-        "results/logs/download_hub/{dataset}.log",
+        R("results/logs/download_hub/{dataset}.log"),
     conda:
         "../envs/data.yaml"
     params:
@@ -128,14 +128,14 @@ rule prepare_nli:
     input:
         get_pairset_input,
     output:
-        pairs="results/data/{dataset}/{split}.parquet",
-        triplets="results/data/{dataset}/{split}.triplets.parquet",
-        nli3="results/data/{dataset}/{split}.nli3.parquet",
-        manifest="results/data/{dataset}/{split}.manifest.json",
+        pairs=R("results/data/{dataset}/{split}.parquet"),
+        triplets=R("results/data/{dataset}/{split}.triplets.parquet"),
+        nli3=R("results/data/{dataset}/{split}.nli3.parquet"),
+        manifest=R("results/data/{dataset}/{split}.manifest.json"),
     log:
-        "results/logs/prepare/{dataset}-{split}.log",
+        R("results/logs/prepare/{dataset}-{split}.log"),
     benchmark:
-        "results/benchmarks/prepare/{dataset}-{split}.tsv"
+        R("results/benchmarks/prepare/{dataset}-{split}.tsv")
     wildcard_constraints:
         dataset="|".join(NLI_DATASETS),
     conda:
@@ -150,12 +150,12 @@ rule prepare_pairs:
     input:
         get_pairset_input,
     output:
-        table="results/data/{dataset}/{split}.parquet",
-        manifest="results/data/{dataset}/{split}.manifest.json",
+        table=R("results/data/{dataset}/{split}.parquet"),
+        manifest=R("results/data/{dataset}/{split}.manifest.json"),
     log:
-        "results/logs/prepare/{dataset}-{split}.log",
+        R("results/logs/prepare/{dataset}-{split}.log"),
     benchmark:
-        "results/benchmarks/prepare/{dataset}-{split}.tsv"
+        R("results/benchmarks/prepare/{dataset}-{split}.tsv")
     wildcard_constraints:
         dataset="|".join(PAIR_DATASETS),
     conda:

@@ -5,14 +5,14 @@ SUITE_ENV = "../envs/senteval.yaml" if config["evaluation"]["backend"] == "sente
 rule evaluate_sts:
     input:
         model=get_model_dir,
-        tables=expand("results/data/{dataset}/test.parquet", dataset=STS_EVAL_DATASETS),
-        manifests=expand("results/data/{dataset}/test.manifest.json", dataset=STS_EVAL_DATASETS),
+        tables=expand(R("results/data/{dataset}/test.parquet"), dataset=STS_EVAL_DATASETS),
+        manifests=expand(R("results/data/{dataset}/test.manifest.json"), dataset=STS_EVAL_DATASETS),
     output:
-        "results/eval/{backbone}/{objective}/{trainset}/seed{seed}/sts.json",
+        R("results/eval/{backbone}/{objective}/{trainset}/seed{seed}/sts.json"),
     log:
-        "results/logs/evaluate_sts/{backbone}/{objective}/{trainset}/seed{seed}.log",
+        R("results/logs/evaluate_sts/{backbone}/{objective}/{trainset}/seed{seed}.log"),
     benchmark:
-        "results/benchmarks/evaluate_sts/{backbone}/{objective}/{trainset}/seed{seed}.tsv"
+        R("results/benchmarks/evaluate_sts/{backbone}/{objective}/{trainset}/seed{seed}.tsv")
     conda:
         SUITE_ENV
     threads: 2
@@ -25,6 +25,7 @@ rule evaluate_sts:
     params:
         pooling=get_eval_pooling,
         prompt=get_prompt,
+        eval_text=get_eval_text,  # a changed rewrite reruns the evaluation
         batch_size=config["evaluation"]["sts"]["batch_size"],
         max_length=config["evaluation"]["sts"]["max_length"],
         cell=lambda wildcards: dict(wildcards),
@@ -44,11 +45,11 @@ rule evaluate_indomain:
         table=lambda wildcards: get_indomain_split(wildcards) + ".parquet",
         manifest=lambda wildcards: get_indomain_split(wildcards) + ".manifest.json",
     output:
-        "results/eval/{backbone}/{objective}/{trainset}/seed{seed}/indomain_{evalset}.json",
+        R("results/eval/{backbone}/{objective}/{trainset}/seed{seed}/indomain_{evalset}.json"),
     log:
-        "results/logs/evaluate_indomain/{backbone}/{objective}/{trainset}/seed{seed}/{evalset}.log",
+        R("results/logs/evaluate_indomain/{backbone}/{objective}/{trainset}/seed{seed}/{evalset}.log"),
     benchmark:
-        "results/benchmarks/evaluate_indomain/{backbone}/{objective}/{trainset}/seed{seed}/{evalset}.tsv"
+        R("results/benchmarks/evaluate_indomain/{backbone}/{objective}/{trainset}/seed{seed}/{evalset}.tsv")
     conda:
         "../envs/torch.yaml"
     threads: 2
@@ -71,15 +72,15 @@ rule evaluate_indomain:
 
 rule saturation:
     input:
-        model="results/backbones/{backbone}",
-        table="results/data/{dataset}/{split}.parquet",
-        manifest="results/data/{dataset}/{split}.manifest.json",
+        model=R("results/backbones/{backbone}"),
+        table=R("results/data/{dataset}/{split}.parquet"),
+        manifest=R("results/data/{dataset}/{split}.manifest.json"),
     output:
-        "results/analysis/saturation/{backbone}/{dataset}-{split}.json",
+        R("results/analysis/saturation/{backbone}/{dataset}-{split}.json"),
     log:
-        "results/logs/saturation/{backbone}/{dataset}-{split}.log",
+        R("results/logs/saturation/{backbone}/{dataset}-{split}.log"),
     benchmark:
-        "results/benchmarks/saturation/{backbone}/{dataset}-{split}.tsv"
+        R("results/benchmarks/saturation/{backbone}/{dataset}-{split}.tsv")
     conda:
         "../envs/torch.yaml"
     threads: 2
@@ -102,14 +103,14 @@ rule saturation:
 rule evaluate_flickr30k:
     input:
         model=get_model_dir,
-        table="results/data/flickr30k/test.parquet",
-        manifest="results/data/flickr30k/test.manifest.json",
+        table=R("results/data/flickr30k/test.parquet"),
+        manifest=R("results/data/flickr30k/test.manifest.json"),
     output:
-        "results/eval/{backbone}/{objective}/{trainset}/seed{seed}/flickr30k.json",
+        R("results/eval/{backbone}/{objective}/{trainset}/seed{seed}/flickr30k.json"),
     log:
-        "results/logs/evaluate_flickr30k/{backbone}/{objective}/{trainset}/seed{seed}.log",
+        R("results/logs/evaluate_flickr30k/{backbone}/{objective}/{trainset}/seed{seed}.log"),
     benchmark:
-        "results/benchmarks/evaluate_flickr30k/{backbone}/{objective}/{trainset}/seed{seed}.tsv"
+        R("results/benchmarks/evaluate_flickr30k/{backbone}/{objective}/{trainset}/seed{seed}.tsv")
     conda:
         "../envs/torch.yaml"
     threads: 2
@@ -135,11 +136,11 @@ rule evaluate_transfer:
         model=get_model_dir,
         files=get_transfer_inputs,
     output:
-        "results/eval/{backbone}/{objective}/{trainset}/seed{seed}/transfer.json",
+        R("results/eval/{backbone}/{objective}/{trainset}/seed{seed}/transfer.json"),
     log:
-        "results/logs/evaluate_transfer/{backbone}/{objective}/{trainset}/seed{seed}.log",
+        R("results/logs/evaluate_transfer/{backbone}/{objective}/{trainset}/seed{seed}.log"),
     benchmark:
-        "results/benchmarks/evaluate_transfer/{backbone}/{objective}/{trainset}/seed{seed}.tsv"
+        R("results/benchmarks/evaluate_transfer/{backbone}/{objective}/{trainset}/seed{seed}.tsv")
     conda:
         SUITE_ENV
     threads: 2
@@ -155,6 +156,7 @@ rule evaluate_transfer:
         mode=config["evaluation"]["transfer"]["mode"],
         pooling=get_eval_pooling,
         prompt=get_prompt,
+        eval_text=get_eval_text,  # a changed rewrite reruns the evaluation
         batch_size=config["evaluation"]["sts"]["batch_size"],
         max_length=config["evaluation"]["sts"]["max_length"],
         cell=lambda wildcards: dict(wildcards),
@@ -167,13 +169,15 @@ rule evaluate_transfer:
 rule evaluate_nli_probe:
     input:
         model=get_model_dir,
-        tables=[f"results/data/{t}.nli3.parquet" for t in probe_inputs(config["evaluation"]["nli_probe"]["protocol"])],
+        tables=[
+            R(f"results/data/{t}.nli3.parquet") for t in probe_inputs(config["evaluation"]["nli_probe"]["protocol"])
+        ],
     output:
-        "results/eval/{backbone}/{objective}/{trainset}/seed{seed}/nli_probe.json",
+        R("results/eval/{backbone}/{objective}/{trainset}/seed{seed}/nli_probe.json"),
     log:
-        "results/logs/evaluate_nli_probe/{backbone}/{objective}/{trainset}/seed{seed}.log",
+        R("results/logs/evaluate_nli_probe/{backbone}/{objective}/{trainset}/seed{seed}.log"),
     benchmark:
-        "results/benchmarks/evaluate_nli_probe/{backbone}/{objective}/{trainset}/seed{seed}.tsv"
+        R("results/benchmarks/evaluate_nli_probe/{backbone}/{objective}/{trainset}/seed{seed}.tsv")
     conda:
         "../envs/torch.yaml"
     threads: 2

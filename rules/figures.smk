@@ -37,16 +37,18 @@ rule figure_pairs:
         model=get_model_dir,
         # order only: the model's STS evaluation embeds the same text set first; this job reads it back
         sts=lambda wildcards: (
-            f"results/eval/{wildcards.backbone}/{wildcards.objective}/{wildcards.trainset}/seed{wildcards.seed}/sts.json"
+            R(
+                f"results/eval/{wildcards.backbone}/{wildcards.objective}/{wildcards.trainset}/seed{wildcards.seed}/sts.json"
+            )
             if _FIG_SHARES_EVAL
             else []
         ),
     output:
-        "results/analysis/figures/{backbone}/{objective}/{trainset}/seed{seed}/{dataset}-test.npz",
+        R("results/analysis/figures/{backbone}/{objective}/{trainset}/seed{seed}/{dataset}-test.npz"),
     log:
-        "results/logs/figures/pairs/{backbone}/{objective}/{trainset}/seed{seed}/{dataset}.log",
+        R("results/logs/figures/pairs/{backbone}/{objective}/{trainset}/seed{seed}/{dataset}.log"),
     benchmark:
-        "results/benchmarks/figures/pairs/{backbone}/{objective}/{trainset}/seed{seed}/{dataset}.tsv"
+        R("results/benchmarks/figures/pairs/{backbone}/{objective}/{trainset}/seed{seed}/{dataset}.tsv")
     conda:
         "../envs/torch.yaml"
     threads: 2
@@ -58,6 +60,7 @@ rule figure_pairs:
     params:
         pooling=get_eval_pooling,
         prompt=get_prompt,
+        eval_text=get_eval_text,  # a changed rewrite reruns the evaluation
         batch_size=config["evaluation"]["sts"]["batch_size"],
         max_length=config["evaluation"]["sts"]["max_length"],
         # the evaluated tasks decide the text set, hence the cache entry; [] = the dataset's own texts
@@ -72,13 +75,13 @@ rule figure_pairs:
 
 rule figure_tsne:
     input:
-        "results/analysis/figures/{backbone}/{objective}/{trainset}/seed{seed}/{dataset}-test.npz",
+        R("results/analysis/figures/{backbone}/{objective}/{trainset}/seed{seed}/{dataset}-test.npz"),
     output:
-        "results/analysis/figures/{backbone}/{objective}/{trainset}/seed{seed}/{dataset}-test.tsne-{zone}.npz",
+        R("results/analysis/figures/{backbone}/{objective}/{trainset}/seed{seed}/{dataset}-test.tsne-{zone}.npz"),
     log:
-        "results/logs/figures/tsne/{backbone}/{objective}/{trainset}/seed{seed}/{dataset}-{zone}.log",
+        R("results/logs/figures/tsne/{backbone}/{objective}/{trainset}/seed{seed}/{dataset}-{zone}.log"),
     benchmark:
-        "results/benchmarks/figures/tsne/{backbone}/{objective}/{trainset}/seed{seed}/{dataset}-{zone}.tsv"
+        R("results/benchmarks/figures/tsne/{backbone}/{objective}/{trainset}/seed{seed}/{dataset}-{zone}.tsv")
     wildcard_constraints:
         zone="saturation|all",
     conda:
@@ -99,13 +102,13 @@ rule fig3:
         code=library_code("figures/sts_geometry.py", "figures/style.py"),
     output:
         report(
-            multiext(f"results/figures/{FIGURES['fig3']}", ".pdf", ".png"),
+            multiext(R(f"results/figures/{FIGURES['fig3']}"), ".pdf", ".png"),
             caption="../report/fig3.rst",
             category="Figures",
         ),
-        json=f"results/figures/{FIGURES['fig3']}.json",
+        json=R(f"results/figures/{FIGURES['fig3']}.json"),
     log:
-        "results/logs/figures/fig3.log",
+        R("results/logs/figures/fig3.log"),
     conda:
         "../envs/report.yaml"
     params:
@@ -122,13 +125,13 @@ rule fig10:
         code=library_code("figures/sts_geometry.py", "figures/style.py"),
     output:
         report(
-            multiext(f"results/figures/{FIGURES['fig10']}", ".pdf", ".png"),
+            multiext(R(f"results/figures/{FIGURES['fig10']}"), ".pdf", ".png"),
             caption="../report/fig10.rst",
             category="Figures",
         ),
-        json=f"results/figures/{FIGURES['fig10']}.json",
+        json=R(f"results/figures/{FIGURES['fig10']}.json"),
     log:
-        "results/logs/figures/fig10.log",
+        R("results/logs/figures/fig10.log"),
     conda:
         "../envs/report.yaml"
     params:
@@ -145,13 +148,13 @@ rule fig4:
         code=library_code("figures/similarity.py", "figures/style.py"),
     output:
         report(
-            multiext(f"results/figures/{FIGURES['fig4']}", ".pdf", ".png"),
+            multiext(R(f"results/figures/{FIGURES['fig4']}"), ".pdf", ".png"),
             caption="../report/fig4.rst",
             category="Figures",
         ),
-        json=f"results/figures/{FIGURES['fig4']}.json",
+        json=R(f"results/figures/{FIGURES['fig4']}.json"),
     log:
-        "results/logs/figures/fig4.log",
+        R("results/logs/figures/fig4.log"),
     conda:
         "../envs/report.yaml"
     params:
@@ -168,12 +171,12 @@ rule fig5:
         code=library_code("figures/similarity.py", "figures/style.py"),
     output:
         report(
-            multiext(f"results/figures/{FIGURES['fig5']}", ".pdf", ".png"),
+            multiext(R(f"results/figures/{FIGURES['fig5']}"), ".pdf", ".png"),
             caption="../report/fig5.rst",
             category="Figures",
         ),
     log:
-        "results/logs/figures/fig5.log",
+        R("results/logs/figures/fig5.log"),
     conda:
         "../envs/report.yaml"
     params:
@@ -188,13 +191,13 @@ rule fig_gradients:
         code=library_code("figures/gradients.py", "figures/style.py"),
     output:
         report(
-            multiext(f"results/figures/{FIGURES['fig_gradients']}", ".pdf", ".png"),
+            multiext(R(f"results/figures/{FIGURES['fig_gradients']}"), ".pdf", ".png"),
             caption="../report/fig_gradients.rst",
             category="Figures",
         ),
-        json=f"results/figures/{FIGURES['fig_gradients']}.json",
+        json=R(f"results/figures/{FIGURES['fig_gradients']}.json"),
     log:
-        "results/logs/figures/fig_gradients.log",
+        R("results/logs/figures/fig_gradients.log"),
     conda:
         "../envs/report.yaml"
     params:

@@ -10,12 +10,12 @@ rule gis_collect:
     # Needs the internet and (for 5,000 requests/hour instead of 60) $GITHUB_TOKEN: a local rule.
     # The response cache (gis_collector.cache) survives a killed run, so rerunning resumes.
     output:
-        pairs="results/gis/collected/pairs.jsonl",
-        stats="results/gis/collected/stats.json",
+        pairs=R("results/gis/collected/pairs.jsonl"),
+        stats=R("results/gis/collected/stats.json"),
     log:
-        "results/logs/gis/collect.log",
+        R("results/logs/gis/collect.log"),
     benchmark:
-        "results/benchmarks/gis/collect.tsv"
+        R("results/benchmarks/gis/collect.tsv")
     conda:
         "../envs/data.yaml"
     params:
@@ -26,14 +26,14 @@ rule gis_collect:
 
 rule gis_stats:
     input:
-        tables=expand("results/data/gis/{split}.parquet", split=["train", "valid", "test"]),
-        backbone=f"results/backbones/{config['analysis']['gis']['tokenizer_backbone']}",
+        tables=expand(R("results/data/gis/{split}.parquet"), split=["train", "valid", "test"]),
+        backbone=R(f"results/backbones/{config['analysis']['gis']['tokenizer_backbone']}"),
     output:
-        "results/analysis/gis/stats.json",
+        R("results/analysis/gis/stats.json"),
     log:
-        "results/logs/gis/stats.log",
+        R("results/logs/gis/stats.log"),
     benchmark:
-        "results/benchmarks/gis/stats.tsv"
+        R("results/benchmarks/gis/stats.tsv")
     conda:
         "../envs/torch.yaml"
     script:
@@ -43,20 +43,20 @@ rule gis_stats:
 rule gis_figures:
     # Fig. 7 (pairs per repository) needs a repository per pair: only our collection has it.
     input:
-        "results/analysis/gis/stats.json",
+        R("results/analysis/gis/stats.json"),
     output:
         report(
-            multiext("results/figures/gis_fig8_ngram_overlap", ".pdf", ".png"),
+            multiext(R("results/figures/gis_fig8_ngram_overlap"), ".pdf", ".png"),
             caption="../report/gis_figures.rst",
             category="Figures",
         ),
         report(
-            multiext("results/figures/gis_fig9_token_lengths", ".pdf", ".png"),
+            multiext(R("results/figures/gis_fig9_token_lengths"), ".pdf", ".png"),
             caption="../report/gis_figures.rst",
             category="Figures",
         ),
     log:
-        "results/logs/gis/figures.log",
+        R("results/logs/gis/figures.log"),
     conda:
         "../envs/report.yaml"
     script:
@@ -65,13 +65,13 @@ rule gis_figures:
 
 rule gis_collected_figures:
     input:
-        "results/gis/collected/stats.json",
+        R("results/gis/collected/stats.json"),
     output:
-        multiext("results/figures/gis_collected_fig7_pairs_per_repo", ".pdf", ".png"),
-        multiext("results/figures/gis_collected_fig8_ngram_overlap", ".pdf", ".png"),
-        multiext("results/figures/gis_collected_fig9_token_lengths", ".pdf", ".png"),
+        multiext(R("results/figures/gis_collected_fig7_pairs_per_repo"), ".pdf", ".png"),
+        multiext(R("results/figures/gis_collected_fig8_ngram_overlap"), ".pdf", ".png"),
+        multiext(R("results/figures/gis_collected_fig9_token_lengths"), ".pdf", ".png"),
     log:
-        "results/logs/gis/collected_figures.log",
+        R("results/logs/gis/collected_figures.log"),
     conda:
         "../envs/report.yaml"
     script:
@@ -82,14 +82,14 @@ rule gis_collected_figures:
 # our own collection (needs the GitHub API); Fig. 8 and 9 come from the published dataset.
 rule gis_fig7:
     input:
-        multiext("results/figures/gis_collected_fig7_pairs_per_repo", ".pdf", ".png"),
+        multiext(R("results/figures/gis_collected_fig7_pairs_per_repo"), ".pdf", ".png"),
 
 
 rule gis_fig8:
     input:
-        multiext("results/figures/gis_fig8_ngram_overlap", ".pdf", ".png"),
+        multiext(R("results/figures/gis_fig8_ngram_overlap"), ".pdf", ".png"),
 
 
 rule gis_fig9:
     input:
-        multiext("results/figures/gis_fig9_token_lengths", ".pdf", ".png"),
+        multiext(R("results/figures/gis_fig9_token_lengths"), ".pdf", ".png"),

@@ -16,7 +16,7 @@
 from aoe.llm_supervised import SELF_DATASET, SPLIT
 
 _LLM = config["llm_supervised"]
-_LLM_SOURCE = f"results/data/{_LLM['source']['dataset']}/{_LLM['source']['split']}"
+_LLM_SOURCE = R(f"results/data/{_LLM['source']['dataset']}/{_LLM['source']['split']}")
 
 
 localrules:
@@ -34,10 +34,10 @@ rule llm_sample_texts:
         table=f"{_LLM_SOURCE}.parquet",
         manifest=f"{_LLM_SOURCE}.manifest.json",
     output:
-        texts="results/llm_supervised/texts.parquet",
-        manifest="results/llm_supervised/texts.manifest.json",
+        texts=R("results/llm_supervised/texts.parquet"),
+        manifest=R("results/llm_supervised/texts.manifest.json"),
     log:
-        "results/logs/llm_supervised/sample_texts.log",
+        R("results/logs/llm_supervised/sample_texts.log"),
     conda:
         "../envs/data.yaml"
     params:
@@ -50,20 +50,21 @@ rule llm_sample_texts:
 
 rule llm_generate:
     input:
-        texts="results/llm_supervised/texts.parquet",
-        backbone=lambda wildcards: f"results/backbones/{get_llm_generator(wildcards)['backbone']}",
+        texts=R("results/llm_supervised/texts.parquet"),
+        backbone=lambda wildcards: R(f"results/backbones/{get_llm_generator(wildcards)['backbone']}"),
         code=library_code("llm_supervised/generate.py", "llm_supervised/prompts.py"),
     output:
-        generations="results/llm_supervised/{llmset}/generations.jsonl",
-        summary="results/llm_supervised/{llmset}/generations.json",
+        generations=R("results/llm_supervised/{llmset}/generations.jsonl"),
+        summary=R("results/llm_supervised/{llmset}/generations.json"),
     log:
-        "results/logs/llm_supervised/{llmset}/generate.log",
+        R("results/logs/llm_supervised/{llmset}/generate.log"),
     benchmark:
-        "results/benchmarks/llm_supervised/{llmset}/generate.tsv"
+        R("results/benchmarks/llm_supervised/{llmset}/generate.tsv")
     conda:
         lambda wildcards: f"../envs/{get_llm_generator(wildcards)['env']}.yaml"
     threads: 2
     resources:
+        **gpu_placement(llm_generator_resources),  # one node, the generator's partition and constraint
         gpu=1,  # snakemake-executor-plugin-slurm: sbatch --gpus=1
         cpus_per_gpu=2,  # = threads
         mem_mb=lambda wildcards: llm_generator_resources(wildcards)["eval_mem_mb"],
@@ -81,16 +82,16 @@ rule llm_generate:
 
 rule llm_pairs:
     input:
-        generations="results/llm_supervised/{llmset}/generations.jsonl",
-        summary="results/llm_supervised/{llmset}/generations.json",
-        texts_manifest="results/llm_supervised/texts.manifest.json",
+        generations=R("results/llm_supervised/{llmset}/generations.jsonl"),
+        summary=R("results/llm_supervised/{llmset}/generations.json"),
+        texts_manifest=R("results/llm_supervised/texts.manifest.json"),
         code=library_code("llm_supervised/pairs.py", "llm_supervised/prompts.py"),
     output:
-        table=f"results/data/{{llmset}}/{SPLIT}.parquet",
-        manifest=f"results/data/{{llmset}}/{SPLIT}.manifest.json",
-        generations=f"results/data/{{llmset}}/{SPLIT}.generations.jsonl",
+        table=R(f"results/data/{{llmset}}/{SPLIT}.parquet"),
+        manifest=R(f"results/data/{{llmset}}/{SPLIT}.manifest.json"),
+        generations=R(f"results/data/{{llmset}}/{SPLIT}.generations.jsonl"),
     log:
-        "results/logs/llm_supervised/{llmset}/pairs.log",
+        R("results/logs/llm_supervised/{llmset}/pairs.log"),
     conda:
         "../envs/data.yaml"
     script:
@@ -99,14 +100,14 @@ rule llm_pairs:
 
 rule llm_self_pairs:
     input:
-        texts="results/llm_supervised/texts.parquet",
-        texts_manifest="results/llm_supervised/texts.manifest.json",
+        texts=R("results/llm_supervised/texts.parquet"),
+        texts_manifest=R("results/llm_supervised/texts.manifest.json"),
         code=library_code("llm_supervised/pairs.py"),
     output:
-        table=f"results/data/{SELF_DATASET}/{SPLIT}.parquet",
-        manifest=f"results/data/{SELF_DATASET}/{SPLIT}.manifest.json",
+        table=R(f"results/data/{SELF_DATASET}/{SPLIT}.parquet"),
+        manifest=R(f"results/data/{SELF_DATASET}/{SPLIT}.manifest.json"),
     log:
-        "results/logs/llm_supervised/self_pairs.log",
+        R("results/logs/llm_supervised/self_pairs.log"),
     conda:
         "../envs/data.yaml"
     script:

@@ -17,15 +17,15 @@ MTEB_LOCAL = local_task_inputs(MTEB["local_tasks"])
 rule evaluate_mteb:
     input:
         model=get_model_dir,
-        tables=expand("results/data/{dataset}/test.parquet", dataset=MTEB_LOCAL["sts"]),
-        manifests=expand("results/data/{dataset}/test.manifest.json", dataset=MTEB_LOCAL["sts"]),
+        tables=expand(R("results/data/{dataset}/test.parquet"), dataset=MTEB_LOCAL["sts"]),
+        manifests=expand(R("results/data/{dataset}/test.manifest.json"), dataset=MTEB_LOCAL["sts"]),
         files=[str(DOWNSTREAM / f) for t in MTEB_LOCAL["transfer"] for f in transfer_files(t)],
     output:
-        "results/eval/{backbone}/{objective}/{trainset}/seed{seed}/mteb.json",
+        R("results/eval/{backbone}/{objective}/{trainset}/seed{seed}/mteb.json"),
     log:
-        "results/logs/evaluate_mteb/{backbone}/{objective}/{trainset}/seed{seed}.log",
+        R("results/logs/evaluate_mteb/{backbone}/{objective}/{trainset}/seed{seed}.log"),
     benchmark:
-        "results/benchmarks/evaluate_mteb/{backbone}/{objective}/{trainset}/seed{seed}.tsv"
+        R("results/benchmarks/evaluate_mteb/{backbone}/{objective}/{trainset}/seed{seed}.tsv")
     conda:
         "../envs/mteb.yaml"
     threads: 2

@@ -2,16 +2,16 @@
 # JSON twins and the figures' numbers.
 rule report_md:
     input:
-        tables=expand("results/tables/{table}.json", table=enabled_tables(config)),
+        tables=expand(R("results/tables/{table}.json"), table=enabled_tables(config)),
         # the numbers behind the figures (Fig. 3/4/10, gradients), so the summary waits for them
         figures=[f for f in FIGURE_RESULTS if f.endswith(".json")],
         # the analyses behind numbers the paper quotes in its prose (aoe.report.QUOTED)
         analysis=SATURATION_RESULTS + [f for f in GIS_RESULTS if f.endswith(".json")],
         code=library_code("report.py", "tables.py", "table_kinds.py"),
     output:
-        report("results/REPORT.md", caption="../report/report_md.rst", category="Summary"),
+        report(R("results/REPORT.md"), caption="../report/report_md.rst", category="Summary"),
     log:
-        "results/logs/report_md.log",
+        R("results/logs/report_md.log"),
     conda:
         "../envs/report.yaml"
     params:
@@ -28,10 +28,10 @@ rule recipe:
         official="aoe/resources/official_recipes.yaml",
         code=library_code("hparams.py", "ledger.py", "recipes.py"),
     output:
-        md="results/RECIPE.md",
-        json="results/recipe.json",
+        md=R("results/RECIPE.md"),
+        json=R("results/recipe.json"),
     log:
-        "results/logs/recipe.log",
+        R("results/logs/recipe.log"),
     conda:
         "../envs/report.yaml"
     params:

@@ -3,12 +3,12 @@ rule table:
         results=get_table_inputs,
         code=library_code("tables.py", "table_kinds.py"),
     output:
-        tex=report("results/tables/{table}.tex", caption="../report/table.rst", category="Tables"),
-        csv="results/tables/{table}.csv",
-        md=report("results/tables/{table}.md", caption="../report/table_md.rst", category="Tables"),
-        json="results/tables/{table}.json",
+        tex=report(R("results/tables/{table}.tex"), caption="../report/table.rst", category="Tables"),
+        csv=R("results/tables/{table}.csv"),
+        md=report(R("results/tables/{table}.md"), caption="../report/table_md.rst", category="Tables"),
+        json=R("results/tables/{table}.json"),
     log:
-        "results/logs/tables/{table}.log",
+        R("results/logs/tables/{table}.log"),
     conda:
         "../envs/report.yaml"
     params:

@@ -2,14 +2,14 @@ rule train_model:
     input:
         tokens=get_trainset_tokens,
         table=get_trainset_table,
-        backbone="results/backbones/{backbone}",
+        backbone=R("results/backbones/{backbone}"),
         init=get_init_model,
     output:
-        directory("results/models/{backbone}/{objective}/{trainset}/seed{seed}"),
+        directory(R("results/models/{backbone}/{objective}/{trainset}/seed{seed}")),
     log:
-        "results/logs/train/{backbone}/{objective}/{trainset}/seed{seed}.log",
+        R("results/logs/train/{backbone}/{objective}/{trainset}/seed{seed}.log"),
     benchmark:
-        "results/benchmarks/train/{backbone}/{objective}/{trainset}/seed{seed}.tsv"
+        R("results/benchmarks/train/{backbone}/{objective}/{trainset}/seed{seed}.tsv")
     conda:
         "../envs/torch.yaml"
     threads: 2  # data loading stays in the main process; the rest feeds torch's intra-op pool

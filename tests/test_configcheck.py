@@ -173,6 +173,14 @@ def test_a_trained_start_is_checked_at_planning_time(tmp_path, override, start):
     assert str(err.value).startswith(start), str(err.value)
 
 
+def test_an_eval_text_rewrite_needs_a_prompt(tmp_path):
+    # the official eval.py rewrites prompted texts only: on a BERT backbone the setting would do nothing
+    (tmp_path / "override.yaml").write_text(yaml.safe_dump({"backbones": {"minilm-l6": {"eval_text": "official_eval_py"}}}))
+    with pytest.raises(ConfigError) as err:
+        load_config(REPO, [tmp_path / "override.yaml"])
+    assert str(err.value).startswith("backbones.minilm-l6.eval_text: official_eval_py rewrites the text a prompt wraps"), str(err.value)
+
+
 def test_load_config_passes_the_shipped_configs():
     for preset in [None, *sorted((REPO / "presets").glob("*.yaml"))]:
         config = load_config(REPO, [preset] if preset else [])

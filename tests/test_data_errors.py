@@ -130,13 +130,13 @@ def test_edited_gold_score_fails_the_pipeline_job(tmp_path):
     downstream = _downstream_copy(tmp_path, STSB_TEST)
     _edit_gold_score(downstream / STSB_TEST)
     work = copy_workflow(tmp_path / "wf")
-    out = snakemake(work, "--cores", "1", "results/data/stsb/test.parquet", "--configfile", "presets/ci.yaml",
+    out = snakemake(work, "--cores", "1", "results/ci/data/stsb/test.parquet", "--configfile", "presets/ci.yaml",
                     env={"AOE_DATA_MIRROR": str(downstream), **ONLINE})
     assert out.returncode == 1, out.stdout[-3000:]
     assert "Error in rule download_file" in out.stdout
     rel = f"{DOWNSTREAM_SUBDIR}/{STSB_TEST}"
-    assert not (work / "results/data/stsb/test.parquet").exists() and not (work / "results/downloads/files" / rel).exists()
-    log = (work / f"results/logs/download_file/{rel}.log").read_text().splitlines()
+    assert not (work / "results/ci/data/stsb/test.parquet").exists() and not (work / "results/ci/downloads/files" / rel).exists()
+    log = (work / f"results/ci/logs/download_file/{rel}.log").read_text().splitlines()
     assert log[-1] == f"aoe.data.io.DataError: {_mismatch(downstream / STSB_TEST, rel, STSB_TEST_SOURCE)}"
 
 
@@ -205,11 +205,11 @@ def test_a_bad_mirror_variable_fails_planning(workflow, tmp_path):
 def test_a_missing_sts_file_is_fetched_from_its_source(workflow, tmp_path):
     """Issue 23 item 10b: it was a MissingInputException, though README says such files are fetched."""
     downstream = _downstream_copy(tmp_path, "STS/STSBenchmark/sts-dev.csv")
-    out = _dry_run(workflow, downstream, "results/data/stsb/test.parquet", "results/data/stsb/dev.parquet")
+    out = _dry_run(workflow, downstream, "results/ci/data/stsb/test.parquet", "results/ci/data/stsb/dev.parquet")
     assert out.returncode == 0, out.stdout[-3000:]
     # the file the mirror has and the one it lacks: the same job, into the same folder
     for rel in (STSB_TEST, "STS/STSBenchmark/sts-dev.csv"):
-        fetched = f"results/downloads/files/{DOWNSTREAM_SUBDIR}/{rel}"
+        fetched = f"results/ci/downloads/files/{DOWNSTREAM_SUBDIR}/{rel}"
         assert f"output: {fetched}" in out.stdout and f"input: {fetched}" in out.stdout
     assert str(downstream) not in out.stdout
     assert upstream_url(f"{DOWNSTREAM_SUBDIR}/{STSB_TEST}") == (
@@ -235,7 +235,7 @@ def test_the_plan_does_not_depend_on_the_mirror(tmp_path):
     """Issue 38 item 1: after a run with the mirror, planning without it planned download, prepare,
     tokenize and training again ("set of input files has changed")."""
     work = copy_workflow(tmp_path / "wf")
-    target = ("results/data/stsb/test.parquet", "results/data/sts12/test.parquet")
+    target = ("results/ci/data/stsb/test.parquet", "results/ci/data/sts12/test.parquet")
     plans = {name: _planned_jobs(_dry_run(work, mirror, *target).stdout)
              for name, mirror in (("full mirror", MIRROR), ("SentEval folder", MIRROR / DOWNSTREAM_SUBDIR), ("none", ""))}
     assert len(plans["none"]) == 2 + 1 + 10  # two prepare_sts, STS-B's file and STS12's ten
@@ -243,7 +243,7 @@ def test_the_plan_does_not_depend_on_the_mirror(tmp_path):
 
     out = snakemake(work, "--cores", "1", *target, "--configfile", "presets/ci.yaml", env={"AOE_DATA_MIRROR": str(MIRROR), **ONLINE})
     assert out.returncode == 0, out.stdout[-3000:]
-    log = (work / f"results/logs/download_file/{DOWNSTREAM_SUBDIR}/{STSB_TEST}.log").read_text()
+    log = (work / f"results/ci/logs/download_file/{DOWNSTREAM_SUBDIR}/{STSB_TEST}.log").read_text()
     assert f"copied from the data mirror: {MIRROR / DOWNSTREAM_SUBDIR / STSB_TEST}" in log
     for mirror in ("", MIRROR / DOWNSTREAM_SUBDIR):
         out = _dry_run(work, mirror, *target)
@@ -275,17 +275,17 @@ def test_a_missing_sts_file_is_downloaded_and_checked(tmp_path, file_server, tam
     work = copy_workflow(tmp_path / "wf")
     (work / "urls.yaml").write_text(f"data:\n  urls:\n    {rel}: {url}/sts-test.csv\n")
     downstream = _downstream_copy(tmp_path, "STS/STSBenchmark/sts-dev.csv")
-    out = snakemake(work, "--cores", "1", "results/data/stsb/test.parquet", "--configfile", "presets/ci.yaml", "urls.yaml",
+    out = snakemake(work, "--cores", "1", "results/ci/data/stsb/test.parquet", "--configfile", "presets/ci.yaml", "urls.yaml",
                     env={"AOE_DATA_MIRROR": str(downstream), **ONLINE})
-    fetched = work / "results/downloads/files" / rel
+    fetched = work / "results/ci/downloads/files" / rel
     if not tampered:
         assert out.returncode == 0, out.stdout[-3000:]
-        manifest = (work / "results/data/stsb/test.manifest.json").read_text()
-        assert f'"path": "results/downloads/files/{rel}"' in manifest and STSB_TEST_SOURCE in manifest
+        manifest = (work / "results/ci/data/stsb/test.manifest.json").read_text()
+        assert f'"path": "results/ci/downloads/files/{rel}"' in manifest and STSB_TEST_SOURCE in manifest
         return
     assert out.returncode == 1, out.stdout[-3000:]
     assert not fetched.exists()
-    log = (work / f"results/logs/download_file/{rel}.log").read_text().splitlines()
+    log = (work / f"results/ci/logs/download_file/{rel}.log").read_text().splitlines()
     found = sha256_file(served / "sts-test.csv")
     assert log[-1] == (
         f"aoe.data.io.DataError: {fetched.relative_to(work)}: sha256 mismatch for {url}/sts-test.csv: "
@@ -301,7 +301,7 @@ def test_a_missing_transfer_file_is_fetched_into_sentevals_folder(workflow, tmp_
     downstream = _downstream_copy(tmp_path, STSB_TEST, *trec)
     out = _dry_run(workflow, downstream)
     assert out.returncode == 0, out.stdout[-3000:]
-    folder = f"results/downloads/files/{DOWNSTREAM_SUBDIR}"
+    folder = f"results/ci/downloads/files/{DOWNSTREAM_SUBDIR}"
     for rel in ("TREC/TREC_10.label", "TREC/train_5500.label"):
         assert f"output: {folder}/{rel}" in out.stdout
     assert f"downstream: {folder}" in out.stdout or folder in out.stdout

@@ -287,7 +287,7 @@ def test_figure_cells_and_availability():
 def test_figure_rules_end_to_end(ci_run):
     """Every figure of the CI preset's shared run: the trained MiniLM-L6 and MiniLM-L6 as downloaded, STS-B test."""
     work, env = ci_run
-    figs = work / "results" / "figures"
+    figs = work / "results/ci" / "figures"
     for stem in ("fig3_saturation_geometry", "fig10_all_pairs_geometry", "fig4_similarity_density", "fig5_gold_density", "fig_gradient_magnitude"):
         for ext in ("pdf", "png"):
             assert (figs / f"{stem}.{ext}").stat().st_size > 1000, stem
@@ -303,13 +303,13 @@ def test_figure_rules_end_to_end(ci_run):
     ukraine = fig3["highlighted_pairs"]["ukraine"]
     assert ukraine["sentence1"].lower() == "ukraine to implement unilateral ceasefire" and ukraine["gold"] == 4.8
     assert fig3["sample_pairs"][0]["sentence2"] == ukraine["sentence2"] and ukraine["tsne_re"] > 0 and ukraine["euclidean_im"] > 0
-    assert "Fig. 3 Ukraine pair: imaginary ÷ real distance, length of the pair's line in the t-SNE plots" in (work / "results" / "REPORT.md").read_text()
+    assert "Fig. 3 Ukraine pair: imaginary ÷ real distance, length of the pair's line in the t-SNE plots" in (work / "results/ci" / "REPORT.md").read_text()
     fig4 = json.loads((figs / "fig4_similarity_density.json").read_text())
     assert len(fig4["models"]) == 2 and all(m["distance_to_gold"] > 0 for m in fig4["models"].values())
     grads = json.loads((figs / "fig_gradient_magnitude.json").read_text())
     assert grads["pairs"] == 1379 and len(grads["objectives"]["angle"]["bins"]) == 20
     # the figure job read the embeddings an evaluation of the same model had cached
-    log = (work / "results/logs/figures/pairs/minilm-l6/aoe/stsb/seed1/stsb.log").read_text()
+    log = (work / "results/ci/logs/figures/pairs/minilm-l6/aoe/stsb/seed1/stsb.log").read_text()
     assert "'hit': True" in log
     # a plotting change reruns only that figure
     with edited(work / "workflow_scripts" / "figure_gradients.py", "\n# a plotting change\n"):

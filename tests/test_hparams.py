@@ -129,10 +129,15 @@ def test_the_ledger_flags_departures_from_the_official_code(grid):
     assert nli["identical_texts"]["value"] == "filter"  # the 2024 code's collator
     llama = cells["llama-2-7b/aoe/nli/seed42"]
     # the official LLaMA command's loss (cosine 1, ibn 35, angle 1 at tau 1.0) and pool (160 per GPU);
-    # only the learning rate departs, because ACL §4.1 states 1e-4
+    # only the learning rate departs, because ACL §4 "Implementation Details" states 1e-4
     for key in ("weights.cosine", "weights.contrastive", "weights.angle", "angle_tau", "identical_texts", "in_batch_pool",
-                "max_length", "warmup_steps", "mixed_precision", "lora.target_modules", "batch_size"):
+                "max_length", "warmup_steps", "mixed_precision", "lora.target_modules", "batch_size",
+                "qlora_compute_dtype", "gradient_checkpointing"):
         assert llama[key]["deviates"] == "", (key, llama[key])
+    assert (llama["qlora_compute_dtype"]["value"], llama["qlora_compute_dtype"]["official"]) == ("fp32", "fp32")
+    # no 4-bit layers in a full fine-tuning: not a setting of its cell, so a change reruns none of its jobs
+    assert "qlora_compute_dtype" not in nli
+    assert "qlora_compute_dtype" not in resolve_cell(grid, "bert-base-uncased", "aoe", "nli", 42).params
     assert llama["in_batch_pool"]["value"] == 160 and "4 GPU(s)" in llama["in_batch_pool"]["source"]
     assert llama["learning_rate"]["value"] == pytest.approx(1e-4) and llama["learning_rate"]["deviates"] == DEVIATES
     # the official STS-B example's recipe, its start included: the grid's own NLI AnglE model of the

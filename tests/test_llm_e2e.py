@@ -73,7 +73,7 @@ def llm_run(tmp_path_factory, minilm_dir):
 
 
 def test_qlora_cell_reaches_its_sts_result(llm_run):
-    res = llm_run / "results"
+    res = llm_run / "results/llm-cpu"
     model = res / "models" / "tiny-llm" / "aoe" / "stsb" / "seed1"
     assert (model / "adapter_model.safetensors").is_file() and not (model / "model.safetensors").exists()
     record = json.loads((model / "aoe_config.json").read_text())

@@ -374,6 +374,7 @@ def test_cpu_preset_plans_the_chain(tmp_path):
     assert out.returncode == 0, out.stdout[-3000:]
     counts = job_counts(out.stdout)
     assert counts == {
+        "download_file": 2,  # STS-B train and test, from the mirror
         "fetch_backbone": 2,  # the generator and the trained encoder
         "prepare_sts": 2,  # STS-B train (the texts) and test (the evaluation)
         "llm_sample_texts": 1,
@@ -388,7 +389,10 @@ def test_cpu_preset_plans_the_chain(tmp_path):
         "recipe": 1,
         "all": 1,
     }, out.stdout[-3000:]
-    for path in ("results/data/stsb_llm/train.parquet", "results/data/stsb_self/train.parquet", "results/backbones/gemma3-270m"):
+    # the generation is a GPU job on one node, like every other (rules/common.smk gpu_placement)
+    generate = out.stdout[out.stdout.index("rule llm_generate:"):]
+    assert "nodes=1" in generate[:generate.index("\n\n")] and "gpu=1" in generate[:generate.index("\n\n")], generate[:2000]
+    for path in ("results/llm-supervised-cpu/data/stsb_llm/train.parquet", "results/llm-supervised-cpu/data/stsb_self/train.parquet", "results/llm-supervised-cpu/backbones/gemma3-270m"):
         assert path in out.stdout
 
 

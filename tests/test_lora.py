@@ -247,3 +247,86 @@ def test_a_qlora_adapter_evaluates_on_the_unquantized_base_when_its_record_says_
     texts = ["apple river", "a bright green stone"]
     a, b = quantized.encode(texts, max_length=MAX_LENGTH), full.encode(texts, max_length=MAX_LENGTH)
     assert a.shape == b.shape and not np.allclose(a, b, atol=1e-6)  # NF4 rounding is gone
+
+
+def test_a_qlora_run_computes_in_float32_as_the_official_load_kbit_4_unless_configured(llm, trained):
+    from aoe.lora import build_lora_model, quantization_settings
+    from aoe.models import bnb_config
+
+    # the official --load_kbit 4 (fcb6223:angle_emb/angle.py:506): float32 whatever the run's mixed precision
+    assert quantization_settings("qlora", "fp16")["bnb_4bit_compute_dtype"] == "float32"
+    assert _cfg("qlora").qlora_compute_dtype == "fp32"
+    assert json.loads((trained["qlora"] / "aoe_config.json").read_text())["quantization"]["bnb_4bit_compute_dtype"] == "float32"
+    # the alternatives: a fixed dtype, or the run's autocast dtype (float32 under "no")
+    for compute, mixed, torch_dtype in [("bf16", "no", torch.bfloat16), ("fp16", "bf16", torch.float16),
+                                        ("mixed_precision", "fp16", torch.float16), ("mixed_precision", "no", torch.float32)]:
+        assert bnb_config(quantization_settings("qlora", mixed, compute)).bnb_4bit_compute_dtype == torch_dtype
+    assert quantization_settings("lora", "fp16", "bf16") is None
+    with pytest.raises(ValueError, match="qlora_compute_dtype"):
+        quantization_settings("qlora", "no", "float32")
+    with pytest.raises(ValueError, match="qlora_compute_dtype"):
+        _cfg("qlora", qlora_compute_dtype="half")
+    # the BitsAndBytesConfig built reaches every 4-bit layer
+    for compute, torch_dtype in [("fp32", torch.float32), ("bf16", torch.bfloat16)]:
+        model = build_lora_model(llm, "qlora", {"r": 4, "alpha": 8}, "no", False, "cpu", compute)
+        layers = [m for m in model.modules() if isinstance(m, bnb.nn.Linear4bit)]
+        assert layers and {m.compute_dtype for m in layers} == {torch_dtype}
+
+
+# ---------------------------------------------------------------------------
+# the official evaluation's rewrite of each text (fcb6223:eval.py:134-139)
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("A man plays a guitar", "A man plays a guitar."),  # a final '.' where none of .?"' ends it
+        ("A man plays a guitar.", "A man plays a guitar."),
+        ('He said "stop"', "He said 'stop'"),  # ends in '"': no '.', then '"' -> "'"
+        ('a "quoted" word here', "a 'quoted' word here."),
+        ("Is it raining?", "Is it raining."),  # a final '?' becomes '.'
+        ('Did he say "why?"', "Did he say 'why?'"),  # the '?' is not last once the quote is
+        ("it's the dog'", "it's the dog'"),
+        ("", ""),
+        ("wait!", "wait!."),  # '!' is not among .?"'
+    ],
+)
+def test_official_eval_text_rewrites_as_the_official_eval_py(text, expected):
+    from aoe.prompts import eval_text, official_eval_text
+
+    assert official_eval_text(text) == expected
+    assert eval_text(text, "official_eval_py") == expected and eval_text(text, "raw") == text
+
+
+def test_eval_text_rewrites_prompted_texts_only_and_keys_the_embedding_cache(llm, trained, tmp_path):
+    from aoe.evaluate.run import cached_encoder
+
+    texts = ['a "bright" stone', "is the river green?", "apple."]
+    rewritten = ["a 'bright' stone.", "is the river green.", "apple."]
+    raw = Encoder(llm, pooling="last", device="cpu", prompt=PROMPT)
+    official = Encoder(llm, pooling="last", device="cpu", prompt=PROMPT, eval_text="official_eval_py")
+    assert official.eval_text == "official_eval_py"
+    np.testing.assert_array_equal(official.encode(texts, max_length=MAX_LENGTH), raw.encode(rewritten, max_length=MAX_LENGTH))
+    assert not np.allclose(official.encode(texts[:1], max_length=MAX_LENGTH), raw.encode(texts[:1], max_length=MAX_LENGTH), atol=1e-4)
+    # a trained model reads its prompt from its record, and gets the rewrite too
+    tuned = Encoder(trained["lora"], device="cpu", eval_text="official_eval_py")
+    np.testing.assert_array_equal(
+        tuned.encode(texts, max_length=MAX_LENGTH), Encoder(trained["lora"], device="cpu").encode(rewritten, max_length=MAX_LENGTH)
+    )
+    # no prompt, no rewrite: the official eval.py rewrites only for a prompted LLM (BERT stays as it is)
+    bare = Encoder(llm, pooling="last", device="cpu", eval_text="official_eval_py")
+    assert bare.eval_text == "raw"
+    unprompted = Encoder(llm, pooling="last", device="cpu")
+    np.testing.assert_array_equal(bare.encode(texts, max_length=MAX_LENGTH), unprompted.encode(texts, max_length=MAX_LENGTH))
+    with pytest.raises(ValueError, match="eval_text"):
+        Encoder(llm, pooling="last", device="cpu", prompt=PROMPT, eval_text="rewritten")
+
+    # the cache is keyed on the table's texts: what the model read must be in the model key
+    def cache_dir(**kw):
+        return cached_encoder(llm, "last", 8, MAX_LENGTH, tmp_path, "cpu", **kw)[2].dir
+
+    assert cache_dir(prompt=PROMPT, eval_text="official_eval_py") != cache_dir(prompt=PROMPT)
+    assert cache_dir(prompt=PROMPT, eval_text="raw") == cache_dir(prompt=PROMPT)  # earlier caches keep their keys
+    assert cache_dir(eval_text="official_eval_py") == cache_dir()  # nothing rewritten
+    _, encode, _ = cached_encoder(llm, "last", 8, MAX_LENGTH, tmp_path, "cpu", prompt=PROMPT, eval_text="official_eval_py")
+    np.testing.assert_array_equal(encode(texts), official.encode(texts, batch_size=8, max_length=MAX_LENGTH))

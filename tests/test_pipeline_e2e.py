@@ -24,7 +24,7 @@ pytestmark = [
 
 def test_results_tree(ci_run):
     work, _ = ci_run
-    res = work / "results"
+    res = work / "results/ci"
     for dataset, rows in {"sts12": 3108, "sts13": 1500, "sts14": 3750, "sts15": 3000, "sts16": 1186, "stsb": 1379, "sickr": 4927}.items():
         manifest = json.loads((res / "data" / dataset / "test.manifest.json").read_text())
         assert manifest["rows"] == rows == len(pd.read_parquet(res / "data" / dataset / "test.parquet"))
@@ -40,9 +40,9 @@ def test_results_tree(ci_run):
 
 
 def test_recipe_ledger_and_report_links(ci_run):
-    """results/RECIPE.md lists the trained cell's values with their files; REPORT.md's row links land on it."""
+    """results/ci/RECIPE.md lists the trained cell's values with their files; REPORT.md's row links land on it."""
     work, _ = ci_run
-    res = work / "results"
+    res = work / "results/ci"
     recipe = json.loads((res / "recipe.json").read_text())
     assert [c["cell"] for c in recipe["cells"]] == ["minilm-l6/aoe/stsb/seed1"]
     rows = {r["key"]: r for r in recipe["cells"][0]["rows"]}
@@ -63,7 +63,7 @@ def test_recipe_ledger_and_report_links(ci_run):
 
 def test_trained_model_beats_pretrained_backbone(ci_run):
     work, _ = ci_run
-    ev = work / "results" / "eval" / "minilm-l6"
+    ev = work / "results/ci" / "eval" / "minilm-l6"
     trained = json.loads((ev / "aoe" / "stsb" / "seed1" / "sts.json").read_text())
     pretrained = json.loads((ev / "pretrained" / "none" / "seed0" / "sts.json").read_text())
     for result in (trained, pretrained):
@@ -82,22 +82,22 @@ def test_pretrained_variant_embeds_the_backbone_another_way(ci_run):
     # pooling scores well above its CLS token on average (79.54 vs 75.85 at f2df7aa; STS-B 82.03 vs 73.50),
     # though not on every task (STS12: 71.03 vs 77.66).
     work, _ = ci_run
-    ev = work / "results" / "eval" / "minilm-l6" / "pretrained"
+    ev = work / "results/ci" / "eval" / "minilm-l6" / "pretrained"
     cls = json.loads((ev / "none" / "seed0" / "sts.json").read_text())
     avg = json.loads((ev / "no_prompt_avg" / "seed0" / "sts.json").read_text())
     assert (cls["protocol"]["pooling"], avg["protocol"]["pooling"]) == ("cls", "avg")
     assert avg["protocol"]["prompt"] is None and avg["model"]["cell"]["trainset"] == "no_prompt_avg"
     assert avg["protocol"]["subsample"]["pairs"] == cls["protocol"]["subsample"]["pairs"]
     assert avg["avg"] > cls["avg"] + 2 and avg["tasks"]["STSB"]["spearman"] > cls["tasks"]["STSB"]["spearman"] + 5
-    table = (work / "results" / "tables" / "angle_transfer_sts.md").read_text()
+    table = (work / "results/ci" / "tables" / "angle_transfer_sts.md").read_text()
     assert f"{avg['avg']:.2f}" in table and "as downloaded, average pooling" in table
 
 
 def test_tables_written_with_measured_numbers(ci_run):
     work, _ = ci_run
-    tables = work / "results" / "tables"
-    trained = json.loads((work / "results/eval/minilm-l6/aoe/stsb/seed1/sts.json").read_text())
-    indomain = json.loads((work / "results/eval/minilm-l6/aoe/stsb/seed1/indomain_stsb.json").read_text())
+    tables = work / "results/ci" / "tables"
+    trained = json.loads((work / "results/ci/eval/minilm-l6/aoe/stsb/seed1/sts.json").read_text())
+    indomain = json.loads((work / "results/ci/eval/minilm-l6/aoe/stsb/seed1/indomain_stsb.json").read_text())
     # the in-domain rule scores STS-B test as the SentEval protocol does; it embeds STS-B's texts
     # in other batches than the 7-task set, so only the last float bits may differ
     assert indomain["spearman"] == pytest.approx(trained["tasks"]["STSB"]["spearman"], abs=0.02)
@@ -111,7 +111,7 @@ def test_tables_written_with_measured_numbers(ci_run):
 
 def test_saturation_statistics(ci_run):
     work, _ = ci_run
-    result = json.loads((work / "results/analysis/saturation/minilm-l6/snli-dev.json").read_text())
+    result = json.loads((work / "results/ci/analysis/saturation/minilm-l6/snli-dev.json").read_text())
     assert result["all"]["pairs"] == 6607 and set(result["by_label"]) == {"0", "1"}
     shares = result["all"]["share_above"]
     assert 0 <= shares["0.95"] <= shares["0.9"] <= shares["0.8"] <= 1
@@ -122,7 +122,7 @@ def test_saturation_statistics(ci_run):
 def test_transfer_tasks(ci_run):
     work, _ = ci_run
     for cell in ("minilm-l6/aoe/stsb/seed1", "minilm-l6/pretrained/none/seed0"):
-        result = json.loads((work / f"results/eval/{cell}/transfer.json").read_text())
+        result = json.loads((work / f"results/ci/eval/{cell}/transfer.json").read_text())
         assert set(result["tasks"]) == {"MR", "CR", "SUBJ", "MPQA", "SST2", "TREC", "MRPC"}
         assert result["tasks"]["MR"] is None and result["avg"] is None  # not requested: null, not 0
         assert result["tasks"]["TREC"]["ntest"] == 500 and result["tasks"]["MRPC"]["ntest"] == 1725
@@ -133,7 +133,7 @@ def test_transfer_tasks(ci_run):
 
 def test_nli_probe(ci_run):
     work, _ = ci_run
-    result = json.loads((work / "results/eval/minilm-l6/pretrained/none/seed0/nli_probe.json").read_text())
+    result = json.loads((work / "results/ci/eval/minilm-l6/pretrained/none/seed0/nli_probe.json").read_text())
     assert set(result["sets"]) == {"SNLI", "MNLI-m", "MNLI-mm"}
     assert result["protocol"]["max_rows"] == 2000 and sum(s["ntest"] for s in result["sets"].values()) < 1500
     assert result["protocol"]["split_protocol"] == "heldout" and result["protocol"]["text"] == "premise [SEP] hypothesis"
@@ -145,9 +145,9 @@ def test_nli_probe(ci_run):
 def test_html_report_is_built(ci_run):
     """`snakemake --report`: one self-contained HTML page with every table and figure and its caption."""
     work, env = ci_run
-    out = snakemake(work, "--report", "results/report.html", "--configfile", "presets/ci.yaml", env=env)
+    out = snakemake(work, "--report", "results/ci/report.html", "--configfile", "presets/ci.yaml", env=env)
     assert out.returncode == 0, out.stdout[-3000:]
-    html = (work / "results" / "report.html").read_text(errors="replace")
+    html = (work / "results/ci" / "report.html").read_text(errors="replace")
     for table in ("table1_sts", "table2_indomain", "table3_transfer", "table5_nli"):
         assert f"{table}.tex" in html, table
     assert len(html) > 100_000  # Snakemake's page embeds its scripts and the results: no external files
@@ -159,6 +159,24 @@ def test_rerun_has_nothing_to_do(ci_run):
     assert out.returncode == 0 and "Nothing to be done" in out.stdout, out.stdout[-3000:]
     # every trained model records the settings the config gives (aoe.workflow.settings_changed)
     assert "record other settings" not in out.stdout, out.stdout[-3000:]
+
+
+def test_the_paper_grid_writes_into_its_own_tree(ci_run):
+    """Issue 38 item 2: a bare `snakemake recipe` after the demo overwrote its RECIPE.md with the grid's
+    ledger (REPORT.md's links then pointed nowhere): each configuration has its own results tree."""
+    work, env = ci_run
+    ours = work / "results/ci/RECIPE.md"
+    before = ours.read_bytes()
+    out = snakemake(work, "--cores", "1", "recipe", env=env)
+    assert out.returncode == 0, out.stdout[-3000:]
+    grid = (work / "results/RECIPE.md").read_text()
+    assert "bert-base-uncased" in grid and ours.read_bytes() == before
+    # the CI report links only to its own ledger, and every anchor it links to is there
+    report = (work / "results/ci/REPORT.md").read_text()
+    anchors = set(re.findall(r"\]\(RECIPE\.md#([^)]+)\)", report))
+    assert anchors and all(f'id="{a}"' in before.decode() for a in anchors), anchors
+    out = snakemake(work, "-n", "--configfile", "presets/ci.yaml", env=env)
+    assert out.returncode == 0 and "Nothing to be done" in out.stdout, out.stdout[-3000:]
 
 
 def test_changing_table_code_reruns_only_tables(ci_run):

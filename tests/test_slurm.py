@@ -161,7 +161,7 @@ def slurm_run(cluster, tmp_path_factory):
 
 def test_all_outputs_built_on_slurm(slurm_run):
     work, _, jobs = slurm_run
-    res = work / "results"
+    res = work / "results/ci"
     for table in ("table1_sts", "table2_indomain"):
         assert (res / "tables" / f"{table}.tex").is_file() and (res / "tables" / f"{table}.csv").is_file(), table
     for cell in ("minilm-l6/aoe/stsb/seed1", "minilm-l6/pretrained/none/seed0"):
@@ -210,7 +210,7 @@ def test_gpu_jobs_ask_for_one_node_in_their_backbones_partition(slurm_run):
 
 def test_jobs_ran_under_slurm_with_this_python(slurm_run):
     work, _, jobs = slurm_run
-    res = work / "results"
+    res = work / "results/ci"
     # SLURM logs are .snakemake/slurm_logs/rule_<rule>/<wildcards joined by _>/<jobid>.log
     job_of = {(job["rule"], Path(job["log"]).parent.name): job["jobid"] for job in jobs}
     train = json.loads((res / "models/minilm-l6/aoe/stsb/seed1/aoe_config.json").read_text())
@@ -236,7 +236,7 @@ def test_failed_slurm_job_is_reported_with_its_logs(cluster, tmp_path):
     (bad / "sts-test.csv").write_text("not a SentEval line\n")
     work = copy_workflow(tmp_path / "wf")
     env = {"AOE_DATA_MIRROR": str(tmp_path / "mirror"), "HF_HUB_OFFLINE": "1"}
-    rc, text = run_slurm_snakemake(work, "results/data/stsb/test.parquet", "--configfile", "presets/ci.yaml", env=env, timeout=240)
+    rc, text = run_slurm_snakemake(work, "results/ci/data/stsb/test.parquet", "--configfile", "presets/ci.yaml", env=env, timeout=240)
     assert rc != 0, text[-3000:]
     assert "Error in rule prepare_sts" in text, text[-3000:]
     (job,) = submissions(text)
@@ -245,6 +245,6 @@ def test_failed_slurm_job_is_reported_with_its_logs(cluster, tmp_path):
     slurm_log = Path(job["log"])
     assert str(slurm_log) in text.split("Error in rule prepare_sts", 1)[1]
     assert slurm_log.is_file() and "Error in rule prepare_sts" in slurm_log.read_text(errors="replace")
-    assert "results/logs/prepare_sts/stsb-test.log" in text
+    assert "results/ci/logs/prepare_sts/stsb-test.log" in text
     assert "expected at least 7 tab-separated fields" in text  # the rule log, printed (show-failed-logs)
     assert scontrol_job(job["jobid"])["JobState"] == "FAILED"

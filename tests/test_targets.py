@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import yaml
 
@@ -67,6 +69,11 @@ def test_requested_targets_reads_the_command_line():
          "target results/models/nope/aoe/stsb/seed1: unknown backbone 'nope'; valid: bert-base-uncased, bert-large-uncased, chatglm-6b, gemma3-270m, llama-2-13b, llama-2-7b, minilm-l6 (config.yaml backbones)"),
         (["table3", "--configfile", "presets/cpu-demo.yaml"],
          "target table3: table table3_transfer is disabled (tables.table3_transfer.enabled: false in presets/cpu-demo.yaml); set it to true in presets/cpu-demo.yaml to build it"),
+        # issue 38 item 2: a path of the paper grid's tree asked of a preset, which has its own
+        (["results/tables/table1_sts.tex", "--configfile", "presets/cpu-demo.yaml"],
+         "target results/tables/table1_sts.tex: this configuration writes under results/cpu-demo/ (results: results/cpu-demo in presets/cpu-demo.yaml); ask for results/cpu-demo/tables/table1_sts.tex"),
+        (["results/cpu-demo/tables/table9.tex", "--configfile", "presets/cpu-demo.yaml"],
+         "target results/cpu-demo/tables/table9.tex: unknown table 'table9'; valid: angle_flickr30k, angle_table2_nontransfer, angle_table3_ablation, angle_table4_llm, angle_transfer_sts, angle_transfer_tasks, released, released_mteb, released_transfer, table1_sts, table2_indomain, table3_transfer, table4_ablation, table5_nli, table_gis_stats, table_mteb, table_train_time (config.yaml tables)"),
     ],
 )
 def test_snakemake_names_the_reason_before_planning(tmp_path, args, line):
@@ -78,3 +85,12 @@ def test_snakemake_names_the_reason_before_planning(tmp_path, args, line):
     at = next(i for i, text in enumerate(lines) if text.startswith("WorkflowError"))
     assert lines[at + 1] == line, out.stdout[-2000:]
     assert "Building DAG" not in out.stdout and "MissingRuleException" not in out.stdout
+
+
+def test_every_configuration_has_its_own_results_tree():
+    """Issue 38 item 2: a bare `snakemake recipe` after the demo overwrote the demo's RECIPE.md."""
+    roots = {"config.yaml": yaml.safe_load((REPO / "config.yaml").read_text())["results"]}
+    for preset in sorted((REPO / "presets").glob("*.yaml")):
+        roots[f"presets/{preset.name}"] = yaml.safe_load(preset.read_text()).get("results")
+    assert roots["config.yaml"] == "results"
+    assert all(root == f"results/{Path(name).stem}" for name, root in roots.items() if name != "config.yaml"), roots

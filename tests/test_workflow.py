@@ -259,6 +259,24 @@ def test_pretrained_variants_embed_the_backbone_as_downloaded_another_way():
     assert not any("no_prompt" in f and f.endswith("transfer.json") for f in files)
 
 
+def test_the_llm_evaluations_rewrite_texts_as_the_official_eval_py_and_bert_ones_do_not():
+    """backbones.<name>.eval_text reaches a cell's evaluation where a prompt wraps its texts, raw elsewhere."""
+    from aoe.workflow import evaluation_text
+
+    config = _validated_config()
+    for backbone in ("llama-2-7b", "llama-2-13b", "gemma3-270m"):
+        assert config["backbones"][backbone]["eval_text"] == "official_eval_py"
+        assert evaluation_text(config, backbone, "aoe", "nli") == "official_eval_py"
+    assert evaluation_text(config, "llama-2-7b", "pretrained", "none") == "official_eval_py"
+    assert evaluation_text(config, "llama-2-7b", "pretrained", "no_prompt_avg") == "raw"  # no prompt: nothing rewritten
+    assert evaluation_text(config, "llama-2-7b", "released", "angle-llama-7b-nli-v2") == "official_eval_py"
+    assert evaluation_text(config, "bert-large-uncased", "released", "uae-large-v1") == "raw"
+    assert config["backbones"]["bert-base-uncased"].get("eval_text", "raw") == "raw"
+    assert evaluation_text(config, "bert-base-uncased", "aoe", "nli") == "raw"
+    config["backbones"]["llama-2-7b"]["eval_text"] = "raw"
+    assert evaluation_text(config, "llama-2-7b", "aoe", "nli") == "raw"
+
+
 def test_angle_transfer_sts_plans_the_unprompted_llama_rows(paper_grid_plan):
     """The arXiv v2 rows cost three STS evaluations of the one downloaded LLaMA-2 7B, on its evaluation resources."""
     work, _ = paper_grid_plan
@@ -388,7 +406,7 @@ def test_readme_commands():
     ci = (REPO / ".ci" / "run").read_text()
     assert tests in ci.splitlines(), "README command 2 must be the line .ci/run runs"
     assert "--show-failed-logs" in demo.split() and "--configfile presets/cpu-demo.yaml" in demo
-    report = next(line for line in readme.splitlines() if "--report results/report.html" in line)
+    report = next(line for line in readme.splitlines() if "--report results/cpu-demo/report.html" in line)
     assert "--configfile presets/cpu-demo.yaml" in report
 
 
@@ -398,7 +416,7 @@ def test_documented_table_files_are_tables():
     for preset in (REPO / "presets").glob("*.yaml"):
         names |= set((yaml.safe_load(preset.read_text()) or {}).get("tables", {}))
     for doc in ("README.md", "slurm/config.yaml", "Snakefile", "bench/README.md"):
-        for name in re.findall(r"results/tables/(\w+)\.(?:tex|csv|md|json)", (REPO / doc).read_text()):
+        for name in re.findall(r"results/(?:[\w-]+/)?tables/(\w+)\.(?:tex|csv|md|json)", (REPO / doc).read_text()):
             assert name in names, f"{doc} names results/tables/{name}, which no table writes"
 
 
@@ -489,7 +507,7 @@ def test_a_model_trained_with_other_settings_is_named_at_planning(tmp_path):
     config = load_config(REPO, ["presets/ci.yaml"])
     cell = Cell("minilm-l6", "aoe", "stsb", 1)
     params = train_params(config, cell.backbone, cell.objective, cell.trainset, cell.seed)
-    model = tmp_path / "results" / "models" / cell.path
+    model = tmp_path / "results/ci" / "models" / cell.path
     model.mkdir(parents=True)
 
     def record(**train):

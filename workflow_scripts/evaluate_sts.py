@@ -17,6 +17,7 @@ run_sts_evaluation(
     out=snakemake.output[0],
     pooling=snakemake.params.pooling,
     prompt=snakemake.params.prompt,
+    eval_text=snakemake.params.eval_text,
     batch_size=snakemake.params.batch_size,
     max_length=snakemake.params.max_length,
     cell=snakemake.params.cell,

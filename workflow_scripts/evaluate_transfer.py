@@ -19,6 +19,7 @@ run_transfer_evaluation(
     mode=p.mode,
     pooling=p.pooling,
     prompt=p.prompt,
+    eval_text=p.eval_text,
     batch_size=p.batch_size,
     max_length=p.max_length,
     cell=p.cell,

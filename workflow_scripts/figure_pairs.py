@@ -19,6 +19,7 @@ meta = run_figure_pairs(
     snakemake.output[0],
     pooling=p.pooling,
     prompt=p.prompt,
+    eval_text=p.eval_text,
     batch_size=p.batch_size,
     max_length=p.max_length,
     tasks=list(p.tasks),

@@ -13,7 +13,8 @@ Sources:
 Formats (``aoe.losses.objectives``):
 
 * ``pairs``: (premise, hypothesis, score) with entailment 1 and contradiction 0, neutral
-  dropped (AoE §4.1, the angle-emb ``all_nli_angle_format`` sets);
+  dropped (the official recipe, fcb6223:train_angle.py:94-111, and the angle-emb
+  ``all_nli_angle_format`` sets; AoE §4 "Datasets", aoe-acl2024.txt l.109, names SNLI and MultiNLI only);
 * ``triplets``: (premise, entailment, contradiction). Within one premise, the k-th
   entailment hypothesis is joined with the k-th contradiction in file order: SNLI and
   MultiNLI collected one hypothesis per label from the same annotator prompt, so the k-th

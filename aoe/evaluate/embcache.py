@@ -14,7 +14,8 @@ Layout: ``<root>/<model key>/model.json`` (what the key was computed from) and
 ``<text-set key>.npz`` (``texts``, ``emb`` float32), written to a temporary name and
 renamed, so concurrent jobs never see a partial file and never lock each other.
 The model key covers the weight, config and tokenizer files' sha256 and the
-embedding settings (pooling, truncation length, prompt).
+embedding settings (pooling, truncation length, prompt, and how a prompted text is
+rewritten before the prompt: the set's key is its texts as the table holds them).
 """
 
 from __future__ import annotations

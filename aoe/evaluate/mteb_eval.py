@@ -51,7 +51,7 @@ __all__ = [
     "summarize",
 ]
 
-# AoE §4.1 / the official angle-emb --query_prompt for LLaMA backbones.
+# AoE §4 "Implementation Details" (aoe-acl2024.txt l.182) / the official angle-emb --query_prompt for LLaMA backbones.
 AOE_PROMPT = 'Summarize sentence "{text}" in one word:"'
 
 # mteb task type -> category of the MTEB(eng, v1) leaderboard.

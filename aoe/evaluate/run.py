@@ -33,6 +33,7 @@ def run_sts_evaluation(
     downstream: str | os.PathLike | None = None,
     max_pairs: int | None = None,
     uncapped_tasks: list[str] | None = None,
+    eval_text: str = "raw",
 ) -> dict:
     """Evaluate ``model_dir`` on the 7 STS test tables and write ``out`` (sts.json).
 
@@ -44,10 +45,12 @@ def run_sts_evaluation(
     (:mod:`aoe.evaluate.embcache`), where the STS figures of the same model find them.
     ``backend="senteval"`` runs SimCSE's SentEval itself on its data folder ``downstream``
     (:mod:`aoe.evaluate.senteval_backend`) through the same encoder.
+    ``eval_text`` (backbones.<name>.eval_text) rewrites a prompted text first, as the official
+    eval.py does (:func:`aoe.prompts.official_eval_text`).
     """
     start = time.perf_counter()
     if backend == "senteval":
-        return _run_senteval_suite("sts", model_dir, downstream, out, tasks, "test", pooling, batch_size, max_length, cell, device, start, prompt)
+        return _run_senteval_suite("sts", model_dir, downstream, out, tasks, "test", pooling, batch_size, max_length, cell, device, start, prompt, eval_text)
     if backend != "builtin":
         raise ValueError(f"evaluation.backend must be builtin or senteval, got {backend!r}")
     by_dataset = {}
@@ -58,7 +61,7 @@ def run_sts_evaluation(
     missing = [TASKS[t] for t in wanted if TASKS.get(t) not in by_dataset]
     if missing:
         raise KeyError(f"STS evaluation: no prepared test table for {missing}")
-    encoder, encode, cache = cached_encoder(model_dir, pooling, batch_size, max_length, cache_root, device, prompt=prompt)
+    encoder, encode, cache = cached_encoder(model_dir, pooling, batch_size, max_length, cache_root, device, prompt=prompt, eval_text=eval_text)
     task_tables = capped_tables({task: by_dataset[TASKS[task]][0] for task in wanted}, max_pairs, uncapped_tasks)
     result = evaluate_sts(encode, task_tables, tasks=wanted)
     result["protocol"] = {**result["protocol"], "batch_size": batch_size}  # PROTOCOL itself stays untouched
@@ -123,15 +126,16 @@ def run_indomain_evaluation(
     return _finish(result, model_dir, cell, encoder, cache, max_length, start, out)
 
 
-def cached_encoder(model_dir, pooling, batch_size, max_length, cache_root, device=None, prompt=None):
+def cached_encoder(model_dir, pooling, batch_size, max_length, cache_root, device=None, prompt=None, eval_text="raw"):
     """(encoder, encode function, cache or None): the model's encode, through its embedding cache when asked.
 
     ``prompt`` is an LLM backbone's template for a model evaluated as downloaded; a
-    trained model's folder records its own (the two must agree).
+    trained model's folder records its own (the two must agree). ``eval_text``: how a
+    prompted text is rewritten before the prompt (:class:`aoe.models.Encoder`).
     """
     from aoe.models import Encoder, is_adapter_dir
 
-    encoder = Encoder(model_dir, pooling=pooling, device=device, prompt=prompt)
+    encoder = Encoder(model_dir, pooling=pooling, device=device, prompt=prompt, eval_text=eval_text)
 
     def encode(texts):
         return encoder.encode(texts, batch_size=batch_size, max_length=max_length, progress=True)
@@ -143,6 +147,8 @@ def cached_encoder(model_dir, pooling, batch_size, max_length, cache_root, devic
     settings = {"pooling": encoder.pooling, "max_length": max_length}
     if encoder.prompt is not None:  # absent rather than null: earlier caches keep their keys
         settings["prompt"] = encoder.prompt
+    if encoder.eval_text != "raw":  # the cache is keyed on the table's texts, not on what the model read
+        settings["eval_text"] = encoder.eval_text
     if is_adapter_dir(model_dir):
         # an adapter folder holds no base weights: key on the base's identity too
         base = (Path(model_dir) / json.loads((Path(model_dir) / "aoe_config.json").read_text())["base_model"]).resolve()
@@ -152,7 +158,7 @@ def cached_encoder(model_dir, pooling, batch_size, max_length, cache_root, devic
     return encoder, cache.encode, cache
 
 
-def _run_senteval_suite(suite, model_dir, downstream, out, tasks, mode, pooling, batch_size, max_length, cell, device, start, prompt=None):
+def _run_senteval_suite(suite, model_dir, downstream, out, tasks, mode, pooling, batch_size, max_length, cell, device, start, prompt=None, eval_text="raw"):
     """sts.json or transfer.json from SimCSE's SentEval itself, through the same encoder (no cache)."""
     from aoe.evaluate import senteval_backend as se
     from aoe.models import Encoder
@@ -164,7 +170,7 @@ def _run_senteval_suite(suite, model_dir, downstream, out, tasks, mode, pooling,
     else:
         from aoe.evaluate.transfer import TASKS as SUITE_TASKS
     wanted = [t for t in SUITE_TASKS if tasks is None or t in tasks]
-    encoder = Encoder(model_dir, pooling=pooling, device=device, prompt=prompt)
+    encoder = Encoder(model_dir, pooling=pooling, device=device, prompt=prompt, eval_text=eval_text)
     raw = se.run_senteval(lambda texts: encoder.encode(texts, batch_size=batch_size, max_length=max_length), wanted, downstream, mode)
     result = se.sts_from_senteval(raw, wanted) if suite == "sts" else se.transfer_from_senteval(raw, wanted)
     result["protocol"] = {
@@ -196,7 +202,9 @@ def _model_record(model_dir, cell) -> dict:
 
 def _finish(result: dict, model_dir, cell, encoder, cache, max_length: int, start: float, out) -> dict:
     """Add what every result records (model, embedding settings, versions, device, job, time) and write it."""
-    result["protocol"] = {**result["protocol"], "pooling": encoder.pooling, "prompt": encoder.prompt, "max_length": max_length}
+    result["protocol"] = {
+        **result["protocol"], "pooling": encoder.pooling, "prompt": encoder.prompt, "eval_text": encoder.eval_text, "max_length": max_length,
+    }
     if cache is not None:
         result.setdefault("embedding", {})["cache"] = {"dir": str(cache.dir), "hit": cache.hit}
     result["model"] = _model_record(model_dir, cell)
@@ -246,8 +254,12 @@ def run_transfer_evaluation(
     cache_root: str | os.PathLike | None = None,
     device: str | None = None,
     backend: str = "builtin",
+    eval_text: str = "raw",
 ) -> dict:
-    """SentEval transfer tasks (aoe.evaluate.transfer) on ``model_dir``, written to ``out`` (transfer.json)."""
+    """SentEval transfer tasks (aoe.evaluate.transfer) on ``model_dir``, written to ``out`` (transfer.json).
+
+    ``eval_text``: as :func:`run_sts_evaluation` (the official eval.py rewrites the transfer tasks' texts too).
+    """
     from aoe.data.io import sha256_file
     from aoe.data.transfer import read_transfer, resolve_transfer_root
     from aoe.evaluate.transfer import TASKS as TRANSFER_TASKS
@@ -255,13 +267,13 @@ def run_transfer_evaluation(
 
     start = time.perf_counter()
     if backend == "senteval":
-        return _run_senteval_suite("transfer", model_dir, downstream, out, tasks, mode, pooling, batch_size, max_length, cell, device, start, prompt)
+        return _run_senteval_suite("transfer", model_dir, downstream, out, tasks, mode, pooling, batch_size, max_length, cell, device, start, prompt, eval_text)
     if backend != "builtin":
         raise ValueError(f"evaluation.backend must be builtin or senteval, got {backend!r}")
     root = resolve_transfer_root(downstream)
     wanted = list(TRANSFER_TASKS) if tasks is None else list(tasks)
     data = {t: read_transfer(root, t) for t in wanted}
-    encoder, encode, cache = cached_encoder(model_dir, pooling, batch_size, max_length, cache_root, device, prompt=prompt)
+    encoder, encode, cache = cached_encoder(model_dir, pooling, batch_size, max_length, cache_root, device, prompt=prompt, eval_text=eval_text)
     result = evaluate_transfer(encode, wanted, mode=mode, data=data)
     # tasks left out on purpose are explicit nulls, and then so is the average of all seven
     for t in TRANSFER_TASKS:

@@ -17,7 +17,7 @@ Import-light on purpose (no torch, no matplotlib): the Snakefile imports it at D
 
 from __future__ import annotations
 
-from aoe.workflow import PRETRAINED, Cell, ConfigError, pretrained_cell, run_cells
+from aoe.workflow import PRETRAINED, Cell, ConfigError, pretrained_cell, results_path, run_cells
 
 __all__ = [
     "FIGURES",
@@ -114,7 +114,7 @@ def figure_outputs(name: str) -> list[str]:
 def figure_results(config: dict) -> list[str]:
     """Every output of every available figure (the value of FIGURE_RESULTS in rules/figures.smk)."""
     missing = unavailable_figures(config)
-    return [f for name in FIGURES if name not in missing for f in figure_outputs(name)]
+    return [results_path(config, f) for name in FIGURES if name not in missing for f in figure_outputs(name)]
 
 
 def pairs_path(cell: Cell, dataset: str) -> str:
@@ -194,14 +194,16 @@ def figure_inputs(config: dict, name: str) -> dict[str, str | list[str]]:
     cells = [cell for _, cell in figure_cells(config)[name]]
     if name in ("fig3", "fig10"):
         zone = "saturation" if name == "fig3" else "all"
-        return {"pairs": pairs_path(cells[0], dataset), "tsne": tsne_path(cells[0], dataset, zone)}
-    if name == "fig4":
-        return {"pairs": [pairs_path(c, dataset) for c in cells]}
-    if name == "fig_gradients":
-        return {"pairs": pairs_path(cells[0], dataset)}
-    if name == "fig5":
-        return {"table": f"results/data/{dataset}/test.parquet", "manifest": f"results/data/{dataset}/test.manifest.json"}
-    raise KeyError(f"unknown figure {name!r}; known: {list(FIGURES)}")
+        inputs = {"pairs": pairs_path(cells[0], dataset), "tsne": tsne_path(cells[0], dataset, zone)}
+    elif name == "fig4":
+        inputs = {"pairs": [pairs_path(c, dataset) for c in cells]}
+    elif name == "fig_gradients":
+        inputs = {"pairs": pairs_path(cells[0], dataset)}
+    elif name == "fig5":
+        inputs = {"table": f"results/data/{dataset}/test.parquet", "manifest": f"results/data/{dataset}/test.manifest.json"}
+    else:
+        raise KeyError(f"unknown figure {name!r}; known: {list(FIGURES)}")
+    return {k: [results_path(config, p) for p in v] if isinstance(v, list) else results_path(config, v) for k, v in inputs.items()}
 
 
 def shares_eval_cache(config: dict, eval_datasets: list[str]) -> bool:
@@ -220,6 +222,6 @@ def pair_tables(config: dict, dataset: str, eval_datasets: list[str]) -> dict[st
     """Test tables figure_pairs reads: the STS evaluation's (to embed its very text set) or the dataset's own."""
     datasets = sorted({*eval_datasets, dataset}) if shares_eval_cache(config, eval_datasets) else [dataset]
     return {
-        "tables": [f"results/data/{d}/test.parquet" for d in datasets],
-        "manifests": [f"results/data/{d}/test.manifest.json" for d in datasets],
+        "tables": [results_path(config, f"results/data/{d}/test.parquet") for d in datasets],
+        "manifests": [results_path(config, f"results/data/{d}/test.manifest.json") for d in datasets],
     }

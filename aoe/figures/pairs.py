@@ -89,11 +89,13 @@ def run_figure_pairs(
     cell: dict | None = None,
     max_pairs: int | None = None,
     uncapped_tasks: list[str] | None = None,
+    eval_text: str = "raw",
 ) -> dict:
     """Write ``out`` (.npz) for ``model_dir`` on ``dataset``'s test pairs; returns its meta.
 
     ``tasks``, ``max_pairs`` and ``uncapped_tasks`` are the STS evaluation's settings: they
-    decide the text set (:func:`eval_text_set`), never which pairs the figures draw.
+    decide the text set (:func:`eval_text_set`), never which pairs the figures draw; so does
+    ``eval_text`` decide what a prompted model reads (the STS evaluation's, for a cache hit).
     """
     from aoe.evaluate.run import cached_encoder
     from aoe.provenance import library_versions
@@ -107,7 +109,7 @@ def run_figure_pairs(
     if dataset not in frames:
         raise KeyError(f"figure pairs: no prepared test table for {dataset!r} among {sorted(frames)}")
     texts = eval_text_set(frames, tasks, dataset, max_pairs, uncapped_tasks)
-    encoder, encode, cache = cached_encoder(model_dir, pooling, batch_size, max_length, cache_root, prompt=prompt)
+    encoder, encode, cache = cached_encoder(model_dir, pooling, batch_size, max_length, cache_root, prompt=prompt, eval_text=eval_text)
     arrays = pair_arrays(encode, texts, frames[dataset])
     meta = {
         "model": {"path": str(model_dir), "cell": cell, "pooling": encoder.pooling, "max_length": max_length},

@@ -103,7 +103,7 @@ def contrastive_targets(
 
 
 def filter_duplicates(text_ids: torch.Tensor) -> torch.Tensor:
-    """Which examples official angle-emb >= 0.3.0 keeps under ``filter_duplicate=True``.
+    """Which examples official angle-emb >= 0.3.8 (347bbb6) keeps under ``filter_duplicate=True``.
 
     Its ``AngleDataCollator`` walks the examples in order with one set of texts seen so
     far: an example is dropped when any of its texts is already in the set. Texts enter
