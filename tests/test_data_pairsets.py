@@ -278,13 +278,14 @@ def test_without_a_mirror_the_dag_downloads_each_source(tmp_path):
     assert bad.returncode != 0 and "no split 'train'" in bad.stdout
 
 
-def test_with_the_mirror_no_download_is_planned(tmp_path, mirror):
+def test_with_the_mirror_nothing_is_downloaded(tmp_path, mirror):
+    # the files are laid out from the mirror (rule download_file), with downloads switched off
     wd = copy_workflow(tmp_path / "wf")
-    out = snakemake(wd, "-n", "--cores", "1", "results/data/snli/dev.triplets.parquet", "results/data/mrpc/test.parquet",
-                    env={"AOE_DATA_MIRROR": str(mirror)})
-    assert out.returncode == 0, out.stdout
-    assert "download" not in out.stdout.replace("downloads are", "")
-    assert str(mirror / "nli/snli_1.0_dev.csv") in out.stdout
+    out = snakemake(wd, "--cores", "1", "results/data/snli/dev.triplets.parquet", "results/data/mrpc/test.parquet",
+                    env={"AOE_DATA_MIRROR": str(mirror), "AOE_OFFLINE": "1"})
+    assert out.returncode == 0, out.stdout[-3000:]
+    log = (wd / "results/logs/download_file/nli/snli_1.0_dev.csv.log").read_text()
+    assert f"copied from the data mirror: {mirror / 'nli/snli_1.0_dev.csv'}" in log
 
 
 def test_gis_statistics_and_figures_from_the_hub_through_the_dag(gis_hub, tmp_path, mirror):

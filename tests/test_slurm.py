@@ -230,12 +230,13 @@ def test_jobs_ran_under_slurm_with_this_python(slurm_run):
 
 
 def test_failed_slurm_job_is_reported_with_its_logs(cluster, tmp_path):
-    # A mirror whose STS-B test file is corrupt: prepare_sts fails inside its SLURM job.
-    bad = tmp_path / "mirror" / "STS" / "STSBenchmark"
+    # STS-B test's laid-out copy damaged after it was fetched: prepare_sts fails inside its SLURM job
+    # (a damaged mirror copy fails before, in the local download_file job)
+    work = copy_workflow(tmp_path / "wf")
+    bad = work / "results/ci/downloads/files/senteval/downstream/STS/STSBenchmark"
     bad.mkdir(parents=True)
     (bad / "sts-test.csv").write_text("not a SentEval line\n")
-    work = copy_workflow(tmp_path / "wf")
-    env = {"AOE_DATA_MIRROR": str(tmp_path / "mirror"), "HF_HUB_OFFLINE": "1"}
+    env = {"AOE_DATA_MIRROR": "", "HF_HUB_OFFLINE": "1"}
     rc, text = run_slurm_snakemake(work, "results/ci/data/stsb/test.parquet", "--configfile", "presets/ci.yaml", env=env, timeout=240)
     assert rc != 0, text[-3000:]
     assert "Error in rule prepare_sts" in text, text[-3000:]
@@ -246,5 +247,5 @@ def test_failed_slurm_job_is_reported_with_its_logs(cluster, tmp_path):
     assert str(slurm_log) in text.split("Error in rule prepare_sts", 1)[1]
     assert slurm_log.is_file() and "Error in rule prepare_sts" in slurm_log.read_text(errors="replace")
     assert "results/ci/logs/prepare_sts/stsb-test.log" in text
-    assert "expected at least 7 tab-separated fields" in text  # the rule log, printed (show-failed-logs)
+    assert "is not the published" in text and "sts-test.csv" in text  # the rule log, printed (show-failed-logs)
     assert scontrol_job(job["jobid"])["JobState"] == "FAILED"

@@ -280,6 +280,10 @@ def test_unknown_task_and_root(tmp_path):
     root = write_synthetic_senteval(tmp_path / "senteval" / "downstream")
     assert resolve_transfer_root(tmp_path) == root
     assert resolve_transfer_root(root) == root
+    # the workflow lays out only the tasks it evaluates (the CI preset: TREC and MRPC)
+    only = tmp_path / "only"
+    (only / "TREC").mkdir(parents=True)
+    assert resolve_transfer_root(only) == only
 
 
 # --------------------------------------------------------------------------

@@ -438,13 +438,13 @@ def test_a_two_stage_cell_trains_from_its_start(tmp_path):
             score_range: [0, 5]
             train: {init: {trainset: stsb, objective: aoe}, max_steps: 2, batch_size: 8, max_length: 64}
         """))
-    target = "results/models/minilm-l6/aoe/stsb_second/seed1"
+    target = "results/ci/models/minilm-l6/aoe/stsb_second/seed1"
     out = snakemake(work, "--cores", "2", target, "--configfile", "presets/ci.yaml", "override.yaml",
                     env={"AOE_DATA_MIRROR": str(MIRROR)})
     assert out.returncode == 0, out.stdout[-3000:]
-    start = work / "results/models/minilm-l6/aoe/stsb/seed1"
+    start = work / "results/ci/models/minilm-l6/aoe/stsb/seed1"
     record = json.loads((work / target / "aoe_config.json").read_text())
-    assert record["init"]["model"] == "results/models/minilm-l6/aoe/stsb/seed1"
+    assert record["init"]["model"] == "results/ci/models/minilm-l6/aoe/stsb/seed1"
     assert record["init"]["cell"] == json.loads((start / "aoe_config.json").read_text())["cell"]
     assert record["init"]["aoe_config_sha256"] == hashlib.sha256((start / "aoe_config.json").read_bytes()).hexdigest()
     assert record["provenance"]["init"] == "trainsets.stsb_second.train.init"

@@ -145,14 +145,18 @@ def transfer_files(task: str) -> list[str]:
 
 
 def resolve_transfer_root(path: str | os.PathLike[str]) -> Path:
-    """SentEval's downstream folder from either the mirror root or the downstream folder itself."""
+    """SentEval's downstream folder from either the mirror root or the downstream folder itself.
+
+    A folder holding any transfer task's folder counts: the workflow lays out only the tasks it
+    evaluates (rule download_file), e.g. TREC/ and MRPC/ alone."""
     path = Path(path)
+    task_dirs = sorted({f.split("/")[0] for task in TRANSFER_TASKS for f in transfer_files(task)})
     for candidate in (path / DOWNSTREAM_SUBDIR, path):
-        if (candidate / "MR").is_dir() or (candidate / "SST").is_dir():
+        if any((candidate / d).is_dir() for d in task_dirs):
             return candidate
     raise DataError(
         f"{path} is neither a data mirror (no {DOWNSTREAM_SUBDIR}/ inside) "
-        "nor a SentEval downstream folder (no MR/ or SST/ inside)"
+        f"nor a SentEval downstream folder (none of {', '.join(f'{d}/' for d in task_dirs)} inside)"
     )
 
 
