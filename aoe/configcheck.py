@@ -240,6 +240,13 @@ def check_objectives(config: dict) -> None:
         base = spec.get("base")
         if base is not None and base not in objectives and base not in OBJECTIVES:
             raise ConfigError(f"objectives.{name}.base: unknown objective {base!r}")
+    known = set(objectives) | set(OBJECTIVES)
+    for ts, spec in config["trainsets"].items():
+        for key in ("objective_settings", "objective_train"):
+            for name in spec.get(key) or {}:
+                if name not in known:
+                    # a misspelt name would silently train the cell with the train set's common recipe
+                    raise ConfigError(f"trainsets.{ts}.{key}.{name}: unknown objective {name!r}; known: {sorted(known)}")
 
 
 def check_runs(config: dict) -> None:
@@ -357,14 +364,15 @@ def published_rows(dataset: str, split: str) -> int | None:
     return src.rows if src is not None else None
 
 
-def _train_key(set_by: str, cell, key: str) -> tuple:
+def _train_key(set_by: str, cell, key: str, base: str) -> tuple:
     """The config path of a training setting's ``set_by`` (aoe.hparams.TRAIN_LAYERS); a code default's:
     the train set's own key, where the fix goes. Built from the layers, not split at the dots a
     train set's name may hold."""
     from aoe.hparams import TRAIN_LAYERS
 
     for layer in TRAIN_LAYERS:
-        path = (*(p.format(backbone=cell.backbone, trainset=cell.trainset) for p in layer), key)
+        parts = {"backbone": cell.backbone, "trainset": cell.trainset, "objective": cell.objective, "base": base}
+        path = (*(p.format(**parts) for p in layer), key)
         if ".".join(path) == set_by:
             return path
     return ("trainsets", cell.trainset, "train", key)
@@ -401,7 +409,7 @@ def check_batch_sizes(config: dict, configfiles: Iterable[str | Path] = (), over
     def setting(recipe, cell, key: str) -> tuple[str, str]:
         """A cell's setting as a message names it: its config key, and where its value was set."""
         set_by = recipe.provenance()[key]
-        path = _train_key(set_by, cell, key)
+        path = _train_key(set_by, cell, key, objective_base(config, cell.objective))
         if set_by.startswith("code:"):  # no key sets it: the fix goes to the train set's own key
             return _where(path), f"unset: the default of {set_by.removeprefix('code:')}"
         return set_by, _source_text(path, configfiles, overrides)
@@ -486,7 +494,13 @@ def check_tables(config: dict) -> None:
         if not rows:
             raise ConfigError(f"tables.{name}: no rows (give backbones and objectives, or rows)")
         for i, row in enumerate(rows):
-            _check_table_row(config, f"tables.{name}" + (f".rows[{i}]" if table.get("rows") else ""), row)
+            where = f"tables.{name}" + (f".rows[{i}]" if table.get("rows") else "")
+            if row.eval_pooling and (kind.suite != "sts" or row.objective in (PRETRAINED, RELEASED)):
+                # only the STS evaluation has an evaluation-only variant (rule evaluate_sts_eval_pooling)
+                raise ConfigError(f"{where}.eval_pooling: an evaluation-only pooling is a variant of a trained row's STS "
+                                  f"evaluation; this {'table kind ' + repr(table['kind']) if kind.suite != 'sts' else 'row is not trained'} "
+                                  "has none (a backbone as downloaded: evaluation.pretrained_variants)")
+            _check_table_row(config, where, row)
 
 
 def _check_table_row(config: dict, where: str, row: TableRow) -> None:

@@ -25,7 +25,7 @@ import yaml
 from aoe.recipes import OBJECTIVES, RECIPE_SOURCES, LossSettings, objective_spec, resolve_format, source
 
 __all__ = [
-    "LOSS_LAYERS", "NOT_SET", "RUN_ONLY", "TRAIN_LAYERS", "CellRecipe", "Setting", "TrainSettings", "key_comments",
+    "EVAL_ONLY", "LOSS_LAYERS", "NOT_SET", "RUN_ONLY", "SELECTION_OFF", "TRAIN_LAYERS", "CellRecipe", "Setting", "TrainSettings", "key_comments",
     "lookup", "objective_base", "recipe_anchor", "resolve_cell",
 ]
 
@@ -93,19 +93,49 @@ class TrainSettings:
     prompt: str | None = field(default=None, metadata=source("no prompt: BERT-style backbones embed the text itself"))
     # LoRA/QLoRA only: the base an adapter is evaluated on; null = as trained (4-bit NF4 for qlora)
     eval_base_dtype: str | None = field(default=None, metadata=source("our choice: the base as it was trained"))  # null | fp16 | bf16 | fp32
+    # The pooling of the cell's STS evaluation (rule evaluate_sts) when it is not the one trained with:
+    # a masked pooling, or an official arithmetic over padded batches (aoe.models.OFFICIAL_POOLINGS,
+    # embedded in SentEval's batches as the official script did); null = the trained pooling.
+    # Evaluation only: out of the train job (EVAL_ONLY).
+    eval_pooling: str | None = field(default=None, metadata=source("our choice: the pooling the model was trained with"))
     # {trainset: <t>, objective: <o>}: start from the trained model of (same backbone, <o>, <t>, same
     # seed) instead of the backbone's weights; no objective: the cell's own (a two-stage run)
     init: dict | None = field(default=None, metadata=source("our choice: the backbone's own pretrained weights, no earlier training stage"))
+    # which weights the model folder gets: the last step's (last), or those of the epoch end with the
+    # highest Spearman on select_split (best; aoe.train)
+    select_checkpoint: str = field(
+        default="last",
+        metadata=source(
+            "official angle-emb 0.1.1 (fcb6223): fit() saves the FINAL backbone to output_dir "
+            "(angle_emb/angle.py:734) after its EvaluateCallback kept the best epoch apart in output_dir/best-checkpoint "
+            "(angle.py:398-415, 691-697); train_angle.py --mode test loads pretrained_model_path=args.save_dir, the final "
+            "model (train_angle.py:249-260), and the STS-B example evaluates the in-memory last model after "
+            "fit(valid_ds=...) (00a78ed README.md:219-243): the printed numbers are the last model's"
+        ),
+    )  # last | best
+    # select_checkpoint best: the prepared pair table scored at each epoch end, {dataset: <d>, split: <s>}
+    select_split: dict | None = field(default=None, metadata=source("no selection split: select_checkpoint last scores none"))
 
+
+# Settings at these values leave a run as it was before they existed: out of a cell's train job params
+# (aoe.workflow.train_params) and of a checkpoint's identity (aoe.train), so that adding them reran nothing.
+SELECTION_OFF = {"select_checkpoint": "last", "select_split": None}
 
 # Settings of how a run goes, not of what it trains: left out of a train job's Snakemake params (a
 # change reruns nothing) and of a checkpoint's identity (aoe.checkpoints: a change resumes).
 RUN_ONLY = ("log_every", "checkpoint_every")
 
+# Settings of how a trained cell is evaluated: in the ledger beside its training, never given to the
+# train job (aoe.workflow.train_params), read by the evaluation rules (aoe.workflow.cell_eval_pooling).
+EVAL_ONLY = ("eval_pooling",)
+
 # Training settings, lowest precedence first; "{x}" names a cell part. Code defaults
 # (TrainSettings) sit below them all.
 TRAIN_LAYERS: tuple[tuple[str, ...], ...] = (
     ("trainsets", "{trainset}", "train"),
+    # one objective's own recipe on a train set (AnglE's NLI batch of 50, arXiv-b l.333, beside AoE's 2,048)
+    ("trainsets", "{trainset}", "objective_train", "{base}"),
+    ("trainsets", "{trainset}", "objective_train", "{objective}"),
     ("backbones", "{backbone}", "train_overrides"),
 )
 # Loss settings, lowest precedence first, above LossSettings' defaults and the built-in

@@ -82,6 +82,7 @@ ARCHS = {
 # Distinct texts an evaluation job embeds and holds (upper bounds):
 EVAL_TEXTS = {
     "evaluate_sts": 26_289,  # the 7 STS test sets, deduplicated (bench/embed_throughput.py on the mirror)
+    "evaluate_sts_eval_pooling": 26_289,  # the same sets under another pooling (a batch-dependent one holds one task at a time: fewer)
     "evaluate_indomain": 2 * 10_000,  # the largest in-domain test split (QNLI dev 5,732, GIS test, MRPC) x 2
     "saturation": 2 * 10_000,  # SNLI/MultiNLI dev/test: 10k pairs
     "evaluate_flickr30k": 5_000,  # Flickr30k Karpathy test captions (1,000 images x 5)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 import json
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable
 
@@ -21,6 +22,11 @@ from aoe.prompts import apply_prompt, check_eval_text, check_prompt, eval_text
 
 __all__ = [
     "POOLINGS",
+    "OFFICIAL_POOLINGS",
+    "OFFICIAL_POOLING_SOURCES",
+    "EVAL_POOLINGS",
+    "BATCH_DEPENDENT_POOLINGS",
+    "OfficialPooling",
     "BackboneError",
     "materialize_backbone",
     "pool",
@@ -243,18 +249,125 @@ POOLINGS: dict[str, Callable[..., torch.Tensor]] = {
 NEEDS_FIRST_LAYER = frozenset({"first_last_avg"})
 
 
+# ---------------------------------------------------------------------------
+# The official angle-emb arithmetic over padded batches, for evaluation only.
+#
+# The official releases pool a batch padded to its longest text without (0.1.1) or with a
+# batch-wide (0.4.x) use of the mask, so an official embedding depends on the texts it was
+# batched with. These replicas reproduce the numbers the papers' evaluations computed, given
+# the same batches (Encoder.encode_batches, aoe.evaluate.senteval_batches). They are kept
+# out of POOLINGS on purpose: a trained model, its aoe_config.json and its
+# sentence-transformers export (aoe.interop) only ever use batch-independent, masked pooling.
+# 0.1.1's ``cls`` and 0.4.x's ``cls`` and ``last`` (attention_mask.sum - 1 under right
+# padding, -1 under left) already equal the masked ``cls`` / ``last``: no replica needed.
+
+
+def _avg_padded(last: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    return torch.mean(last, dim=1)
+
+
+def _cls_avg_padded(last: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    return (last[:, 0] + torch.mean(last, dim=1)) / 2.0
+
+
+def _max_padded(last: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    return torch.max(last, dim=1).values
+
+
+def _last_position(last: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    return last[:, -1]
+
+
+def _avg_batchsum(last: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    # the denominator is a scalar, every real token of the batch: each row's mean is scaled
+    # by (its own length / the batch's total), so a row's vector depends on its neighbours
+    return torch.sum(last * mask[:, :, None], dim=1) / torch.sum(mask)
+
+
+def _cls_avg_batchsum(last: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    return (last[:, 0] + _avg_batchsum(last, mask)) / 2.0
+
+
+def _max_zeroed(last: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    # padding becomes 0, not -inf: it wins wherever a padded row's real values are all negative
+    return torch.max(last * mask[:, :, None], dim=1).values
+
+
+def _cls_max_zeroed(last: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    return (last[:, 0] + _max_zeroed(last, mask)) / 2.0
+
+
+OFFICIAL_POOLINGS: dict[str, Callable[..., torch.Tensor]] = {
+    "cls_avg_padded": _cls_avg_padded,
+    "avg_padded": _avg_padded,
+    "max_padded": _max_padded,
+    "last_position": _last_position,
+    "cls_avg_batchsum": _cls_avg_batchsum,
+    "avg_batchsum": _avg_batchsum,
+    "max_zeroed": _max_zeroed,
+    "cls_max_zeroed": _cls_max_zeroed,
+}
+
+
+@dataclass(frozen=True)
+class OfficialPooling:
+    """Where an official pooling's arithmetic comes from, and the masked pooling it stands in for."""
+
+    strategy: str  # the official pooling_strategy value
+    release: str  # angle-emb version on PyPI
+    commit: str  # SeanLee97/AnglE commit of that release
+    file: str
+    function: str
+    masked: str | None  # the POOLINGS key it approximates (None: the official strategy has no masked form here)
+    differs: str  # what the official arithmetic does that the masked pooling does not
+
+    def source(self) -> str:
+        return f"angle-emb {self.release} ({self.commit} {self.file} {self.function}, pooling_strategy={self.strategy!r})"
+
+    def describe(self) -> str:
+        """One line: ``official arithmetic of <masked> (<source>): <what differs>``."""
+        return f"official arithmetic of {self.masked or self.strategy} ({self.source()}): {self.differs}"
+
+
+_POOLER_011 = {"release": "0.1.1", "commit": "fcb6223", "file": "angle_emb/angle.py", "function": "Pooler.__call__"}
+_GET_POOLING_04 = {"release": "0.4.6", "commit": "1c5515b", "file": "angle_emb/angle.py", "function": "get_pooling"}
+OFFICIAL_POOLING_SOURCES: dict[str, OfficialPooling] = {
+    "cls_avg_padded": OfficialPooling("cls_avg", **_POOLER_011, masked="cls_avg",
+                                      differs="the mean runs over every position, padding included"),
+    "avg_padded": OfficialPooling("avg", **_POOLER_011, masked="avg",
+                                  differs="the mean runs over every position, padding included"),
+    "max_padded": OfficialPooling("max", **_POOLER_011, masked="max",
+                                  differs="the max runs over every position, padding's hidden states included"),
+    "last_position": OfficialPooling("last", **_POOLER_011, masked="last",
+                                     differs="the batch's last position, padding or not"),
+    "cls_avg_batchsum": OfficialPooling("cls_avg", **_GET_POOLING_04, masked="cls_avg",
+                                        differs="the masked sum is divided by the whole batch's token count"),
+    "avg_batchsum": OfficialPooling("avg", **_GET_POOLING_04, masked="avg",
+                                    differs="the masked sum is divided by the whole batch's token count"),
+    "max_zeroed": OfficialPooling("max", **_GET_POOLING_04, masked="max",
+                                  differs="padding is zeroed, not excluded, so 0 can win the max"),
+    "cls_max_zeroed": OfficialPooling("cls_max", **_GET_POOLING_04, masked=None,
+                                      differs="(cls + max) / 2 with padding zeroed, not excluded, so 0 can win the max"),
+}
+# every official replica depends on the batch: its width (0.1.1), its token count or whether it is padded (0.4.x)
+BATCH_DEPENDENT_POOLINGS = frozenset(OFFICIAL_POOLINGS)
+# what pool(), embed() and Encoder(eval_pooling=...) accept
+EVAL_POOLINGS: dict[str, Callable[..., torch.Tensor]] = {**POOLINGS, **OFFICIAL_POOLINGS}
+
+
 def pool(
     name: str, last_hidden: torch.Tensor, attention_mask: torch.Tensor, first_hidden: torch.Tensor | None = None
 ) -> torch.Tensor:
-    """Pool (B, T, H) hidden states into (B, H) with strategy ``name``.
+    """Pool (B, T, H) hidden states into (B, H) with strategy ``name`` (a key of :data:`EVAL_POOLINGS`).
 
     ``first_hidden`` (the first transformer block's output) is used by
-    ``first_last_avg`` only; :func:`embed` passes it when needed.
+    ``first_last_avg`` only; :func:`embed` passes it when needed. The
+    :data:`OFFICIAL_POOLINGS` replicas read the batch as given, padding included.
     """
     try:
-        fn = POOLINGS[name]
+        fn = EVAL_POOLINGS[name]
     except KeyError:
-        raise ValueError(f"unknown pooling {name!r}; known: {sorted(POOLINGS)}") from None
+        raise ValueError(f"unknown pooling {name!r}; known: {sorted(EVAL_POOLINGS)}") from None
     if name in NEEDS_FIRST_LAYER:
         return fn(last_hidden, attention_mask, first_hidden)
     return fn(last_hidden, attention_mask)
@@ -315,13 +428,15 @@ def embed_bucketed(
 ) -> torch.Tensor:
     """:func:`embed` over groups of rows of similar length, each cut to its own longest row.
 
-    The same embeddings as one padded forward pass (every pooling is mask-aware and left-padded
-    rows get positions counted from their first token), for fewer computed positions: a batch
+    The same embeddings as one padded forward pass (every pooling of :data:`POOLINGS` is mask-aware
+    and left-padded rows get positions counted from their first token; a batch-dependent official
+    replica gets that one pass), for fewer computed positions: a batch
     padded to its longest text spends most of its compute on padding (60% of STS-B's positions
     at batch 32, max_length 64). Rows are grouped by :func:`length_buckets`; with dropout the
     masks are drawn per group, so a bucketed step equals an unbucketed one in distribution.
     """
-    if buckets <= 1 or input_ids.shape[0] < 2:
+    # a batch-dependent pooling must see the batch it was given, not buckets of it
+    if buckets <= 1 or input_ids.shape[0] < 2 or pooling in BATCH_DEPENDENT_POOLINGS:
         return embed(model, pooling, input_ids, attention_mask)
     lengths = attention_mask.sum(-1).tolist()
     groups = length_buckets(lengths, buckets)
@@ -430,7 +545,8 @@ def pad_ids(seqs: list[list[int]], tokenizer) -> dict[str, torch.Tensor]:
 def ensure_pad_token(tokenizer):
     """LLaMA tokenizers ship without a pad token: pad with UNK (as the official angle-emb, id 0) or EOS.
 
-    Padding never reaches an embedding: every pooling is mask-aware.
+    Padding never reaches an embedding under :data:`POOLINGS` (all mask-aware); only the official
+    replicas (:data:`OFFICIAL_POOLINGS`) read it, as the official code did.
     """
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.unk_token if tokenizer.unk_token is not None else tokenizer.eos_token
@@ -546,6 +662,12 @@ class Encoder:
     ``eval_text`` (:data:`aoe.prompts.EVAL_TEXTS`) rewrites each text before the prompt wraps
     it, as the official evaluation does; with no prompt it does nothing (the official eval.py
     rewrites prompted texts only), and :attr:`eval_text` is then ``raw``.
+
+    ``pooling`` is the model's own pooling: a fine-tuned folder's recorded one (asking for
+    another is an error) or, for a backbone, the caller's. ``eval_pooling`` (any key of
+    :data:`EVAL_POOLINGS`) embeds with another pooling on purpose, for evaluation only, e.g.
+    an official replica (:data:`OFFICIAL_POOLINGS`). :attr:`pooling` is the pooling used,
+    :attr:`trained_pooling` the model's own (None for a backbone given only ``eval_pooling``).
     """
 
     def __init__(
@@ -555,6 +677,7 @@ class Encoder:
         device: str | None = None,
         prompt: str | None = None,
         eval_text: str = "raw",
+        eval_pooling: str | None = None,
     ):
         from transformers import AutoTokenizer
 
@@ -564,20 +687,27 @@ class Encoder:
         if record is not None:
             trained_pooling = record["pooling"]
             if pooling is not None and pooling != trained_pooling:
-                raise ValueError(f"{model_dir} was trained with pooling {trained_pooling!r}, asked for {pooling!r}")
+                raise ValueError(
+                    f"{model_dir} was trained with pooling {trained_pooling!r}, asked for {pooling!r}"
+                    f" (evaluating with another pooling on purpose: eval_pooling={pooling!r})"
+                )
             pooling = trained_pooling
             trained_prompt = record.get("prompt")
             if prompt is not None and prompt != trained_prompt:
                 raise ValueError(f"{model_dir} was trained with prompt {trained_prompt!r}, asked for {prompt!r}")
             prompt = trained_prompt
-        if pooling is None:
+        if pooling is None and eval_pooling is None:
             raise ValueError(f"{model_dir}: no aoe_config.json and no pooling given")
-        if pooling not in POOLINGS:
-            raise ValueError(f"unknown pooling {pooling!r}; known: {sorted(POOLINGS)}")
+        if pooling is not None and pooling not in POOLINGS:
+            hint = " (an evaluation-only pooling: pass it as eval_pooling)" if pooling in EVAL_POOLINGS else ""
+            raise ValueError(f"unknown pooling {pooling!r}; known: {sorted(POOLINGS)}{hint}")
+        if eval_pooling is not None and eval_pooling not in EVAL_POOLINGS:
+            raise ValueError(f"unknown eval_pooling {eval_pooling!r}; known: {sorted(EVAL_POOLINGS)}")
         check_prompt(prompt)  # a template without {text} fails here, not mid-evaluation
         check_eval_text(eval_text)
         self.model_dir = model_dir
-        self.pooling = pooling
+        self.trained_pooling = pooling
+        self.pooling = eval_pooling if eval_pooling is not None else pooling
         self.prompt = prompt
         self.eval_text = eval_text if prompt is not None else "raw"
         self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
@@ -604,7 +734,9 @@ class Encoder:
         """(N, H) float32 embeddings, in the order of ``texts``.
 
         Texts are batched by length (longest first) so padding is minimal; the
-        result is put back in input order.
+        result is put back in input order. A batch-dependent :attr:`pooling`
+        (:data:`BATCH_DEPENDENT_POOLINGS`) then depends on these batches and ``batch_size``:
+        :meth:`encode_batches` takes the batches an official evaluation formed.
         """
         texts = [eval_text(t, self.eval_text) for t in texts]
         order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
@@ -621,3 +753,26 @@ class Encoder:
             pooled = embed(self.model, self.pooling, enc["input_ids"], enc["attention_mask"])
             out[idx] = pooled.float().cpu().numpy()
         return out
+
+    @torch.inference_mode()
+    def encode_batches(self, batches: list[list[str]], max_length: int = 128) -> np.ndarray:
+        """(sum of batch sizes, H) float32 embeddings of exactly these batches, in the given order.
+
+        Each batch is embedded as one forward pass, padded to its own longest text on the
+        tokenizer's side (right for BERT), as the official ``AnglE.encode``
+        (``tokenizer(..., padding='longest', truncation=True)``) pads what SentEval's batcher
+        hands it; texts are neither reordered nor regrouped, so a batch-dependent pooling
+        gives the official numbers for the same batches (:mod:`aoe.evaluate.senteval_batches`).
+        """
+        batches = [list(b) for b in batches]
+        empty = [i for i, b in enumerate(batches) if not b]
+        if empty:
+            raise ValueError(f"encode_batches: batch(es) {empty[:5]} are empty")
+        parts = []
+        for batch in batches:
+            ids = tokenize_texts(self.tokenizer, [eval_text(t, self.eval_text) for t in batch], max_length, self.prompt)
+            enc = {k: v.to(self.device) for k, v in pad_ids(ids, self.tokenizer).items()}
+            parts.append(embed(self.model, self.pooling, enc["input_ids"], enc["attention_mask"]).float().cpu().numpy())
+        if not parts:
+            return np.empty((0, self.hidden_size), dtype=np.float32)
+        return np.concatenate(parts)

@@ -97,7 +97,8 @@ def kind_columns(kind: str, spec: dict, results: pd.DataFrame | None = None) -> 
 # ---------------------------------------------------------------------------
 # Loading result files into a long table (backbone, objective, trainset, seed, rerun, column, value).
 
-RESULT_COLUMNS = ["backbone", "objective", "trainset", "seed", "rerun", "column", "value"]
+# eval_pooling: "" for a cell's own evaluation, else the evaluation-only pooling of a variant row's file
+RESULT_COLUMNS = ["backbone", "objective", "trainset", "seed", "rerun", "eval_pooling", "column", "value"]
 
 
 def _cell(result: dict, path: Path) -> dict:
@@ -107,6 +108,7 @@ def _cell(result: dict, path: Path) -> dict:
         raise ValueError(f"{path}: no model.cell record") from None
     # the record's seed is the run of the path: "42", or "42-rerun2"
     cell["seed"], cell["rerun"] = parse_run(cell["seed"])
+    cell["eval_pooling"] = cell.get("eval_pooling") or ""
     return cell
 
 
@@ -284,6 +286,7 @@ class Row:
     repro_label: str = ""
     repro: dict[str, float] = field(default_factory=dict)
     variant: str = NO_TRAINSET  # a pretrained row: its evaluation.pretrained_variants key ("none": the backbone's own)
+    eval_pooling: str = ""  # an evaluation-only variant row: the pooling its cells were scored with ("": their own)
 
     @property
     def n(self) -> int:
@@ -357,6 +360,7 @@ def spec_rows(spec: dict) -> list[dict]:
                 "label": e.get("label"),
                 "section": e.get("section", ""),
                 "variant": e.get("variant", NO_TRAINSET),
+                "eval_pooling": e.get("eval_pooling") or "",
             }
         )
     return out
@@ -435,6 +439,8 @@ def _label(row: dict) -> str:
     name = OBJECTIVE_LABELS.get(row["objective"], row["objective"])
     if row["objective"] == PRETRAINED and row.get("variant", NO_TRAINSET) != NO_TRAINSET:
         return f"{name} ({row['variant']})"
+    if row.get("eval_pooling"):
+        return f"{name} (evaluated {row['eval_pooling']})"
     return name
 
 
@@ -478,6 +484,7 @@ def build_table(
             reruns=int(row_spec.get("reruns") or 1),
             repro_ref=repro_ref,
             variant=row_spec.get("variant") or NO_TRAINSET,
+            eval_pooling=row_spec.get("eval_pooling") or "",
         )
         pre = row.objective == PRETRAINED
         sel = results[(results.backbone == row.backbone) & (results.objective == row.objective)]
@@ -488,6 +495,10 @@ def build_table(
         if row.seeds is not None:
             sel = sel[sel.seed.isin(row.seeds)]
         sel = sel[sel.rerun < row.reruns]
+        if "eval_pooling" in sel.columns:  # a frame built by hand has only the cells' own evaluations
+            sel = sel[sel.eval_pooling.fillna("") == row.eval_pooling]
+        elif row.eval_pooling:
+            sel = sel.iloc[:0]
         for col in col_keys:
             if per_trainset and col != "avg":
                 cs = sel[sel.column == col]

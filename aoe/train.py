@@ -15,6 +15,7 @@ Each run writes, into ``results/models/{backbone}/{objective}/{trainset}/seed{se
                                                       and ``init``: the trained model it started from, if any)
     versions.json                                     library versions and git commit
     metrics.jsonl                                     loss components, lr and pairs/s every ``log_every`` steps
+                                                      (select_checkpoint best: each epoch end's validation Spearman)
     modules.json, sentence_bert_config.json, ...      sentence-transformers files (aoe.interop)
 
 The folder appears only when training finished: it is assembled in a temporary
@@ -42,6 +43,19 @@ micro-batches; each process embeds its contiguous slice of a micro-batch.
   update equals the one-process update.
 
 With one process the two are the same computation.
+
+Checkpoint selection (``select_checkpoint``). ``last`` (default): the model folder holds the
+last step's weights, as the official code's printed numbers (angle-emb 0.1.1 ``fit`` saves the
+final backbone, fcb6223 angle_emb/angle.py:734, and ``train_angle.py --mode test`` loads it).
+``best``: at each epoch end, and at the last step, the model embeds ``select_split``'s pairs as it
+trains (pooling, prompt, max_length; eval mode, no gradients) and scores Spearman of cosine vs gold
+(x100); the epoch with the highest score wins, a later one only when strictly higher, as the
+official ``EvaluateCallback`` (angle.py:398-415) keeps ``<output_dir>/best-checkpoint`` (whose
+best starts at 0, so a run never above 0 keeps none there; here the first epoch is a candidate).
+The scores and the best weights so far (LoRA: the adapters only) are part of every checkpoint, so
+a resumed run chooses what an uninterrupted one chooses; the scoring draws no random numbers, so
+the training itself is that of ``last``, and its seconds stay out of ``train_seconds``.
+aoe_config.json's ``selection`` records the split, every score, the chosen epoch and ``split_is_test``.
 """
 
 from __future__ import annotations
@@ -59,12 +73,13 @@ import torch
 
 from aoe import checkpoints
 from aoe.checkpoints import checkpoint_dir
+from aoe.data.io import DataError, sha256_file
 from aoe.fsutil import atomic_dir
-from aoe.hparams import TrainSettings
+from aoe.hparams import SELECTION_OFF, TrainSettings
 from aoe.losses import Objective, get_objective
 from aoe.losses.objectives import FORMATS
 from aoe.lora import FINETUNES, QLORA_COMPUTE_DTYPES, build_lora_model, quantization_settings, relative_base, trainable_names
-from aoe.models import EVAL_DTYPES, POOLINGS, embed_bucketed, ensure_pad_token, pad_ids
+from aoe.models import EVAL_DTYPES, POOLINGS, embed, embed_bucketed, ensure_pad_token, pad_ids, tokenize_texts
 from aoe.prompts import check_prompt
 from aoe.provenance import library_versions
 from aoe.tokens import load_token_cache
@@ -73,6 +88,8 @@ __all__ = ["TrainConfig", "train", "epoch_batches", "checkpoint_dir", "num_warmu
 
 # process: each process's slice of a micro-batch, as the official code; global: the whole micro-batch
 IN_BATCH_POOLS = ("process", "global")
+# last: the last step's weights, as the official code's printed numbers; best: the best epoch on select_split
+SELECTIONS = ("last", "best")
 
 
 @dataclass
@@ -111,6 +128,13 @@ class TrainConfig(TrainSettings):
                 raise ValueError(f"init must be null or {{trainset: <name>, objective: <name, optional>}}, got {self.init!r}")
             if self.finetune != "full":
                 raise ValueError(f"init (a trained model to start from) needs full fine-tuning, not {self.finetune!r}")
+        if self.select_checkpoint not in SELECTIONS:
+            raise ValueError(f"select_checkpoint must be one of {SELECTIONS}, got {self.select_checkpoint!r}")
+        if self.select_checkpoint == "best":
+            if not isinstance(self.select_split, dict) or set(self.select_split) != {"dataset", "split"}:
+                raise ValueError(f"select_checkpoint best needs select_split {{dataset: <d>, split: <s>}}, got {self.select_split!r}")
+        elif self.select_split is not None:
+            raise ValueError(f"select_split {self.select_split!r} is read only by select_checkpoint best, not {self.select_checkpoint!r}")
 
 
 def num_warmup_steps(cfg: TrainConfig, total_steps: int) -> int:
@@ -209,8 +233,9 @@ def _gather_with_grad(x: torch.Tensor, num_processes: int) -> torch.Tensor:
 class _Full:
     """Full fine-tuning: the whole transformer trains, is checkpointed, resumed and saved.
 
-    :class:`_LoRA` answers the same four questions for adapters (how the encoder is loaded,
-    what a checkpoint keeps, how strictly it is resumed, what aoe_config.json adds): every
+    :class:`_LoRA` answers the same five questions for adapters (how the encoder is loaded,
+    what a checkpoint keeps, how strictly it is resumed, what aoe_config.json adds, what the best
+    epoch's copy holds under ``select_checkpoint: best``): every
     difference between the two lives in these two classes, so the stages never ask which
     one they run.
     """
@@ -233,6 +258,10 @@ class _Full:
     def record(self, out_dir: Path, backbone_dir) -> dict:
         """What aoe_config.json adds beside the common fields."""
         return {}
+
+    def kept_weights(self, encoder: torch.nn.Module) -> dict[str, torch.Tensor]:
+        """A copy (CPU) of what the model folder saves: the whole transformer."""
+        return {k: v.detach().to("cpu", copy=True) for k, v in encoder.state_dict().items()}
 
 
 @dataclass(frozen=True)
@@ -270,9 +299,70 @@ class _LoRA:
             "lora": cfg.lora,
         }
 
+    def kept_weights(self, encoder: torch.nn.Module) -> dict[str, torch.Tensor]:
+        """A copy (CPU) of the adapters: the frozen base is the backbone's, as in a checkpoint."""
+        # the parameters, not state_dict(): that would also pack every 4-bit base layer's quantization state
+        return {n: p.detach().to("cpu", copy=True) for n, p in encoder.named_parameters() if p.requires_grad}
+
 
 def _finetuning(cfg: TrainConfig) -> _Full | _LoRA:
     return _Full(cfg) if cfg.finetune == "full" else _LoRA(cfg)
+
+
+class _Selection:
+    """``select_checkpoint: best``: the validation pairs, each epoch end's score, and the best epoch's weights.
+
+    Registered with accelerate for checkpointing (``state_dict`` / ``load_state_dict``): a checkpoint
+    holds the scores and the best weights so far beside the model and optimizer, so a run resumed
+    after a kill continues the same comparison. Costs one more copy of what the model folder saves,
+    in memory (CPU) and in each checkpoint (LoRA: the adapters only).
+    """
+
+    def __init__(self, cfg: TrainConfig, table: str | Path, tokenizer, split_is_test: bool):
+        import pandas as pd
+
+        from aoe.evaluate.sts import unique_texts
+
+        df = pd.read_parquet(table)
+        missing = [c for c in ("sentence1", "sentence2", "score") if c not in df.columns]
+        if missing or df.empty or df["score"].isna().any():
+            why = f"no column {missing}" if missing else "no rows" if df.empty else f"{int(df['score'].isna().sum())} scores missing"
+            raise DataError(f"{table}: not a pair table with gold scores to select a checkpoint on ({why}); select_split {cfg.select_split}")
+        self.split, self.table, self.split_is_test = dict(cfg.select_split), str(table), bool(split_is_test)
+        self.table_sha256 = sha256_file(table)
+        texts = unique_texts([df])
+        index = {t: i for i, t in enumerate(texts)}
+        # tokenized as the training texts are (the official callback's valid_ds, AngleDataTokenizer as train_ds)
+        self.ids = tokenize_texts(tokenizer, texts, cfg.max_length, cfg.prompt)
+        self.first, self.second = df["sentence1"].map(index).to_numpy(), df["sentence2"].map(index).to_numpy()
+        self.gold = df["score"].to_numpy(dtype="float64")
+        self.scores: list[dict] = []  # {"epoch", "step", "spearman"} per epoch end, in order
+        self.best: dict | None = None  # the entry of scores whose weights are kept
+        self.weights: dict[str, torch.Tensor] | None = None
+
+    @property
+    def name(self) -> str:
+        return f"{self.split['dataset']}/{self.split['split']}"
+
+    def state_dict(self) -> dict:
+        return {"scores": self.scores, "best": self.best, "weights": self.weights or {}}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.scores, self.best, self.weights = list(state["scores"]), state["best"], dict(state["weights"]) or None
+
+    def record(self) -> dict:
+        """aoe_config.json's ``selection``."""
+        return {
+            "rule": "best",
+            "criterion": "the epoch end with the highest Spearman x100 of cosine vs gold on split; a later one only if strictly higher",
+            "split": self.split,
+            "table_sha256": self.table_sha256,
+            "split_is_test": self.split_is_test,
+            "epoch": self.best["epoch"],
+            "step": self.best["step"],
+            "score": self.best["spearman"],
+            "scores": self.scores,
+        }
 
 
 @dataclass
@@ -294,6 +384,7 @@ class _Run:
     total_steps: int
     micro: int  # examples per micro-batch, all processes together
     local: int  # examples per micro-batch and process
+    selection: _Selection | None = None  # select_checkpoint best
 
 
 def train(
@@ -304,22 +395,30 @@ def train(
     cfg: TrainConfig,
     extra_record: dict | None = None,
     init_dir: str | Path | None = None,
+    select_table: str | Path | None = None,
+    select_is_test: bool = False,
 ) -> dict:
     """Train and save the model into ``out_dir`` (resuming from its checkpoint if one exists); return the run summary.
 
     ``init_dir``: a model folder this function wrote, of the same backbone, whose weights the run
     starts from (``cfg.init`` names its cell; both or neither must be given).
+    ``select_table``: ``cfg.select_split``'s prepared pair table, for ``select_checkpoint: best`` only;
+    ``select_is_test``: the cell's reported numbers are read on that split too (recorded, never used).
 
     Stages: :func:`_build` (accelerator, data, model, optimizer), :func:`_train_steps` (the
     loop, one :func:`_step` per optimizer step, logging and checkpoints), :func:`_save`.
     """
     out_dir = Path(out_dir)
     init_record = _check_init(cfg, backbone_dir, init_dir)
+    if (cfg.select_checkpoint == "best") != (select_table is not None):
+        raise ValueError(f"select_checkpoint {cfg.select_checkpoint!r} and select_table {select_table!r}: best needs the table, last takes none")
     objective = get_objective(cfg.objective, cfg.objective_overrides, format=cfg.format)
-    identity = checkpoints.run_identity(cfg, objective, cache_dir, backbone_dir, init_record)
+    identity = _with_selection(checkpoints.run_identity(cfg, objective, cache_dir, backbone_dir, init_record), select_table)
     ckpt_root = checkpoint_dir(out_dir)
 
     def record(summary: dict) -> dict:
+        # the summary (final.json keeps it) carries the selection; aoe_config.json shows it on its own
+        selection = summary.get("selection")
         return {
             "pooling": cfg.pooling,
             "prompt": cfg.prompt,
@@ -328,7 +427,8 @@ def train(
             "train": asdict(cfg),
             "backbone": _backbone_identity(backbone_dir),
             "token_cache": json.loads((Path(cache_dir) / "cache.json").read_text()),
-            "summary": summary,
+            "summary": {k: v for k, v in summary.items() if k != "selection"},
+            **({"selection": {**selection, "split_is_test": bool(select_is_test)}} if selection else {}),
             **({"init": init_record} if init_record else {}),
             **(extra_record or {}),
             **_finetuning(cfg).record(out_dir, backbone_dir),
@@ -345,13 +445,14 @@ def train(
                   f"delete {ckpt_root} to train it again", flush=True)
         return summary
 
-    run = _build(cfg, objective, cache_dir, table, backbone_dir, init_dir)
+    run = _build(cfg, objective, cache_dir, table, backbone_dir, init_dir, select_table, select_is_test)
     out_dir.parent.mkdir(parents=True, exist_ok=True)  # checkpoints and the model go here
     state = {"step": 0, "epoch": 0, "batch": 0, "examples_seen": 0, "train_seconds": 0.0, "zero_loss_steps": 0}
     metrics_lines: list[str] = []
     resumed_from = checkpoints.resume(run.accelerator, ckpt_root, identity, state, metrics_lines, partial=run.finetuning.partial_resume)
     with _stop_on_signals() as arrived:
         _train_steps(run, state, ckpt_root, identity, metrics_lines, arrived)
+    _keep_best(run)
     _check_trained(run, state)
     summary = {
         "steps": state["step"],
@@ -361,13 +462,26 @@ def train(
         "pairs_per_s": state["examples_seen"] / max(state["train_seconds"], 1e-9),
         "num_processes": run.accelerator.num_processes,
         "resumed_from_step": resumed_from,
+        **({"selection": run.selection.record()} if run.selection else {}),
     }
-    _save(run, out_dir, record(summary), metrics_lines, identity)
+    _save(run, out_dir, record(summary), summary, metrics_lines, identity)
     return summary
 
 
-def _build(cfg: TrainConfig, objective: Objective, cache_dir, table, backbone_dir, init_dir) -> _Run:
-    """Accelerator, data, encoder, optimizer, scheduler and checkpoint hooks of one run."""
+def _with_selection(identity: dict, select_table: str | Path | None) -> dict:
+    """The run identity of :func:`aoe.checkpoints.run_identity` with what decides the selection: the saved
+    weights depend on the table's content too. At their off default the selection settings are left out,
+    so a run trained before they existed keeps its identity (its checkpoints resume, its final restores)."""
+    train = {k: v for k, v in identity["train"].items() if not (k in SELECTION_OFF and v == SELECTION_OFF[k])}
+    out = {**identity, "train": train}
+    if select_table is not None:
+        out["select_table_sha256"] = sha256_file(select_table)
+    return out
+
+
+def _build(cfg: TrainConfig, objective: Objective, cache_dir, table, backbone_dir, init_dir,
+           select_table=None, select_is_test: bool = False) -> _Run:
+    """Accelerator, data, encoder, optimizer, scheduler, checkpoint hooks and validation pairs of one run."""
     from accelerate import Accelerator
     from accelerate.utils import DistributedDataParallelKwargs, set_seed
     from transformers import AutoTokenizer, get_linear_schedule_with_warmup
@@ -409,12 +523,16 @@ def _build(cfg: TrainConfig, objective: Objective, cache_dir, table, backbone_di
     # registered for checkpointing (a prepared scheduler would step once per process).
     module, optimizer = accelerator.prepare(module, optimizer)
     accelerator.register_for_checkpointing(scheduler)
+    selection = _Selection(cfg, select_table, tokenizer, select_is_test) if select_table is not None else None
+    if selection is not None:
+        accelerator.register_for_checkpointing(selection)  # after the scheduler: its index stays that of a last run
     finetuning.hook_checkpoints(accelerator)
     return _Run(
         cfg=cfg, finetuning=finetuning, accelerator=accelerator, tokenizer=tokenizer, objective=objective, data=data,
         lengths=[len(x) for x in data["input_ids_1"]] if cfg.length_grouped else None,
         collate=_Collator(tokenizer, cfg, objective), module=module, head=accelerator.unwrap_model(module).head,
         optimizer=optimizer, scheduler=scheduler, total_steps=total_steps, micro=micro, local=micro // n_proc,
+        selection=selection,
     )
 
 
@@ -545,9 +663,89 @@ def _train_steps(run: _Run, state: dict, ckpt_root: Path, identity: dict, metric
                 if state["step"] >= total:
                     break
             else:
+                # an epoch end (also one a resumed run reaches from a checkpoint of the epoch's last step)
+                start += _select(run, state, metrics_lines)
                 state["epoch"] += 1
                 state["batch"] = 0
+    # the last epoch ends at the last step (or max_steps cuts it), as the HF Trainer's on_epoch_end
+    start += _select(run, state, metrics_lines)
     state["train_seconds"] += time.perf_counter() - start
+
+
+def _select(run: _Run, state: dict, metrics_lines: list[str]) -> float:
+    """``select_checkpoint: best`` at an epoch end: score the model on the validation pairs, keep its weights
+    if strictly better than the best so far, log a metrics line; the seconds it took (0 without selection)."""
+    sel = run.selection
+    if sel is None or (sel.scores and sel.scores[-1]["epoch"] == state["epoch"]):
+        return 0.0
+    began = time.perf_counter()
+    score = _validation_spearman(run)
+    better = score is not None and (sel.best is None or score > sel.best["spearman"])
+    entry = {"epoch": state["epoch"], "step": state["step"], "spearman": score}
+    sel.scores.append(entry)
+    if better:
+        sel.best = entry
+        sel.weights = run.finetuning.kept_weights(run.accelerator.unwrap_model(run.module).encoder)
+    took = time.perf_counter() - began
+    metrics_lines.append(json.dumps({
+        "step": state["step"], "epoch": state["epoch"], "select_split": sel.name, "select_spearman": score,
+        "select_best": better, "select_seconds": took,
+    }))
+    return took
+
+
+def _validation_spearman(run: _Run) -> float | None:
+    """Spearman x100 of the pairs' cosine similarities vs their gold scores (None: constant similarities),
+    embedded as training embeds (:func:`aoe.models.embed`, the run's pooling) in eval mode; the main
+    process's value on every process, so that all keep the same epoch."""
+    import math
+
+    from scipy.stats import spearmanr
+
+    from aoe.evaluate.sts import cosine_rows
+
+    sel, accelerator = run.selection, run.accelerator
+    module = accelerator.unwrap_model(run.module)
+    device = accelerator.device
+    order = sorted(range(len(sel.ids)), key=lambda i: -len(sel.ids[i]))  # similar lengths together: less padding
+    chunks = []
+    module.eval()
+    try:
+        with torch.no_grad(), accelerator.autocast():
+            for s in range(0, len(order), run.local):
+                enc = pad_ids([sel.ids[i] for i in order[s : s + run.local]], run.tokenizer)
+                pooled = embed(module.encoder, module.pooling, enc["input_ids"].to(device), enc["attention_mask"].to(device))
+                chunks.append(pooled.float().cpu())
+    finally:
+        module.train()
+    emb = torch.empty(len(order), chunks[0].shape[-1])
+    emb[torch.tensor(order)] = torch.cat(chunks)
+    emb = emb.numpy()
+    value = float(spearmanr(cosine_rows(emb[sel.first], emb[sel.second]), sel.gold).statistic)
+    if accelerator.num_processes > 1:
+        from accelerate.utils import broadcast
+
+        value = broadcast(torch.tensor([value], dtype=torch.float64, device=device), from_process=0).item()
+    return 100 * value if math.isfinite(value) else None
+
+
+def _keep_best(run: _Run) -> None:
+    """``select_checkpoint: best``: put the best epoch's weights back into the model before it is checked and saved."""
+    sel = run.selection
+    if sel is None:
+        return
+    if sel.best is None:
+        raise FloatingPointError(
+            f"select_checkpoint best: the Spearman on {sel.name} was undefined at every one of {len(sel.scores)} epoch ends "
+            "(constant similarities): no epoch to select; check the run's metrics.jsonl"
+        )
+    encoder = run.accelerator.unwrap_model(run.module).encoder
+    result = encoder.load_state_dict(sel.weights, strict=not run.finetuning.partial_resume)
+    if result.unexpected_keys:
+        raise RuntimeError(f"the kept best weights name tensors the model lacks: {result.unexpected_keys[:3]}")
+    run.accelerator.print(
+        f"select_checkpoint best: epoch {sel.best['epoch']} (step {sel.best['step']}), Spearman {sel.best['spearman']:.2f} on {sel.name}"
+    )
 
 
 def _step(run: _Run, rows: list[dict], state: dict, b_idx: int) -> dict[str, float]:
@@ -605,7 +803,7 @@ def _micro_batch_loss(run: _Run, batch: dict) -> tuple[torch.Tensor, dict[str, t
     return run.objective(tuple(emb.unbind(1)), labels.to(device), text_ids.to(device), run.head)
 
 
-def _save(run: _Run, out_dir: Path, record: dict, metrics_lines: list[str], identity: dict) -> None:
+def _save(run: _Run, out_dir: Path, record: dict, summary: dict, metrics_lines: list[str], identity: dict) -> None:
     """Write the model folder (by the main process), keep it as the checkpoint folder's ``final``, drop the step checkpoints.
 
     Everything is written at the end (metrics are kept in memory), into a folder that
@@ -627,7 +825,7 @@ def _save(run: _Run, out_dir: Path, record: dict, metrics_lines: list[str], iden
             from aoe.interop import write_sentence_transformers_files
 
             write_sentence_transformers_files(work)
-            checkpoints.keep_final(work, root, identity, record["summary"])
+            checkpoints.keep_final(work, root, identity, summary)
         checkpoints.remove_steps(root)
     accelerator.wait_for_everyone()
 
@@ -727,10 +925,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--config", required=True, help="JSON file with the TrainConfig fields")
     parser.add_argument("--record", help="JSON file of extra fields for aoe_config.json")
     parser.add_argument("--init", help="trained model folder to start from (the config's init names its cell)")
+    parser.add_argument("--select-table", help="select_checkpoint best: the prepared pair table of select_split")
+    parser.add_argument("--select-is-test", action="store_true", help="select_split is also a split the cell is evaluated on")
     args = parser.parse_args(argv)
     cfg = TrainConfig(**json.loads(Path(args.config).read_text()))
     extra = json.loads(Path(args.record).read_text()) if args.record else None
-    summary = train(args.cache, args.table, args.backbone, args.out, cfg, extra_record=extra, init_dir=args.init)
+    summary = train(args.cache, args.table, args.backbone, args.out, cfg, extra_record=extra, init_dir=args.init,
+                    select_table=args.select_table, select_is_test=args.select_is_test)
     if int(os.environ.get("RANK", "0")) == 0:
         print(json.dumps(summary, indent=2))
 

@@ -204,6 +204,7 @@ class TableRow:
     section: str = ""
     reruns: int = 1  # trainings per seed (Cell.rerun 0 .. reruns-1)
     variant: str = NO_TRAINSET  # a pretrained row: evaluation.pretrained_variants key, or its own embedding
+    eval_pooling: str = ""  # an evaluation-only variant row: its cells' STS under this pooling ("": the cell's own)
 
     @property
     def cells(self) -> list[Cell]:
@@ -221,6 +222,7 @@ class TableRow:
             "label": self.label,
             "section": self.section,
             "variant": self.variant,
+            "eval_pooling": self.eval_pooling,
         }
 
 
@@ -254,22 +256,49 @@ def row_entries(spec: dict) -> list[dict]:
 def table_rows(config: dict, table: str) -> list[TableRow]:
     """The rows of a table, from its explicit ``rows`` or the cross product backbones x objectives.
 
-    A row's seeds default to every seed the grid trains for it; its train sets to the
-    table's (``trainsets``: one column each, in-domain tables; else ``trainset``).
+    A row's train sets default to the table's (``trainsets``: one column each, in-domain tables; else
+    ``trainset``). Its seeds and reruns default to the paper's protocol where the runs train it:
+    the seeds trained with the most reruns, all of those reruns (AoE: seed 42, five runs, ACL l.162
+    and l.182), so a cell also trained with other seeds (AoE Table 4's "different random seeds" row,
+    which names its seeds) keeps them out of the main rows; where each seed is trained once, every
+    seed. Seeds given without reruns: each seed's first training.
     """
     rows = []
     for entry in row_entries(config["tables"][table]):
         obj = entry["objective"]
         trainsets = tuple(entry["trainsets"])
+        reruns = entry.get("reruns")
         if obj in (PRETRAINED, RELEASED):
             seeds = (PRETRAINED_SEED,)
         elif "seeds" in entry:
             seeds = tuple(entry["seeds"])
         else:
-            seeds = tuple(sorted({s for t in trainsets for s in _trained_seeds(config, entry["backbone"], obj, t)}))
+            made = {(t, s): _trained_reruns(config, entry["backbone"], obj, t, s)
+                    for t in trainsets for s in _trained_seeds(config, entry["backbone"], obj, t)}
+            most = max(made.values(), default=1)
+            seeds = tuple(sorted({s for (_, s), k in made.items() if k == most}))
+            reruns = reruns or most
         rows.append(TableRow(entry["backbone"], obj, trainsets, seeds, entry.get("label"), entry.get("section", ""),
-                             int(entry.get("reruns", 1)), entry.get("variant", NO_TRAINSET)))
+                             int(reruns or 1), entry.get("variant", NO_TRAINSET), entry.get("eval_pooling") or ""))
     return rows
+
+
+EVAL_POOLING_FILE = "{suite}.pool-{eval_pooling}.json"  # an evaluation-only variant's result beside the cell's own
+
+
+def suite_file(suite: str, eval_pooling: str = "") -> str:
+    """The result file name of a suite: ``sts.json``, or an evaluation-only pooling's ``sts.pool-cls.json``."""
+    return EVAL_POOLING_FILE.format(suite=suite, eval_pooling=eval_pooling) if eval_pooling else f"{suite}.json"
+
+
+def cell_eval_pooling(config: dict, cell: Cell) -> str | None:
+    """The pooling of a trained cell's STS evaluation when it is not its trained one (the resolved
+    ``eval_pooling``, :data:`aoe.hparams.EVAL_ONLY`); None for the trained pooling or an untrained cell."""
+    from aoe.hparams import resolve_cell
+
+    if not cell.trained:
+        return None
+    return resolve_cell(config, cell.backbone, cell.objective, cell.trainset, cell.seed).params.get("eval_pooling")
 
 
 def table_cells(config: dict, table: str) -> list[Cell]:
@@ -304,7 +333,8 @@ def table_inputs(config: dict, table: str) -> list[str]:
         ]
     if kind.column_per_trainset:
         return [results_path(config, f"results/eval/{c.path}/{kind.suite}_{ts}.json") for c, ts in indomain_cells(config, table)]
-    return [results_path(config, f"results/eval/{c.path}/{kind.suite}.json") for c in table_cells(config, table)]
+    files = {f"results/eval/{c.path}/{suite_file(kind.suite, row.eval_pooling)}" for row in table_rows(config, table) for c in row.cells}
+    return [results_path(config, f) for f in sorted(files)]
 
 
 def suite_results(config: dict) -> list[str]:
@@ -339,9 +369,11 @@ def train_params(config: dict, backbone: str, objective: str, trainset: str, see
     ``job``: a train job's Snakemake params, without :data:`aoe.hparams.RUN_ONLY` (how often it logs and
     checkpoints): changing those reruns nothing; the job reads them from the config itself.
     """
-    from aoe.hparams import RUN_ONLY, resolve_cell
+    from aoe.hparams import EVAL_ONLY, RUN_ONLY, SELECTION_OFF, resolve_cell
 
-    params = resolve_cell(config, backbone, objective, trainset, seed).params
+    params = {k: v for k, v in resolve_cell(config, backbone, objective, trainset, seed).params.items() if k not in EVAL_ONLY}
+    # at its off default a selection setting is left out: the params of jobs planned before it existed stay as they were
+    params = {k: v for k, v in params.items() if not (k in SELECTION_OFF and v == SELECTION_OFF[k])}
     return {k: v for k, v in params.items() if k not in RUN_ONLY} if job else params
 
 
@@ -421,3 +453,72 @@ def start_log(log_path: str | os.PathLike) -> None:
     from aoe.fsutil import exit_on_sigterm
 
     exit_on_sigterm()
+
+
+# ---- checkpoint selection (train setting select_checkpoint) -------------------------------------
+
+
+def selection_is_test(config: dict, trainset: str, dataset: str, split: str) -> bool:
+    """Whether a selection split is one the cell's reported numbers are read on: its train set's
+    in-domain eval split, or an STS task's test split (the transfer evaluation of every trained model).
+
+    The official code selects on such splits (fcb6223 train_angle.py:159-161 NLI-STS: the STS test
+    set is the validation set; l.171-173 QQP/QNLI/RTE: the validation set is the test set), so a
+    number read after such a selection is no longer a held-out estimate: the record says so.
+    """
+    from aoe.data.sts import STS_TASKS
+
+    ts = config["trainsets"][trainset]
+    if dataset == ts["dataset"] and split == ts.get("eval_split"):
+        return True
+    return split == "test" and dataset in STS_TASKS.values()
+
+
+def selection_split(config: dict, cell: Cell) -> dict | None:
+    """What a cell selects its checkpoint on under ``select_checkpoint: best``: ``{dataset, split, table,
+    split_is_test}`` (``table``: the prepared pair table, an input of its train job); None under ``last``.
+
+    A setting that cannot work is a :class:`ConfigError` naming the key that set it and the fix,
+    raised while the run is planned rather than after a training.
+    """
+    from aoe.data.pairsets import pair_table_problem
+    from aoe.hparams import resolve_cell
+
+    recipe = resolve_cell(config, cell.backbone, cell.objective, cell.trainset, cell.seed)
+    params, set_by = recipe.params, recipe.provenance()
+    rule, split = params.get("select_checkpoint", "last"), params.get("select_split")
+    if rule == "last":
+        if split is not None:
+            raise ConfigError(
+                f"{set_by['select_split']}: {split!r} is read only by select_checkpoint: best, and "
+                f"{set_by['select_checkpoint']} is last; remove select_split or set select_checkpoint: best"
+            )
+        return None
+    if not isinstance(split, dict) or set(split) != {"dataset", "split"}:
+        given = "none is set" if split is None else f"{set_by['select_split']} is {split!r}"
+        raise ConfigError(
+            f"{set_by['select_checkpoint']}: best needs select_split: {{dataset: <d>, split: <s>}} beside it, a prepared "
+            f"pair table with gold scores held out from training (e.g. {{dataset: stsb, split: dev}}); {given}"
+        )
+    problem = pair_table_problem(split["dataset"], split["split"])
+    if problem:
+        raise ConfigError(f"{set_by['select_split']}: {problem}")
+    ts = config["trainsets"][cell.trainset]
+    if (split["dataset"], split["split"]) == (ts["dataset"], ts["split"]):
+        raise ConfigError(
+            f"{set_by['select_split']}: {split['dataset']}/{split['split']} is train set {cell.trainset!r}'s own "
+            "training split, which would select the epoch that fits it best; name a held-out split "
+            f"(e.g. {{dataset: stsb, split: dev}})"
+        )
+    return {
+        "dataset": split["dataset"],
+        "split": split["split"],
+        "table": results_path(config, f"results/data/{split['dataset']}/{split['split']}.parquet"),
+        "split_is_test": selection_is_test(config, cell.trainset, split["dataset"], split["split"]),
+    }
+
+
+def selection_input(config: dict, cell: Cell) -> list[str]:
+    """The train job's selection table: none under ``select_checkpoint: last``, so its plan is unchanged."""
+    found = selection_split(config, cell)
+    return [found["table"]] if found else []

@@ -14,6 +14,7 @@ from aoe.workflow import (
     cell_parts,
     enabled_tables,
     eval_cells,
+    cell_eval_pooling,
     evaluation_text,
     init_cell,
     loss_settings,
@@ -36,6 +37,7 @@ from aoe.data.transfer import transfer_files
 from aoe.evaluate.nli_probe import probe_inputs
 from aoe.data.pairsets import ALLNLI_FILE, SOURCES, dataset_splits, mirror_sources, upstream_url
 from aoe.formats import TOKEN_CACHE_FORMAT
+from aoe.pooling_names import EVAL_POOLING_NAMES
 from aoe.llm_supervised import generators as llm_generators
 
 # config.yaml, then the --configfile files (a preset), then --config: the files and values a message
@@ -116,6 +118,7 @@ wildcard_constraints:
     max_len=r"\d+",
     table="|".join(map(re.escape, enabled_tables(config))) or "NO_TABLES",
     evalset="|".join(map(re.escape, config["trainsets"])) or "NO_TRAINSETS",
+    eval_pooling="|".join(map(re.escape, EVAL_POOLING_NAMES)),
 
 
 def get_model_dir(wildcards):
@@ -145,6 +148,14 @@ def get_prompt(wildcards):
     if objective == PRETRAINED:
         return pretrained_embedding(config, wildcards.backbone, wildcards.trainset)[1]
     return config["backbones"][wildcards.backbone].get("prompt")
+
+
+def get_cell_eval_pooling(wildcards):
+    """The pooling an STS evaluation scores with instead of the trained one: an evaluation-only
+    variant's (its file's wildcard), else the cell's resolved eval_pooling; None: the trained one."""
+    if getattr(wildcards, "eval_pooling", None):
+        return wildcards.eval_pooling
+    return cell_eval_pooling(config, Cell.from_wildcards(wildcards))
 
 
 def get_eval_text(wildcards):

@@ -24,6 +24,7 @@ rule evaluate_sts:
         runtime=eval_resources("eval_runtime"),
     params:
         pooling=get_eval_pooling,
+        eval_pooling=get_cell_eval_pooling,  # trainsets.<t>.objective_train.<o>.eval_pooling, or a variant row's
         prompt=get_prompt,
         eval_text=get_eval_text,  # a changed rewrite reruns the evaluation
         batch_size=config["evaluation"]["sts"]["batch_size"],
@@ -37,6 +38,17 @@ rule evaluate_sts:
         uncapped_tasks=config["evaluation"]["sts"]["uncapped_tasks"],
     script:
         "../workflow_scripts/evaluate_sts.py"
+
+
+# An evaluation-only variant of a trained cell (a table row's eval_pooling): the same model scored under
+# another pooling, beside its own sts.json; nothing is retrained.
+use rule evaluate_sts as evaluate_sts_eval_pooling with:
+    output:
+        R("results/eval/{backbone}/{objective}/{trainset}/seed{seed}/sts.pool-{eval_pooling}.json"),
+    log:
+        R("results/logs/evaluate_sts/{backbone}/{objective}/{trainset}/seed{seed}.pool-{eval_pooling}.log"),
+    benchmark:
+        R("results/benchmarks/evaluate_sts/{backbone}/{objective}/{trainset}/seed{seed}.pool-{eval_pooling}.tsv")
 
 
 rule evaluate_indomain:

@@ -1,9 +1,14 @@
+from aoe.workflow import selection_input
+
+
 rule train_model:
     input:
         tokens=get_trainset_tokens,
         table=get_trainset_table,
         backbone=R("results/backbones/{backbone}"),
         init=get_init_model,
+        # select_checkpoint best: the pair table scored at each epoch end (none under last)
+        select=lambda wildcards: selection_input(config, Cell.from_wildcards(wildcards)),
     output:
         directory(R("results/models/{backbone}/{objective}/{trainset}/seed{seed}")),
     log:

@@ -142,14 +142,14 @@ def test_the_ledger_flags_departures_from_the_official_code(grid):
     assert llama["learning_rate"]["value"] == pytest.approx(1e-4) and llama["learning_rate"]["deviates"] == DEVIATES
     # the official STS-B example's recipe, its start included: the grid's own NLI AnglE model of the
     # same seed, flagged because it is not the released checkpoint's weights
-    stsb = cells["bert-base-uncased/angle_arxiv/stsb/seed43"]
-    assert stsb["init"]["value"] == "results/models/bert-base-uncased/angle_arxiv/nli/seed43"
+    stsb = cells["bert-base-uncased/angle_arxiv/stsb/seed42-rerun3"]
+    assert stsb["init"]["value"] == "results/models/bert-base-uncased/angle_arxiv/nli/seed42-rerun3"
     assert stsb["init"]["set_by"] == "trainsets.stsb.train.init" and "00a78ed README.md:205" in stsb["init"]["source"]
     assert stsb["init"]["official"] == "SeanLee97/angle-bert-base-uncased-nli-en-v1" and stsb["init"]["deviates"] == DEVIATES
     for key in ("epochs", "warmup_ratio", "learning_rate", "batch_size", "max_length", "weights.angle", "angle_tau"):
         assert stsb[key]["deviates"] == "", (key, stsb[key])
     summary = {line.split(" | ")[0]: line for line in recipe_markdown(recipe).splitlines() if line.startswith("| [")}
-    assert " | angle_arxiv/nli model | " in summary["| [bert-base-uncased/angle_arxiv/stsb/seed43](#recipe-bert-base-uncased-angle-arxiv-stsb)"]
+    assert " | angle_arxiv/nli model | " in summary["| [bert-base-uncased/angle_arxiv/stsb/seed42-rerun3](#recipe-bert-base-uncased-angle-arxiv-stsb)"]
     assert " | backbone | " in summary["| [bert-base-uncased/aoe/nli/seed42](#recipe-bert-base-uncased-aoe-nli)"]
     # a baseline's loss is not compared with the AnglE loss
     sbert = cells["bert-base-uncased/sbert/nli/seed42"]
@@ -160,9 +160,17 @@ def test_the_ledger_flags_departures_from_the_official_code(grid):
 def test_in_domain_cells_start_from_the_nli_model_unless_a_preset_says_otherwise(grid):
     from aoe.workflow import Cell, init_cell
 
-    s = _settings(resolve_cell(grid, "bert-base-uncased", "sbert", "gis", 44))
+    s = _settings(resolve_cell(grid, "bert-base-uncased", "aoe", "gis", 42))
     assert s["init"].value == {"trainset": "nli", "objective": "angle_arxiv"} and s["init"].set_by == "trainsets.gis.train.init"
-    assert init_cell(grid, Cell("bert-base-uncased", "sbert", "gis", 44)) == Cell("bert-base-uncased", "angle_arxiv", "nli", 44)
+    assert init_cell(grid, Cell("bert-base-uncased", "aoe", "gis", 42, 3)) == Cell("bert-base-uncased", "angle_arxiv", "nli", 42, 3)
+    # the baselines start from BERT as downloaded, as AnglE (arXiv) states (angle-arxiv-a.txt l.134, l.173)
+    for objective in ("sbert", "simcse_sup", "cosent"):
+        for trainset in ("stsb", "gis", "mrpc", "qqp", "qnli"):
+            s = _settings(resolve_cell(grid, "bert-base-uncased", objective, trainset, 42))
+            assert (s["init"].value, s["init"].set_by) == (None, f"trainsets.{trainset}.objective_train.{objective}.init")
+            assert init_cell(grid, Cell("bert-base-uncased", objective, trainset, 42)) is None
+    # an AnglE ablation starts as the full model it ablates
+    assert init_cell(grid, Cell("bert-base-uncased", "wo_angle", "stsb", 42)) == Cell("bert-base-uncased", "angle_arxiv", "nli", 42)
     # NLI training and the LLM-supervised sets start from the backbone (a code default)
     for trainset in ("nli", "stsb_llm", "stsb_self"):
         s = _settings(resolve_cell(grid, "bert-base-uncased", "aoe", trainset, 42))
@@ -170,7 +178,7 @@ def test_in_domain_cells_start_from_the_nli_model_unless_a_preset_says_otherwise
     # no objective: the cell's own (a two-stage run of one objective)
     config = copy.deepcopy(grid)
     config["trainsets"]["stsb"]["train"]["init"] = {"trainset": "nli"}
-    assert init_cell(config, Cell("bert-base-uncased", "cosent", "stsb", 42)) == Cell("bert-base-uncased", "cosent", "nli", 42)
+    assert init_cell(config, Cell("bert-base-uncased", "aoe", "stsb", 42)) == Cell("bert-base-uncased", "aoe", "nli", 42)
     report = load_config(REPO, ["presets/paper-indomain-report.yaml"])
     assert init_cell(report, Cell("bert-base-uncased", "aoe", "stsb", 42)) is None
     assert init_cell(report, Cell("bert-base-uncased", "aoe", "gis", 42)) is None

@@ -37,6 +37,13 @@ def test_results_tree(ci_run):
     assert recorded["provenance"]["max_steps"] == "trainsets.stsb.train.max_steps"
     assert recorded["provenance"]["loss.weights"] == "code:aoe.recipes.OBJECTIVES.aoe.weights"
     assert (res / "tokens" / "minilm-l6-64" / "stsb" / "train" / "cache.json").is_file()
+    # select_checkpoint best (presets/ci.yaml): STS-B dev prepared, scored at the one epoch end, recorded
+    assert (res / "data" / "stsb" / "dev.parquet").is_file()
+    sel = recorded["selection"]
+    assert (sel["rule"], sel["split"], sel["split_is_test"], sel["step"]) == ("best", {"dataset": "stsb", "split": "dev"}, False, 60)
+    assert recorded["provenance"]["select_split"] == "trainsets.stsb.train.select_split"
+    scored = [json.loads(line) for line in (model / "metrics.jsonl").read_text().splitlines() if "select_split" in line]
+    assert [(x["select_split"], x["select_spearman"]) for x in scored] == [("stsb/dev", sel["score"])]
 
 
 def test_recipe_ledger_and_report_links(ci_run):
@@ -107,6 +114,11 @@ def test_tables_written_with_measured_numbers(ci_run):
     csv = pd.read_csv(tables / "table1_sts.csv")
     ours = csv[(csv.objective == "aoe")].iloc[0]
     assert ours["avg_mean"] == pytest.approx(trained["avg"]) and ours["n"] == 1
+    # the evaluation-only variant: the same model under 0.1.1's cls_avg over SentEval's padded batches of 16
+    pooled = json.loads((work / "results/ci/eval/minilm-l6/aoe/stsb/seed1/sts.pool-cls_avg_padded.json").read_text())
+    assert (pooled["protocol"]["pooling"], pooled["protocol"]["trained_pooling"], pooled["protocol"]["batch_size"]) == ("cls_avg_padded", "cls", 16)
+    variant = csv[csv.label == "AoE (evaluated cls_avg_padded)"].iloc[0]
+    assert variant["STSB_mean"] == pytest.approx(pooled["tasks"]["STSB"]["spearman"]) != pytest.approx(ours["STSB_mean"])
 
 
 def test_saturation_statistics(ci_run):

@@ -10,7 +10,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from aoe.report import FLAG, FLAG_RULE, ONE_SEED, build_report, figure_section, flag, flag_bound, table_sources
+from aoe.report import (FLAG, FLAG_RULE, ONE_SEED, SPREAD_RERUNS, SPREAD_SEEDS, build_report, figure_section, flag, flag_bound,
+                        spread_of, table_sources)
 from aoe.tables import build_table, to_json
 
 NUMBERS = """\
@@ -28,7 +29,7 @@ paper_t:
 """
 
 
-def test_flag_is_a_one_run_prediction_interval():
+def test_flag_over_different_seeds_is_a_one_run_prediction_interval():
     # n=5, s=0.4, s_p=0.1: bound = t(0.975, 4) · √(0.16·(1 + 1/5) + 0.01) = 2.7764 · 0.4494 = 1.248
     assert flag_bound(0.4, 5, 0.1) == pytest.approx(2.776445 * math.sqrt(0.202), rel=1e-5)
     assert flag(1.0, 0.4, 5, 0.1) == ""  # the old rule (|Δ| > 2 × 0.1) flagged this
@@ -42,6 +43,18 @@ def test_flag_is_a_one_run_prediction_interval():
     assert flag(5.0, None, 1, 0.1) == ONE_SEED and flag(0.0, None, 1, None) == ONE_SEED
     assert flag_bound(None, 1, 0.1) is None
     assert flag(None, 0.4, 5, 0.1) == "" and flag(float("nan"), 0.4, 5, 0.1) == "" and flag(None, None, 1, None) == ""
+
+
+def test_reruns_of_one_seed_compare_two_means():
+    # the paper's protocol on both sides: our mean of n reruns vs the paper's mean of 5, each with its
+    # run-to-run spread. n=5, s=0.1, s_p=0.1: bound = 2.7764 · √(0.01/5 + 0.01/5) = 0.1756
+    assert flag_bound(0.1, 5, 0.1, SPREAD_RERUNS) == pytest.approx(2.776445 * math.sqrt(0.004), rel=1e-5)
+    assert flag(0.17, 0.1, 5, 0.1, SPREAD_RERUNS) == "" and flag(0.18, 0.1, 5, 0.1, SPREAD_RERUNS) == FLAG
+    # the same Δ over different seeds is well inside one run's interval
+    assert flag(0.18, 0.1, 5, 0.1, SPREAD_SEEDS) == ""
+    assert spread_of(["42", "42-rerun1", "42-rerun2"]) == SPREAD_RERUNS
+    assert spread_of(["42", "43"]) == SPREAD_SEEDS and spread_of(["42"]) == SPREAD_SEEDS
+    assert spread_of(["42", "42-rerun1", "43"]) == SPREAD_SEEDS
 
 
 @pytest.fixture
@@ -88,16 +101,17 @@ def test_report_flags_and_numbers(table_json, tmp_path):
     text = build_report([table_json], configs, commit="abc123", figure_files=[])
     rows = _report_rows(text)
     # Column, Ours, Seeds, Paper, Δ, Bound, Flag
-    assert rows["b AoE"] == ["STS-B test", "86.00 ± 0.50", "3", "85.00 ± 0.50", "+1.00", "3.29", ""]
-    assert rows["b SBERT"] == ["STS-B test", "76.00 ± 0.50", "3", "80.00 ± 0.50", "-4.00", "3.29", FLAG]
-    assert rows["b SimCSE (sup.)"] == ["STS-B test", "81.00 ± 0.50", "3", "79.00", "+2.00", "2.48", ""]
+    three = f"3 ({SPREAD_SEEDS})"
+    assert rows["b AoE"] == ["STS-B test", "86.00 ± 0.50", three, "85.00 ± 0.50", "+1.00", "3.29", ""]
+    assert rows["b SBERT"] == ["STS-B test", "76.00 ± 0.50", three, "80.00 ± 0.50", "-4.00", "3.29", FLAG]
+    assert rows["b SimCSE (sup.)"] == ["STS-B test", "81.00 ± 0.50", three, "79.00", "+2.00", "2.48", ""]
     assert rows["b AnglE"] == ["STS-B test", "90.00", "1", "84.00 ± 0.30", "+6.00", "–", ONE_SEED]
     assert "b CoSENT" not in rows
     assert FLAG_RULE in text and "t(0.975, n−1) · √(s²·(1 + 1/n) + s_p²)" in FLAG_RULE  # the test is named in the header
     assert "## table2_x" in text and "In-domain STS-B" in text
     assert "abc123" in text and all(c in text for c in configs)
     assert f"config: `{configs[0]}`, `{configs[1]}`" in text  # the files that set this table
-    assert "compared with the paper: 4" in text and f"flagged {FLAG} (one-run 95% prediction interval): 1 (table2_x (1))" in text
+    assert "compared with the paper: 4" in text and f"flagged {FLAG} (95% interval): 1 (table2_x (1))" in text
     assert f"not tested ({ONE_SEED}): 1" in text and "without a paper std (s_p = 0): 1" in text
     assert "AoE vs SBERT" in text and "Paired t-tests" in text
     assert "Missing cells (1, printed as –): b/cosent/stsb STSB" in text

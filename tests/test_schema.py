@@ -30,7 +30,8 @@ NO_DEFAULT = {
     # a table's rows and references: absent = none, or the table's own value
     *(f"config.tables.*.{k}" for k in ("trainset", "trainsets", "backbones", "objectives", "rows", "paper", "reproduction",
                                        "ttest.treatment")),
-    *(f"config.tables.*.rows[].{k}" for k in ("trainset", "trainsets", "seeds", "label", "paper", "reproduction", "variant")),
+    *(f"config.tables.*.rows[].{k}" for k in ("trainset", "trainsets", "seeds", "reruns", "label", "paper", "reproduction",
+                                              "variant", "eval_pooling")),
     # absent = the backbone's own pooling / prompt (a null prompt is a value: no prompt)
     "config.evaluation.pretrained_variants.*.pooling", "config.evaluation.pretrained_variants.*.prompt",
     # a released checkpoint's source (the hub id, or a local copy) and an adapter's base: absent = not that source

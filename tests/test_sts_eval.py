@@ -297,3 +297,43 @@ def test_cap_pairs_is_seeded_and_keeps_order():
     a, b = cap_pairs(t, 4), cap_pairs(t, 4)
     assert len(a) == 4 and a.equals(b) and list(a.index) == sorted(a.index)
     assert cap_pairs(t, 20) is t
+
+
+def test_a_batch_dependent_eval_pooling_embeds_in_sentevals_batches(tables, tiny_bert, tmp_path):
+    """An official pooling over padded batches (0.1.1's cls_avg) is scored as the official eval.py
+    scored it: each pair's texts embedded in SentEval's batch of 16 (AnglE's copy: STS12-16 by gold
+    score, STS-B and SICK-R in file order), not deduplicated or cached; the result says which pooling
+    replaced the trained one."""
+    import json
+
+    from aoe.evaluate.run import run_sts_evaluation
+    from aoe.evaluate.senteval_batches import task_batches
+    from aoe.models import Encoder
+
+    table_paths, manifests = [], []
+    for task, dataset in TASKS.items():
+        path = tmp_path / dataset / "test.parquet"
+        path.parent.mkdir()
+        tables[task].to_parquet(path, index=False)
+        manifest = path.with_name("test.manifest.json")
+        manifest.write_text(json.dumps({"dataset": dataset, "table_sha256": f"sha-{dataset}", "rows": len(tables[task])}))
+        table_paths.append(str(path))
+        manifests.append(str(manifest))
+    result = run_sts_evaluation(tiny_bert, table_paths, manifests, tmp_path / "sts.pool.json", pooling="cls", max_length=32,
+                                device="cpu", cache_root=tmp_path / "emb", eval_pooling="cls_avg_padded")
+    assert result["protocol"]["pooling"] == "cls_avg_padded" and result["protocol"]["trained_pooling"] == "cls"
+    assert result["protocol"]["batch_size"] == 16 and result["protocol"]["batches"]["senteval_copy"] == "angle"
+    assert "cache" not in result.get("embedding", {}) and not (tmp_path / "emb").exists()
+    # by hand: STS13's pairs in SentEval's batches (per subset, by gold score), the padded mean of each batch
+    enc = Encoder(tiny_bert, pooling="cls", device="cpu", eval_pooling="cls_avg_padded")
+    t = tables["STS13"].reset_index(drop=True)
+    batches = task_batches(t, "sts13", 16).batches
+    u, v = (np.empty((len(t), enc.hidden_size), dtype=np.float32) for _ in range(2))
+    for batch in batches:
+        u[batch] = enc.encode_batches([[t.sentence1[i] for i in batch]], max_length=32)
+        v[batch] = enc.encode_batches([[t.sentence2[i] for i in batch]], max_length=32)
+    assert result["tasks"]["STS13"]["spearman"] == pytest.approx(100 * spearmanr(cosine_rows(u, v), t["score"]).statistic, abs=1e-6)
+    # the masked cls_avg of the same model differs: padding is in the official mean
+    masked = run_sts_evaluation(tiny_bert, table_paths, manifests, tmp_path / "sts.masked.json", pooling="cls", max_length=32,
+                                device="cpu", eval_pooling="cls_avg")
+    assert masked["protocol"]["pooling"] == "cls_avg" and masked["tasks"]["STS13"] != result["tasks"]["STS13"]

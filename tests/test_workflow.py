@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import re
 import sys
 from collections import defaultdict
@@ -46,15 +47,22 @@ def test_cells_of_the_paper_grid():
     by_backbone = {b: sum(c.backbone == b for c in cells) for b in ("bert-base-uncased", "llama-2-7b", "llama-2-13b")}
     # BERT: 9 objectives on NLI, 15 on STS-B (5 + the AnglE ablation's 10), 5 on GIS, 4 on MRPC, QQP,
     # QNLI, 5 on the LLM-supervised train sets (AnglE Table 4: 2 per generator, 1 self-paired); LLaMA: 3 on
-    # NLI; x 5 seeds; and AoE on NLI trained 4 more times with seed 42 (Table 4)
+    # NLI; x 5 trainings of seed 42; and AoE on NLI with seeds 43-46 (Table 4's different seeds)
     assert by_backbone == {"bert-base-uncased": 5 * (9 + 15 + 5 + 3 * 4 + 5) + 4, "llama-2-7b": 15, "llama-2-13b": 15}
     assert len(cells) == 264
     assert Cell("bert-base-uncased", "pretrained", "none", 0) in table_cells(config, "table2_indomain")
-    assert Cell("llama-2-13b", "aoe", "nli", 46) in table_cells(config, "table1_sts")
+    # the paper's protocol (AoE §4): a main row is the five trainings of seed 42
+    assert Cell("llama-2-13b", "aoe", "nli", 42, 4) in table_cells(config, "table1_sts")
+    table1 = {(r.backbone, r.objective): r for r in table_rows(config, "table1_sts")}
+    assert all(r.seeds == (42,) and r.reruns == 5 for r in table1.values())
+    # AoE-BERT is also trained with seeds 43-46 (Table 4's different-seeds row), which stay out of Table 1
+    assert {c.seed for c in cells if (c.backbone, c.objective, c.trainset) == ("bert-base-uncased", "aoe", "nli")} == {42, 43, 44, 45, 46}
+    assert Cell("bert-base-uncased", "aoe", "nli", 43) not in table_cells(config, "table1_sts")
     # every trained cell plus BERT as downloaded (Tables 2, 3 and 5), LLaMA-2 7B as downloaded (AnglE's
     # transfer STS: with its prompt, and without under 3 poolings) and the 5 released checkpoints (AoE Table 8)
     assert len(eval_cells(config)) == 264 + 2 + 3 + 5
     assert {c.run for c in cells if c.rerun} == {"42-rerun1", "42-rerun2", "42-rerun3", "42-rerun4"}
+    assert sum(c.seed == 42 for c in cells) == 5 * 52 and sum(c.seed != 42 for c in cells) == 4
 
 
 def test_table_rows_and_inputs():
@@ -71,12 +79,12 @@ def test_table_rows_and_inputs():
     assert "results/eval/bert-base-uncased/aoe/nli/seed42-rerun4/sts.json" in table_inputs(config, "table4_ablation")
     # in-domain: a trained model on its own train set's eval split, the backbone on every column's
     inputs = table_inputs(config, "table2_indomain")
-    assert "results/eval/bert-base-uncased/aoe/gis/seed43/indomain_gis.json" in inputs
+    assert "results/eval/bert-base-uncased/aoe/gis/seed42-rerun3/indomain_gis.json" in inputs
     assert "results/eval/bert-base-uncased/pretrained/none/seed0/indomain_stsb.json" in inputs
     assert not any("aoe/gis/seed43/indomain_stsb" in f for f in inputs)
     assert len(inputs) == 3 * 2 * 5 + 2
     assert table_inputs(config, "table_gis_stats") == ["results/analysis/gis/stats.json"]
-    assert "results/benchmarks/train/bert-base-uncased/sbert/stsb/seed44.tsv" in table_inputs(config, "table_train_time")
+    assert "results/benchmarks/train/bert-base-uncased/sbert/stsb/seed42-rerun3.tsv" in table_inputs(config, "table_train_time")
     assert [table_target(t) for t in ("table1_sts", "table_mteb", "angle_flickr30k")] == ["table1", "table_mteb", "angle_flickr30k"]
 
 
@@ -218,17 +226,23 @@ def test_full_paper_config_plans(paper_grid_plan):
     counts = job_counts(stdout)
     # no mirror: each published file is downloaded by a local rule; the whole grid is trained
     assert counts["download_file"] == 74 and counts["download_hub"] == 3 and counts["train_model"] == 264
+    # the evaluation-only variant rows: AoE-BERT under the official NLI eval's cls_avg (Table 1), AnglE-BERT
+    # under its training CLS (AnglE's transfer STS table), 5 runs each, nothing retrained
+    assert counts["evaluate_sts_eval_pooling"] == 10
     assert counts["table"] == len([t for t, s in _validated_config()["tables"].items() if s.get("enabled", True)])
-    # one table of the paper grid: AoE Table 2 trains only BERT on STS-B and GIS (3 objectives x 5 seeds
-    # each), each from the NLI AnglE model of its seed (5 more), which it does not evaluate
+    # one table of the paper grid: AoE Table 2 trains only BERT on STS-B and GIS (3 objectives x 5 runs
+    # each), each from the NLI AnglE model of its seed and rerun (5 more), which it does not evaluate
     out = snakemake(work, "-n", "table2", env={"AOE_DATA_MIRROR": ""})
     assert out.returncode == 0, out.stdout[-3000:]
     counts = job_counts(out.stdout)
     assert counts["train_model"] == 35 and counts["evaluate_indomain"] == 32 and "evaluate_sts" not in counts
     trains = {tuple(j["wildcards"][k] for k in ("objective", "trainset", "seed")): j["input"]
               for j in dry_run_jobs(out.stdout) if j["rule"] == "train_model"}
-    assert "results/models/bert-base-uncased/angle_arxiv/nli/seed44" in trains[("sbert", "gis", "44")]
-    assert not any(path.startswith("results/models/") for path in trains[("angle_arxiv", "nli", "44")])
+    # a rerun repeats the whole chain: the third rerun starts from the NLI model's third rerun; the
+    # baselines start from BERT as downloaded (angle-arxiv-a.txt l.134, l.173)
+    assert "results/models/bert-base-uncased/angle_arxiv/nli/seed42-rerun3" in trains[("aoe", "gis", "42-rerun3")]
+    assert not any(path.startswith("results/models/") for path in trains[("sbert", "gis", "42-rerun3")])
+    assert not any(path.startswith("results/models/") for path in trains[("angle_arxiv", "nli", "42-rerun3")])
 
 
 def test_pretrained_variants_embed_the_backbone_as_downloaded_another_way():
@@ -521,3 +535,28 @@ def test_a_model_trained_with_other_settings_is_named_at_planning(tmp_path):
     record(max_steps=6)
     assert settings_changed(config, [cell], tmp_path) == [(cell, f"max_steps: 6 -> {params['max_steps']}")]
     assert settings_changed(config, [Cell("minilm-l6", "aoe", "stsb", 2)], tmp_path) == []  # not trained yet
+
+
+def test_an_evaluation_pooling_is_the_cells_or_a_variant_rows_and_never_the_train_jobs():
+    """Issue 36 point 1: AnglE-BERT on NLI is scored with 0.1.1's cls_avg (the official eval.py), AoE-BERT
+    with its training CLS; each table that compares a BERT NLI row with the paper also shows the other
+    evaluation of the same models, read from sts.pool-<pooling>.json, and no training changes."""
+    from aoe.workflow import ConfigError, cell_eval_pooling, suite_file, train_params
+
+    config = _validated_config()
+    angle, aoe = Cell("bert-base-uncased", "angle_arxiv", "nli", 42, 2), Cell("bert-base-uncased", "aoe", "nli", 42)
+    assert cell_eval_pooling(config, angle) == "cls_avg_padded" and cell_eval_pooling(config, aoe) is None
+    assert cell_eval_pooling(config, Cell("bert-base-uncased", "angle_arxiv", "stsb", 42)) is None
+    assert "eval_pooling" not in train_params(config, "bert-base-uncased", "angle_arxiv", "nli", 42)
+    assert suite_file("sts") == "sts.json" and suite_file("sts", "cls") == "sts.pool-cls.json"
+    inputs = table_inputs(config, "table1_sts")
+    assert "results/eval/bert-base-uncased/aoe/nli/seed42-rerun4/sts.pool-cls_avg_batchsum.json" in inputs
+    assert "results/eval/bert-base-uncased/aoe/nli/seed42-rerun4/sts.json" in inputs
+    variant = [r for r in table_rows(config, "angle_transfer_sts") if r.eval_pooling]
+    assert [(r.objective, r.eval_pooling, r.reruns) for r in variant] == [("angle_arxiv", "cls", 5)]
+    assert "results/eval/bert-base-uncased/angle_arxiv/nli/seed42/sts.pool-cls.json" in table_inputs(config, "angle_transfer_sts")
+    # only an STS table's trained row takes one
+    bad = copy.deepcopy(config)
+    bad["tables"]["table3_transfer"]["rows"][3]["eval_pooling"] = "cls_avg"
+    with pytest.raises(ConfigError, match=r"tables.table3_transfer.rows\[3\].eval_pooling: .*table kind 'transfer'"):
+        check_config(bad)

@@ -16,6 +16,7 @@ run_sts_evaluation(
     manifests=snakemake.input.manifests,
     out=snakemake.output[0],
     pooling=snakemake.params.pooling,
+    eval_pooling=snakemake.params.eval_pooling,
     prompt=snakemake.params.prompt,
     eval_text=snakemake.params.eval_text,
     batch_size=snakemake.params.batch_size,

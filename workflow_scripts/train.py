@@ -9,7 +9,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 sys.path.insert(0, str(Path(snakemake.scriptdir).parent))
-from aoe.workflow import Cell, start_log
+from aoe.workflow import Cell, selection_split, start_log
 
 start_log(snakemake.log[0])
 
@@ -31,9 +31,12 @@ if {k: built[k] for k in snakemake.params.loss} != dict(snakemake.params.loss):
 record = {"cell": dict(w), "slurm_job_id": os.environ.get("SLURM_JOB_ID"), "provenance": resolved.provenance()}
 args = (snakemake.input.tokens, snakemake.input.table, snakemake.input.backbone, snakemake.output[0])
 init_dir = snakemake.input.get("init") or None  # trainsets.<t>.train.init: a trained model to start from
+# select_checkpoint best: the planned table (an input), and whether the cell is also evaluated on it
+selection = selection_split(snakemake.config, cell)
+select = {"select_table": snakemake.input.select[0], "select_is_test": selection["split_is_test"]} if selection else {}
 processes = int(snakemake.params.processes)
 if processes <= 1:
-    print(json.dumps(train(*args, cfg, extra_record=record, init_dir=init_dir), indent=2))
+    print(json.dumps(train(*args, cfg, extra_record=record, init_dir=init_dir, **select), indent=2))
 else:
     with tempfile.TemporaryDirectory() as tmp:
         (Path(tmp) / "config.json").write_text(json.dumps(params))
@@ -44,6 +47,8 @@ else:
             "-m", "aoe.train", "--cache", args[0], "--table", args[1], "--backbone", args[2], "--out", args[3],
             "--config", str(Path(tmp) / "config.json"), "--record", str(Path(tmp) / "record.json"),
             *(["--init", init_dir] if init_dir else []),
+            *(["--select-table", select["select_table"]] if select else []),
+            *(["--select-is-test"] if select.get("select_is_test") else []),
         ]
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(snakemake.scriptdir).parent), os.environ.get("PYTHONPATH", "")])}
         subprocess.run(launch, check=True, env=env)

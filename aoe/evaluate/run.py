@@ -34,8 +34,14 @@ def run_sts_evaluation(
     max_pairs: int | None = None,
     uncapped_tasks: list[str] | None = None,
     eval_text: str = "raw",
+    eval_pooling: str | None = None,
 ) -> dict:
     """Evaluate ``model_dir`` on the 7 STS test tables and write ``out`` (sts.json).
+
+    ``eval_pooling``: an evaluation-only pooling (the cell's ``eval_pooling``, or a table's variant
+    row), else the one the model was trained with. An official arithmetic that depends on the batch
+    (:data:`aoe.models.BATCH_DEPENDENT_POOLINGS`) embeds in SentEval's batches at the official
+    script's batch size (:func:`official_eval_batch_size`), without the cache.
 
     ``max_pairs`` evaluates a seeded random subset of each task's pairs (but those of
     ``uncapped_tasks``): a CPU budget for LLM backbones, recorded in the protocol; the
@@ -61,9 +67,21 @@ def run_sts_evaluation(
     missing = [TASKS[t] for t in wanted if TASKS.get(t) not in by_dataset]
     if missing:
         raise KeyError(f"STS evaluation: no prepared test table for {missing}")
-    encoder, encode, cache = cached_encoder(model_dir, pooling, batch_size, max_length, cache_root, device, prompt=prompt, eval_text=eval_text)
     task_tables = capped_tables({task: by_dataset[TASKS[task]][0] for task in wanted}, max_pairs, uncapped_tasks)
-    result = evaluate_sts(encode, task_tables, tasks=wanted)
+    from aoe.models import BATCH_DEPENDENT_POOLINGS
+
+    if eval_pooling in BATCH_DEPENDENT_POOLINGS:
+        from aoe.evaluate.sts import evaluate_sts_in_senteval_batches
+        from aoe.models import Encoder
+
+        encoder, cache = Encoder(model_dir, pooling=pooling, device=device, prompt=prompt, eval_text=eval_text, eval_pooling=eval_pooling), None
+        batch_size = official_eval_batch_size(eval_pooling)
+        result = evaluate_sts_in_senteval_batches(
+            lambda batches: encoder.encode_batches(batches, max_length=max_length), task_tables, batch_size, tasks=wanted)
+    else:
+        encoder, encode, cache = cached_encoder(model_dir, pooling, batch_size, max_length, cache_root, device, prompt=prompt,
+                                                eval_text=eval_text, eval_pooling=eval_pooling)
+        result = evaluate_sts(encode, task_tables, tasks=wanted)
     result["protocol"] = {**result["protocol"], "batch_size": batch_size}  # PROTOCOL itself stays untouched
     if max_pairs is not None:
         result["protocol"]["subsample"] = {
@@ -126,7 +144,16 @@ def run_indomain_evaluation(
     return _finish(result, model_dir, cell, encoder, cache, max_length, start, out)
 
 
-def cached_encoder(model_dir, pooling, batch_size, max_length, cache_root, device=None, prompt=None, eval_text="raw"):
+def official_eval_batch_size(pooling: str) -> int:
+    """The SentEval batch size of the official evaluation script of a batch-dependent pooling's release
+    (0.1.1: fcb6223 eval.py, 16; 0.4.6: 1c5515b examples/NLI/eval_nli.py, 2)."""
+    from aoe.evaluate.senteval_batches import OFFICIAL_BATCH_SIZES
+    from aoe.models import OFFICIAL_POOLING_SOURCES
+
+    return OFFICIAL_BATCH_SIZES[OFFICIAL_POOLING_SOURCES[pooling].release][1]
+
+
+def cached_encoder(model_dir, pooling, batch_size, max_length, cache_root, device=None, prompt=None, eval_text="raw", eval_pooling=None):
     """(encoder, encode function, cache or None): the model's encode, through its embedding cache when asked.
 
     ``prompt`` is an LLM backbone's template for a model evaluated as downloaded; a
@@ -135,7 +162,7 @@ def cached_encoder(model_dir, pooling, batch_size, max_length, cache_root, devic
     """
     from aoe.models import Encoder, is_adapter_dir
 
-    encoder = Encoder(model_dir, pooling=pooling, device=device, prompt=prompt, eval_text=eval_text)
+    encoder = Encoder(model_dir, pooling=pooling, device=device, prompt=prompt, eval_text=eval_text, eval_pooling=eval_pooling)
 
     def encode(texts):
         return encoder.encode(texts, batch_size=batch_size, max_length=max_length, progress=True)
@@ -205,6 +232,8 @@ def _finish(result: dict, model_dir, cell, encoder, cache, max_length: int, star
     result["protocol"] = {
         **result["protocol"], "pooling": encoder.pooling, "prompt": encoder.prompt, "eval_text": encoder.eval_text, "max_length": max_length,
     }
+    if encoder.trained_pooling not in (None, encoder.pooling):  # an evaluation-only pooling: say what it replaced
+        result["protocol"]["trained_pooling"] = encoder.trained_pooling
     if cache is not None:
         result.setdefault("embedding", {})["cache"] = {"dir": str(cache.dir), "hit": cache.hit}
     result["model"] = _model_record(model_dir, cell)

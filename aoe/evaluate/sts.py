@@ -164,3 +164,50 @@ def evaluate_sts(encode, tables: Mapping[str, pd.DataFrame], tasks: list[str] | 
             "sentences_per_s": len(unique) / encode_seconds if encode_seconds > 0 else None,
         },
     }
+
+
+def evaluate_sts_in_senteval_batches(
+    encode_batches, tables: Mapping[str, pd.DataFrame], batch_size: int, tasks: list[str] | None = None, copy: str = "angle"
+) -> dict:
+    """:func:`evaluate_sts` for a batch-dependent pooling (:data:`aoe.models.BATCH_DEPENDENT_POOLINGS`).
+
+    The official poolings average over padding or over the whole batch's tokens, so a text's embedding
+    depends on the texts it was batched with. Here every pair is embedded where the official
+    evaluation embedded it: SentEval's batches of ``batch_size`` in its order
+    (:func:`aoe.evaluate.senteval_batches.task_batches`), the sentence-1 texts of a batch in one pass and
+    its sentence-2 texts in the next. ``encode_batches``: list of text batches -> (N, H) array. Nothing
+    is deduplicated or cached: a repeated text may embed differently in another batch, as there.
+    """
+    from aoe.evaluate.senteval_batches import task_batches
+
+    wanted = list(TASKS) if tasks is None else [t for t in TASKS if t in tasks]
+    missing = [t for t in wanted if t not in tables]
+    if missing:
+        raise KeyError(f"STS evaluation needs all of {wanted}; missing {missing}")
+    results: dict[str, dict | None] = {}
+    start, n_texts = time.perf_counter(), 0
+    for task in TASKS:
+        if task not in wanted:
+            results[task] = None
+            continue
+        table = tables[task].reset_index(drop=True)
+        batches = task_batches(table, TASKS[task], batch_size, copy).batches
+        rows = [i for batch in batches for i in batch]
+        side = {}
+        for column in ("sentence1", "sentence2"):
+            texts = table[column].astype(str).tolist()
+            emb = encode_batches([[texts[i] for i in batch] for batch in batches])
+            side[column] = np.empty_like(emb)
+            side[column][rows] = emb
+        n_texts += 2 * len(rows)
+        results[task] = sts_scores(cosine_rows(side["sentence1"], side["sentence2"]), table, task)
+    encode_seconds = time.perf_counter() - start
+    avg = float(np.mean([results[t]["spearman"] for t in TASKS])) if len(wanted) == len(TASKS) else None
+    return {
+        "tasks": results,
+        "avg": avg,
+        "protocol": {**PROTOCOL, "batches": {"senteval_copy": copy, "batch_size": int(batch_size),
+                                             "order": "SentEval's, per subset (aoe.evaluate.senteval_batches)"}},
+        "embedding": {"sentences_in_tasks": int(n_texts), "encode_seconds": encode_seconds},
+    }
+
