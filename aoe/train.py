@@ -49,9 +49,11 @@ last step's weights, as the official code's printed numbers (angle-emb 0.1.1 ``f
 final backbone, fcb6223 angle_emb/angle.py:734, and ``train_angle.py --mode test`` loads it).
 ``best``: at each epoch end, and at the last step, the model embeds ``select_split``'s pairs as it
 trains (pooling, prompt, max_length; eval mode, no gradients) and scores Spearman of cosine vs gold
-(x100); the epoch with the highest score wins, a later one only when strictly higher, as the
-official ``EvaluateCallback`` (angle.py:398-415) keeps ``<output_dir>/best-checkpoint`` (whose
-best starts at 0, so a run never above 0 keeps none there; here the first epoch is a candidate).
+(x100); the epoch with the highest score above 0 wins, a later one only when strictly higher, as the
+official ``EvaluateCallback`` (angle.py:398-415) keeps ``<output_dir>/best-checkpoint`` (its best
+starts at 0, NaN never beats it). When no epoch scores above 0 the official keeps no best-checkpoint
+and its output_dir holds the final model: the model folder then gets the last step's weights
+(bench/selection_parity.py runs both rules on the same scores).
 The scores and the best weights so far (LoRA: the adapters only) are part of every checkpoint, so
 a resumed run chooses what an uninterrupted one chooses; the scoring draws no random numbers, so
 the training itself is that of ``last``, and its seconds stay out of ``train_seconds``.
@@ -354,13 +356,14 @@ class _Selection:
         """aoe_config.json's ``selection``."""
         return {
             "rule": "best",
-            "criterion": "the epoch end with the highest Spearman x100 of cosine vs gold on split; a later one only if strictly higher",
+            "criterion": "the epoch end with the highest Spearman x100 of cosine vs gold on split above 0; a later one only if "
+                         "strictly higher; epoch null: no epoch above 0, the model folder holds the last step's weights",
             "split": self.split,
             "table_sha256": self.table_sha256,
             "split_is_test": self.split_is_test,
-            "epoch": self.best["epoch"],
-            "step": self.best["step"],
-            "score": self.best["spearman"],
+            "epoch": self.best["epoch"] if self.best else None,
+            "step": self.best["step"] if self.best else None,
+            "score": self.best["spearman"] if self.best else None,
             "scores": self.scores,
         }
 
@@ -674,13 +677,15 @@ def _train_steps(run: _Run, state: dict, ckpt_root: Path, identity: dict, metric
 
 def _select(run: _Run, state: dict, metrics_lines: list[str]) -> float:
     """``select_checkpoint: best`` at an epoch end: score the model on the validation pairs, keep its weights
-    if strictly better than the best so far, log a metrics line; the seconds it took (0 without selection)."""
+    if strictly better than the best so far (which starts at 0), log a metrics line; the seconds it took
+    (0 without selection)."""
     sel = run.selection
     if sel is None or (sel.scores and sel.scores[-1]["epoch"] == state["epoch"]):
         return 0.0
     began = time.perf_counter()
     score = _validation_spearman(run)
-    better = score is not None and (sel.best is None or score > sel.best["spearman"])
+    # the official callback's best starts at 0 (angle.py:405): a score at or below it is never kept
+    better = score is not None and score > (sel.best["spearman"] if sel.best is not None else 0.0)
     entry = {"epoch": state["epoch"], "step": state["step"], "spearman": score}
     sel.scores.append(entry)
     if better:
@@ -735,10 +740,12 @@ def _keep_best(run: _Run) -> None:
     if sel is None:
         return
     if sel.best is None:
-        raise FloatingPointError(
-            f"select_checkpoint best: the Spearman on {sel.name} was undefined at every one of {len(sel.scores)} epoch ends "
-            "(constant similarities): no epoch to select; check the run's metrics.jsonl"
+        # the official run then has no best-checkpoint, and its output_dir holds the final model (angle.py:734)
+        run.accelerator.print(
+            f"select_checkpoint best: no Spearman on {sel.name} above 0 at any of {len(sel.scores)} epoch ends "
+            "(undefined or <= 0, the official callback's initial best): the last step's weights are kept"
         )
+        return
     encoder = run.accelerator.unwrap_model(run.module).encoder
     result = encoder.load_state_dict(sel.weights, strict=not run.finetuning.partial_resume)
     if result.unexpected_keys:

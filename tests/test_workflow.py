@@ -198,12 +198,12 @@ def test_bad_mirror_is_named(tmp_path):
 def test_one_table_plans_only_its_jobs(tmp_path):
     out = _dry_run(tmp_path, "{}\n", "table2")  # the per-table target: in-domain STS-B in the CI preset
     assert out.returncode == 0, out.stdout[-3000:]
-    # STS-B's train and test files laid out, their tables; one trained model and the backbone, each
-    # scored on STS-B test only
+    # STS-B's train, dev and test files laid out, their tables (dev: the preset's select_split); one
+    # trained model and the backbone, each scored on STS-B test only
     assert job_counts(out.stdout) == {
-        "download_file": 2,
+        "download_file": 3,
         "fetch_backbone": 1,
-        "prepare_sts": 2,
+        "prepare_sts": 3,
         "tokenize": 1,
         "train_model": 1,
         "evaluate_indomain": 2,
