@@ -24,6 +24,7 @@ from aoe.checkpoints import FINAL, checkpoint_dir, step_dirs
 from aoe.tokens import build_token_cache
 from aoe.train import TrainConfig, train
 from aoe.workflow import ConfigError
+from tests.train_utils import killed_after_checkpoint
 
 WORDS = "apple river stone cloud quick lazy bright small green heavy old new red blue".split()
 SPLIT = {"dataset": "stsb", "split": "dev"}
@@ -91,19 +92,8 @@ def _select_lines(out: Path) -> list[tuple]:
 
 
 def _killed_after_checkpoint(data, out: Path, at: int, monkeypatch, **kw) -> None:
-    real = aoe.train._save_checkpoint
-
-    def save_then_die(accelerator, root, identity, state, metrics_lines):
-        saved = real(accelerator, root, identity, state, metrics_lines)
-        if state["step"] == at:
-            raise KeyboardInterrupt("preempted")
-        return saved
-
-    with monkeypatch.context() as m:
-        m.setattr(aoe.train, "_save_checkpoint", save_then_die)
-        with pytest.raises(KeyboardInterrupt):
-            _train(data, out, **kw)
-    assert not out.exists()
+    """Train into ``out`` until the checkpoint of step ``at`` is written, then die as a preempted job."""
+    killed_after_checkpoint(lambda: _train(data, out, **kw), out, at, monkeypatch)
 
 
 # ---- the choice, its weights and its record ------------------------------------------------------

@@ -21,6 +21,7 @@ import aoe.train
 from aoe.checkpoints import FINAL, TRAINER_STATE, checkpoint_dir, save_checkpoint, step_dirs
 from aoe.tokens import build_token_cache
 from aoe.train import TrainConfig, train
+from tests.train_utils import killed_after_checkpoint
 
 WORDS = "apple river stone cloud quick lazy bright small green heavy old new red blue".split()
 
@@ -57,19 +58,7 @@ def _train(data, out: Path, table: str = "a", **kw) -> dict:
 
 def _killed_after_checkpoint(data, out: Path, at: int, monkeypatch, **kw) -> None:
     """Train into ``out`` until the checkpoint of step ``at`` is written, then die as a preempted job."""
-    real = aoe.train._save_checkpoint
-
-    def save_then_die(accelerator, root, identity, state, metrics_lines):
-        saved = real(accelerator, root, identity, state, metrics_lines)
-        if state["step"] == at:
-            raise KeyboardInterrupt("preempted")
-        return saved
-
-    with monkeypatch.context() as m:
-        m.setattr(aoe.train, "_save_checkpoint", save_then_die)
-        with pytest.raises(KeyboardInterrupt):
-            _train(data, out, **kw)
-    assert not out.exists()
+    killed_after_checkpoint(lambda: _train(data, out, **kw), out, at, monkeypatch)
 
 
 def _weights(folder: Path) -> dict:

@@ -36,7 +36,8 @@ PROFILES = ("--profile", str(REPO / "slurm"), "--profile", str(REPO / "profiles"
 # Hard limit for one snakemake run; past it the whole process group is SIGKILLed.
 TIMEOUT_S = float(os.environ.get("AOE_SLURM_TEST_TIMEOUT", "1200"))
 
-GPU_RULES = {"train_model", "evaluate_sts", "evaluate_indomain"}
+# evaluate_sts_eval_pooling: the CI preset's evaluation-only variant row of table1_sts (a `use rule` of evaluate_sts)
+GPU_RULES = {"train_model", "evaluate_sts", "evaluate_indomain", "evaluate_sts_eval_pooling"}
 SUBMITTED = re.compile(r"Job (\d+) has been submitted with SLURM jobid (\d+) \(log: (\S+)\)\.")
 SBATCH = re.compile(r"^sbatch call: (sbatch .*?) --wrap=\"(.*)\"$", re.MULTILINE)
 

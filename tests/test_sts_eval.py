@@ -232,21 +232,29 @@ def test_real_sts16_counts(mirror):
 # run_sts_evaluation: the rule's entry point, on the tiny BERT
 
 
-def test_run_sts_evaluation_writes_the_result(tables, tiny_bert, tmp_path):
+def _written(tables: dict[str, pd.DataFrame], root) -> tuple[list[str], list[str]]:
+    """The task tables as prepare_sts writes them: (parquet paths, manifest paths), in TASKS order."""
     import json
-
-    from aoe.evaluate.run import run_sts_evaluation
-    from aoe.models import Encoder
 
     table_paths, manifests = [], []
     for task, dataset in TASKS.items():
-        path = tmp_path / dataset / "test.parquet"
+        path = root / dataset / "test.parquet"
         path.parent.mkdir()
         tables[task].to_parquet(path, index=False)
         manifest = path.with_name("test.manifest.json")
         manifest.write_text(json.dumps({"dataset": dataset, "table_sha256": f"sha-{dataset}", "rows": len(tables[task])}))
         table_paths.append(str(path))
         manifests.append(str(manifest))
+    return table_paths, manifests
+
+
+def test_run_sts_evaluation_writes_the_result(tables, tiny_bert, tmp_path):
+    import json
+
+    from aoe.evaluate.run import run_sts_evaluation
+    from aoe.models import Encoder
+
+    table_paths, manifests = _written(tables, tmp_path)
     out = tmp_path / "eval" / "sts.json"
     cell = {"backbone": "tiny", "objective": "pretrained", "trainset": "none", "seed": "0"}
     result = run_sts_evaluation(
@@ -310,15 +318,7 @@ def test_a_batch_dependent_eval_pooling_embeds_in_sentevals_batches(tables, tiny
     from aoe.evaluate.senteval_batches import task_batches
     from aoe.models import Encoder
 
-    table_paths, manifests = [], []
-    for task, dataset in TASKS.items():
-        path = tmp_path / dataset / "test.parquet"
-        path.parent.mkdir()
-        tables[task].to_parquet(path, index=False)
-        manifest = path.with_name("test.manifest.json")
-        manifest.write_text(json.dumps({"dataset": dataset, "table_sha256": f"sha-{dataset}", "rows": len(tables[task])}))
-        table_paths.append(str(path))
-        manifests.append(str(manifest))
+    table_paths, manifests = _written(tables, tmp_path)
     result = run_sts_evaluation(tiny_bert, table_paths, manifests, tmp_path / "sts.pool.json", pooling="cls", max_length=32,
                                 device="cpu", cache_root=tmp_path / "emb", eval_pooling="cls_avg_padded")
     assert result["protocol"]["pooling"] == "cls_avg_padded" and result["protocol"]["trained_pooling"] == "cls"
