@@ -981,6 +981,7 @@ def to_json(table: Table) -> dict:
                 "backbone": row.backbone,
                 "objective": row.objective,
                 "trainsets": row.trainsets,
+                "eval_pooling": row.eval_pooling,  # "": the cells' own evaluation; else an evaluation-only variant row
                 "reference": row.reference,
                 "paper_backbone": row.paper_backbone,
                 "paper_objective": row.paper_objective,

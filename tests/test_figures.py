@@ -281,6 +281,16 @@ def test_figure_cells_and_availability():
     assert figure_results(cfg) == []
 
 
+def test_paper_grid_density_figure_has_the_angle_panel():
+    """AnglE's density figure (angle-arxiv-a.txt Fig. 6, l.234-240) is AoE Fig. 4 with AnglE in AoE's place:
+    the grid's fig4 reads the AnglE-BERT NLI cell beside AoE, SimCSE and SBERT, all four trained by runs."""
+    cfg = _config()
+    check_figures(cfg)
+    assert [c.path for _, c in figure_cells(cfg)["fig4"]] == [
+        f"bert-base-uncased/{o}/nli/seed42" for o in ("aoe", "angle_arxiv", "simcse_sup", "sbert")]
+    assert "fig4" not in unavailable_figures(cfg)
+
+
 # -- the rules, end to end ------------------------------------------------------------------
 
 @pytest.mark.slow

@@ -368,3 +368,75 @@ def test_report_orders_nothing_for_a_single_trained_objective(tmp_path):
     text = build_report([_preset_table(tmp_path, {"aoe": [80.0, 81.0]})])
     assert "| mini: AoE − as downloaded | +10.50 |" in text
     assert "Ordering by" not in text
+
+
+# the paper's two rows whose difference each prose gain is (the reading recorded in paper_numbers.yaml), column avg
+_CLAIM_ROWS = {
+    "acl2024_table1/text_claims/avg_improvement_over_SimCSE_percent/BERT-base": ("acl2024_table1/BERT-base/AoE-BERT", "acl2024_table1/BERT-base/SimCSE"),
+    "acl2024_table1/text_claims/avg_improvement_over_SimCSE_percent/LLaMA7B": ("acl2024_table1/LLaMA7B/AoE-LLaMA2-7B", "acl2024_table1/LLaMA7B/SimCSE ⋆"),
+    "acl2024_table1/text_claims/avg_improvement_over_SimCSE_percent/LLaMA13B": ("acl2024_table1/LLaMA13B/AoE-LLaMA2-13B", "acl2024_table1/LLaMA13B/SimCSE ⋆"),
+    "acl2024_table2/text_claims/AoE_improvement_percent/vs_SBERT": ("acl2024_table2/AoE", "acl2024_table2/SBERT"),
+    "acl2024_table2/text_claims/AoE_improvement_percent/vs_SimCSE": ("acl2024_table2/AoE", "acl2024_table2/SimCSE"),
+    "angle_arxiv_transfer_sts_versions/text_claims/AnglE_BERT_over_SimCSE_BERT_percent": (
+        "arxiv_transfer_sts_table/supervised/AnglE-BERT", "arxiv_transfer_sts_table/supervised/SimCSE-BERT"),
+    "angle_arxiv_transfer_sts_versions/text_claims/AnglE_LLaMA_over_SimCSE_LLaMA_percent/arxiv_a_and_c": (
+        "angle_arxiv_transfer_sts_versions/arxiv_a_and_c/AnglE-LLaMA2-7B", "angle_arxiv_transfer_sts_versions/arxiv_a_and_c/SimCSE-LLaMA2-7B ⋆"),
+    "angle_arxiv_transfer_sts_versions/text_claims/AnglE_LLaMA_over_SimCSE_LLaMA_percent/arxiv_b": (
+        "angle_arxiv_transfer_sts_versions/arxiv_b/AnglE-LLaMA-2-7B", "angle_arxiv_transfer_sts_versions/arxiv_b/SimCSE-LLaMA-2 7B ⋆"),
+    "angle_arxiv_table2_nontransfer/text_claims/AnglE_over_SBERT_absolute_gain": (
+        "angle_arxiv_table2_nontransfer/AnglE-BERT", "angle_arxiv_table2_nontransfer/SBERT"),
+}
+
+
+def test_prose_gains_beside_the_same_difference_of_ours(tmp_path):
+    """Each gain the papers claim in their prose (paper_numbers.yaml text_claims) is the difference of two of
+    their rows; REPORT.md sets the same difference of our two rows' means beside it (Δ = ours − paper), from
+    the tables of config.yaml, scored as trained (an evaluation-only variant row is not the claim's row)."""
+    import yaml
+
+    from aoe.report import CLAIMS, claims_section
+    from aoe.tables import paper_reference
+    from tests.workflow_utils import REPO
+
+    # the claims are the paper's own differences, and printed on the line their source names
+    for c in CLAIMS:
+        claimed = paper_reference(c.ref, columns=["avg"])[1]["avg"]
+        if c.ref in _CLAIM_ROWS:
+            a, b = (paper_reference(r, columns=["avg"])[1]["avg"] for r in _CLAIM_ROWS[c.ref])
+            assert a - b == pytest.approx(claimed, abs=0.005), c.ref
+        name, line = re.search(r"([\w-]+\.txt) l\.(\d+)", c.source).groups()
+        path = Path(__file__).resolve().parents[2] / "shared" / "papers" / name
+        if path.is_file():
+            assert f"{claimed:.2f}%" in path.read_text().splitlines()[int(line) - 1], (c.ref, name, line)
+    assert {c.ref for c in CLAIMS} - set(_CLAIM_ROWS) == {"angle_arxiv_table3_ablation/text_claims/ibn_without_ISP_detection_drop_percent"}
+
+    config = yaml.safe_load((REPO / "config.yaml").read_text())
+    means = {("bert-base-uncased", "aoe"): 82.0, ("bert-base-uncased", "simcse_sup"): 81.5, ("llama-2-7b", "aoe"): 86.0,
+             ("llama-2-7b", "simcse_sup"): 85.0, ("bert-base-uncased", "sbert"): 77.0, ("bert-base-uncased", "angle_arxiv"): 83.0,
+             ("bert-base-uncased", "only_ibn"): 72.5, ("bert-base-uncased", "ibn_without_isp"): 72.0}
+    tables = []
+    for name, trainset, columns in (("table1_sts", "nli", ["avg"]), ("table2_indomain", None, ["stsb", "gis"]),
+                                    ("angle_transfer_sts", "nli", ["avg"]), ("angle_table3_ablation", None, ["stsb"])):
+        rows = [{"backbone": b, "objective": o, "trainset": trainset or col, "seed": 42, "rerun": 0, "eval_pooling": "", "column": col, "value": v}
+                for (b, o), v in means.items() for col in columns]
+        # AoE-BERT scored with the official cls_avg too: a variant row of table1_sts, not the claim's
+        rows.append({"backbone": "bert-base-uncased", "objective": "aoe", "trainset": "nli", "seed": 42, "rerun": 0,
+                     "eval_pooling": "cls_avg_batchsum", "column": "avg", "value": 10.0})
+        tables.append(to_json(build_table(pd.DataFrame(rows), config["tables"][name], name=name)))
+    text = claims_section(tables)
+    lines = [line for line in text.splitlines() if line.startswith("| ") and not line.startswith("| Claim")]
+    assert len(lines) == len(CLAIMS) - 1  # angle_table2_nontransfer: not among the tables given, no line
+    assert ("| AoE − SimCSE, BERT-base, STS avg (the paper's SimCSE-BERT is SimCSE's published number, ours the AoE recipe) | "
+            "`table1_sts` bert-base-uncased | 82.00 − 81.50 = +0.50 | 0.86 | -0.36 | ACL §5.1, aoe-acl2024.txt l.196 |") in lines
+    assert "| AoE − SimCSE, LLaMA-2 7B, STS avg | `table1_sts` llama-2-7b | 86.00 − 85.00 = +1.00 | 0.72 | +0.28 |" in text
+    assert "| AoE − SimCSE, LLaMA-2 13B, STS avg | `table1_sts` llama-2-13b | – | 0.60 | – |" in text  # no result: never 0
+    assert "| AoE − SimCSE, in-domain avg (STS-B, GIS) | `table2_indomain` bert-base-uncased | 82.00 − 81.50 = +0.50 | 10.11 | -9.61 |" in text
+    # one pair of ours, two versions' claims (0.72 in arXiv-a/c, 6.66 in arXiv-b)
+    assert "| 86.00 − 85.00 = +1.00 | 6.66 | -5.66 | angle-arxiv-b.txt l.148" in text
+    assert "| `angle_table3_ablation` bert-base-uncased | 72.50 − 72.00 = +0.50 | 0.18 | +0.32 |" in text
+    # what no pair of ours gives is said, with why
+    assert "p = 3.71%" in text and "4.34% and 4.48%" in text and "not evaluated here" in text
+    assert claims_section([]) == ""
+    path = tmp_path / "table1_sts.json"
+    path.write_text(json.dumps(tables[0]))
+    assert "## Gains the papers claim in their prose" in build_report([path])

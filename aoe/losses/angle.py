@@ -1,4 +1,9 @@
-"""Angle objective of AoE (ACL 2024, Eq. 2-3) / AnglE (arXiv 2309.12871, Eq. 6-7)."""
+"""Angle objective of AoE (ACL 2024, Eq. 2-3) / AnglE (arXiv 2309.12871, Eq. 6-7).
+
+The score is the official code's (angle-emb 0.1.1, fcb6223 angle_emb/angle.py:59-83; :func:`angle_scores`),
+the absolute value of one real sum, |sum Re + sum Im|; the independent reproduction report's is another
+one, the modulus of the complex sum, |sum_j (Re_j + i Im_j)| (reproduction-report-zh.txt l.69-72).
+"""
 
 from __future__ import annotations
 
