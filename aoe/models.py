@@ -423,6 +423,20 @@ def length_buckets(lengths: list[int], n: int) -> list[list[int]]:
     return groups[::-1]
 
 
+def avoid_cudnn_attention(device: torch.device | str) -> None:
+    """On a GPU, keep scaled-dot-product attention off cuDNN's backend (flash, memory-efficient or math remain).
+
+    Length buckets give nearly every attention call a new (rows, length) shape, and cuDNN's attention
+    builds an execution plan per shape: on an H200 with torch 2.11 under bf16 autocast, where PyTorch
+    prefers cuDNN, a BERT-base NLI step spent 6.7 of its 10.2 s of CPU time in 1,536 cuDNN attention calls
+    (768 forward, 768 backward, 4-5 ms each) against 0.66 s of GPU time, and trained at a quarter of fp32's speed
+    (bench/results/gpu_check.json). fp32 never takes that backend (it ran memory-efficient attention).
+    Process-wide: our jobs train or embed with one model per process.
+    """
+    if torch.device(device).type == "cuda":
+        torch.backends.cuda.enable_cudnn_sdp(False)
+
+
 def embed_bucketed(
     model, pooling: str, input_ids: torch.Tensor, attention_mask: torch.Tensor, buckets: int
 ) -> torch.Tensor:
@@ -711,6 +725,7 @@ class Encoder:
         self.prompt = prompt
         self.eval_text = eval_text if prompt is not None else "raw"
         self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+        avoid_cudnn_attention(self.device)
         self.tokenizer = ensure_pad_token(AutoTokenizer.from_pretrained(model_dir))
         if is_adapter_dir(model_dir):
             from peft import PeftModel

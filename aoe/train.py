@@ -81,7 +81,7 @@ from aoe.hparams import SELECTION_OFF, TrainSettings
 from aoe.losses import Objective, get_objective
 from aoe.losses.objectives import FORMATS
 from aoe.lora import FINETUNES, QLORA_COMPUTE_DTYPES, build_lora_model, quantization_settings, relative_base, trainable_names
-from aoe.models import EVAL_DTYPES, POOLINGS, embed, embed_bucketed, ensure_pad_token, pad_ids, tokenize_texts
+from aoe.models import EVAL_DTYPES, POOLINGS, avoid_cudnn_attention, embed, embed_bucketed, ensure_pad_token, pad_ids, tokenize_texts
 from aoe.prompts import check_prompt
 from aoe.provenance import library_versions
 from aoe.tokens import load_token_cache
@@ -510,6 +510,7 @@ def _build(cfg: TrainConfig, objective: Objective, cache_dir, table, backbone_di
 
     tokenizer = ensure_pad_token(AutoTokenizer.from_pretrained(backbone_dir))
     data = _load_data(cfg, objective, cache_dir, table, backbone_dir)
+    avoid_cudnn_attention(accelerator.device)
     encoder = finetuning.load_encoder(backbone_dir, init_dir, accelerator.device)
     module = _Trainee(encoder, objective.make_head(encoder.config.hidden_size), cfg.pooling, cfg.length_buckets)
     optimizer = _adamw(_param_groups(module, cfg.weight_decay), cfg.learning_rate)

@@ -295,3 +295,18 @@ def test_weights_that_cannot_be_read_name_the_folder_and_the_fix(tiny_bert, tmp_
         weights.unlink()
     with pytest.raises(DamagedModelError, match=rf"^{re.escape(str(model))}: its weights cannot be loaded .*Delete it and rerun"):
         Encoder(model, pooling="cls", device="cpu")
+
+
+def test_gpu_processes_keep_attention_off_cudnn():
+    """A GPU process disables cuDNN attention (a plan per shape: bench/results/gpu_check.json); a CPU one leaves it."""
+    from aoe.models import avoid_cudnn_attention
+
+    before = torch.backends.cuda.cudnn_sdp_enabled()
+    try:
+        torch.backends.cuda.enable_cudnn_sdp(True)
+        avoid_cudnn_attention("cpu")
+        assert torch.backends.cuda.cudnn_sdp_enabled()
+        avoid_cudnn_attention(torch.device("cuda", 0))
+        assert not torch.backends.cuda.cudnn_sdp_enabled()
+    finally:
+        torch.backends.cuda.enable_cudnn_sdp(before)

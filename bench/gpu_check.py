@@ -1,0 +1,370 @@
+"""The training engine on a real GPU: a MiniLM-L6 cell against its CPU run, and the BERT-base NLI cell's speed and memory.
+
+    # here (CPU): the bundle the GPU machine needs (it reaches no network and has no data mirror)
+    .venv/bin/python bench/gpu_check.py prepare --bundle .gpu
+    # on the GPU machine (python3 with torch+CUDA; `datasets` carried as wheels), then here on the CPU
+    python3 bench/gpu_check.py run --bundle .gpu --device cuda --out $OUT/cuda.json
+    .venv/bin/python bench/gpu_check.py run --bundle .gpu --device cpu --parts minilm --out results/bench/gpu_check_cpu.json
+    # both into bench/results/gpu_check.json, with the table
+    .venv/bin/python bench/gpu_check.py report CUDA_JSON results/bench/gpu_check_cpu.json
+
+No test runs on a GPU (CI has none), so this is where the CUDA path of ``aoe.train.train`` and of the
+STS evaluation is exercised. Everything goes through the pipeline's own code (``aoe.train.train``
+with the ``TrainConfig`` that ``aoe.workflow.train_params`` resolves from config.yaml and a preset,
+``aoe.tokens.build_token_cache``, ``aoe.evaluate.run.run_sts_evaluation``).
+
+Part ``minilm``: the CPU demo's MiniLM-L6 AoE cell (presets/cpu-demo.yaml, seed 1, 200 steps of 32
+STS-B train pairs), trained and scored on STS-B test (all 1,379 pairs) on each device. The bundle
+carries the weights rounded to float16 (the machine takes at most 64 MiB) and both devices train
+from the same float32 copy of them, so the two runs start from identical weights and see identical
+batches; they differ only in the kernels' arithmetic.
+
+Part ``bert-nli``: a BERT-base-shaped encoder (``BertConfig()``'s defaults are bert-base-uncased's
+shape; random weights, since speed and memory do not depend on their values) trained with the grid's
+``aoe`` and ``angle_arxiv`` NLI cells (config.yaml: 2,048 pairs a step in micro-batches of 128,
+and 50; max_length 128; fp32) for ``--nli-steps`` optimizer steps on SNLI test pairs or triplets, the
+cell's format (the mirror has no NLI train split; SNLI test's texts are SNLI's length distribution, which is most of
+AllNLI), and again under each other ``--precisions`` value (bf16, fp16). Reported: examples per second after
+the first step (the median of the later logged steps), the peak GPU memory, and the GPU-hours of
+the cell's 10 epochs over bench/cluster_cost.py's NLI row count at that speed, beside the speed and
+GPU-hours cluster_cost assumes (the paper's RTX 3090 Ti time).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+RESULT = REPO / "bench" / "results" / "gpu_check.json"
+MINILM, BERT = "minilm-l6", "bert-base-uncased"
+NLI_CELLS = ("aoe", "angle_arxiv")
+# optimizer steps timed per NLI cell: 8 x 2,048 and 200 x 50 examples
+NLI_STEPS = "aoe=8,angle_arxiv=200"
+
+
+# --------------------------------------------------------------------------- prepare (here)
+
+
+def prepare(bundle: Path, mirror: str) -> None:
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    sys.path.insert(0, str(REPO / "bench"))
+    import _common as C
+
+    from aoe.configcheck import load_config
+    from aoe.data.nli import nli_formats, read_nli_csv
+    from aoe.data.prepare import prepare_sts_table
+    from aoe.data.sts import resolve_downstream_root, sts_files
+    from aoe.models import materialize_backbone
+    from aoe.workflow import train_params
+
+    shutil.rmtree(bundle, ignore_errors=True)
+    (bundle / "tables").mkdir(parents=True)
+    downstream = resolve_downstream_root(mirror)
+    if downstream is None:
+        raise SystemExit("no data mirror: set AOE_DATA_MIRROR or --mirror")
+    for split in ("train", "test"):
+        prepare_sts_table("stsb", split, {rel: downstream / rel for rel in sts_files("stsb", split)},
+                          bundle / "tables" / f"stsb-{split}.parquet", bundle / "tables" / f"stsb-{split}.manifest.json")
+    snli = Path(mirror) / "nli" / "snli_1.0_test.csv"
+    for fmt, table in nli_formats(read_nli_csv(snli)).items():
+        table.to_parquet(bundle / "tables" / f"snli-test-{fmt}.parquet")
+
+    demo = load_config(REPO, [REPO / "presets" / "cpu-demo.yaml"])
+    grid = load_config(REPO, [])
+    work = REPO / "results" / "bench" / "work" / "gpu_check" / MINILM
+    shutil.rmtree(work, ignore_errors=True)
+    provenance = materialize_backbone(MINILM, demo["backbones"][MINILM], work)
+    out = bundle / MINILM
+    shutil.copytree(work, out, ignore=shutil.ignore_patterns("*.safetensors"))
+    weights = load_file(str(work / "model.safetensors"))
+    save_file({k: v.to(torch.float16).contiguous() for k, v in weights.items()}, str(out / "model.safetensors"))
+    record = {
+        "minilm_provenance": provenance,
+        "minilm_weights": "rounded to float16 for transport; both devices train from the same float32 copy of them",
+        "train": {
+            MINILM: train_params(demo, MINILM, "aoe", "stsb", 1),
+            **{f"{BERT}/{o}": train_params(grid, BERT, o, "nli", 42) for o in NLI_CELLS},
+        },
+        "snli_from": str(snli),
+        "prepared_at_commit": C.git_commit(),
+    }
+    (bundle / "bundle.json").write_text(json.dumps(record, indent=2, default=str))
+    size = sum(f.stat().st_size for f in bundle.rglob("*") if f.is_file())
+    print(f"wrote {bundle} ({size / 2**20:.1f} MiB)")
+
+
+# --------------------------------------------------------------------------- run (on each device)
+
+
+def fp32_copy(src: Path, dst: Path) -> Path:
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    if not (dst / "model.safetensors").is_file():
+        shutil.copytree(src, dst, ignore=shutil.ignore_patterns("*.safetensors"), dirs_exist_ok=True)
+        save_file({k: v.to(torch.float32).contiguous() for k, v in load_file(str(src / "model.safetensors")).items()},
+                  str(dst / "model.safetensors"))
+    return dst
+
+
+def bert_base_random(tokenizer_from: Path, dst: Path) -> Path:
+    import torch
+    from transformers import BertConfig, BertModel
+
+    if not (dst / "config.json").is_file():
+        torch.manual_seed(0)
+        BertModel(BertConfig()).save_pretrained(dst)
+        for f in tokenizer_from.iterdir():
+            if f.name.startswith(("tokenizer", "vocab", "special_tokens")):
+                shutil.copy2(f, dst / f.name)
+    return dst
+
+
+def train_one(table: Path, backbone: Path, out: Path, params: dict, tag: str) -> dict:
+    import torch
+
+    from aoe.tokens import build_token_cache
+    from aoe.train import TrainConfig, train
+
+    cfg = TrainConfig(**params)
+    cache = out.parent / f"tokens-{table.stem}-{backbone.name}-{cfg.max_length}"
+    if not (cache / "cache.json").is_file():
+        build_token_cache(table, backbone, cfg.max_length, cache)
+    for d in (out, out.with_name(out.name + ".ckpt")):
+        shutil.rmtree(d, ignore_errors=True)
+    if torch.cuda.is_available():
+        torch.cuda.reset_peak_memory_stats()
+    start = time.perf_counter()
+    summary = train(cache, table, backbone, out, cfg, extra_record={"cell": {"bench": "gpu_check", "run": tag}})
+    wall = time.perf_counter() - start
+    lines = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines() if x.strip()]
+    steps = [x for x in lines if "loss" in x and "step" in x]
+    rec = {"summary": summary, "wall_seconds": round(wall, 2), "losses": {x["step"]: x["loss"] for x in steps}}
+    # the first logged interval carries CUDA's start-up (kernels, allocator, autotuning): the median of the others
+    later = sorted(x["pairs_per_s"] for x in steps[1:] if "pairs_per_s" in x)
+    rec["steady_pairs_per_s"] = later[len(later) // 2] if later else None
+    if torch.cuda.is_available():
+        rec["peak_gpu_memory_gib"] = torch.cuda.max_memory_allocated() / 2**30
+    return rec
+
+
+def run(bundle: Path, device: str, parts: list[str], out_json: Path, nli_steps: dict[str, int], precisions: list[str]) -> None:
+    import torch
+
+    from aoe.evaluate.run import run_sts_evaluation
+    from aoe.provenance import library_versions
+
+    if device == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("--device cuda: torch sees no GPU")
+    if device == "cpu":
+        # accelerate picks the GPU whenever there is one
+        import os
+
+        os.environ["CUDA_VISIBLE_DEVICES"] = ""
+    meta = json.loads((bundle / "bundle.json").read_text())
+    work = Path("/tmp/aoe-gpu-check") / device
+    work.mkdir(parents=True, exist_ok=True)
+    minilm = fp32_copy(bundle / MINILM, work / "backbone-minilm-fp32")
+    result: dict = {"device": device, "parts": parts, "versions": {k: library_versions().get(k) for k in ("torch", "transformers", "accelerate", "python")},
+                    "cuda_device": torch.cuda.get_device_name(0) if device == "cuda" else None,
+                    "cpu": platform.processor() or platform.machine(), "torch_threads": torch.get_num_threads()}
+    if "minilm" in parts:
+        tables = bundle / "tables"
+        params = meta["train"][MINILM]
+        rec = train_one(tables / "stsb-train.parquet", minilm, work / "minilm-aoe", params, f"minilm-{device}")
+        sts = run_sts_evaluation(work / "minilm-aoe", [str(tables / "stsb-test.parquet")], [str(tables / "stsb-test.manifest.json")],
+                                 work / "minilm-aoe-sts.json", device=device, tasks=["STSB"], cache_root=work / "embcache")
+        rec["stsb_test_spearman"] = sts["tasks"]["STSB"]["spearman"]
+        rec["eval_seconds"] = sts.get("wall_seconds")
+        result["minilm"] = rec
+        print(f"minilm on {device}: {rec['summary']['steps']} steps, {rec['summary']['pairs_per_s']:.1f} pairs/s, "
+              f"STS-B test {rec['stsb_test_spearman']:.2f}", flush=True)
+    if "bert-nli" in parts:
+        bert = bert_base_random(minilm, work / "backbone-bert-base-random")
+        result["bert_nli"] = {}
+        for cell, steps in nli_steps.items():
+            for precision in precisions:
+                tag = f"{cell}-{precision}"
+                # accelerate's state is one per process and keeps its first mixed_precision: a process per run
+                one = work / f"bert-{tag}.json"
+                subprocess.run([sys.executable, __file__, "_one", "--bundle", str(bundle), "--backbone", str(bert),
+                                "--cell", cell, "--steps", str(steps), "--precision", precision, "--out", str(one)], check=True)
+                rec = json.loads(one.read_text())
+                result["bert_nli"][tag] = rec
+                print(f"bert-base {tag}: {rec['steady_pairs_per_s']:.1f} examples/s, "
+                      f"peak {rec.get('peak_gpu_memory_gib', float('nan')):.1f} GiB", flush=True)
+    out_json.parent.mkdir(parents=True, exist_ok=True)
+    out_json.write_text(json.dumps(result, indent=2, default=str))
+    print(f"wrote {out_json}")
+
+
+def one_nli_run(bundle: Path, backbone: Path, cell: str, steps: int, precision: str, out: Path) -> None:
+    meta = json.loads((bundle / "bundle.json").read_text())
+    params = {**meta["train"][f"{BERT}/{cell}"], "max_steps": steps, "mixed_precision": precision,
+              "log_every": 1, "checkpoint_every": 0, "init": None}
+    tag = f"{cell}-{precision}"
+    # the table in the format the cell trains on (aoe.recipes.resolve_format, as the workflow resolves it)
+    rec = train_one(bundle / "tables" / f"snli-test-{params['format']}.parquet", backbone, out.parent / f"bert-{tag}", params, tag)
+    out.write_text(json.dumps({"params": params, **rec}, indent=2, default=str))
+
+
+def profile_nli(bundle: Path, precision: str, steps: int, out: Path) -> None:
+    """torch.profiler over ``steps`` optimizer steps of the BERT-base AoE NLI cell (model loading included)."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    work = Path("/tmp/aoe-gpu-check") / "cuda"
+    work.mkdir(parents=True, exist_ok=True)
+    bert = bert_base_random(fp32_copy(bundle / MINILM, work / "backbone-minilm-fp32"), work / "backbone-bert-base-random")
+    meta = json.loads((bundle / "bundle.json").read_text())
+    params = {**meta["train"][f"{BERT}/aoe"], "max_steps": steps, "mixed_precision": precision, "log_every": 1,
+              "checkpoint_every": 0, "init": None}
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
+    with profile(activities=activities) as prof:
+        rec = train_one(bundle / "tables" / f"snli-test-{params['format']}.parquet", bert, work / f"prof-{precision}", params, f"profile-{precision}")
+    cuda = "self_cuda_time_total" if torch.cuda.is_available() else "self_cpu_time_total"
+    text = "\n".join([f"{precision} {steps} steps: {rec['summary']['pairs_per_s']:.1f} pairs/s",
+                      prof.key_averages().table(sort_by=cuda, row_limit=18, max_name_column_width=60),
+                      prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=18, max_name_column_width=60)])
+    out.write_text(text)
+    print(text)
+
+
+def parse_profile(text: str) -> dict:
+    """Totals and the attention rows of a profile_nli table (torch.profiler's text layout)."""
+    import re
+
+    totals = {k: v for k, v in re.findall(r"Self (CPU|CUDA) time total: (\S+)", text)}
+    rows = {}
+    for line in text.splitlines():
+        cols = line.split()
+        if cols and "attention" in cols[0] and cols[0] not in rows:
+            # Name, Self CPU %, Self CPU, CPU total %, CPU total, CPU time avg, Self CUDA, Self CUDA %, CUDA total, CUDA avg, calls
+            rows[cols[0]] = {"cpu_total": cols[4], "cpu_avg": cols[5], "self_cuda": cols[6] if len(cols) > 10 else None, "calls": cols[-1]}
+    return {"first_line": text.splitlines()[0], "self_time_total": totals, "attention_ops": rows}
+
+
+# --------------------------------------------------------------------------- report (here)
+
+
+def report(cuda_json: Path, cpu_json: Path, out: Path, profiles: list[str]) -> None:
+    sys.path.insert(0, str(REPO / "bench"))
+    import _common as C
+    import cluster_cost
+
+    gpu, cpu = json.loads(cuda_json.read_text()), json.loads(cpu_json.read_text())
+    g, c = gpu["minilm"], cpu["minilm"]
+    common = sorted(set(g["losses"]) & set(c["losses"]), key=int)
+    from aoe.tables import _numbers
+
+    est_speed, est_source = cluster_cost.per_gpu_pairs_per_s(BERT, _numbers(None)["acl2024_training_time"]["rows"])
+    from aoe.recipes import N_TEXTS
+
+    rows, nli = [], {}
+    for tag, r in gpu.get("bert_nli", {}).items():
+        p, speed = r["params"], r["steady_pairs_per_s"]
+        # cluster_cost.estimate's speed for this cell: its max_length-64 pair speed, scaled by texts and max_length
+        assumed = est_speed / ((N_TEXTS[p["format"]] / 2) * (p["max_length"] / 64))
+        examples = p["epochs"] * cluster_cost.TRAIN_ROWS["nli"][0]
+        nli[tag] = {"format": p["format"], "examples_per_s": speed, "peak_gpu_memory_gib": r.get("peak_gpu_memory_gib"),
+                    "cluster_cost_examples_per_s": assumed, "examples_one_run": examples,
+                    "gpu_hours_one_run": examples / speed / 3600, "cluster_cost_gpu_hours_one_run": examples / assumed / 3600,
+                    "steps": r["summary"]["steps"], "train_seconds": r["summary"].get("train_seconds")}
+        rows.append([tag, p["format"], p["batch_size"], p["gradient_accumulation_steps"], f"{speed:.0f}", f"{assumed:.0f}",
+                     f"{r.get('peak_gpu_memory_gib', 0):.1f}", f"{examples / speed / 3600:.2f}", f"{examples / assumed / 3600:.2f}"])
+    record = {
+        "command": "python bench/gpu_check.py report " + " ".join(sys.argv[2:]),
+        "gpu": gpu["cuda_device"], "versions": {"gpu": gpu["versions"], "cpu": cpu["versions"]},
+        "minilm": {
+            "cuda": {"stsb_test_spearman": g["stsb_test_spearman"], "pairs_per_s": g["summary"]["pairs_per_s"], "steps": g["summary"]["steps"]},
+            "cpu": {"stsb_test_spearman": c["stsb_test_spearman"], "pairs_per_s": c["summary"]["pairs_per_s"], "steps": c["summary"]["steps"]},
+            "spearman_cuda_minus_cpu": g["stsb_test_spearman"] - c["stsb_test_spearman"],
+            "logged_losses_compared": len(common),
+            "max_abs_loss_diff": max((abs(g["losses"][s] - c["losses"][s]) for s in common), default=None),
+            # same weights, same batches, same seed; dropout masks come from CUDA's generator on the GPU and
+            # the CPU's here, so the trajectories are two draws of the same run, not one run twice
+            "note": "dropout masks differ between devices (CUDA's and the CPU's generators), so losses are not expected to be equal",
+            "first_loss": {"cuda": g["losses"].get(common[0]) if common else None, "cpu": c["losses"].get(common[0]) if common else None},
+        },
+        "bert_base_nli": nli,
+        "cluster_cost_estimate": {"pairs_per_s_per_gpu_at_64": est_speed, "source": est_source,
+                                  "note": "bench/cluster_cost.py's BERT-base speed at max_length 64 (the paper's RTX 3090 Ti STS-B epoch); it scales it by the train set's max_length/64"},
+        "profiles_note": "torch.profiler around aoe.train.train of the BERT-base AoE NLI cell, model loading included "
+                         "(the profile subcommand; the committed ones: fp32 3 optimizer steps, bf16 1 step, on the GPU named above)",
+        "profiles": {tag: {**parse_profile(Path(path).read_text()), "text": Path(path).read_text()}
+                     for tag, path in (x.split("=", 1) for x in profiles)},
+        "raw": {"cuda": gpu, "cpu": cpu},
+    }
+    path = C.write_json("gpu_check", record, str(out))
+    m = record["minilm"]
+    C.print_table(f"MiniLM-L6 demo cell (200 steps): {gpu['cuda_device']} vs CPU",
+                  ["device", "STS-B test", "pairs/s"],
+                  [["cuda", f"{m['cuda']['stsb_test_spearman']:.2f}", f"{m['cuda']['pairs_per_s']:.0f}"],
+                   ["cpu", f"{m['cpu']['stsb_test_spearman']:.2f}", f"{m['cpu']['pairs_per_s']:.0f}"]])
+    print(f"  logged losses: max |cuda - cpu| {m['max_abs_loss_diff']} over {m['logged_losses_compared']} logged steps")
+    C.print_table(f"BERT-base NLI cells on {gpu['cuda_device']} (random weights, SNLI test; GPU-h for cluster_cost's "
+                  f"{cluster_cost.TRAIN_ROWS['nli'][0]:,} rows x epochs)",
+                  ["cell-precision", "format", "batch", "grad accum", "examples/s", "cluster_cost assumes", "peak GiB",
+                   "GPU-h per run", "cluster_cost GPU-h"], rows)
+    print(f"wrote {path}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    p = sub.add_parser("prepare")
+    p.add_argument("--bundle", default=".gpu")
+    p.add_argument("--mirror", default=None)
+    r = sub.add_parser("run")
+    r.add_argument("--bundle", default=".gpu")
+    r.add_argument("--device", choices=["cuda", "cpu"], required=True)
+    r.add_argument("--parts", default="minilm,bert-nli")
+    r.add_argument("--out", required=True)
+    r.add_argument("--precisions", default="no,bf16,fp16", help="mixed_precision values of the BERT-base NLI runs")
+    r.add_argument("--nli-steps", default=NLI_STEPS, help="CELL=STEPS,...: the NLI cells trained and their optimizer steps")
+    one = sub.add_parser("_one", help="one BERT-base NLI run (run's child process)")
+    for a in ("--bundle", "--backbone", "--cell", "--precision", "--out"):
+        one.add_argument(a, required=True)
+    one.add_argument("--steps", type=int, required=True)
+    rep = sub.add_parser("report")
+    rep.add_argument("cuda_json")
+    rep.add_argument("cpu_json")
+    rep.add_argument("--out", default=str(RESULT))
+    rep.add_argument("--profile", action="append", default=[], help="PRECISION=PATH of a profile subcommand's output")
+    prof = sub.add_parser("profile", help="torch.profiler over the BERT-base AoE NLI cell")
+    prof.add_argument("--bundle", default=".gpu")
+    prof.add_argument("--precision", choices=["no", "bf16", "fp16"], required=True)
+    prof.add_argument("--steps", type=int, default=1)
+    prof.add_argument("--out", required=True)
+    args = ap.parse_args()
+    if args.cmd == "prepare":
+        sys.path.insert(0, str(REPO / "bench"))
+        import _common as C
+
+        prepare(Path(args.bundle), args.mirror or C.default_mirror())
+    elif args.cmd == "run":
+        steps = dict(x.split("=") for x in args.nli_steps.split(",") if x.strip())
+        if set(steps) - set(NLI_CELLS):
+            raise SystemExit(f"--nli-steps: cells among {NLI_CELLS}, got {args.nli_steps!r}")
+        run(Path(args.bundle), args.device, [x.strip() for x in args.parts.split(",") if x.strip()], Path(args.out),
+            {k: int(v) for k, v in steps.items()}, [x.strip() for x in args.precisions.split(",") if x.strip()])
+    elif args.cmd == "profile":
+        profile_nli(Path(args.bundle), args.precision, args.steps, Path(args.out))
+    elif args.cmd == "_one":
+        one_nli_run(Path(args.bundle), Path(args.backbone), args.cell, args.steps, args.precision, Path(args.out))
+    else:
+        report(Path(args.cuda_json), Path(args.cpu_json), Path(args.out), args.profile)
+
+
+if __name__ == "__main__":
+    main()
