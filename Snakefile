@@ -12,7 +12,8 @@
 # ├── llm_supervised/                           AnglE Table 4: sampled texts, generations (data/stsb_llm, stsb_self)
 # ├── backbones/{backbone}/                     the backbone as downloaded (local rule)
 # ├── tokens/{backbone}-{max_len}/{dataset}/{split}/   datasets Arrow token cache + cache.json
-# ├── models/{backbone}/{objective}/{trainset}/seed{seed}/   weights, aoe_config.json, versions.json, metrics.jsonl
+# ├── models/{backbone}/{objective}/{trainset}/seed{seed}/   weights, aoe_config.json, versions.json, metrics.jsonl,
+# │        tensorboard/ (the training curves' event files)
 # ├── eval/{backbone}/{objective}/{trainset}/seed{seed}/{suite}.json   sts, indomain_{evalset}, transfer,
 # │                                             nli_probe, mteb, flickr30k
 # ├── embeddings/{model key}/{text-set key}.npz  embedding cache shared by a model's evaluations
@@ -22,7 +23,10 @@
 # ├── analysis/gis/stats.json                   GIS Table 7 / Fig. 8-9 data (published dataset)
 # ├── gis/collected/pairs.jsonl, stats.json     our own GIS collection (target gis_collect)
 # ├── figures/{figure}.pdf, .png, .json
+# │        training_curves/{table}.pdf, .png, .json   loss vs step of each table's trained models
 # ├── tables/{table}.tex, .md, .csv, .json
+# ├── cards/{backbone}/{objective}/{trainset}/seed{seed}/README.md   model card (hub front matter, evaluation
+#                                             beside the paper, recipe, usage); hub/{...}.json: a push's receipt
 # ├── REPORT.md                                 every reproduced number beside the paper's
 # └── logs/, benchmarks/                        one per job
 
@@ -44,6 +48,7 @@ include: "rules/gis.smk"
 include: "rules/mteb.smk"
 include: "rules/figures.smk"
 include: "rules/report.smk"
+include: "rules/cards.smk"
 
 
 rule all:
@@ -54,8 +59,10 @@ rule all:
         SATURATION_RESULTS,
         GIS_RESULTS,
         FIGURE_RESULTS,
+        CURVE_RESULTS,
         R("results/REPORT.md"),
         R("results/RECIPE.md"),
+        CARD_RESULTS,
 
 
 rule train:
@@ -83,6 +90,7 @@ rule figures:
     input:
         [f for f in GIS_RESULTS if f.startswith(R("results/figures/"))],
         FIGURE_RESULTS,
+        CURVE_RESULTS,
 
 
 # One target per table: `snakemake table2` builds results/tables/table2_indomain.tex and only

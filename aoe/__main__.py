@@ -5,14 +5,19 @@ from __future__ import annotations
 import importlib
 import sys
 
-# command -> module with main(argv, prog); imported only when run (torch is slow to import)
-COMMANDS = {"embed": ("aoe.embed", "embed texts with a model folder into a .npy file")}
+# command -> (module, its function taking (argv, prog), help); imported only when run (torch is slow to import)
+COMMANDS = {
+    "embed": ("aoe.embed", "main", "embed texts with a model folder into a .npy file"),
+    "card": ("aoe.modelcard", "main", "write the model card (README.md) of a trained model folder"),
+    "export": ("aoe.hub", "main_export", "lay a trained model folder out as its hub repository (card, sentence-transformers files)"),
+    "push": ("aoe.hub", "main_push", "push a trained model folder and its card to the Hugging Face hub (token: HF_TOKEN)"),
+}
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     usage = "usage: aoe COMMAND [ARGS]\n\ncommands:\n" + "".join(
-        f"  {name:<8} {help_}\n" for name, (_, help_) in COMMANDS.items()
+        f"  {name:<8} {help_}\n" for name, (_, _, help_) in COMMANDS.items()
     )
     if not argv:
         print(usage, end="", file=sys.stderr)
@@ -23,8 +28,8 @@ def main(argv: list[str] | None = None) -> int:
     if argv[0] not in COMMANDS:
         print(f"{usage}\naoe: error: unknown command {argv[0]!r}", file=sys.stderr)
         return 2
-    module = importlib.import_module(COMMANDS[argv[0]][0])
-    return module.main(argv[1:], prog=f"aoe {argv[0]}")
+    module, function, _ = COMMANDS[argv[0]]
+    return getattr(importlib.import_module(module), function)(argv[1:], prog=f"aoe {argv[0]}")
 
 
 if __name__ == "__main__":

@@ -495,12 +495,30 @@ def check_tables(config: dict) -> None:
             raise ConfigError(f"tables.{name}: no rows (give backbones and objectives, or rows)")
         for i, row in enumerate(rows):
             where = f"tables.{name}" + (f".rows[{i}]" if table.get("rows") else "")
-            if row.eval_pooling and (kind.suite != "sts" or row.objective in (PRETRAINED, RELEASED)):
-                # only the STS evaluation has an evaluation-only variant (rule evaluate_sts_eval_pooling)
-                raise ConfigError(f"{where}.eval_pooling: an evaluation-only pooling is a variant of a trained row's STS "
-                                  f"evaluation; this {'table kind ' + repr(table['kind']) if kind.suite != 'sts' else 'row is not trained'} "
-                                  "has none (a backbone as downloaded: evaluation.pretrained_variants)")
+            if row.eval_pooling:
+                _check_eval_pooling(config, where, table["kind"], row)
             _check_table_row(config, where, row)
+
+
+def _check_eval_pooling(config: dict, where: str, kind_name: str, row: TableRow) -> None:
+    """A row's evaluation-only pooling (rule evaluate_sts_eval_pooling: the STS evaluation only): on an STS
+    table's row of a model with weights of its own, a trained cell or a released checkpoint, not the
+    backbone as downloaded (its other poolings: evaluation.pretrained_variants)."""
+    if table_kind(kind_name).suite != "sts":
+        raise ConfigError(f"{where}.eval_pooling: an evaluation-only pooling is a variant of an STS evaluation (rule "
+                          f"evaluate_sts_eval_pooling); table kind {kind_name!r} has none: drop the key or move the row "
+                          "to a table of kind sts7, stsb or ablation")
+    if row.objective == PRETRAINED:
+        raise ConfigError(f"{where}.eval_pooling: a backbone as downloaded has no evaluation-only pooling; give it "
+                          "another pooling as a pretrained variant (evaluation.pretrained_variants, the row's variant)")
+    if row.objective == RELEASED:
+        known = released_checkpoints(config)
+        for ts in row.trainsets:
+            # a checkpoint's own pooling is what the row without eval_pooling scores (its sts.json)
+            if ts in known and known[ts].get("pooling") == row.eval_pooling:
+                raise ConfigError(f"{where}.eval_pooling: {row.eval_pooling!r} is checkpoint {ts!r}'s own pooling "
+                                  f"(released.checkpoints.{ts}.pooling), which the row without eval_pooling scores; "
+                                  "drop the key or name another pooling")
 
 
 def _check_table_row(config: dict, where: str, row: TableRow) -> None:

@@ -758,9 +758,9 @@ class Encoder:
         out = np.empty((len(texts), self.hidden_size), dtype=np.float32)
         batches = range(0, len(texts), batch_size)
         if progress:
-            from tqdm.auto import tqdm
+            from aoe.progress import progress as progress_lines
 
-            batches = tqdm(batches, desc="encode", unit="batch", mininterval=10)
+            batches = progress_lines(batches, desc="encode", unit="batch")
         for start in batches:
             idx = order[start : start + batch_size]
             ids = tokenize_texts(self.tokenizer, [texts[i] for i in idx], max_length, self.prompt)

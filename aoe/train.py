@@ -14,8 +14,9 @@ Each run writes, into ``results/models/{backbone}/{objective}/{trainset}/seed{se
     aoe_config.json                                   resolved training config (pooling, objective, data identity, summary,
                                                       and ``init``: the trained model it started from, if any)
     versions.json                                     library versions and git commit
-    metrics.jsonl                                     loss components, lr and pairs/s every ``log_every`` steps
-                                                      (select_checkpoint best: each epoch end's validation Spearman)
+    metrics.jsonl                                     loss components, lr, gradient norm and pairs/s every ``log_every``
+                                                      steps (select_checkpoint best: each epoch end's validation Spearman)
+    tensorboard/events.out.tfevents.*                 the same numbers as TensorBoard curves (:func:`curve_scalars`)
     modules.json, sentence_bert_config.json, ...      sentence-transformers files (aoe.interop)
 
 The folder appears only when training finished: it is assembled in a temporary
@@ -44,6 +45,18 @@ micro-batches; each process embeds its contiguous slice of a micro-batch.
 
 With one process the two are the same computation.
 
+Training curves. Every metrics line is also logged through accelerate's TensorBoard tracker
+(local event files, no service): while the job runs they grow in ``seed{seed}.ckpt/tensorboard/``
+(``tensorboard --logdir results/models`` shows running jobs live), and the finished model folder
+takes them as ``tensorboard/``. metrics.jsonl is the source of truth and the event files mirror it
+line for line: a run resumed from a checkpoint rewrites them from the checkpoint's metrics (each
+step keeps the wall-clock time it was first logged at) and continues, so the steps a killed job
+logged after its last checkpoint, which the resumed run trains again, appear once. The checkpoint
+folder's ``final`` copy holds no event files (TensorBoard would list every run twice); a model laid
+out again from it gets its curves rewritten from its metrics.jsonl, at that moment's wall-clock time.
+A run that fails (a non-finite loss, a bad setting) leaves its curves in ``seed{seed}.ckpt/tensorboard/``
+for a look, unless it failed before its first metrics line.
+
 Checkpoint selection (``select_checkpoint``). ``last`` (default): the model folder holds the
 last step's weights, as the official code's printed numbers (angle-emb 0.1.1 ``fit`` saves the
 final backbone, fcb6223 angle_emb/angle.py:734, and ``train_angle.py --mode test`` loads it).
@@ -66,6 +79,7 @@ import contextlib
 import hashlib
 import json
 import os
+import shutil
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -176,16 +190,28 @@ def _adamw(groups: list[dict], lr: float) -> torch.optim.Optimizer:
         return torch.optim.AdamW(groups, lr=lr)
 
 
-def _clip_gradients(accelerator, module: torch.nn.Module, max_norm: float) -> None:
-    """Clip the global gradient norm; one multi-tensor (foreach) pass where accelerate's clipping is plain torch's."""
+def _clip_gradients(accelerator, module: torch.nn.Module, max_norm: float) -> torch.Tensor | None:
+    """Clip the global gradient norm; one multi-tensor (foreach) pass where accelerate's clipping is plain torch's.
+    Returns the total norm before clipping (None where accelerate's clipping gives none)."""
     from accelerate.utils import DistributedType
 
     if accelerator.distributed_type in (DistributedType.NO, DistributedType.MULTI_CPU, DistributedType.MULTI_GPU):
         accelerator.unscale_gradients()  # fp16: as accelerator.clip_grad_norm_ does first
         grads = [p for p in module.parameters() if p.grad is not None]
-        torch.nn.utils.clip_grad_norm_(grads, max_norm, foreach=True)
-    else:  # FSDP, DeepSpeed, XLA: accelerate's own clipping
-        accelerator.clip_grad_norm_(module.parameters(), max_norm)
+        return torch.nn.utils.clip_grad_norm_(grads, max_norm, foreach=True)
+    # FSDP, DeepSpeed, XLA: accelerate's own clipping
+    return accelerator.clip_grad_norm_(module.parameters(), max_norm)
+
+
+def _gradient_norm(accelerator, module: torch.nn.Module) -> torch.Tensor | None:
+    """The total gradient norm without clipping (max_grad_norm 0): one foreach pass, read only at logged steps."""
+    from accelerate.utils import DistributedType
+
+    if accelerator.distributed_type in (DistributedType.NO, DistributedType.MULTI_CPU, DistributedType.MULTI_GPU):
+        accelerator.unscale_gradients()  # fp16: the norm of the true gradients (the optimizer step does not unscale twice)
+        grads = [p.grad for p in module.parameters() if p.grad is not None]
+        return torch.nn.utils.get_total_norm(grads, foreach=True) if grads else None
+    return accelerator.clip_grad_norm_(module.parameters(), float("inf"))  # sharded gradients: accelerate's norm, no clipping
 
 
 class _Collator:
@@ -444,17 +470,18 @@ def train(
         summary = {**summary, "restored_from": str(final)}
         if int(os.environ.get("RANK", "0")) == 0:
             checkpoints.restore_final(final, out_dir, record(summary))
+            _Curves.rewrite(out_dir)  # final/ keeps no event files: they are drawn again from metrics.jsonl
             print(f"{out_dir}: restored the finished training kept in {final} (same run identity); "
                   f"delete {ckpt_root} to train it again", flush=True)
         return summary
 
-    run = _build(cfg, objective, cache_dir, table, backbone_dir, init_dir, select_table, select_is_test)
+    run = _build(cfg, objective, cache_dir, table, backbone_dir, init_dir, select_table, select_is_test, project_dir=ckpt_root)
     out_dir.parent.mkdir(parents=True, exist_ok=True)  # checkpoints and the model go here
     state = {"step": 0, "epoch": 0, "batch": 0, "examples_seen": 0, "train_seconds": 0.0, "zero_loss_steps": 0}
     metrics_lines: list[str] = []
     resumed_from = checkpoints.resume(run.accelerator, ckpt_root, identity, state, metrics_lines, partial=run.finetuning.partial_resume)
-    with _stop_on_signals() as arrived:
-        _train_steps(run, state, ckpt_root, identity, metrics_lines, arrived)
+    with _stop_on_signals() as arrived, _Curves.opened(run.accelerator, ckpt_root, metrics_lines) as curves:
+        _train_steps(run, state, ckpt_root, identity, metrics_lines, arrived, curves)
     _keep_best(run)
     _check_trained(run, state)
     summary = {
@@ -483,8 +510,9 @@ def _with_selection(identity: dict, select_table: str | Path | None) -> dict:
 
 
 def _build(cfg: TrainConfig, objective: Objective, cache_dir, table, backbone_dir, init_dir,
-           select_table=None, select_is_test: bool = False) -> _Run:
-    """Accelerator, data, encoder, optimizer, scheduler, checkpoint hooks and validation pairs of one run."""
+           select_table=None, select_is_test: bool = False, project_dir: str | Path | None = None) -> _Run:
+    """Accelerator, data, encoder, optimizer, scheduler, checkpoint hooks and validation pairs of one run;
+    ``project_dir``: where accelerate's TensorBoard tracker writes (None: no tracker)."""
     from accelerate import Accelerator
     from accelerate.utils import DistributedDataParallelKwargs, set_seed
     from transformers import AutoTokenizer, get_linear_schedule_with_warmup
@@ -496,6 +524,8 @@ def _build(cfg: TrainConfig, objective: Objective, cache_dir, table, backbone_di
         # without CUDA, several processes are CPU processes on the gloo backend
         cpu=not torch.cuda.is_available(),
         kwargs_handlers=[DistributedDataParallelKwargs(find_unused_parameters=True)],
+        # training curves (_Curves): local TensorBoard event files under project_dir, written by the main process
+        **({"log_with": "tensorboard", "project_dir": str(project_dir)} if project_dir is not None else {}),
     )
     n_proc, accum = accelerator.num_processes, cfg.gradient_accumulation_steps
     micro = cfg.batch_size // accum
@@ -587,6 +617,131 @@ def _load_data(cfg: TrainConfig, objective, cache_dir, table, backbone_dir):
     return data
 
 
+# the event files' folder: <model>/tensorboard/; while the job trains, <model>.ckpt/tensorboard/
+CURVES_DIR = "tensorboard"
+# keys of a metrics line shown under train/ (every other number of a training line is the loss or a part of it)
+_TRAIN_TAGS = ("epoch", "lr", "grad_norm", "pairs_per_s")
+
+
+def curve_scalars(record: dict) -> dict[str, float]:
+    """The TensorBoard scalars (tag -> value) of one metrics.jsonl line, logged at its ``step``.
+
+    A training line: ``loss/total`` (the objective's loss), ``loss/<part>`` (each part as logged,
+    e.g. ``loss/angle``, ``loss/contrastive``), ``train/lr``, ``train/grad_norm`` (before clipping),
+    ``train/pairs_per_s`` and ``train/epoch``. A ``select_checkpoint: best`` line (an epoch end):
+    ``select/spearman`` (x100 on select_split; left out where undefined) and ``select/seconds``.
+    Strings, booleans and nulls are not curves.
+    """
+    if "select_split" in record:
+        tagged = {"select/spearman": record.get("select_spearman"), "select/seconds": record.get("select_seconds")}
+    else:
+        tagged = {
+            ("loss/total" if k == "loss" else f"train/{k}" if k in _TRAIN_TAGS else f"loss/{k}"): v
+            for k, v in record.items()
+            if k != "step"
+        }
+    return {k: float(v) for k, v in tagged.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+
+
+def _event_walltimes(folder: Path) -> dict[int, float]:
+    """step -> wall-clock time of the first value logged at that step, from the event files under ``folder``
+    (those of a killed job; read with tensorboard's own loader; what a file cut by the kill holds is kept)."""
+    if not folder.is_dir():
+        return {}
+    from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
+
+    out: dict[int, float] = {}
+    for path in sorted(folder.rglob("*tfevents*")):
+        try:
+            for event in EventFileLoader(str(path)).Load():
+                if event.HasField("summary"):
+                    out.setdefault(int(event.step), float(event.wall_time))
+        except Exception:  # noqa: BLE001 - a damaged file only costs the original times of its steps
+            continue
+    return out
+
+
+class _Curves:
+    """Training curves: accelerate's TensorBoard tracker fed every metrics line once, in order.
+
+    The event files mirror metrics.jsonl, the source of truth: they are written from scratch when a
+    run starts, a resumed run first logs its checkpoint's lines again (at the wall-clock times the
+    killed job logged them, where its files say), then the loop's new lines as they are written.
+    """
+
+    def __init__(self, accelerator):
+        self.accelerator = accelerator
+        self.logged = 0  # metrics lines logged so far
+        self.walltimes: dict[int, float] = {}  # a resumed run's replayed steps: when they were first logged
+
+    @classmethod
+    @contextlib.contextmanager
+    def opened(cls, accelerator, root: Path, metrics_lines: list[str]):
+        """The tracker writing ``root/tensorboard/`` anew, ``metrics_lines`` (a resumed run's) logged first;
+        the writer is closed on leaving, also on an error or a kill turned into an exception.
+
+        (accelerate's ``end_training`` would also close it, but it destroys the process group that
+        the model's saving still waits on; the process group ends with the process.)"""
+        curves = cls(accelerator)
+        if accelerator.is_main_process and accelerator.log_with:
+            folder = root / CURVES_DIR
+            # the steps a killed job logged after its last checkpoint are trained again: never twice in the curves
+            curves.walltimes = _event_walltimes(folder)
+            shutil.rmtree(folder, ignore_errors=True)
+        accelerator.init_trackers(CURVES_DIR)  # <project_dir>/tensorboard/events.out.tfevents.*
+        try:
+            curves.push(metrics_lines)
+            curves.walltimes = {}  # the lines to come are logged now
+            yield curves
+        finally:
+            for tracker in accelerator.trackers:
+                tracker.finish()
+            accelerator.trackers.clear()
+            if accelerator.is_main_process and accelerator.log_with and not curves.logged:
+                # failed before its first metrics line: no empty curves (nor a checkpoint folder made for them) stay;
+                # a run that fails later keeps its curves here for a look (the next run rewrites them)
+                shutil.rmtree(root / CURVES_DIR, ignore_errors=True)
+                with contextlib.suppress(OSError):
+                    root.rmdir()  # only if empty
+
+    def push(self, metrics_lines: list[str]) -> None:
+        """Log the lines not logged yet (the main process only)."""
+        if self.accelerator.is_main_process and self.accelerator.trackers:
+            for line in metrics_lines[self.logged :]:
+                record = json.loads(line)
+                values = curve_scalars(record)
+                wall = self.walltimes.get(record["step"])
+                if values:
+                    self.accelerator.log(values, step=record["step"], log_kwargs={"tensorboard": {"walltime": wall}} if wall else None)
+        self.logged = len(metrics_lines)
+
+    @staticmethod
+    def move_into(root: Path, model_dir: Path) -> None:
+        """The finished run's event files from the checkpoint folder into the model folder."""
+        if (root / CURVES_DIR).is_dir():
+            shutil.move(str(root / CURVES_DIR), str(model_dir / CURVES_DIR))
+
+    @staticmethod
+    def rewrite(model_dir: Path) -> None:
+        """A model folder laid out again from ``final/``: its curves from its metrics.jsonl. torch's SummaryWriter
+        (what accelerate's tracker wraps) directly: no Accelerator is built on this path, and one process writes."""
+        from torch.utils.tensorboard import SummaryWriter
+
+        folder, metrics = model_dir / CURVES_DIR, model_dir / "metrics.jsonl"
+        shutil.rmtree(folder, ignore_errors=True)
+        if not metrics.is_file():
+            return
+        writer = SummaryWriter(str(folder))
+        try:
+            for line in metrics.read_text().splitlines():
+                if line.strip():
+                    record = json.loads(line)
+                    for tag, value in curve_scalars(record).items():
+                        writer.add_scalar(tag, value, global_step=record["step"])
+        finally:
+            writer.close()
+
+
 @contextlib.contextmanager
 def _stop_on_signals():
     """Which of SIGTERM or SIGINT arrived (None: neither), for the loop to save a checkpoint after the step it is in.
@@ -616,15 +771,17 @@ def _stop_on_signals():
             signal.signal(s, handler)
 
 
-def _train_steps(run: _Run, state: dict, ckpt_root: Path, identity: dict, metrics_lines: list[str], arrived=()) -> None:
-    """Optimizer steps from ``state`` to the end: a metrics line every ``log_every``, a checkpoint every
-    ``checkpoint_every``; once a signal has ``arrived`` (:func:`_stop_on_signals`) a checkpoint after the
-    current step, then SystemExit."""
-    from tqdm.auto import tqdm
+def _train_steps(run: _Run, state: dict, ckpt_root: Path, identity: dict, metrics_lines: list[str], arrived=(),
+                 curves: _Curves | None = None) -> None:
+    """Optimizer steps from ``state`` to the end: a metrics line every ``log_every`` (also to ``curves``),
+    a checkpoint every ``checkpoint_every``; once a signal has ``arrived`` (:func:`_stop_on_signals`) a
+    checkpoint after the current step, then SystemExit."""
+    from aoe.progress import progress
 
     cfg, total = run.cfg, run.total_steps
-    bar = tqdm(total=total, initial=state["step"], desc=f"train {cfg.objective} seed {cfg.seed}",
-               mininterval=5, disable=not run.accelerator.is_main_process)
+    # whole lines in a rule's log (tqdm's \r redraws make one ever-growing line there)
+    bar = progress(total=total, initial=state["step"], desc=f"train {cfg.objective} seed {cfg.seed}", unit="step",
+                   disable=not run.accelerator.is_main_process)
     run.module.train()
     tick, tick_step, start = time.perf_counter(), state["step"], time.perf_counter()
     with bar:
@@ -637,7 +794,7 @@ def _train_steps(run: _Run, state: dict, ckpt_root: Path, identity: dict, metric
                 state["batch"] = b_idx + 1
                 state["examples_seen"] += cfg.batch_size
                 bar.update(1)
-                if state["step"] % cfg.log_every == 0 or state["step"] == total:
+                if _logs(run, state["step"]):
                     now = time.perf_counter()
                     record = {
                         "step": state["step"],
@@ -649,6 +806,8 @@ def _train_steps(run: _Run, state: dict, ckpt_root: Path, identity: dict, metric
                     tick, tick_step = now, state["step"]
                     bar.set_postfix({k: f"{record[k]:.4g}" for k in (*logged, "pairs_per_s")})
                     metrics_lines.append(json.dumps(record))
+                    if curves is not None:
+                        curves.push(metrics_lines)
                 state["zero_loss_steps"] += logged["loss"] == 0.0
                 stopping = _agreed(run.accelerator, bool(arrived))
                 checkpoint = state["step"] < total and (stopping or (cfg.checkpoint_every and state["step"] % cfg.checkpoint_every == 0))
@@ -669,10 +828,14 @@ def _train_steps(run: _Run, state: dict, ckpt_root: Path, identity: dict, metric
             else:
                 # an epoch end (also one a resumed run reaches from a checkpoint of the epoch's last step)
                 start += _select(run, state, metrics_lines)
+                if curves is not None:
+                    curves.push(metrics_lines)
                 state["epoch"] += 1
                 state["batch"] = 0
     # the last epoch ends at the last step (or max_steps cuts it), as the HF Trainer's on_epoch_end
     start += _select(run, state, metrics_lines)
+    if curves is not None:
+        curves.push(metrics_lines)
     state["train_seconds"] += time.perf_counter() - start
 
 
@@ -756,8 +919,15 @@ def _keep_best(run: _Run) -> None:
     )
 
 
+def _logs(run: _Run, step: int) -> bool:
+    """Whether optimizer step ``step`` (counted from 1) writes a metrics line: every ``log_every``, and the last."""
+    return step % run.cfg.log_every == 0 or step == run.total_steps
+
+
 def _step(run: _Run, rows: list[dict], state: dict, b_idx: int) -> dict[str, float]:
-    """One optimizer step over the global batch ``rows``; the loss and its components to log.
+    """One optimizer step over the global batch ``rows``; the loss and its components to log, and at a
+    logged step ``grad_norm``: the total gradient norm before clipping (the clipping's own; without
+    clipping, computed then only).
 
     Logged values are means over the micro-batches, and over the processes where each
     computed its own loss (``in_batch_pool: process``).
@@ -785,8 +955,13 @@ def _step(run: _Run, rows: list[dict], state: dict, b_idx: int) -> dict[str, flo
         # outside DDP (_build); under global every process computed the same head gradients
         for p in run.head.parameters():
             p.grad = accelerator.reduce(p.grad, "mean")
+    norm, measure_norm = None, _logs(run, state["step"] + 1)
     if cfg.max_grad_norm > 0:
-        _clip_gradients(accelerator, run.module, cfg.max_grad_norm)
+        norm = _clip_gradients(accelerator, run.module, cfg.max_grad_norm)
+    elif measure_norm:
+        norm = _gradient_norm(accelerator, run.module)
+    if measure_norm and norm is not None:
+        logged["grad_norm"] = float(norm)  # the same on every process: gradients are averaged before it
     run.optimizer.step()
     run.scheduler.step()
     run.optimizer.zero_grad()
@@ -834,6 +1009,8 @@ def _save(run: _Run, out_dir: Path, record: dict, summary: dict, metrics_lines: 
 
             write_sentence_transformers_files(work)
             checkpoints.keep_final(work, root, identity, summary)
+            # after final/ is made: TensorBoard would list its hard links as a second copy of every run
+            _Curves.move_into(root, work)
         checkpoints.remove_steps(root)
     accelerator.wait_for_everyone()
 

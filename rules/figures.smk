@@ -5,10 +5,15 @@
 #                  cache the model's STS evaluation filled), cosines, gradient norms -> .npz
 #   figure_tsne    t-SNE of the real and imaginary halves (saturation zone / all pairs) -> .npz
 #   fig3, fig10, fig4, fig5, fig_gradients   CPU-only plotting: PDF, PNG and a JSON of the numbers
+#   training_curves  per table (not a paper figure): loss vs step of its trained models, seeds overlaid,
+#                    from their metrics.jsonl (config figures.training_curves, aoe/figures/curves.py)
 #
 # Each plotting rule is its own target (`snakemake fig4`); changing plot code reruns only it.
 
+import re
+
 from aoe.data.sts import SCORE_RANGE
+from aoe.figures.curves import curve_inputs, curve_panels, curve_results, curve_tables
 from aoe.figures import (
     FIGURES,
     figure_cells,
@@ -23,6 +28,9 @@ from aoe.figures import (
 _FIG = config["figures"]
 _FIG_CELLS = figure_cells(config)
 FIGURE_RESULTS = figure_results(config)
+# results/figures/training_curves/{table}.pdf, .png, .json: part of `all` and `figures`, not of REPORT.md's inputs
+CURVE_RESULTS = curve_results(config)
+_CURVE_TABLES = curve_tables(config)
 # the STS evaluation's embedding cache holds the figure dataset's pairs when it evaluates that dataset
 _FIG_SHARES_EVAL = shares_eval_cache(config, STS_EVAL_DATASETS)
 
@@ -206,3 +214,32 @@ rule fig_gradients:
         label=model_label(_FIG_CELLS["fig_gradients"][0][1]),
     script:
         "../workflow_scripts/figure_gradients.py"
+
+
+# One figure per table with trained models: a panel per (backbone, objective, train set), its seeds
+# and reruns overlaid; the loss every log_every steps and, where a cell selects its checkpoint
+# (select_checkpoint best), each epoch end's validation Spearman. Reads the models' metrics.jsonl only
+# (the TensorBoard event files beside it, <model>/tensorboard/, hold the same numbers).
+rule training_curves:
+    input:
+        models=lambda wildcards: curve_inputs(config, wildcards.table),
+        code=library_code("figures/curves.py", "figures/style.py"),
+    output:
+        report(
+            multiext(R("results/figures/training_curves/{table}"), ".pdf", ".png"),
+            caption="../report/training_curves.rst",
+            category="Training curves",
+            subcategory="{table}",
+        ),
+        json=R("results/figures/training_curves/{table}.json"),
+    log:
+        R("results/logs/figures/training_curves/{table}.log"),
+    wildcard_constraints:
+        # the tables that have curves; a pattern nothing matches when none has
+        table="|".join(re.escape(t) for t in _CURVE_TABLES) or "(?!)",
+    conda:
+        "../envs/report.yaml"
+    params:
+        panels=lambda wildcards: curve_panels(config, wildcards.table),
+    script:
+        "../workflow_scripts/figure_curves.py"

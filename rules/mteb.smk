@@ -1,6 +1,11 @@
 # MTEB through the mteb package (AoE §5): aoe.evaluate.mteb_eval. With evaluation.mteb.local_tasks
 # the tasks read the prepared STS tables / SentEval files (rule download_file: the mirror or their sources; no hub); otherwise the
 # tasks (or the benchmark, MTEB(eng, v1)) are downloaded by mteb from the Hugging Face hub.
+# Besides mteb.json (the tables' summary) the job writes mteb's own result files, as mteb lays them out
+# (mteb_results/results/<model>/<revision>/<Task>.json + model_meta.json: submittable to the MTEB results
+# repository as they are). It evaluates through an mteb.ResultCache kept beside the embedding cache
+# ({embedding_cache}/mteb, not an output: Snakemake deletes a job's outputs before a rerun), so a rerun
+# (a timed-out job's retry) skips the tasks it holds and resumes a cut-short one from its finished subsets.
 
 from aoe.evaluate.mteb_eval import local_task_inputs
 
@@ -22,6 +27,7 @@ rule evaluate_mteb:
         files=[str(DOWNSTREAM / f) for t in MTEB_LOCAL["transfer"] for f in transfer_files(t)],
     output:
         R("results/eval/{backbone}/{objective}/{trainset}/seed{seed}/mteb.json"),
+        mteb_results=directory(R("results/eval/{backbone}/{objective}/{trainset}/seed{seed}/mteb_results")),
     log:
         R("results/logs/evaluate_mteb/{backbone}/{objective}/{trainset}/seed{seed}.log"),
     benchmark:
@@ -57,5 +63,11 @@ rule evaluate_mteb:
         max_length=MTEB["max_length"],
         cell=lambda wildcards: dict(wildcards),
         cache_root=config["evaluation"]["embedding_cache"],
+        # mteb's result cache (null embedding cache: none but the output folder, so a rerun evaluates again)
+        result_cache=(
+            str(Path(config["evaluation"]["embedding_cache"]) / "mteb")
+            if config["evaluation"]["embedding_cache"]
+            else None
+        ),
     script:
         "../workflow_scripts/evaluate_mteb.py"

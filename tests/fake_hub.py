@@ -6,16 +6,27 @@ files at a pinned commit: ``/api/models/<id>/revision/<rev>`` (the commit and th
 ``/<id>/resolve/<commit>/<file>`` (HEAD and GET, with the commit and ETag headers). Unknown
 repositories answer 404 RepoNotFound, unknown files 404 EntryNotFound, as the hub does. Each
 repository's commit is a fixed digest of its id. Requests are logged.
+
+It also takes uploads (aoe.hub's push): ``POST /api/repos/create`` (a new repository, or 409 for one
+that exists, as the hub), ``POST /api/validate-yaml`` (a README's front matter: 400 with the YAML
+error), ``POST /api/models/<id>/preupload/<rev>`` (every file "regular": sent inline) and ``POST
+/api/models/<id>/commit/<rev>`` (the ndjson commit: its files are stored in ``uploads[repo id]``, as
+bytes, and served by the download endpoints afterwards). ``auth`` records each request's
+Authorization header, so a test can check that the token went to the hub and nowhere else.
 """
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import hashlib
 import http.server
 import json
+import tempfile
 import threading
 from pathlib import Path
+
+import yaml
 
 
 def commit_of(repo_id: str) -> str:
@@ -26,6 +37,11 @@ class FakeHub(http.server.ThreadingHTTPServer):
     def __init__(self, repos: dict[str, dict[str, Path]]):
         self.repos = repos
         self.requests: list[tuple[str, str]] = []
+        self.auth: list[str | None] = []
+        self.created: list[dict] = []  # the create_repo payloads
+        self.uploads: dict[str, dict[str, bytes]] = {}  # repo id -> {path: content} of every commit
+        self.commits: list[dict] = []  # repo id, header and paths of each commit
+        self._files_dir = Path(tempfile.mkdtemp(prefix="fake-hub-"))
         super().__init__(("127.0.0.1", 0), _Handler)
 
     @property
@@ -53,9 +69,77 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         self.send_header("Content-Length", "0")
         self.end_headers()
 
+    def _error(self, status: int, message: str, **extra) -> None:
+        body = json.dumps({"error": message, **extra}).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_POST(self):
+        path = self.path.split("?")[0]
+        server = self.server
+        server.requests.append(("POST", path))
+        server.auth.append(self.headers.get("Authorization"))
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        if server.auth[-1] is None:
+            return self._error(401, "Invalid credentials in Authorization header")
+        if path == "/api/repos/create":
+            payload = json.loads(body)
+            server.created.append(payload)
+            repo_id = f"{payload['organization']}/{payload['name']}" if payload.get("organization") else payload["name"]
+            if repo_id in server.repos or repo_id in server.uploads:
+                # as the hub: the existing repository's url with the error (create_repo(exist_ok=True) returns it)
+                return self._error(409, "You already created this model repo", url=f"{server.endpoint}/{repo_id}")
+            server.uploads[repo_id] = {}
+            return self._json({"url": f"{server.endpoint}/{repo_id}", "name": repo_id})
+        if path == "/api/validate-yaml":
+            content = json.loads(body)["content"]
+            if content.startswith("---"):
+                try:
+                    yaml.safe_load(content.split("---")[1])
+                except yaml.YAMLError as exc:
+                    return self._error(400, "invalid YAML", errors=[{"message": str(exc)}])
+            return self._json({"warnings": []})
+        if path.startswith("/api/models/"):
+            rest = path[len("/api/models/"):]
+            for marker in ("/preupload/", "/commit/"):
+                if marker in rest:
+                    repo_id = rest.split(marker)[0]
+                    if repo_id not in server.uploads:
+                        return self._missing("RepoNotFound")
+                    if marker == "/preupload/":
+                        files = json.loads(body)["files"]
+                        return self._json({"files": [{"path": f["path"], "uploadMode": "regular", "shouldIgnore": False} for f in files]})
+                    items = [json.loads(line) for line in body.decode().splitlines() if line.strip()]
+                    paths = []
+                    for item in items:
+                        if item["key"] == "file":
+                            value = item["value"]
+                            server.uploads[repo_id][value["path"]] = base64.b64decode(value["content"])
+                            paths.append(value["path"])
+                    self._serve_uploads(repo_id)
+                    commit = hashlib.sha1(json.dumps(sorted(paths)).encode() + str(len(server.commits)).encode()).hexdigest()
+                    server.commits.append({"repo_id": repo_id, "header": items[0]["value"], "paths": paths, "oid": commit})
+                    return self._json({"commitUrl": f"{server.endpoint}/{repo_id}/commit/{commit}", "commitOid": commit,
+                                       "pullRequestUrl": None})
+        return self._missing("RepoNotFound")
+
+    def _serve_uploads(self, repo_id: str) -> None:
+        """The uploaded files, downloadable as a repository of ``repos`` (at its fixed commit)."""
+        folder = self.server._files_dir / repo_id
+        files = {}
+        for name, data in self.server.uploads[repo_id].items():
+            (folder / name).parent.mkdir(parents=True, exist_ok=True)
+            (folder / name).write_bytes(data)
+            files[name] = folder / name
+        self.server.repos[repo_id] = files
+
     def _route(self, head: bool) -> None:
         path = self.path.split("?")[0]
         self.server.requests.append(("HEAD" if head else "GET", path))
+        self.server.auth.append(self.headers.get("Authorization"))
         repos = self.server.repos
         if path.startswith("/api/models/"):
             rest = path[len("/api/models/"):]
@@ -116,3 +200,6 @@ def serve(monkeypatch, repos: dict[str, dict[str, Path]]):
         yield server
     finally:
         server.shutdown()
+        import shutil
+
+        shutil.rmtree(server._files_dir, ignore_errors=True)

@@ -221,6 +221,54 @@ def test_models_evaluated_as_downloaded_are_checked_at_planning_time(tmp_path, o
     assert str(err.value).startswith(start), str(err.value)
 
 
+_ANGLE_BERT = {"backbone": "bert-base-uncased", "objective": "released", "trainset": "angle-bert-base-nli-v1"}
+
+
+def test_a_released_row_of_an_sts_table_takes_an_evaluation_only_pooling(tmp_path):
+    """config.yaml's table released scores AnglE-BERT's 82.37 row under 0.1.1's padded cls_avg (the official
+    eval.py's), its masked cls_avg in a variant row; any released checkpoint's STS row may take one."""
+    config = load_config(REPO, [])
+    rows = [r for r in config["tables"]["released"]["rows"] if r["trainset"] == "angle-bert-base-nli-v1"]
+    assert [r.get("eval_pooling") for r in rows] == ["cls_avg_padded", None]
+    (tmp_path / "override.yaml").write_text(yaml.safe_dump({"tables": {"released": {"kind": "stsb", "rows": [
+        {**_ANGLE_BERT, "eval_pooling": "avg_padded"},
+        {"backbone": "llama-2-7b", "objective": "released", "trainset": "angle-llama-7b-nli-v2", "eval_pooling": "last_position"}]}}}))
+    config = load_config(REPO, [tmp_path / "override.yaml"])
+    assert [r["eval_pooling"] for r in config["tables"]["released"]["rows"]] == ["avg_padded", "last_position"]
+
+
+@pytest.mark.parametrize(
+    "override, start",
+    [
+        # the transfer, in-domain, MTEB ... evaluations have no evaluation-only variant, a released row's neither
+        ({"tables": {"released_transfer": {"rows": [{**_ANGLE_BERT, "eval_pooling": "cls_avg_padded"}]}}},
+         "tables.released_transfer.rows[0].eval_pooling: an evaluation-only pooling is a variant of an STS evaluation "
+         "(rule evaluate_sts_eval_pooling); table kind 'transfer' has none"),
+        ({"tables": {"released_mteb": {"rows": [{"backbone": "bert-large-uncased", "objective": "released", "trainset": "uae-large-v1",
+                                                  "eval_pooling": "cls_avg_padded"}]}}},
+         "tables.released_mteb.rows[0].eval_pooling: an evaluation-only pooling is a variant of an STS evaluation"),
+        # the backbone as downloaded embeds another way through a pretrained variant
+        ({"tables": {"released": {"rows": [{"backbone": "bert-base-uncased", "objective": "pretrained", "eval_pooling": "cls_avg_padded"}]}}},
+         "tables.released.rows[0].eval_pooling: a backbone as downloaded has no evaluation-only pooling; give it another "
+         "pooling as a pretrained variant (evaluation.pretrained_variants"),
+        # the checkpoint's own pooling is its sts.json, the row without the key
+        ({"tables": {"released": {"rows": [{**_ANGLE_BERT, "eval_pooling": "cls_avg"}]}}},
+         "tables.released.rows[0].eval_pooling: 'cls_avg' is checkpoint 'angle-bert-base-nli-v1''s own pooling "
+         "(released.checkpoints.angle-bert-base-nli-v1.pooling)"),
+        # the released row's own checks still run
+        ({"tables": {"released": {"rows": [{"backbone": "bert-base-uncased", "objective": "released", "trainset": "angle-bert-nli",
+                                             "eval_pooling": "cls_avg_padded"}]}}},
+         "tables.released.rows[0]: 'angle-bert-nli' is not a checkpoint of released.checkpoints"),
+    ],
+)
+def test_an_evaluation_only_pooling_elsewhere_is_refused_at_planning_time(tmp_path, override, start):
+    (tmp_path / "override.yaml").write_text(yaml.safe_dump(override))
+    with pytest.raises(ConfigError) as err:
+        load_config(REPO, [tmp_path / "override.yaml"])
+    message = str(err.value)
+    assert message.startswith(start) and "\n" not in message, message
+
+
 def test_a_preset_giving_backbones_to_a_table_of_rows_is_refused(tmp_path):
     """Snakemake merges a preset's table into config.yaml's key by key: backbones/objectives given to
     table1_sts (rows in config.yaml) would silently lose to those rows; the check names the table."""

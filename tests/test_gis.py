@@ -155,6 +155,17 @@ def run(github: FakeGitHub, tmp_path: Path, clock: FakeClock, repos=(REPO, OTHER
     return stats, load_pairs(tmp_path / out / "pairs.jsonl")
 
 
+def test_progress_lines_per_repository(github: FakeGitHub, tmp_path: Path, clock: FakeClock, monkeypatch, capsys) -> None:
+    """The collector's log: per repository, the listing's pages, then its issues with an ETA (aoe.progress)."""
+    monkeypatch.setenv("AOE_PROGRESS_INTERVAL", "0")
+    stats = collect([REPO], tmp_path / "out", client=make_client(github, tmp_path / "cache", clock), progress=True)
+    err = capsys.readouterr().err
+    window = stats["collection"]["repositories"][REPO]["issues_in_window"]
+    assert f"{REPO} (listing): 0 page, elapsed 00:00" in err and "\r" not in err
+    assert f"{REPO}: 0/{window} issue (0%), elapsed 00:00, ETA ?" in err
+    assert f"{REPO}: {window}/{window} issue (100%)" in err
+
+
 def positives(rows, repo: str = REPO) -> set[tuple[int, int]]:
     return {(r["issue1"], r["issue2"]) for r in rows if r["label"] == 1 and r["repo"] == repo}
 

@@ -151,7 +151,7 @@ def test_seed_reproduces_and_changes_samples(tiny_lm):
     assert run(do_sample=False, seed=1) == run(do_sample=False, seed=2)
 
 
-def test_cache_second_run_generates_nothing(tiny_lm, tmp_path, monkeypatch):
+def test_cache_second_run_generates_nothing(tiny_lm, tmp_path, monkeypatch, capsys):
     import aoe.llm_supervised.generate as gen
 
     cache = tmp_path / "cache"
@@ -173,8 +173,11 @@ def test_cache_second_run_generates_nothing(tiny_lm, tmp_path, monkeypatch):
     # and the same completions as the uninterrupted run (the noise belongs to the output, not the batch)
     lines = cache_file.read_text().splitlines()
     cache_file.write_text("\n".join(lines[:5]) + "\n" + lines[5][:20])
-    third, s3 = generate_all(TEXTS, tiny_lm, PAPER_PROMPTS, 1, _settings(), cache, device="cpu", progress=False)
+    capsys.readouterr()
+    third, s3 = generate_all(TEXTS, tiny_lm, PAPER_PROMPTS, 1, _settings(), cache, device="cpu", progress=True)
     assert s3["generated"] == 5 and s3["cache_unreadable_lines"] == 1
+    err = capsys.readouterr().err  # progress (aoe.progress): the prompts left to generate, with an ETA
+    assert "generate: 0/5 prompt (0%), elapsed 00:00, ETA ?" in err and "generate: 5/5 prompt (100%)" in err
     assert _completions(third) == _completions(first)
     assert len(GenerationCache(cache_file).records) == 10  # the torn line swallowed nothing appended after it
 
@@ -385,6 +388,7 @@ def test_cpu_preset_plans_the_chain(tmp_path):
         "train_model": 6,  # AoE + LLM and SimCSE-style, seeds 1-3
         "evaluate_sts": 7,  # those 6 and the backbone as downloaded
         "table": 1,
+        "model_card": 6,  # one per trained cell (rules/cards.smk)
         "report_md": 1,
         "recipe": 1,
         "all": 1,

@@ -251,6 +251,75 @@ def test_result_json_records_protocol_data_and_provenance(tiny_bert, tmp_path):
     assert on_disk["errors"] is None
 
 
+def test_mteb_result_files_load_with_mtebs_loader_and_a_rerun_skips_finished_tasks(tiny_bert, tmp_path, monkeypatch, capsys):
+    """mteb's own files (mteb.ResultCache's layout) read back by mteb's loader; a rerun through the result cache
+    evaluates only the task whose data changed (counted by the encoder's calls, per task)."""
+    import mteb
+    from mteb import TaskResult
+
+    from aoe.evaluate.mteb_eval import _wrapper_class
+
+    calls: list[str] = []
+    cls = _wrapper_class()
+    encode = cls.encode
+
+    def spy(self, inputs, *, task_metadata, **kw):
+        calls.append(task_metadata.name)
+        return encode(self, inputs, task_metadata=task_metadata, **kw)
+
+    monkeypatch.setattr(cls, "encode", spy)
+    stsb = _write_table(tmp_path / "stsb", _synthetic_sts(seed=1))
+    sick = _write_table(tmp_path / "sickr", _synthetic_sts(seed=2), dataset="sickr")
+    cell = {"backbone": "tiny", "objective": "aoe", "trainset": "stsb", "seed": "42"}
+    kw = dict(local_tasks=["STSBenchmarkLocal", "SICKRLocal"], pooling="cls", device="cpu", cell=cell, result_cache=tmp_path / "cache")
+
+    def run(name, tables):
+        return run_mteb_evaluation(
+            tiny_bert, tmp_path / f"{name}.json", tables=[str(t) for t, _ in tables], manifests=[str(m) for _, m in tables],
+            results_dir=tmp_path / name, **kw,
+        )
+
+    first = run("first", [stsb, sick])
+    assert sorted(calls) == ["SICKRLocal"] * 2 + ["STSBenchmarkLocal"] * 2  # sentence1 and sentence2 of each
+    assert "mteb: 2/2 task (100%)" in capsys.readouterr().err  # a progress line per task, with its ETA
+    rec = first["mteb_results"]
+    assert rec["model_name"] == "aoe-repro/tiny-aoe-stsb-seed42" and rec["reused"] == []
+    folder = Path(rec["folder"])
+    assert folder == tmp_path / "first" / "results" / "aoe-repro__tiny-aoe-stsb-seed42" / rec["revision"]
+    assert {p.name for p in folder.iterdir()} >= {"STSBenchmarkLocal.json", "SICKRLocal.json", "model_meta.json"}
+
+    # mteb's loader reads them: model name, revision, model meta, and each task's result
+    loaded = mteb.ResultCache(tmp_path / "first").load_results(include_remote=False)
+    (model,) = loaded.model_results
+    assert (model.model_name, model.model_revision) == (rec["model_name"], rec["revision"])
+    assert model.model_meta.embed_dim == 32 and model.model_meta.name == rec["model_name"]
+    results = {r.task_name: r for r in model.task_results}
+    assert set(results) == {"STSBenchmarkLocal", "SICKRLocal"}
+    for name, r in results.items():
+        assert r.mteb_version == mteb.__version__ and r.dataset_revision.startswith("local-")
+        assert r.evaluation_time > 0 and list(r.scores) == ["test"]
+        # mteb writes scores rounded to 6 decimals (TaskResult.to_disk)
+        assert 100 * r.get_score() == pytest.approx(first["tasks"][name]["main_score"], abs=1e-4)
+        assert TaskResult.from_disk(folder / f"{name}.json").get_score() == r.get_score()
+    # the local task's dataset revision names its data (the table's checksum in its manifest)
+    assert results["STSBenchmarkLocal"].dataset_revision == local_task("STSBenchmarkLocal", tables={"stsb": stsb}).metadata.revision
+
+    # a rerun: STS-B read back from mteb's result cache (not encoded); SICK-R's data changed, so evaluated again
+    calls.clear()
+    sick2 = _write_table(tmp_path / "sickr2", _synthetic_sts(seed=3), dataset="sickr")
+    (tmp_path / "sickr2" / "test.manifest.json").write_text(json.dumps({"dataset": "sickr", "split": "test", "table_sha256": "other"}))
+    assert local_task("SICKRLocal", tables={"sickr": sick2}).metadata.revision != results["SICKRLocal"].dataset_revision
+    second = run("second", [stsb, sick2])
+    assert calls == ["SICKRLocal"] * 2
+    assert second["mteb_results"]["reused"] == ["STSBenchmarkLocal"]
+    # read back from mteb's file: its 6 decimals
+    assert second["tasks"]["STSBenchmarkLocal"]["main_score"] == pytest.approx(first["tasks"]["STSBenchmarkLocal"]["main_score"], abs=1e-4)
+    assert second["tasks"]["SICKRLocal"]["main_score"] != first["tasks"]["SICKRLocal"]["main_score"]
+    # the second output folder holds both tasks' files too, the reused one included
+    again = mteb.ResultCache(tmp_path / "second").load_results(include_remote=False)
+    assert {r.task_name for r in again.model_results[0].task_results} == {"STSBenchmarkLocal", "SICKRLocal"}
+
+
 def test_failed_task_is_an_error_naming_it(tiny_bert, tmp_path):
     table, manifest = _write_table(tmp_path / "stsb", _synthetic_sts().drop(columns=["score"]))
     out = tmp_path / "mteb.json"

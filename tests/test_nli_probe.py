@@ -47,7 +47,7 @@ def test_paper_protocol_trains_on_the_nli_training_rows():
         probe_sets("other", tables)
 
 
-def test_probe_reads_the_label_from_the_embedding_only_when_it_is_there():
+def test_probe_reads_the_label_from_the_embedding_only_when_it_is_there(capsys):
     rng = np.random.default_rng(0)
     sets = {name: heldout_split(_nli3(600, name)) for name in ("SNLI", "MNLI-m", "MNLI-mm")}
     label_of = {f"{p} [SEP] {h}": int(s) for parts in sets.values() for df in parts.values()
@@ -61,5 +61,8 @@ def test_probe_reads_the_label_from_the_embedding_only_when_it_is_there():
     out = nli_probe(informative, sets, sep="[SEP]", mode="fasttest")
     assert seen == [1800]  # every text once, in one call
     assert out["sets"]["SNLI"]["acc"] > 95 and out["summary"]["MultiNLI"] > 95
+    err = capsys.readouterr().err  # a progress line per set, counted in classifier fits (one per penalty), with an ETA
+    for name in ("SNLI", "MNLI-m", "MNLI-mm"):
+        assert f"nli probe {name}: 0/4 fit (0%), elapsed 00:00, ETA ?" in err and f"nli probe {name}: 4/4 fit (100%)" in err
     noise = nli_probe(lambda t: rng.normal(size=(len(t), 3)), sets, sep="[SEP]", mode="fasttest")
     assert noise["summary"]["SNLI"] < 50  # chance is 33%

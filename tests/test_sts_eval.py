@@ -337,3 +337,23 @@ def test_a_batch_dependent_eval_pooling_embeds_in_sentevals_batches(tables, tiny
     masked = run_sts_evaluation(tiny_bert, table_paths, manifests, tmp_path / "sts.masked.json", pooling="cls", max_length=32,
                                 device="cpu", eval_pooling="cls_avg")
     assert masked["protocol"]["pooling"] == "cls_avg" and masked["tasks"]["STS13"] != result["tasks"]["STS13"]
+
+
+def test_a_released_checkpoint_takes_an_evaluation_only_pooling_as_a_trained_model_does(tables, tiny_bert, tmp_path):
+    """Table released's AnglE-BERT row: the downloaded checkpoint (laid out by rule fetch_released, its own pooling
+    cls_avg in aoe_config.json) scored by rule evaluate_sts_eval_pooling as that rule calls it (no pooling
+    param for a released cell, the row's eval_pooling): 0.1.1's padded cls_avg in SentEval's batches of 16;
+    its sts.json keeps the masked cls_avg."""
+    from aoe.evaluate.run import run_sts_evaluation
+    from aoe.released import materialize_released
+
+    ckpt = tmp_path / "released" / "angle-bert-base-nli-v1"
+    materialize_released("angle-bert-base-nli-v1", {"path": str(tiny_bert), "backbone": "bert-base-uncased", "pooling": "cls_avg"}, ckpt)
+    table_paths, manifests = _written(tables, tmp_path)
+    cell = {"backbone": "bert-base-uncased", "objective": "released", "trainset": "angle-bert-base-nli-v1", "seed": "0"}
+    pooled = run_sts_evaluation(ckpt, table_paths, manifests, tmp_path / "sts.pool-cls_avg_padded.json", max_length=32, device="cpu",
+                                cell={**cell, "eval_pooling": "cls_avg_padded"}, eval_pooling="cls_avg_padded")
+    own = run_sts_evaluation(ckpt, table_paths, manifests, tmp_path / "sts.json", max_length=32, device="cpu", cell=cell)
+    assert (pooled["protocol"]["pooling"], pooled["protocol"]["trained_pooling"], pooled["protocol"]["batch_size"]) == ("cls_avg_padded", "cls_avg", 16)
+    assert own["protocol"]["pooling"] == "cls_avg" and own["tasks"]["STS13"] != pooled["tasks"]["STS13"]
+    assert pooled["model"]["cell"]["eval_pooling"] == "cls_avg_padded"  # what the table builder selects the row's values by

@@ -1093,12 +1093,31 @@ def test_released_tables_put_each_checkpoint_beside_its_published_numbers(tmp_pa
     root = tmp_path / "eval"
     ckpts = {"angle-bert-base-nli-v1": "bert-base-uncased", "angle-llama-7b-nli-20231027": "llama-2-7b",
              "angle-llama-7b-nli-v2": "llama-2-7b", "angle-llama-13b-nli": "llama-2-13b", "uae-large-v1": "bert-large-uncased"}
+    # AnglE-BERT's 82.37 row reads its checkpoint under 0.1.1's padded cls_avg (the official eval.py's), as the
+    # evaluation-only rule writes it (the cell record names the pooling); its own masked cls_avg: a variant row
+    pooled = write_sts(root, "bert-base-uncased", "released", "angle-bert-base-nli-v1", 0, {t: 82.0 for t in TASKS})
+    pooled = pooled.rename(pooled.with_name("sts.pool-cls_avg_padded.json"))
+    record = json.loads(pooled.read_text())
+    record["model"]["cell"]["eval_pooling"] = "cls_avg_padded"
+    pooled.write_text(json.dumps(record))
     files = [write_sts(root, backbone, "released", key, 0, {t: 85.0 for t in TASKS}) for key, backbone in ckpts.items()]
-    table = render_table("released", _config_table("released"), files)
+    table = render_table("released", _config_table("released"), [*files, pooled])
     rows = {r.label: r for r in table.rows}
-    assert list(rows) == ["SeanLee97/angle-bert-base-uncased-nli-en-v1", "SeanLee97/angle-llama-7b-nli-20231027",
+    assert list(rows) == ["SeanLee97/angle-bert-base-uncased-nli-en-v1", "SeanLee97/angle-bert-base-uncased-nli-en-v1 (evaluated cls_avg, masked)",
+                          "SeanLee97/angle-llama-7b-nli-20231027",
                           "SeanLee97/angle-llama-7b-nli-v2", "SeanLee97/angle-llama-13b-nli", "WhereIsAI/UAE-Large-V1"]
-    assert rows["SeanLee97/angle-bert-base-uncased-nli-en-v1"].paper["avg"] == 82.37
+    official, masked = rows["SeanLee97/angle-bert-base-uncased-nli-en-v1"], rows["SeanLee97/angle-bert-base-uncased-nli-en-v1 (evaluated cls_avg, masked)"]
+    assert (official.eval_pooling, masked.eval_pooling) == ("cls_avg_padded", "")
+    assert official.mean("avg") == pytest.approx(82.0) and masked.mean("avg") == pytest.approx(85.0)
+    # both against the published number, each with its own Δ
+    assert official.paper["avg"] == masked.paper["avg"] == 82.37
+    assert official.delta("avg") == pytest.approx(82.0 - 82.37) and masked.delta("avg") == pytest.approx(85.0 - 82.37)
+    assert to_json(table)["rows"][0]["eval_pooling"] == "cls_avg_padded"
+    # without the pool file the 82.37 row is missing, never filled from the masked sts.json
+    table = render_table("released", _config_table("released"), files)
+    assert not table.rows[0].values["avg"] and any("[SeanLee97/angle-bert-base-uncased-nli-en-v1] avg" in m for m in table.missing)
+    table = render_table("released", _config_table("released"), [*files, pooled])
+    rows = {r.label: r for r in table.rows}
     assert rows["SeanLee97/angle-llama-7b-nli-v2"].delta("avg") == pytest.approx(85.0 - 85.96)
     assert rows["SeanLee97/angle-llama-13b-nli"].paper["STSB"] == 89.69
     assert rows["WhereIsAI/UAE-Large-V1"].paper == {} and all(r.n == 1 for r in table.rows)

@@ -11,6 +11,7 @@ result is committed in ``bench/results/transfer_parity.json``.
 
 from __future__ import annotations
 
+import json
 import random
 from pathlib import Path
 
@@ -29,6 +30,7 @@ from aoe.data.transfer import (
 from aoe.evaluate.transfer import (
     MODES,
     ClassifierParams,
+    classifier_fits,
     evaluate_transfer,
     fit_split_classifier,
 )
@@ -322,6 +324,72 @@ def test_each_sentence_is_encoded_once(synthetic, one_thread):
     assert (protocol["mode"], protocol["kfold"], protocol["optim"], protocol["seed"]) == ("fasttest", 5, "rmsprop", 1111)
     assert set(result["tasks"]["MRPC"]) == {"acc", "devacc", "f1", "ndev", "ntest"}
     assert (result["tasks"]["TREC"]["ndev"], result["tasks"]["TREC"]["ntest"]) == (300, 60)
+
+
+def _progress_lines(err: str, task: str) -> list[str]:
+    return [line for line in err.split("\n") if line.startswith(f"transfer {task}: ")]
+
+
+def test_each_task_reports_its_fits_with_an_eta(synthetic, one_thread, monkeypatch, capsys):
+    """A progress line per task (aoe.progress): the classifier fits done of the task's total, elapsed, ETA."""
+    monkeypatch.setenv("AOE_PROGRESS_INTERVAL", "0")  # a line at every update (the default: at most one per 30 s)
+    evaluate_transfer(encoder(), ["MRPC", "CR", "SST2"], mode="fasttest", data=synthetic)
+    err = capsys.readouterr().err
+    assert "\r" not in err  # stderr is not a terminal here: whole lines, no redraws
+    params = ClassifierParams.from_mode("fasttest")
+    # MRPC k-fold: 4 penalties x 5 folds + the refit; CR nested k-fold: 5 x (4 x 5 + 1); SST2 one fit per penalty
+    totals = {"MRPC": 21, "CR": 105, "SST2": 4}
+    assert {t: classifier_fits(k, params) for t, k in (("MRPC", "kfold"), ("CR", "inner_kfold"), ("SST2", "split"))} == totals
+    for task, total in totals.items():
+        lines = _progress_lines(err, task)
+        assert lines[0].startswith(f"transfer {task}: 0/{total} fit (0%), elapsed 00:00, ETA ?")
+        assert lines[-1].startswith(f"transfer {task}: {total}/{total} fit (100%)")
+        done = [int(line.split(": ")[1].split("/")[0]) for line in lines]
+        assert done == sorted(done) and set(range(total + 1)) <= set(done)  # every fit, in order
+        assert all(", ETA " in line and "reg=" in line for line in lines[1:])
+        assert any("epoch=" in line for line in lines)  # within a fit: its epochs (PyTorch classifier)
+    # task after task, each one's lines together
+    order = [t for line in err.split("\n") for t in totals if line.startswith(f"transfer {t}: ")]
+    assert order == sorted(order, key=list(totals).index)
+
+
+def test_progress_lines_come_at_a_steady_rate_not_per_fit(synthetic, one_thread, monkeypatch, capsys):
+    monkeypatch.delenv("AOE_PROGRESS_INTERVAL", raising=False)  # default: at most a line per 30 s, plus the first and last
+    evaluate_transfer(encoder(), ["MRPC"], mode="fasttest", data=synthetic)
+    lines = _progress_lines(capsys.readouterr().err, "MRPC")
+    assert len(lines) == 2 and lines[0].startswith("transfer MRPC: 0/21") and lines[1].startswith("transfer MRPC: 21/21")
+
+
+def test_transfer_log_shows_per_task_progress(tmp_path):
+    """The rule's log (stdout and stderr sent to it by aoe.workflow.start_log, as in
+    workflow_scripts/evaluate_transfer.py): per-task progress lines with an ETA, one whole line each."""
+    import os
+    import subprocess
+    import sys
+
+    log = tmp_path / "logs" / "transfer.log"
+    script = (
+        "from aoe.workflow import start_log\n"
+        f"start_log({str(log)!r})\n"
+        "from aoe.data.transfer import read_transfer\n"
+        "from aoe.evaluate.transfer import evaluate_transfer\n"
+        "from tests.senteval_reference import encoder\n"
+        "from tests.test_transfer import write_synthetic_senteval\n"
+        f"root = write_synthetic_senteval(__import__('pathlib').Path({str(tmp_path / 'downstream')!r}))\n"
+        "data = {t: read_transfer(root, t, expected_rows=None, published=False) for t in ('TREC', 'MRPC')}\n"
+        "r = evaluate_transfer(encoder(), ['TREC', 'MRPC'], mode='fasttest', data=data)\n"
+        "print('avg', r['avg'])\n"
+    )
+    env = {**os.environ, "AOE_PROGRESS_INTERVAL": "0", "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    subprocess.run([sys.executable, "-c", script], check=True, env=env, cwd=tmp_path, timeout=600)
+    text = log.read_text()
+    assert "\r" not in text
+    for task in ("TREC", "MRPC"):
+        lines = _progress_lines(text, task)
+        assert lines[0] == f"transfer {task}: 0/21 fit (0%), elapsed 00:00, ETA ?, ?fit/s"
+        assert lines[-1].startswith(f"transfer {task}: 21/21 fit (100%), elapsed ")
+        assert len(lines) >= 22 and all(", ETA " in line for line in lines)
+    assert text.rstrip().split("\n")[-1].startswith("avg ")  # the job's own output follows, on its own line
 
 
 def test_bad_calls(synthetic):

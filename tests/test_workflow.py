@@ -227,8 +227,9 @@ def test_full_paper_config_plans(paper_grid_plan):
     # no mirror: each published file is downloaded by a local rule; the whole grid is trained
     assert counts["download_file"] == 74 and counts["download_hub"] == 3 and counts["train_model"] == 264
     # the evaluation-only variant rows: AoE-BERT under the official NLI eval's cls_avg (Table 1), AnglE-BERT
-    # under its training CLS (AnglE's transfer STS table), 5 runs each, nothing retrained
-    assert counts["evaluate_sts_eval_pooling"] == 10
+    # under its training CLS (AnglE's transfer STS table), 5 runs each, nothing retrained; and the released
+    # AnglE-BERT checkpoint under 0.1.1's padded cls_avg (table released), once
+    assert counts["evaluate_sts_eval_pooling"] == 11
     assert counts["table"] == len([t for t, s in _validated_config()["tables"].items() if s.get("enabled", True)])
     # one table of the paper grid: AoE Table 2 trains only BERT on STS-B and GIS (3 objectives x 5 runs
     # each), each from the NLI AnglE model of its seed and rerun (5 more), which it does not evaluate
@@ -314,7 +315,14 @@ def test_released_checkpoint_tables_plan(paper_grid_plan):
     counts = job_counts(out.stdout)
     assert counts["fetch_released"] == 5 and counts["evaluate_sts"] == 5 and counts["evaluate_transfer"] == 4
     assert counts["evaluate_mteb"] == 1 and "train_model" not in counts and "fetch_backbone" not in counts
+    # AnglE-BERT's 82.37 row: the same downloaded checkpoint scored under 0.1.1's padded cls_avg, beside its sts.json
+    assert counts["evaluate_sts_eval_pooling"] == 1
     jobs = dry_run_jobs(out.stdout)
+    pooled = next(j for j in jobs if j["rule"] == "evaluate_sts_eval_pooling")
+    assert pooled["wildcards"] == {"backbone": "bert-base-uncased", "objective": "released", "trainset": "angle-bert-base-nli-v1",
+                                   "seed": "0", "eval_pooling": "cls_avg_padded"}
+    assert pooled["input"][0] == "results/released/angle-bert-base-nli-v1"
+    assert "results/eval/bert-base-uncased/released/angle-bert-base-nli-v1/seed0/sts.pool-cls_avg_padded.json" in out.stdout
     sts = {j["wildcards"]["trainset"]: j for j in jobs if j["rule"] == "evaluate_sts"}
     assert sts["angle-llama-13b-nli"]["wildcards"]["backbone"] == "llama-2-13b"
     assert sts["angle-llama-13b-nli"]["input"][0] == "results/released/angle-llama-13b-nli"
@@ -541,7 +549,7 @@ def test_an_evaluation_pooling_is_the_cells_or_a_variant_rows_and_never_the_trai
     """Issue 36 point 1: AnglE-BERT on NLI is scored with 0.1.1's cls_avg (the official eval.py), AoE-BERT
     with its training CLS; each table that compares a BERT NLI row with the paper also shows the other
     evaluation of the same models, read from sts.pool-<pooling>.json, and no training changes."""
-    from aoe.workflow import ConfigError, cell_eval_pooling, suite_file, train_params
+    from aoe.workflow import ConfigError, cell_eval_pooling, suite_file, suite_results, train_params
 
     config = _validated_config()
     angle, aoe = Cell("bert-base-uncased", "angle_arxiv", "nli", 42, 2), Cell("bert-base-uncased", "aoe", "nli", 42)
@@ -555,7 +563,17 @@ def test_an_evaluation_pooling_is_the_cells_or_a_variant_rows_and_never_the_trai
     variant = [r for r in table_rows(config, "angle_transfer_sts") if r.eval_pooling]
     assert [(r.objective, r.eval_pooling, r.reruns) for r in variant] == [("angle_arxiv", "cls", 5)]
     assert "results/eval/bert-base-uncased/angle_arxiv/nli/seed42/sts.pool-cls.json" in table_inputs(config, "angle_transfer_sts")
-    # only an STS table's trained row takes one
+    # a released checkpoint's row too: AnglE-BERT's 82.37 is scored as 0.1.1's eval.py scored it, the
+    # checkpoint's own masked cls_avg (sts.json) a variant row beside it; no cell-level pooling for it
+    released = [(r.label, r.eval_pooling) for r in table_rows(config, "released") if r.trainsets == ("angle-bert-base-nli-v1",)]
+    assert released == [("SeanLee97/angle-bert-base-uncased-nli-en-v1", "cls_avg_padded"),
+                        ("SeanLee97/angle-bert-base-uncased-nli-en-v1 (evaluated cls_avg, masked)", "")]
+    assert cell_eval_pooling(config, Cell("bert-base-uncased", "released", "angle-bert-base-nli-v1", 0)) is None
+    ckpt = "results/eval/bert-base-uncased/released/angle-bert-base-nli-v1/seed0/"
+    assert {ckpt + "sts.pool-cls_avg_padded.json", ckpt + "sts.json"} <= set(table_inputs(config, "released"))
+    assert ckpt + "sts.pool-cls_avg_padded.json" in suite_results(config)  # target evaluate builds it too
+    assert not any(".pool-" in f for f in table_inputs(config, "released_transfer"))
+    # only an STS table's trained or released row takes one
     bad = copy.deepcopy(config)
     bad["tables"]["table3_transfer"]["rows"][3]["eval_pooling"] = "cls_avg"
     with pytest.raises(ConfigError, match=r"tables.table3_transfer.rows\[3\].eval_pooling: .*table kind 'transfer'"):

@@ -26,4 +26,6 @@ run_mteb_evaluation(
     query_instruction=snakemake.params.query_instruction,
     cell=snakemake.params.cell,
     cache_root=snakemake.params.get("cache_root"),
+    results_dir=snakemake.output.mteb_results,
+    result_cache=snakemake.params.get("result_cache"),
 )

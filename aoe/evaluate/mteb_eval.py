@@ -17,6 +17,15 @@ Three parts, all evaluation logic being mteb's own (never re-implemented here):
   per category average, overall average (the MTEB leaderboard's mean over all
   tasks); a missing task is an explicit null and then so are its category's
   average and the overall average, never a smaller average.
+* mteb's own result files: each task's ``mteb.TaskResult`` (mteb version, dataset
+  revision, evaluation time, per-split scores, main score) and the model's
+  ``model_meta.json``, written by ``mteb.ResultCache.save_to_cache`` as mteb lays
+  them out, ``<folder>/results/<model name>/<revision>/<Task>.json`` (the MTEB
+  results repository's layout: submit them as they are), and read back by
+  ``mteb.ResultCache(<folder>).load_results()``. The evaluation runs through an
+  ``mteb.ResultCache`` (``result_cache``): a rerun skips the tasks whose results it
+  holds (mteb's ``overwrite_strategy="only-missing"``) and resumes a task from its
+  finished subsets.
 
 ``mteb`` is imported lazily: the Snakefile imports this module for
 :data:`LOCAL_TASKS` without needing mteb in its environment.
@@ -43,6 +52,8 @@ __all__ = [
     "LOCAL_TASKS",
     "MtebEvalError",
     "AoEMtebEncoder",
+    "MTEB_RESULTS_SUBDIR",
+    "model_name",
     "apply_prompt",
     "benchmark_tasks",
     "local_task",
@@ -101,6 +112,9 @@ LOCAL_TASKS: dict[str, LocalTaskSpec] = {
 # 32 per class keeps the 6-class few-shot score stable on 500 test questions).
 TREC_N_EXPERIMENTS = 10
 TREC_SAMPLES_PER_LABEL = 32
+
+# mteb.ResultCache(folder) keeps its files under folder/results/<model>/<revision>/ (the results repository's layout)
+MTEB_RESULTS_SUBDIR = "results"
 
 
 def _check_local(names: Iterable[str]) -> list[str]:
@@ -229,7 +243,7 @@ def local_task(
             )
             return datasets.DatasetDict({"test": ds})
 
-        return cls(loader=loader, files=files)
+        return _with_revision(cls(loader=loader, files=files), spec)
 
     if downstream is None:
         raise MtebEvalError(f"{name}: needs SentEval's downstream folder (data mirror) for {spec.dataset}")
@@ -247,7 +261,25 @@ def local_task(
             }
         )
 
-    return cls(loader=loader, files=files)
+    return _with_revision(cls(loader=loader, files=files), spec)
+
+
+def _with_revision(task, spec: LocalTaskSpec):
+    """The task with a dataset revision naming its data: the files' checksums (and TREC's protocol).
+
+    mteb records the revision in each result and its result cache keeps results by task name:
+    new data must not be served an earlier result (:func:`run_mteb_evaluation` reruns a task
+    whose cached result has another revision).
+    """
+    import hashlib
+
+    content = {"files": sorted(task.files.values())}
+    if spec.kind == "classification":
+        content["protocol"] = {"n_experiments": TREC_N_EXPERIMENTS, "samples_per_label": TREC_SAMPLES_PER_LABEL}
+    digest = hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()[:16]
+    meta = task.metadata
+    task.metadata = meta.model_copy(update={"dataset": {**meta.dataset, "revision": f"local-{digest}"}})
+    return task
 
 
 def benchmark_tasks(benchmark: str | None = None, tasks: list[str] | None = None) -> list:
@@ -341,6 +373,14 @@ def _wrapper_class() -> type:
     return AoEMtebEncoderImpl
 
 
+def model_name(model_dir: str | os.PathLike, cell: Mapping[str, str] | None = None) -> str:
+    """The model's name in mteb's files ("organization/model"): ``aoe-repro/<backbone>-<objective>-<trainset>-seed<seed>``
+    for a grid cell, else ``aoe-repro/<folder name>``."""
+    if cell and all(cell.get(k) for k in ("backbone", "objective", "trainset", "seed")):
+        return f"aoe-repro/{cell['backbone']}-{cell['objective']}-{cell['trainset']}-seed{cell['seed']}"
+    return f"aoe-repro/{Path(model_dir).name}"
+
+
 def _model_meta(wrapper, name: str | None):
     from mteb.models.model_meta import ModelMeta, ScoringFunction
 
@@ -356,7 +396,7 @@ def _model_meta(wrapper, name: str | None):
     cfg = wrapper.model.config
     return ModelMeta.create_empty(
         overwrites={
-            "name": name or f"aoe-repro/{wrapper.model_dir.name}",
+            "name": name or model_name(wrapper.model_dir),
             "revision": key,  # model files + embedding settings
             "embed_dim": int(cfg.hidden_size),
             "max_tokens": float(wrapper.max_length),
@@ -447,19 +487,30 @@ def run_mteb_evaluation(
     cell: dict | None = None,
     cache_root: str | os.PathLike | None = None,
     device: str | None = None,
+    results_dir: str | os.PathLike | None = None,
+    result_cache: str | os.PathLike | None = None,
 ) -> dict:
-    """Evaluate ``model_dir`` with mteb and write ``out`` (mteb.json).
+    """Evaluate ``model_dir`` with mteb and write ``out`` (mteb.json) and mteb's own result files.
 
     Tasks: ``local_tasks`` when non-empty (no hub; STS tables from ``tables`` /
     ``manifests`` or SentEval files under ``downstream``), else the named mteb
     ``tasks``, else ``benchmark``'s tasks. A task that fails is an error naming it
     (raised after all tasks ran, so one broken dataset does not hide the others;
     the partial result is written beside ``out`` as ``*.failed.json``).
+
+    ``result_cache``: the folder of the ``mteb.ResultCache`` the evaluation runs through
+    (default ``results_dir``; the workflow keeps it beside the embedding cache, which a
+    rerun of the job keeps): a task whose result it holds for this model (name and
+    revision: :func:`model_name`, the embedding cache's model key) and dataset revision is
+    not evaluated again. ``results_dir``: where each task's result file and the model's
+    ``model_meta.json`` are written, mteb's layout (module docstring). Each task is one
+    progress line on stderr with an ETA (:mod:`aoe.progress`).
     """
     import mteb
     import sklearn
 
     from aoe.evaluate.run import _finish
+    from aoe.progress import progress
 
     start = time.perf_counter()
     local_tasks = list(local_tasks or [])
@@ -485,18 +536,43 @@ def run_mteb_evaluation(
         device=device,
         prompt=prompt,
         query_instruction=query_instruction,
+        name=model_name(model_dir, cell),
     )
-    model_result = mteb.evaluate(
-        wrapper,
-        task_objs,
-        encode_kwargs={"batch_size": batch_size},
-        cache=None,  # our embedding cache makes reruns cheap; mteb's result cache would key on a name we invent
-        raise_error=False,
-        overwrite_strategy="always",
-        show_progress_bar=False,
-    )
-    by_name = {r.task_name: r for r in model_result.task_results}
-    errors = {e.task_name: e.exception for e in (model_result.exceptions or [])}
+    meta = wrapper.mteb_model_meta
+    encode_kwargs = {"batch_size": batch_size}
+    cache_dir = result_cache if result_cache is not None else results_dir
+    cache = mteb.ResultCache(cache_path=cache_dir) if cache_dir is not None else None
+    task_results, exceptions, reused = [], [], []
+    with progress(total=len(task_objs), desc="mteb", unit="task") as bar:
+        for task in task_objs:
+            bar.set_postfix(task=task.metadata.name)
+            strategy = "only-missing"  # mteb's cache: a finished task is read back, a cut-short one resumed
+            if cache is not None:
+                held = cache.load_task_result(task.metadata.name, meta)
+                if held is not None and held.dataset_revision != task.metadata.revision:
+                    strategy = "always"  # other data under the same task name: mteb's cache would serve it
+                elif held is not None and not held.get_missing_evaluations(task):
+                    reused.append(task.metadata.name)
+            # one task per call: the same loop as mteb's over a task list, with a progress line per task
+            model_result = mteb.evaluate(
+                wrapper,
+                task,
+                encode_kwargs=dict(encode_kwargs),
+                cache=cache,
+                raise_error=False,
+                overwrite_strategy=strategy,
+                show_progress_bar=False,
+            )
+            task_results.extend(model_result.task_results)
+            exceptions.extend(model_result.exceptions or [])
+            bar.update(1)
+    if results_dir is not None:
+        written = mteb.ResultCache(cache_path=results_dir)
+        for r in task_results:
+            if cache is None or Path(cache.cache_path).resolve() != Path(results_dir).resolve():
+                written.save_to_cache(r, meta, encode_kwargs=encode_kwargs)
+    by_name = {r.task_name: r for r in task_results}
+    errors = {e.task_name: e.exception for e in exceptions}
     per_task: dict[str, dict] = {}
     for task in task_objs:
         n = task.metadata.name
@@ -542,6 +618,13 @@ def run_mteb_evaluation(
         },
         "data": {t.metadata.name: _task_data_record(t) for t in task_objs},
         "embedding": {"distinct_texts_embedded": wrapper.texts_embedded},
+        "mteb_results": {
+            "folder": str(Path(results_dir) / MTEB_RESULTS_SUBDIR / meta.model_name_as_path() / meta.revision) if results_dir is not None else None,
+            "model_name": meta.name,
+            "revision": meta.revision,
+            "result_cache": str(cache.cache_path) if cache is not None else None,
+            "reused": reused,
+        },
         "errors": errors or None,
     }
     if errors:

@@ -63,9 +63,12 @@ def nli_probe(
 ) -> dict:
     """Probe accuracy per set; ``sets`` maps a PROBE_SETS name to its train/dev/test nli3 tables.
 
-    Every distinct probe text is embedded once, in one call.
+    Every distinct probe text is embedded once, in one call. Each set reports its
+    classifier fits on stderr with an ETA (:mod:`aoe.progress`; a fit on AllNLI's
+    SNLI rows takes minutes, and reports its epochs in between).
     """
-    from aoe.evaluate.transfer import ClassifierParams, fit_split_classifier
+    from aoe.evaluate.transfer import ClassifierParams, classifier_fits, fit_split_classifier
+    from aoe.progress import progress
 
     clf_params = ClassifierParams.from_mode(mode)  # SimCSE's classifier settings, as for the transfer tasks
     texts = {name: {part: probe_texts(df, sep) for part, df in parts.items()} for name, parts in sets.items()}
@@ -79,10 +82,11 @@ def nli_probe(
         feats = {part: emb[[row[t] for t in texts[name][part]]] for part in ("train", "dev", "test")}
         # a writable copy: pandas hands out read-only views, which torch warns about
         labels = {part: np.array(parts[part]["score"], dtype=np.int64) for part in ("train", "dev", "test")}
-        res = fit_split_classifier(
-            feats["train"], labels["train"], feats["dev"], labels["dev"], feats["test"], labels["test"],
-            clf_params, seed=seed, n_classes=3,
-        )
+        with progress(total=classifier_fits("split", clf_params), desc=f"nli probe {name}", unit="fit") as bar:
+            res = fit_split_classifier(
+                feats["train"], labels["train"], feats["dev"], labels["dev"], feats["test"], labels["test"],
+                clf_params, seed=seed, n_classes=3, bar=bar,
+            )
         results[name] = {**res, "ntrain": int(len(labels["train"]))}
     summary = {}
     if "SNLI" in results:

@@ -24,6 +24,8 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
+from aoe.progress import progress
+
 __all__ = ["PROTOCOL", "flickr_strict_accuracy"]
 
 PROTOCOL = {
@@ -61,7 +63,8 @@ def flickr_strict_accuracy(
     others = k - 1
     strict = 0
     recall = {r: 0.0 for r in recall_at}
-    for qi, q in enumerate(queries):
+    # the captions' embedding (the long part) reports through the encoder; this, per query
+    for qi, q in enumerate(progress(queries, desc="flickr30k queries", unit="query")):
         relevant = images[order[qi]] == images[q]
         strict += bool(relevant[:others].all())
         for r in recall_at:

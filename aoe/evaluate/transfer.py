@@ -60,12 +60,14 @@ from aoe.data.transfer import (
     read_transfer,
     resolve_transfer_root,
 )
+from aoe.progress import Progress, progress
 
 __all__ = [
     "MODES",
     "TASKS",
     "ClassifierParams",
     "TorchClassifier",
+    "classifier_fits",
     "evaluate_transfer",
     "fit_split_classifier",
     "inner_kfold_classifier",
@@ -223,11 +225,13 @@ class TorchClassifier:
         y: np.ndarray,
         validation_data: tuple[np.ndarray, np.ndarray] | None = None,
         validation_split: float | None = None,
+        heartbeat: Callable[..., None] | None = None,
     ) -> float:
         """Train with early stopping on ``validation_data`` (or a random ``validation_split`` of X).
 
         Returns the best validation accuracy (a fraction); the model keeps the
-        weights that reached it.
+        weights that reached it. ``heartbeat(epoch=...)`` is called after each
+        validation (:meth:`aoe.progress.Progress.beat`: progress within a long fit).
         """
         if validation_data is not None:
             train_x, train_y = X, y
@@ -251,6 +255,8 @@ class TorchClassifier:
                 self._train_passes(tx, ty, p.epoch_size)
                 epochs += p.epoch_size
                 accuracy = self._score_tensors(dx, dy)
+                if heartbeat is not None:
+                    heartbeat(epoch=epochs)
                 if accuracy > best:
                     best = accuracy
                     best_state = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
@@ -312,29 +318,62 @@ def _fit(
     X: np.ndarray,
     y: np.ndarray,
     validation_data: tuple[np.ndarray, np.ndarray] | None = None,
+    bar: Progress | None = None,
 ) -> tuple[TorchClassifier | LogisticRegression, float | None]:
     """A classifier fit with penalty ``reg``, and its validation accuracy when ``validation_data`` is given.
 
     Without validation data the PyTorch classifier early-stops on a random
     5 % of X (SentEval's refit); scikit-learn needs no validation data.
+    ``bar`` counts the fit (one unit) and hears the PyTorch fit's epochs.
     """
+    if bar is not None:
+        bar.set_postfix(reg=reg)
     if params.usepytorch:
         clf = TorchClassifier(params, X.shape[1], n_classes, reg, seed)
+        heartbeat = bar.beat if bar is not None else None
         if validation_data is not None:
             # The best validation accuracy is exactly what SentEval's rescoring of
             # the restored best model on the same data returns.
-            return clf, clf.fit(X, y, validation_data=validation_data)
-        clf.fit(X, y, validation_split=VALIDATION_SPLIT)
-        return clf, None
-    clf = LogisticRegression(C=reg, random_state=seed)
-    clf.fit(X, y)
-    return clf, (clf.score(*validation_data) if validation_data is not None else None)
+            fitted: tuple = (clf, clf.fit(X, y, validation_data=validation_data, heartbeat=heartbeat))
+        else:
+            clf.fit(X, y, validation_split=VALIDATION_SPLIT, heartbeat=heartbeat)
+            fitted = (clf, None)
+    else:
+        clf = LogisticRegression(C=reg, random_state=seed)
+        clf.fit(X, y)
+        fitted = (clf, clf.score(*validation_data) if validation_data is not None else None)
+    if bar is not None:
+        bar.update(1)
+    return fitted
+
+
+def classifier_fits(kind: str, params: ClassifierParams | Mapping[str, Any]) -> int:
+    """How many classifiers a protocol fits (the unit of its progress line).
+
+    ``kind``: "inner_kfold" (MR, CR, SUBJ, MPQA), "kfold" (TREC, MRPC) or "split" (SST2, NLI probe).
+    """
+    params = _as_params(params)
+    if kind == "inner_kfold":
+        return params.kfold * (len(_reg_grid(params)) * params.kfold + 1)
+    if kind == "kfold":
+        return len(_reg_grid(params, SKLEARN_KFOLD_REGS)) * params.kfold + 1
+    if kind == "split":
+        return 1 if params.noreg else len(_reg_grid(params))
+    raise ValueError(f"unknown classifier protocol {kind!r}; valid: inner_kfold, kfold, split")
 
 
 def inner_kfold_classifier(
-    X: np.ndarray, y: np.ndarray, n_classes: int, params: ClassifierParams | Mapping[str, Any], seed: int = 1111
+    X: np.ndarray,
+    y: np.ndarray,
+    n_classes: int,
+    params: ClassifierParams | Mapping[str, Any],
+    seed: int = 1111,
+    bar: Progress | None = None,
 ) -> dict[str, float]:
-    """SentEval's InnerKFoldClassifier: nested stratified k-fold, returns ``devacc`` and ``acc`` (x100)."""
+    """SentEval's InnerKFoldClassifier: nested stratified k-fold, returns ``devacc`` and ``acc`` (x100).
+
+    ``bar``: progress, one unit per classifier fit (:func:`classifier_fits` "inner_kfold").
+    """
     params = _as_params(params)
     regs = _reg_grid(params)
     outer = StratifiedKFold(n_splits=params.kfold, shuffle=True, random_state=INNER_KFOLD_SHUFFLE_SEED)
@@ -346,13 +385,13 @@ def inner_kfold_classifier(
         scores = []
         for reg in regs:
             fold_scores = [
-                _fit(params, reg, seed, n_classes, x_train[a], y_train[a], (x_train[b], y_train[b]))[1]
+                _fit(params, reg, seed, n_classes, x_train[a], y_train[a], (x_train[b], y_train[b]), bar)[1]
                 for a, b in inner_folds
             ]
             scores.append(round(100 * np.mean(fold_scores), 2))
         best = int(np.argmax(scores))
         dev_results.append(np.max(scores))
-        clf, _ = _fit(params, regs[best], seed, n_classes, x_train, y_train)
+        clf, _ = _fit(params, regs[best], seed, n_classes, x_train, y_train, bar=bar)
         test_results.append(round(100 * clf.score(X[test_idx], y[test_idx]), 2))
     return {"devacc": float(round(np.mean(dev_results), 2)), "acc": float(round(np.mean(test_results), 2))}
 
@@ -365,11 +404,13 @@ def kfold_classifier(
     n_classes: int,
     params: ClassifierParams | Mapping[str, Any],
     seed: int = 1111,
+    bar: Progress | None = None,
 ) -> dict[str, Any]:
     """SentEval's KFoldClassifier: penalty by stratified k-fold on train, refit, score on test.
 
     Returns ``devacc`` (best cross-validation accuracy), ``acc`` (test, x100),
-    ``reg`` (chosen penalty) and ``yhat`` (test predictions).
+    ``reg`` (chosen penalty) and ``yhat`` (test predictions). ``bar``: progress, one
+    unit per classifier fit (:func:`classifier_fits` "kfold").
     """
     params = _as_params(params)
     regs = _reg_grid(params, SKLEARN_KFOLD_REGS)
@@ -377,11 +418,11 @@ def kfold_classifier(
     scores = []
     for reg in regs:
         fold_scores = [
-            _fit(params, reg, seed, n_classes, X_train[a], y_train[a], (X_train[b], y_train[b]))[1] for a, b in folds
+            _fit(params, reg, seed, n_classes, X_train[a], y_train[a], (X_train[b], y_train[b]), bar)[1] for a, b in folds
         ]
         scores.append(round(100 * np.mean(fold_scores), 2))
     best = int(np.argmax(scores))
-    clf, _ = _fit(params, regs[best], seed, n_classes, X_train, y_train)
+    clf, _ = _fit(params, regs[best], seed, n_classes, X_train, y_train, bar=bar)
     return {
         "devacc": float(np.max(scores)),
         "acc": float(round(100 * clf.score(X_test, y_test), 2)),
@@ -400,6 +441,7 @@ def fit_split_classifier(
     params: ClassifierParams | Mapping[str, Any],
     seed: int = 1111,
     n_classes: int | None = None,
+    bar: Progress | None = None,
 ) -> dict[str, Any]:
     """SentEval's SplitClassifier: penalty chosen on dev, test accuracy of that model.
 
@@ -410,7 +452,8 @@ def fit_split_classifier(
 
     SentEval refits the chosen penalty from scratch; with the same seed and data
     on the CPU that refit reproduces the model found during the search bit for
-    bit, so that model is kept instead (one fit fewer).
+    bit, so that model is kept instead (one fit fewer). ``bar``: progress, one unit
+    per classifier fit (:func:`classifier_fits` "split").
     """
     params = _as_params(params)
     y_train, y_dev, y_test = (np.asarray(v) for v in (y_train, y_dev, y_test))
@@ -422,7 +465,7 @@ def fit_split_classifier(
         regs = _reg_grid(params)
     best_score, best_reg, best_clf = -math.inf, regs[0], None
     for reg in regs:
-        clf, dev = _fit(params, reg, seed, n_classes, X_train, y_train, (X_dev, y_dev))
+        clf, dev = _fit(params, reg, seed, n_classes, X_train, y_train, (X_dev, y_dev), bar)
         score = round(100 * dev, 2)
         if score > best_score:  # strict: the first of equal scores wins, like np.argmax
             best_score, best_reg, best_clf = score, reg, clf
@@ -467,19 +510,31 @@ def _features(
     return np.c_[np.abs(u - v), u * v], y
 
 
-def _run_task(data: TransferData, emb: np.ndarray, row: Mapping[str, int], params: ClassifierParams, seed: int) -> dict:
+def _protocol(data: TransferData) -> str:
+    """Which SentEval classifier a task's splits call for (a :func:`classifier_fits` kind)."""
+    kinds = {frozenset({"all"}): "inner_kfold", frozenset({"train", "dev", "test"}): "split", frozenset({"train", "test"}): "kfold"}
+    kind = kinds.get(frozenset(data.splits))
+    if kind is None:
+        raise ValueError(f"{data.task}: no SentEval classifier for splits {sorted(data.splits)}")
+    return kind
+
+
+def _run_task(
+    data: TransferData, emb: np.ndarray, row: Mapping[str, int], params: ClassifierParams, seed: int, bar: Progress | None = None
+) -> dict:
     s = data.splits
-    if set(s) == {"all"}:
+    kind = _protocol(data)
+    if kind == "inner_kfold":
         X, y = _features(s["all"], emb, row)
-        result = inner_kfold_classifier(X, y, data.n_classes, params, seed)
+        result = inner_kfold_classifier(X, y, data.n_classes, params, seed, bar=bar)
         return {**result, "ndev": len(y), "ntest": len(y)}
-    if set(s) == {"train", "dev", "test"}:
+    if kind == "split":
         (xtr, ytr), (xdv, ydv), (xte, yte) = (_features(s[k], emb, row) for k in ("train", "dev", "test"))
-        result = fit_split_classifier(xtr, ytr, xdv, ydv, xte, yte, params, seed, n_classes=data.n_classes)
+        result = fit_split_classifier(xtr, ytr, xdv, ydv, xte, yte, params, seed, n_classes=data.n_classes, bar=bar)
         return {"devacc": result["devacc"], "acc": result["acc"], "ndev": len(ydv), "ntest": len(yte)}
-    if set(s) == {"train", "test"}:
+    if kind == "kfold":
         (xtr, ytr), (xte, yte) = (_features(s[k], emb, row) for k in ("train", "test"))
-        result = kfold_classifier(xtr, ytr, xte, yte, data.n_classes, params, seed)
+        result = kfold_classifier(xtr, ytr, xte, yte, data.n_classes, params, seed, bar=bar)
         out = {"devacc": result["devacc"], "acc": result["acc"], "ndev": len(ytr), "ntest": len(yte)}
         if data.pair:
             out["f1"] = float(round(100 * f1_score(yte, result["yhat"]), 2))
@@ -506,6 +561,7 @@ def evaluate_transfer(
     switches to scikit-learn's logistic regression.
 
     Every unique sentence of the requested tasks is embedded once, in one call.
+    Each task reports its classifier fits on stderr with an ETA (:mod:`aoe.progress`).
     Returns ``{"tasks": {task: {"acc", "devacc", "ndev", "ntest"[, "f1"]}},
     "avg": mean acc, "protocol": {...}, "embedding": {...}, "timing": {...}}``.
     """
@@ -536,7 +592,10 @@ def evaluate_transfer(
     seconds: dict[str, float] = {}
     for task in wanted:
         start = time.perf_counter()
-        results[task] = _run_task(supplied[task], emb, row, params, seed)
+        # one progress line per interval with an ETA (aoe.progress): a task fits up to 410 classifiers
+        total = classifier_fits(_protocol(supplied[task]), params)
+        with progress(total=total, desc=f"transfer {task}", unit="fit") as bar:
+            results[task] = _run_task(supplied[task], emb, row, params, seed, bar)
         seconds[task] = time.perf_counter() - start
     return {
         "tasks": results,

@@ -111,7 +111,6 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import yaml
-from tqdm import tqdm
 
 from aoe.gis.client import (
     ACCEPT_HTML,
@@ -125,6 +124,7 @@ from aoe.gis.client import (
     cache_namespace,
 )
 from aoe.jsonio import write_json_atomic
+from aoe.progress import progress as progress_bar
 
 __all__ = [
     "DEFAULT_LIST_MAX_AGE",
@@ -505,7 +505,8 @@ def harvest_repo(
     if since is not None:
         params["since"] = _iso(since)
     accept = ACCEPT_HTML if body_format == "html" else ACCEPT_JSON
-    bar = tqdm(desc=f"{repo} (listing)", unit="page", disable=not progress, leave=True)
+    # a log line per interval (aoe.progress): pages while listing (no total yet), then issues with an ETA
+    bar = progress_bar(desc=f"{repo} (listing)", unit="page", disable=not progress)
     try:
         try:
             for page in client.paginate(f"/repos/{owner}/{name}/issues", params, accept=accept, max_age=list_max_age):

@@ -443,11 +443,10 @@ def generate_all(
         # longest prompts first, batched by length: less padding; outputs do not depend on the grouping
         lengths = [len(ids) for ids in tokenizer([r["prompt"] for r in pending], add_special_tokens=not settings.chat_template)["input_ids"]]
         order = sorted(range(len(pending)), key=lambda i: (-lengths[i], i))
-        bar = None
-        if progress:
-            from tqdm.auto import tqdm
+        from aoe.progress import progress as progress_bar
 
-            bar = tqdm(total=len(pending), desc="generate", unit="prompt", mininterval=5)
+        # a log line per interval with an ETA (aoe.progress), counted in prompts
+        bar = progress_bar(total=len(pending), desc="generate", unit="prompt", disable=not progress)
         t0 = time.perf_counter()
         for start in range(0, len(order), settings.batch_size):
             batch = [pending[i] for i in order[start : start + settings.batch_size]]
@@ -463,10 +462,9 @@ def generate_all(
                 for r, o in zip(batch, outs)
             )
             summary["new_tokens"] += sum(o["new_tokens"] for o in outs)
-            if bar is not None:
-                bar.update(len(batch))
-        if bar is not None:
-            bar.close()
+            bar.set_postfix(new_tokens=summary["new_tokens"])
+            bar.update(len(batch))
+        bar.close()
         summary["generation_seconds"] = round(time.perf_counter() - t0, 2)
     pending_keys = {r["key"] for r in pending}
     records = []
