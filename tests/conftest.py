@@ -15,21 +15,6 @@ import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
-# pytest-xdist (pyproject.toml addopts: -n 2 --dist loadgroup) runs a session fixture once per worker and
-# spreads tests freely; these must stay together, each group on one worker:
-# - "e2e": every test of the one CI-preset run (ci_run, ~10 min), which would otherwise run once per worker;
-# - "slurm": the one-node test cluster runs one GPU job at a time and its checks read its job table;
-# - "official-venvs": the official angle-emb venvs are built on first use under results/bench/, one builder at a time.
-XDIST_GROUPS = {"test_slurm.py": "slurm", "test_official_parity.py": "official-venvs"}
-
-
-def pytest_collection_modifyitems(config, items):
-    for item in items:
-        group = "e2e" if "ci_run" in getattr(item, "fixturenames", ()) else XDIST_GROUPS.get(item.path.name)
-        if group is not None:
-            item.add_marker(pytest.mark.xdist_group(group))
-
-
 # Tokenizer files of the MiniLM folder copied next to the tiny BERT's weights.
 _TOKENIZER_FILES = ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
 
