@@ -710,9 +710,10 @@ class _Curves:
             for line in metrics_lines[self.logged :]:
                 record = json.loads(line)
                 values = curve_scalars(record)
-                wall = self.walltimes.get(record["step"])
+                # one wall-clock time for every tag of a step, so a replay restores each tag's time exactly
+                wall = self.walltimes.get(record["step"]) or time.time()
                 if values:
-                    self.accelerator.log(values, step=record["step"], log_kwargs={"tensorboard": {"walltime": wall}} if wall else None)
+                    self.accelerator.log(values, step=record["step"], log_kwargs={"tensorboard": {"walltime": wall}})
         self.logged = len(metrics_lines)
 
     @staticmethod

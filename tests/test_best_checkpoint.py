@@ -24,9 +24,8 @@ from aoe.checkpoints import FINAL, checkpoint_dir, step_dirs
 from aoe.tokens import build_token_cache
 from aoe.train import TrainConfig, train
 from aoe.workflow import ConfigError
-from tests.train_utils import killed_after_checkpoint
+from tests.train_utils import killed_after_checkpoint, random_pairs_table
 
-WORDS = "apple river stone cloud quick lazy bright small green heavy old new red blue".split()
 SPLIT = {"dataset": "stsb", "split": "dev"}
 BEST = {"select_checkpoint": "best", "select_split": SPLIT}
 # epoch 1 is the best; epoch 2 ties it (the earlier stays); the last epoch scores lower
@@ -34,22 +33,14 @@ SCORES = [10.0, 30.0, 30.0, 20.0]
 STEPS_PER_EPOCH = 5
 
 
-def _table(path: Path, seed: int, n: int) -> Path:
-    rng = np.random.default_rng(seed)
-    pool = [" ".join(rng.choice(WORDS, size=rng.integers(2, 8))) for _ in range(50)]
-    rows = [(pool[rng.integers(50)], pool[rng.integers(50)], float(rng.integers(0, 6))) for _ in range(n)]
-    pd.DataFrame(rows, columns=["sentence1", "sentence2", "score"]).to_parquet(path, index=False)
-    return path
-
-
 @pytest.fixture(scope="module")
 def data(tiny_bert, tmp_path_factory) -> dict:
     root = tmp_path_factory.mktemp("select_data")
-    table = _table(root / "train.parquet", 0, 8 * STEPS_PER_EPOCH)
+    table = random_pairs_table(root / "train.parquet", 0, 8 * STEPS_PER_EPOCH)
     build_token_cache(table, tiny_bert, 16, root / "cache")
     # gold reversed: with it the tiny model's Spearman lies above 0 (the official initial best), so the real scorer
     # selects an epoch; with the drawn gold it is below 0 at every epoch end and the last weights are kept
-    dev = _table(root / "dev.parquet", 1, 30)
+    dev = random_pairs_table(root / "dev.parquet", 1, 30)
     pd.read_parquet(dev).assign(score=lambda d: 5.0 - d["score"]).to_parquet(dev, index=False)
     return {"backbone": tiny_bert, "table": table, "cache": root / "cache", "dev": dev}
 
@@ -235,7 +226,7 @@ def test_a_finished_best_run_is_restored_with_its_selection(data, tmp_path, monk
 
 def test_another_selection_table_is_another_run(data, tmp_path):
     base = {"train": {"lr": 1.0, "select_checkpoint": "best", "select_split": SPLIT}}
-    other = _table(tmp_path / "other.parquet", 2, 30)
+    other = random_pairs_table(tmp_path / "other.parquet", 2, 30)
     assert aoe.train._with_selection(base, data["dev"]) != aoe.train._with_selection(base, other)
 
 
@@ -312,7 +303,7 @@ def test_two_processes_select_on_the_main_process_score(data, tmp_path):
 
 def test_lora_keeps_the_best_epochs_adapters_only(tiny_llama, tmp_path, monkeypatch):
     pytest.importorskip("peft")
-    table = _table(tmp_path / "train.parquet", 0, 24)
+    table = random_pairs_table(tmp_path / "train.parquet", 0, 24)
     build_token_cache(table, tiny_llama, 16, tmp_path / "cache")
     seen = _script(monkeypatch, [10.0, 30.0, 20.0])
     cfg = TrainConfig(objective="aoe", pooling="last", seed=0, learning_rate=5e-3, batch_size=8, epochs=3, log_every=1,
@@ -328,7 +319,7 @@ def test_lora_keeps_the_best_epochs_adapters_only(tiny_llama, tmp_path, monkeypa
 
     monkeypatch.setattr(aoe.train, "_save_checkpoint", save_and_look)
     out = tmp_path / "lora"
-    train(tmp_path / "cache", table, tiny_llama, out, cfg, select_table=_table(tmp_path / "dev.parquet", 1, 20))
+    train(tmp_path / "cache", table, tiny_llama, out, cfg, select_table=random_pairs_table(tmp_path / "dev.parquet", 1, 20))
     assert kept["best"]["epoch"] == 1 and kept["weights"] and all("lora_" in k for k in kept["weights"])
     assert _record(out)["selection"]["epoch"] == 1
     adapter = load_file(out / "adapter_model.safetensors")

@@ -18,7 +18,6 @@ import sys
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import pytest
 import torch
 import yaml
@@ -28,26 +27,18 @@ from aoe.checkpoints import FINAL, checkpoint_dir
 from aoe.tokens import build_token_cache
 from aoe.train import CURVES_DIR, TrainConfig, curve_scalars, train
 from aoe.workflow import ConfigError
+from tests.train_utils import random_pairs_table
 from tests.workflow_utils import REPO, copy_workflow, dry_run_jobs, job_counts, snakemake
 
-WORDS = "apple river stone cloud quick lazy bright small green heavy old new red blue".split()
 STEPS_PER_EPOCH = 5  # 40 pairs at batch 8
-
-
-def _table(path: Path, seed: int, n: int) -> Path:
-    rng = np.random.default_rng(seed)
-    pool = [" ".join(rng.choice(WORDS, size=rng.integers(2, 8))) for _ in range(50)]
-    rows = [(pool[rng.integers(50)], pool[rng.integers(50)], float(rng.integers(0, 6))) for _ in range(n)]
-    pd.DataFrame(rows, columns=["sentence1", "sentence2", "score"]).to_parquet(path, index=False)
-    return path
 
 
 @pytest.fixture(scope="module")
 def data(tiny_bert, tmp_path_factory) -> dict:
     root = tmp_path_factory.mktemp("curves_data")
-    table = _table(root / "train.parquet", 0, 8 * STEPS_PER_EPOCH)
+    table = random_pairs_table(root / "train.parquet", 0, 8 * STEPS_PER_EPOCH)
     build_token_cache(table, tiny_bert, 16, root / "cache")
-    return {"backbone": tiny_bert, "table": table, "cache": root / "cache", "dev": _table(root / "dev.parquet", 1, 30)}
+    return {"backbone": tiny_bert, "table": table, "cache": root / "cache", "dev": random_pairs_table(root / "dev.parquet", 1, 30)}
 
 
 def _train(data, out: Path, select: bool = True, **kw) -> dict:
