@@ -34,8 +34,10 @@ from typing import Iterable
 import yaml
 
 from aoe.hparams import NOT_SET, lookup, objective_base
+from aoe.pooling_names import OFFICIAL_POOLING_NAMES
 from aoe.table_kinds import table_kind
 from aoe.workflow import (
+    EVAL_POOLING_SUITES,
     PRETRAINED,
     RELEASED,
     NO_TRAINSET,
@@ -71,6 +73,7 @@ __all__ = [
     "check_schema",
     "check_table_targets",
     "check_tables",
+    "check_eval_pooling_backend",
     "check_trainsets",
     "COMMAND_LINE",
     "published_rows",
@@ -501,24 +504,52 @@ def check_tables(config: dict) -> None:
 
 
 def _check_eval_pooling(config: dict, where: str, kind_name: str, row: TableRow) -> None:
-    """A row's evaluation-only pooling (rule evaluate_sts_eval_pooling: the STS evaluation only): on an STS
-    table's row of a model with weights of its own, a trained cell or a released checkpoint, not the
-    backbone as downloaded (its other poolings: evaluation.pretrained_variants)."""
-    if table_kind(kind_name).suite != "sts":
-        raise ConfigError(f"{where}.eval_pooling: an evaluation-only pooling is a variant of an STS evaluation (rule "
-                          f"evaluate_sts_eval_pooling); table kind {kind_name!r} has none: drop the key or move the row "
-                          "to a table of kind sts7, stsb or ablation")
+    """A row's evaluation-only pooling (rules evaluate_sts_eval_pooling, evaluate_transfer_eval_pooling: the
+    STS and transfer evaluations only): on an STS or transfer table's row of a model with weights of its own,
+    a trained cell or a released checkpoint, not the backbone as downloaded (its other poolings:
+    evaluation.pretrained_variants); under evaluation.backend senteval, not a batch-dependent one on STS."""
+    suite = table_kind(kind_name).suite
+    if suite not in EVAL_POOLING_SUITES:
+        raise ConfigError(f"{where}.eval_pooling: an evaluation-only pooling is a variant of an STS or transfer evaluation "
+                          f"(rules evaluate_sts_eval_pooling, evaluate_transfer_eval_pooling); table kind {kind_name!r} has "
+                          "none: drop the key or move the row to a table of kind sts7, stsb, ablation or transfer")
     if row.objective == PRETRAINED:
         raise ConfigError(f"{where}.eval_pooling: a backbone as downloaded has no evaluation-only pooling; give it "
                           "another pooling as a pretrained variant (evaluation.pretrained_variants, the row's variant)")
     if row.objective == RELEASED:
         known = released_checkpoints(config)
         for ts in row.trainsets:
-            # a checkpoint's own pooling is what the row without eval_pooling scores (its sts.json)
+            # a checkpoint's own pooling is what the row without eval_pooling scores (its sts.json / transfer.json)
             if ts in known and known[ts].get("pooling") == row.eval_pooling:
                 raise ConfigError(f"{where}.eval_pooling: {row.eval_pooling!r} is checkpoint {ts!r}'s own pooling "
                                   f"(released.checkpoints.{ts}.pooling), which the row without eval_pooling scores; "
                                   "drop the key or name another pooling")
+    if suite == "sts" and row.eval_pooling in OFFICIAL_POOLING_NAMES and config["evaluation"]["backend"] == "senteval":
+        raise ConfigError(f"{where}.eval_pooling: {row.eval_pooling!r} depends on the batch, and evaluation.backend senteval "
+                          "(SimCSE's SentEval) batches STS12-16 in another order than the official copy "
+                          "(aoe.evaluate.senteval_batches); set evaluation.backend builtin or drop the key")
+
+
+def check_eval_pooling_backend(config: dict) -> None:
+    """Under evaluation.backend senteval, no trained cell's own eval_pooling is batch-dependent: its STS
+    evaluation would need the official copy's STS12-16 batches, which SimCSE's SentEval does not make
+    (its transfer batches are the same: a transfer row's eval_pooling runs there)."""
+    if config["evaluation"]["backend"] != "senteval":
+        return
+    from aoe.hparams import resolve_cell
+
+    done = set()
+    for cell in run_cells(config):
+        if (cell.backbone, cell.objective, cell.trainset) in done:
+            continue
+        done.add((cell.backbone, cell.objective, cell.trainset))
+        recipe = resolve_cell(config, cell.backbone, cell.objective, cell.trainset, cell.seed)
+        pooling = recipe.params.get("eval_pooling")
+        if pooling in OFFICIAL_POOLING_NAMES:
+            key = recipe.provenance()["eval_pooling"]
+            raise ConfigError(f"{key}: {pooling!r} (cell {cell.path}'s STS and transfer evaluations) depends on the batch, and "
+                              "evaluation.backend senteval (SimCSE's SentEval) batches STS12-16 in another order than the "
+                              "official copy (aoe.evaluate.senteval_batches); set evaluation.backend builtin or drop the key")
 
 
 def _check_table_row(config: dict, where: str, row: TableRow) -> None:
@@ -678,6 +709,7 @@ CHECKS = (
     check_released,
     check_pretrained_variants,
     check_tables,
+    check_eval_pooling_backend,
     check_mteb,
     check_figures,
 )

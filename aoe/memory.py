@@ -87,6 +87,7 @@ EVAL_TEXTS = {
     "saturation": 2 * 10_000,  # SNLI/MultiNLI dev/test: 10k pairs
     "evaluate_flickr30k": 5_000,  # Flickr30k Karpathy test captions (1,000 images x 5)
     "evaluate_transfer": 130_000,  # the SentEval transfer sets together (SST2 ~70k, MR, SUBJ, MPQA 10k each, ...)
+    "evaluate_transfer_eval_pooling": 130_000,  # the same sets, not deduplicated under a batch-dependent pooling (~123k texts)
     "evaluate_nli_probe": 2 * 20_000,  # SNLI dev + test pairs
     "evaluate_mteb": 500_000,  # local tasks: STS + SentEval; full MTEB: mteb encodes corpora in chunks
     "figure_pairs": 2 * 4_927,  # one STS test set (SICK-R, the largest)

@@ -204,7 +204,7 @@ class TableRow:
     section: str = ""
     reruns: int = 1  # trainings per seed (Cell.rerun 0 .. reruns-1)
     variant: str = NO_TRAINSET  # a pretrained row: evaluation.pretrained_variants key, or its own embedding
-    eval_pooling: str = ""  # an evaluation-only variant row: its cells' STS under this pooling ("": the cell's own)
+    eval_pooling: str = ""  # an evaluation-only variant row: its cells' STS or transfer under this pooling ("": the cell's own)
 
     @property
     def cells(self) -> list[Cell]:
@@ -284,16 +284,22 @@ def table_rows(config: dict, table: str) -> list[TableRow]:
 
 
 EVAL_POOLING_FILE = "{suite}.pool-{eval_pooling}.json"  # an evaluation-only variant's result beside the cell's own
+# the suites scored under a cell's or a variant row's eval_pooling (the table kinds' suite names)
+EVAL_POOLING_SUITES = ("sts", "transfer")
 
 
 def suite_file(suite: str, eval_pooling: str = "") -> str:
-    """The result file name of a suite: ``sts.json``, or an evaluation-only pooling's ``sts.pool-cls.json``."""
+    """The result file name of a suite: ``sts.json``, or an evaluation-only pooling's ``sts.pool-cls.json``
+    (:data:`EVAL_POOLING_SUITES` have one: rules evaluate_sts_eval_pooling, evaluate_transfer_eval_pooling)."""
     return EVAL_POOLING_FILE.format(suite=suite, eval_pooling=eval_pooling) if eval_pooling else f"{suite}.json"
 
 
 def cell_eval_pooling(config: dict, cell: Cell) -> str | None:
-    """The pooling of a trained cell's STS evaluation when it is not its trained one (the resolved
-    ``eval_pooling``, :data:`aoe.hparams.EVAL_ONLY`); None for the trained pooling or an untrained cell."""
+    """The pooling of a trained cell's STS and transfer evaluations when it is not its trained one (the
+    resolved ``eval_pooling``, :data:`aoe.hparams.EVAL_ONLY`); None for the trained pooling or an untrained
+    cell. Both suites follow it: the official eval.py that scored a cell's STS scores SentEval's transfer
+    tasks with the same pooling and batches (fcb6223 eval.py:58, 100-116; 1c5515b examples/NLI/eval_nli.py).
+    The other suites (in-domain, NLI probe, Flickr30k, MTEB) score the trained pooling."""
     from aoe.hparams import resolve_cell
 
     if not cell.trained:

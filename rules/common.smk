@@ -151,7 +151,7 @@ def get_prompt(wildcards):
 
 
 def get_cell_eval_pooling(wildcards):
-    """The pooling an STS evaluation scores with instead of the trained one: an evaluation-only
+    """The pooling an STS or transfer evaluation scores with instead of the trained one: an evaluation-only
     variant's (its file's wildcard), else the cell's resolved eval_pooling; None: the trained one."""
     if getattr(wildcards, "eval_pooling", None):
         return wildcards.eval_pooling

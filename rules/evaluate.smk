@@ -167,6 +167,7 @@ rule evaluate_transfer:
         tasks=config["evaluation"]["transfer"]["tasks"],
         mode=config["evaluation"]["transfer"]["mode"],
         pooling=get_eval_pooling,
+        eval_pooling=get_cell_eval_pooling,  # as evaluate_sts's: the cell's, or a variant row's
         prompt=get_prompt,
         eval_text=get_eval_text,  # a changed rewrite reruns the evaluation
         batch_size=config["evaluation"]["sts"]["batch_size"],
@@ -176,6 +177,17 @@ rule evaluate_transfer:
         backend=config["evaluation"]["backend"],
     script:
         "../workflow_scripts/evaluate_transfer.py"
+
+
+# A transfer table row's eval_pooling: the same model's transfer tasks under another pooling, beside its
+# transfer.json (a batch-dependent one in SentEval's transfer batches); nothing is retrained.
+use rule evaluate_transfer as evaluate_transfer_eval_pooling with:
+    output:
+        R("results/eval/{backbone}/{objective}/{trainset}/seed{seed}/transfer.pool-{eval_pooling}.json"),
+    log:
+        R("results/logs/evaluate_transfer/{backbone}/{objective}/{trainset}/seed{seed}.pool-{eval_pooling}.log"),
+    benchmark:
+        R("results/benchmarks/evaluate_transfer/{backbone}/{objective}/{trainset}/seed{seed}.pool-{eval_pooling}.tsv")
 
 
 rule evaluate_nli_probe:

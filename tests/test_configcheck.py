@@ -118,6 +118,12 @@ CROSS_KEY_CASES = {
         {"tables": {"table2_indomain": {"backbones": ["minilm-l6"]}}},
         "tables.table2_indomain: no run trains backbone 'minilm-l6' with objective",
     ),
+    # SimCSE's SentEval batches STS12-16 otherwise than the official copy: a cell's batch-dependent pooling cannot run there
+    # (the tables with such rows off, or check_tables names a row first)
+    "check_eval_pooling_backend": (
+        {"evaluation": {"backend": "senteval"}, "tables": {"table1_sts": {"enabled": False}, "released": {"enabled": False}}},
+        "trainsets.nli.objective_train.angle_arxiv.eval_pooling: 'cls_avg_padded' (cell bert-base-uncased/angle_arxiv/nli/seed42's",
+    ),
     "check_llm_supervised": (
         {"llm_supervised": {"generators": {"stsb_llm": {"backbone": "no-such-model"}}}},
         "llm_supervised.generators.stsb_llm.backbone: unknown backbone 'no-such-model'",
@@ -237,16 +243,54 @@ def test_a_released_row_of_an_sts_table_takes_an_evaluation_only_pooling(tmp_pat
     assert [r["eval_pooling"] for r in config["tables"]["released"]["rows"]] == ["avg_padded", "last_position"]
 
 
+def test_a_transfer_row_takes_an_evaluation_only_pooling(tmp_path):
+    """Issue 36: config.yaml scores AnglE-BERT's transfer tasks as its STS (the cell's cls_avg_padded, the official
+    eval.py's), its training CLS a variant row; AoE-BERT's Table 3 row has the official NLI eval's cls_avg beside it.
+    Any trained or released row of a transfer table may take one (rule evaluate_transfer_eval_pooling)."""
+    config = load_config(REPO, [])
+    pools = {t: [(r["objective"], r.get("eval_pooling")) for r in config["tables"][t]["rows"] if r["backbone"] == "bert-base-uncased"]
+             for t in ("angle_transfer_tasks", "table3_transfer")}
+    assert pools["angle_transfer_tasks"] == [("pretrained", None), ("angle_arxiv", None), ("angle_arxiv", "cls")]
+    assert ("aoe", None) in pools["table3_transfer"] and ("aoe", "cls_avg_batchsum") in pools["table3_transfer"]
+    (tmp_path / "override.yaml").write_text(yaml.safe_dump({"tables": {"released_transfer": {"rows": [
+        {**_ANGLE_BERT, "eval_pooling": "cls_avg_padded"}, _ANGLE_BERT]}}}))
+    config = load_config(REPO, [tmp_path / "override.yaml"])
+    assert [r.get("eval_pooling") for r in config["tables"]["released_transfer"]["rows"]] == ["cls_avg_padded", None]
+    # SimCSE's SentEval (backend senteval) batches the transfer tasks as the official copy: a transfer row may keep one
+    (tmp_path / "override.yaml").write_text(yaml.safe_dump({
+        "evaluation": {"backend": "senteval"},
+        "trainsets": {"nli": {"objective_train": {"angle_arxiv": {"eval_pooling": None}}}},
+        "tables": {t: {"enabled": False} for t in ("table1_sts", "released")},
+    }))
+    load_config(REPO, [tmp_path / "override.yaml"])
+
+
 @pytest.mark.parametrize(
     "override, start",
     [
-        # the transfer, in-domain, MTEB ... evaluations have no evaluation-only variant, a released row's neither
-        ({"tables": {"released_transfer": {"rows": [{**_ANGLE_BERT, "eval_pooling": "cls_avg_padded"}]}}},
-         "tables.released_transfer.rows[0].eval_pooling: an evaluation-only pooling is a variant of an STS evaluation "
-         "(rule evaluate_sts_eval_pooling); table kind 'transfer' has none"),
+        # the in-domain, MTEB, NLI probe ... evaluations have no evaluation-only variant, a released row's neither
         ({"tables": {"released_mteb": {"rows": [{"backbone": "bert-large-uncased", "objective": "released", "trainset": "uae-large-v1",
                                                   "eval_pooling": "cls_avg_padded"}]}}},
-         "tables.released_mteb.rows[0].eval_pooling: an evaluation-only pooling is a variant of an STS evaluation"),
+         "tables.released_mteb.rows[0].eval_pooling: an evaluation-only pooling is a variant of an STS or transfer evaluation "
+         "(rules evaluate_sts_eval_pooling, evaluate_transfer_eval_pooling); table kind 'mteb' has none: drop the key or move "
+         "the row to a table of kind sts7, stsb, ablation or transfer"),
+        ({"tables": {"nli_probe_rows": {"kind": "nli_probe", "trainset": "nli",
+                                         "rows": [{"backbone": "bert-base-uncased", "objective": "aoe", "eval_pooling": "cls_avg"}]}}},
+         "tables.nli_probe_rows.rows[0].eval_pooling: an evaluation-only pooling is a variant of an STS or transfer evaluation"),
+        # a transfer table's pretrained row: a pretrained variant, as on STS
+        ({"tables": {"table3_transfer": {"rows": [{"backbone": "bert-base-uncased", "objective": "pretrained", "eval_pooling": "cls_avg_padded"}]}}},
+         "tables.table3_transfer.rows[0].eval_pooling: a backbone as downloaded has no evaluation-only pooling"),
+        # a transfer row of a released checkpoint under its own pooling: its transfer.json
+        ({"tables": {"released_transfer": {"rows": [{**_ANGLE_BERT, "eval_pooling": "cls_avg"}]}}},
+         "tables.released_transfer.rows[0].eval_pooling: 'cls_avg' is checkpoint 'angle-bert-base-nli-v1''s own pooling"),
+        # SimCSE's SentEval orders STS12-16 otherwise than AnglE's copy: no batch-dependent pooling on STS there,
+        # neither a row's nor a cell's (config.yaml's AnglE-BERT NLI cell scores its STS under cls_avg_padded)
+        ({"evaluation": {"backend": "senteval"}},
+         "tables.table1_sts.rows[4].eval_pooling: 'cls_avg_batchsum' depends on the batch, and evaluation.backend senteval "
+         "(SimCSE's SentEval) batches STS12-16 in another order than the official copy (aoe.evaluate.senteval_batches); "
+         "set evaluation.backend builtin or drop the key"),
+        ({"evaluation": {"backend": "senteval"}, "tables": {t: {"enabled": False} for t in ("table1_sts", "released")}},
+         "trainsets.nli.objective_train.angle_arxiv.eval_pooling: 'cls_avg_padded' (cell bert-base-uncased/angle_arxiv/nli/seed42"),
         # the backbone as downloaded embeds another way through a pretrained variant
         ({"tables": {"released": {"rows": [{"backbone": "bert-base-uncased", "objective": "pretrained", "eval_pooling": "cls_avg_padded"}]}}},
          "tables.released.rows[0].eval_pooling: a backbone as downloaded has no evaluation-only pooling; give it another "

@@ -42,7 +42,8 @@ def test_params_reproduce_sentevals_recorded_numbers(tmp_path, one_thread, mode)
     data = read_transfer(root, "TREC", expected_rows=None, published=False)
     sentences = list(dict.fromkeys(transfer._task_sentences(data)))
     row = {s: i for i, s in enumerate(sentences)}
-    result = transfer._run_task(data, encoder()(sentences), row, transfer.ClassifierParams.from_mapping(params), 1111)
+    embedded = transfer._deduplicated_embeddings(data, encoder()(sentences), row)
+    result = transfer._run_task(data, embedded, transfer.ClassifierParams.from_mapping(params), 1111)
     assert {k: result[k] for k in ("devacc", "acc")} == SENTEVAL_SYNTHETIC[(mode, "pytorch")]["TREC"]
 
 

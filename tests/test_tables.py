@@ -1086,6 +1086,47 @@ def test_angle_transfer_tables_follow_the_arxiv_versions(tmp_path):
     assert len(table.references) == 6
 
 
+def _pooled(path: Path, pooling: str) -> Path:
+    """A result file as rule evaluate_*_eval_pooling writes it: <suite>.pool-<pooling>.json, the cell record naming the pooling."""
+    record = json.loads(path.read_text())
+    record["model"]["cell"]["eval_pooling"] = pooling
+    pooled = path.with_name(f"{path.stem}.pool-{pooling}.json")
+    pooled.write_text(json.dumps(record))
+    path.unlink()
+    return pooled
+
+
+def test_transfer_rows_read_their_pool_files(tmp_path):
+    """Issue 36: a transfer table's evaluation-only row reads transfer.pool-<pooling>.json (rule
+    evaluate_transfer_eval_pooling), the row without the key the cell's transfer.json: AnglE-BERT's two rows
+    in AnglE's transfer-task table (no paper number: no Δ), AoE-BERT's two in Table 3, both against 86.96."""
+    names = ["MR", "CR", "SUBJ", "MPQA", "SST2", "TREC", "MRPC"]
+    root = tmp_path / "eval"
+    files = []
+    for seed in (42, 43):
+        # each pool file first: it is written as transfer.json, then renamed
+        files.append(_pooled(write_transfer(root, "bert-base-uncased", "angle_arxiv", "nli", seed, {t: 84.0 for t in names}), "cls"))
+        files.append(write_transfer(root, "bert-base-uncased", "angle_arxiv", "nli", seed, {t: 85.0 for t in names}))
+        files.append(_pooled(write_transfer(root, "bert-base-uncased", "aoe", "nli", seed, {t: 86.0 for t in names}), "cls_avg_batchsum"))
+        files.append(write_transfer(root, "bert-base-uncased", "aoe", "nli", seed, {t: 87.0 for t in names}))
+    assert sorted(p.name for p in files[:4]) == ["transfer.json", "transfer.json", "transfer.pool-cls.json", "transfer.pool-cls_avg_batchsum.json"]
+    angle = {r.label: r for r in render_table("angle_transfer_tasks", _config_table("angle_transfer_tasks"), files).rows}
+    own, cls = angle["AnglE-BERT"], angle["AnglE-BERT (evaluated cls)"]
+    assert (own.eval_pooling, cls.eval_pooling) == ("", "cls")
+    assert (own.mean("avg"), cls.mean("avg"), own.n, cls.n) == (85.0, 84.0, 2, 2)
+    assert not own.paper and not cls.paper  # AnglE's transfer table has no AnglE-BERT row
+    table3 = render_table("table3_transfer", _config_table("table3_transfer"), files)
+    aoe = [r for r in table3.rows if r.backbone == "bert-base-uncased" and r.objective == "aoe"]
+    assert [(r.label, r.eval_pooling, r.mean("avg")) for r in aoe] == [
+        ("AoE", "", 87.0), ("AoE (evaluated cls_avg, official NLI eval)", "cls_avg_batchsum", 86.0)]
+    assert [r.paper["avg"] for r in aoe] == [86.96, 86.96] and aoe[1].delta("MR") == pytest.approx(86.0 - 83.00)
+    assert to_json(table3)["rows"][table3.rows.index(aoe[1])]["eval_pooling"] == "cls_avg_batchsum"
+    # without its pool files the variant row is missing, never filled from the cell's own transfer.json
+    own_only = [f for f in files if ".pool-" not in f.name]
+    angle = {r.label: r for r in render_table("angle_transfer_tasks", _config_table("angle_transfer_tasks"), own_only).rows}
+    assert not angle["AnglE-BERT (evaluated cls)"].values["avg"] and angle["AnglE-BERT"].mean("avg") == 85.0
+
+
 def test_released_tables_put_each_checkpoint_beside_its_published_numbers(tmp_path):
     """The `released` tables (AoE Table 8's checkpoints as downloaded): each row a checkpoint (objective
     released, trainset its key), labelled with its hub id, the published number under it with Δ; UAE has

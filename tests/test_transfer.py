@@ -426,6 +426,239 @@ def test_fit_split_classifier_separable_and_leaves_global_rngs_alone(one_thread)
 
 
 # --------------------------------------------------------------------------
+# Batch-dependent evaluation poolings: SentEval's transfer batches
+# --------------------------------------------------------------------------
+
+
+def _sentevals_batcher_calls(data: TransferData, batch_size: int) -> list[list[str]]:
+    """The texts of each batcher call SentEval's loaders make, in call order, written as their run() methods are
+    (SeanLee97/AnglE fcb6223 SentEval/senteval/: binary.py:40-48, sst.py:61-73, trec.py:50-73, mrpc.py:57-76;
+    the same files in SimCSE's copy), on the word lists SentEval's loadFile makes (``line.split()``)."""
+    calls: list[list[str]] = []
+
+    def batcher(batch: list[list[str]]) -> None:
+        calls.append([" ".join(words) for words in batch])  # SimCSE's / AnglE's batcher: ' '.join(s)
+
+    split = data.splits
+    if data.task in ("MR", "CR", "SUBJ", "MPQA"):  # BinaryClassifierEval.run
+        samples, labels = [s.split() for s in split["all"].sentences], split["all"].labels
+        sorted_corpus = sorted(zip(samples, labels), key=lambda z: (len(z[0]), z[1]))
+        sorted_samples = [x for (x, y) in sorted_corpus]
+        for ii in range(0, len(samples), batch_size):
+            batcher(sorted_samples[ii:ii + batch_size])
+    elif data.task == "SST2":  # SSTEval.run: for key in sst_data (train, dev, test)
+        for key in ("train", "dev", "test"):
+            sorted_data = sorted(zip([s.split() for s in split[key].sentences], split[key].labels), key=lambda z: (len(z[0]), z[1]))
+            X, y = map(list, zip(*sorted_data))
+            for ii in range(0, len(y), batch_size):
+                batcher(X[ii:ii + batch_size])
+    elif data.task == "TREC":  # TRECEval.run: train, then test
+        for key in ("train", "test"):
+            corpus = sorted(zip([s.split() for s in split[key].sentences], split[key].labels), key=lambda z: (len(z[0]), z[1]))
+            samples = [x for (x, y) in corpus]
+            for ii in range(0, len(samples), batch_size):
+                batcher(samples[ii:ii + batch_size])
+    else:  # MRPCEval.run: for key in mrpc_data (train, test); all 'A' batches, then all 'B' batches
+        for key in ("train", "test"):
+            sorted_corpus = sorted(zip([s.split() for s in split[key].sentences], [s.split() for s in split[key].sentences2],
+                                       split[key].labels), key=lambda z: (len(z[0]), len(z[1]), z[2]))
+            text_data = {"A": [x for (x, y, z) in sorted_corpus], "B": [y for (x, y, z) in sorted_corpus]}
+            for txt_type in ("A", "B"):
+                for ii in range(0, len(sorted_corpus), batch_size):
+                    batcher(text_data[txt_type][ii:ii + batch_size])
+    return calls
+
+
+@pytest.mark.parametrize("batch_size", [2, 16, 32])
+def test_transfer_batches_are_sentevals_batcher_calls(synthetic, batch_size):
+    """transfer_batches gives the batcher calls SentEval's own loaders make, in their order, at the official
+    batch sizes (1c5515b eval_nli.py --mode test: 2; fcb6223 eval.py: 16; fasttest: 32); one (split, side)'s
+    calls together are the order the classifiers see (_sentevals_order)."""
+    from aoe.evaluate.senteval_batches import transfer_batches
+    from aoe.evaluate.transfer import _sentevals_order
+
+    for task in TRANSFER_TASKS:
+        data = synthetic[task]
+        calls = transfer_batches(data, batch_size)
+        ours = [[getattr(data.splits[c.split], c.side)[i] for i in c.rows] for c in calls]
+        assert ours == _sentevals_batcher_calls(data, batch_size), task
+        for name, split in data.splits.items():
+            for side in ("sentences",) + (("sentences2",) if split.sentences2 is not None else ()):
+                group = [c.rows for c in calls if (c.split, c.side) == (name, side)]
+                assert all(len(rows) == batch_size for rows in group[:-1]) and 0 < len(group[-1]) <= batch_size
+                assert [i for rows in group for i in rows] == list(_sentevals_order(split)), (task, name, side)
+    # SentEval's call order: split by split (SST2: train, dev, test); MRPC's sentence-1 calls of a split, then its sentence-2 calls
+    def groups(task):
+        out = []
+        for c in transfer_batches(synthetic[task], 16):
+            if not out or out[-1] != (c.split, c.side):
+                out.append((c.split, c.side))
+        return out
+
+    assert groups("MRPC") == [("train", "sentences"), ("train", "sentences2"), ("test", "sentences"), ("test", "sentences2")]
+    assert groups("SST2") == [("train", "sentences"), ("dev", "sentences"), ("test", "sentences")]
+    assert groups("CR") == [("all", "sentences")]
+    with pytest.raises(ValueError, match="batch_size must be positive"):
+        transfer_batches(synthetic["TREC"], 0)
+
+
+def test_official_batch_sizes_per_mode():
+    """The SentEval batch_size of the official evaluation scripts, the same params for the STS and transfer tasks."""
+    from aoe.evaluate.run import official_eval_batch_size
+    from aoe.evaluate.senteval_batches import OFFICIAL_BATCH_SIZES, OFFICIAL_MODE_BATCH_SIZES, official_batch_size
+
+    assert {r: official_batch_size(r) for r in OFFICIAL_BATCH_SIZES} == {r: b for r, (_, b) in OFFICIAL_BATCH_SIZES.items()}
+    assert [official_batch_size(r, "fasttest") for r in ("0.1.1", "0.4.6")] == [32, 32]
+    assert [official_eval_batch_size(p, m) for p in ("cls_avg_padded", "cls_avg_batchsum") for m in ("test", "fasttest")] == [16, 32, 2, 32]
+    assert OFFICIAL_MODE_BATCH_SIZES["0.1.1"]["test"][0] == "fcb6223 eval.py:114"
+    with pytest.raises(ValueError, match="no official SentEval batch size for release '0.1.1' in mode 'dev'"):
+        official_batch_size("0.1.1", "dev")
+
+
+def test_senteval_batches_give_the_deduplicated_numbers_for_a_batch_independent_encoder(synthetic, one_thread, monkeypatch, capsys):
+    """evaluate_transfer_in_senteval_batches embeds exactly SentEval's batcher calls, in order and without
+    deduplication; with an encoder that ignores its batch the classifiers see the same features as
+    evaluate_transfer's, so the numbers are equal. The embedding reports its progress too."""
+    from aoe.evaluate.transfer import evaluate_transfer_in_senteval_batches
+
+    monkeypatch.setenv("AOE_PROGRESS_INTERVAL", "0")
+    calls: list[list[str]] = []
+
+    def encode_batches(batches):
+        calls.extend(batches)
+        return np.concatenate([encoder()(b) for b in batches])
+
+    batched = evaluate_transfer_in_senteval_batches(encode_batches, 16, ["TREC", "MRPC"], mode="fasttest", data=synthetic)
+    assert calls == _sentevals_batcher_calls(synthetic["TREC"], 16) + _sentevals_batcher_calls(synthetic["MRPC"], 16)
+    assert batched["tasks"] == evaluate_transfer(encoder(), ["TREC", "MRPC"], mode="fasttest", data=synthetic)["tasks"]
+    assert batched["protocol"]["batches"]["batch_size"] == 16 and batched["protocol"]["mode"] == "fasttest"
+    n = sum(len(s) * (2 if s.sentences2 is not None else 1) for t in ("TREC", "MRPC") for s in synthetic[t].splits.values())
+    assert batched["embedding"]["sentences_in_tasks"] == n == sum(map(len, calls))
+    err = capsys.readouterr().err
+    assert _progress_lines(err, "TREC embed") and _progress_lines(err, "MRPC")
+    with pytest.raises(ValueError, match=r"encode_batches returned shape \(3,\)"):
+        evaluate_transfer_in_senteval_batches(lambda batches: np.zeros(3), 16, ["TREC"], data=synthetic)
+
+
+@pytest.fixture
+def trained_cls(tiny_bert, tmp_path):
+    """The tiny BERT as a model trained with CLS pooling (its aoe_config.json)."""
+    import shutil
+
+    model_dir = tmp_path / "trained"
+    shutil.copytree(tiny_bert, model_dir)
+    (model_dir / "aoe_config.json").write_text(json.dumps({"pooling": "cls"}))
+    return model_dir
+
+
+def test_a_batch_dependent_pooling_differs_on_padded_batches_and_cls_does_not(synthetic, trained_cls):
+    """0.1.1's padded cls_avg (the official eval.py's) in SentEval's transfer batches: a text padded in its batch
+    embeds otherwise than under the masked cls_avg, the longest of its batch alike; CLS is the same in any batch."""
+    from aoe.evaluate.senteval_batches import transfer_batches
+    from aoe.evaluate.transfer import _sentevals_order, embed_in_senteval_batches
+    from aoe.models import Encoder
+
+    data = synthetic["TREC"]
+    padded = Encoder(trained_cls, device="cpu", eval_pooling="cls_avg_padded")
+    masked = Encoder(trained_cls, device="cpu", eval_pooling="cls_avg")
+    cls = Encoder(trained_cls, device="cpu")
+    assert cls.pooling == "cls"
+    got, n = embed_in_senteval_batches(lambda b: padded.encode_batches(b, max_length=32), data, 16)
+    assert n == len(data.splits["train"]) + len(data.splits["test"])
+    train = data.splits["train"]
+    order = _sentevals_order(train)
+    ordered = [train.sentences[i] for i in order]
+    want_masked = masked.encode(ordered, batch_size=16, max_length=32)
+    u = got["train"][0]
+    # which texts of a batch are padded: fewer tokens than the batch's longest
+    lengths = np.array([len(padded.tokenizer(t, truncation=True, max_length=32)["input_ids"]) for t in ordered])
+    pad = np.concatenate([lengths[i : i + 16] < lengths[i : i + 16].max() for i in range(0, len(ordered), 16)])
+    assert pad.any() and (~pad).any()
+    assert not any(np.allclose(a, b, atol=1e-4) for a, b in zip(u[pad], want_masked[pad]))
+    np.testing.assert_allclose(u[~pad], want_masked[~pad], atol=1e-5)
+    # CLS: SentEval's batches or any others, one embedding per text
+    cls_got, _ = embed_in_senteval_batches(lambda b: cls.encode_batches(b, max_length=32), data, 16)
+    np.testing.assert_allclose(cls_got["train"][0], cls.encode(ordered, batch_size=64, max_length=32), atol=1e-5)
+    assert [c.rows for c in transfer_batches(data, 16)][0] == list(order[:16])
+
+
+@pytest.fixture(scope="module")
+def synthetic_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_synthetic_senteval(tmp_path_factory.mktemp("senteval_root") / "downstream")
+
+
+def _unpublished_reader(monkeypatch):
+    """run_transfer_evaluation reads the synthetic corpus (its sizes are not SentEval's published ones)."""
+    import aoe.data.transfer as transfer_data
+
+    read = transfer_data.read_transfer
+    monkeypatch.setattr(transfer_data, "read_transfer", lambda root, task: read(root, task, expected_rows=None, published=False))
+
+
+def test_run_transfer_evaluation_under_an_evaluation_only_pooling(synthetic_root, trained_cls, tmp_path, one_thread, monkeypatch):
+    """Rule evaluate_transfer(_eval_pooling) as it calls the run: a batch-dependent eval_pooling embeds in SentEval's
+    batches at the official batch size of the mode (fasttest: 32), uncached, and says which pooling it replaced;
+    a masked one goes through the cache under its own key; without one the trained pooling."""
+    from aoe.evaluate.run import run_transfer_evaluation
+    from aoe.evaluate.transfer import evaluate_transfer_in_senteval_batches
+    from aoe.models import Encoder
+
+    _unpublished_reader(monkeypatch)
+    kwargs = dict(tasks=["TREC", "MRPC"], mode="fasttest", max_length=32, device="cpu", batch_size=8)
+    cell = {"backbone": "tiny", "objective": "aoe", "trainset": "nli", "seed": "42"}
+    pooled = run_transfer_evaluation(trained_cls, synthetic_root, tmp_path / "transfer.pool-cls_avg_padded.json",
+                                     cell={**cell, "eval_pooling": "cls_avg_padded"}, cache_root=tmp_path / "emb",
+                                     eval_pooling="cls_avg_padded", **kwargs)
+    protocol = pooled["protocol"]
+    assert (protocol["pooling"], protocol["trained_pooling"], protocol["batches"]["batch_size"]) == ("cls_avg_padded", "cls", 32)
+    assert "cache" not in pooled["embedding"] and not (tmp_path / "emb").exists()
+    assert pooled["model"]["cell"]["eval_pooling"] == "cls_avg_padded"  # what the table builder selects the row's values by
+    assert json.loads((tmp_path / "transfer.pool-cls_avg_padded.json").read_text())["tasks"] == pooled["tasks"]
+    # by hand: each SentEval batch of 32 embedded on its own
+    enc = Encoder(trained_cls, device="cpu", eval_pooling="cls_avg_padded")
+    data = {t: read_transfer(synthetic_root, t, expected_rows=None, published=False) for t in ("TREC", "MRPC")}
+    by_hand = evaluate_transfer_in_senteval_batches(
+        lambda batches: np.concatenate([enc.encode_batches([b], max_length=32) for b in batches]), 32, ["TREC", "MRPC"],
+        mode="fasttest", data=data)
+    assert {t: pooled["tasks"][t] for t in ("TREC", "MRPC")} == by_hand["tasks"]
+    # a masked eval_pooling: deduplicated and cached like the trained one, under its own cache key
+    masked = run_transfer_evaluation(trained_cls, synthetic_root, tmp_path / "masked.json", cache_root=tmp_path / "emb",
+                                     eval_pooling="cls_avg", **kwargs)
+    own = run_transfer_evaluation(trained_cls, synthetic_root, tmp_path / "own.json", cache_root=tmp_path / "emb", **kwargs)
+    assert (masked["protocol"]["pooling"], masked["protocol"]["trained_pooling"]) == ("cls_avg", "cls")
+    assert own["protocol"]["pooling"] == "cls" and "trained_pooling" not in own["protocol"] and "batches" not in own["protocol"]
+    assert masked["embedding"]["cache"]["hit"] is False and own["embedding"]["cache"]["hit"] is False
+    assert masked["embedding"]["cache"]["dir"] != own["embedding"]["cache"]["dir"]
+
+
+def test_the_senteval_backend_batches_a_batch_dependent_pooling_as_the_official_script(trained_cls, tmp_path, monkeypatch):
+    """evaluation.backend senteval: SentEval's own batcher calls, at the official batch size, each one forward pass;
+    on STS (SimCSE's copy orders STS12-16 otherwise than AnglE's) a clear error instead of other batches."""
+    from aoe.evaluate import senteval_backend as se
+    from aoe.evaluate.run import run_sts_evaluation, run_transfer_evaluation
+    from aoe.models import Encoder
+
+    seen = {}
+
+    def fake_run_senteval(encode, tasks, downstream, mode="test", batch_size=None):
+        seen["batch_size"], seen["emb"] = batch_size, encode(["a b c", "a", "a b"])
+        return {t: {"devacc": 50.0, "acc": 50.0, "ndev": 3, "ntest": 3} for t in tasks}
+
+    monkeypatch.setattr(se, "run_senteval", fake_run_senteval)
+    out = run_transfer_evaluation(trained_cls, tmp_path, tmp_path / "t.json", tasks=["TREC"], mode="test", max_length=32,
+                                  device="cpu", backend="senteval", eval_pooling="cls_avg_padded")
+    assert seen["batch_size"] == 16 and out["protocol"]["params"]["batch_size"] == 16 and out["protocol"]["pooling"] == "cls_avg_padded"
+    one_pass = Encoder(trained_cls, device="cpu", eval_pooling="cls_avg_padded").encode_batches([["a b c", "a", "a b"]], max_length=32)
+    np.testing.assert_allclose(seen["emb"], one_pass, atol=1e-6)
+    run_transfer_evaluation(trained_cls, tmp_path, tmp_path / "m.json", tasks=["TREC"], mode="test", max_length=32,
+                            device="cpu", backend="senteval", eval_pooling="cls_avg")
+    assert seen["batch_size"] is None  # a masked pooling: SentEval's default batches, as SimCSE's evaluation.py
+    with pytest.raises(ValueError, match="orders STS12-16 otherwise than the official copy: use evaluation.backend builtin"):
+        run_sts_evaluation(trained_cls, [], [], tmp_path / "s.json", device="cpu", backend="senteval", downstream=tmp_path,
+                           eval_pooling="cls_avg_padded")
+
+
+# --------------------------------------------------------------------------
 # Parity with SentEval
 # --------------------------------------------------------------------------
 

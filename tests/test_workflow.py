@@ -230,6 +230,9 @@ def test_full_paper_config_plans(paper_grid_plan):
     # under its training CLS (AnglE's transfer STS table), 5 runs each, nothing retrained; and the released
     # AnglE-BERT checkpoint under 0.1.1's padded cls_avg (table released), once
     assert counts["evaluate_sts_eval_pooling"] == 11
+    # and on the transfer tasks: AnglE-BERT under its training CLS (AnglE's transfer-task table), AoE-BERT
+    # under the official NLI eval's cls_avg (Table 3), 5 runs each
+    assert counts["evaluate_transfer_eval_pooling"] == 10
     assert counts["table"] == len([t for t, s in _validated_config()["tables"].items() if s.get("enabled", True)])
     # one table of the paper grid: AoE Table 2 trains only BERT on STS-B and GIS (3 objectives x 5 runs
     # each), each from the NLI AnglE model of its seed and rerun (5 more), which it does not evaluate
@@ -573,8 +576,33 @@ def test_an_evaluation_pooling_is_the_cells_or_a_variant_rows_and_never_the_trai
     assert {ckpt + "sts.pool-cls_avg_padded.json", ckpt + "sts.json"} <= set(table_inputs(config, "released"))
     assert ckpt + "sts.pool-cls_avg_padded.json" in suite_results(config)  # target evaluate builds it too
     assert not any(".pool-" in f for f in table_inputs(config, "released_transfer"))
-    # only an STS table's trained or released row takes one
+    # only an STS or transfer table's trained or released row takes one
     bad = copy.deepcopy(config)
-    bad["tables"]["table3_transfer"]["rows"][3]["eval_pooling"] = "cls_avg"
-    with pytest.raises(ConfigError, match=r"tables.table3_transfer.rows\[3\].eval_pooling: .*table kind 'transfer'"):
+    flickr = {k: v for k, v in bad["tables"]["angle_flickr30k"].items() if k not in ("backbones", "objectives", "paper")}
+    bad["tables"]["angle_flickr30k"] = {**flickr, "rows": [{"backbone": "bert-base-uncased", "objective": "angle_arxiv", "eval_pooling": "cls"}]}
+    with pytest.raises(ConfigError, match=r"tables.angle_flickr30k.rows\[0\].eval_pooling: .*table kind 'flickr30k'"):
         check_config(bad)
+
+
+def test_a_transfer_evaluation_pooling_is_the_cells_or_a_variant_rows():
+    """Issue 36: the transfer suite follows the cell's eval_pooling as the STS suite does (the official eval.py
+    scores both with one --pooling_strategy): AnglE-BERT on NLI's transfer.json is 0.1.1's padded cls_avg, its
+    training CLS a variant row (transfer.pool-cls.json); AoE-BERT's Table 3 row keeps CLS beside the official
+    NLI eval's cls_avg (transfer.pool-cls_avg_batchsum.json); every run of the rows, nothing retrained."""
+    from aoe.workflow import EVAL_POOLING_SUITES, suite_file, suite_results
+
+    config = _validated_config()
+    assert EVAL_POOLING_SUITES == ("sts", "transfer") and suite_file("transfer", "cls") == "transfer.pool-cls.json"
+    angle = table_inputs(config, "angle_transfer_tasks")
+    run = "results/eval/bert-base-uncased/angle_arxiv/nli/seed42{}/transfer{}.json"
+    for rerun in ("", "-rerun1", "-rerun4"):
+        assert run.format(rerun, "") in angle and run.format(rerun, ".pool-cls") in angle
+    assert [(r.label, r.eval_pooling, r.reruns) for r in table_rows(config, "angle_transfer_tasks") if r.objective == "angle_arxiv"] == [
+        ("AnglE-BERT", "", 5), ("AnglE-BERT (evaluated cls)", "cls", 5)]
+    table3 = table_inputs(config, "table3_transfer")
+    assert "results/eval/bert-base-uncased/aoe/nli/seed42-rerun4/transfer.pool-cls_avg_batchsum.json" in table3
+    assert "results/eval/bert-base-uncased/aoe/nli/seed42-rerun4/transfer.json" in table3
+    assert sum(".pool-" in f for f in table3) == 5 and sum(".pool-" in f for f in angle) == 5
+    assert set(angle) | set(table3) <= set(suite_results(config))  # target evaluate builds them too
+    # the pool files are evaluation-only: the model folders they read are the cells' own
+    assert "eval_pooling" not in train_params(config, "bert-base-uncased", "aoe", "nli", 42)

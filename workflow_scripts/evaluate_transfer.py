@@ -20,6 +20,7 @@ run_transfer_evaluation(
     pooling=p.pooling,
     prompt=p.prompt,
     eval_text=p.eval_text,
+    eval_pooling=p.eval_pooling,
     batch_size=p.batch_size,
     max_length=p.max_length,
     cell=p.cell,

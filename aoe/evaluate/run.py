@@ -56,7 +56,8 @@ def run_sts_evaluation(
     """
     start = time.perf_counter()
     if backend == "senteval":
-        return _run_senteval_suite("sts", model_dir, downstream, out, tasks, "test", pooling, batch_size, max_length, cell, device, start, prompt, eval_text)
+        return _run_senteval_suite("sts", model_dir, downstream, out, tasks, "test", pooling, batch_size, max_length, cell, device, start, prompt, eval_text,
+                                   eval_pooling)
     if backend != "builtin":
         raise ValueError(f"evaluation.backend must be builtin or senteval, got {backend!r}")
     by_dataset = {}
@@ -144,13 +145,14 @@ def run_indomain_evaluation(
     return _finish(result, model_dir, cell, encoder, cache, max_length, start, out)
 
 
-def official_eval_batch_size(pooling: str) -> int:
-    """The SentEval batch size of the official evaluation script of a batch-dependent pooling's release
-    (0.1.1: fcb6223 eval.py, 16; 0.4.6: 1c5515b examples/NLI/eval_nli.py, 2)."""
-    from aoe.evaluate.senteval_batches import OFFICIAL_BATCH_SIZES
+def official_eval_batch_size(pooling: str, mode: str = "test") -> int:
+    """The SentEval batch size of the official evaluation script of a batch-dependent pooling's release in
+    SentEval ``mode`` (test: 0.1.1's fcb6223 eval.py 16, 0.4.6's 1c5515b examples/NLI/eval_nli.py 2;
+    fasttest: 32 for both; :data:`aoe.evaluate.senteval_batches.OFFICIAL_MODE_BATCH_SIZES`)."""
+    from aoe.evaluate.senteval_batches import official_batch_size
     from aoe.models import OFFICIAL_POOLING_SOURCES
 
-    return OFFICIAL_BATCH_SIZES[OFFICIAL_POOLING_SOURCES[pooling].release][1]
+    return official_batch_size(OFFICIAL_POOLING_SOURCES[pooling].release, mode)
 
 
 def cached_encoder(model_dir, pooling, batch_size, max_length, cache_root, device=None, prompt=None, eval_text="raw", eval_pooling=None):
@@ -185,10 +187,16 @@ def cached_encoder(model_dir, pooling, batch_size, max_length, cache_root, devic
     return encoder, cache.encode, cache
 
 
-def _run_senteval_suite(suite, model_dir, downstream, out, tasks, mode, pooling, batch_size, max_length, cell, device, start, prompt=None, eval_text="raw"):
-    """sts.json or transfer.json from SimCSE's SentEval itself, through the same encoder (no cache)."""
+def _run_senteval_suite(suite, model_dir, downstream, out, tasks, mode, pooling, batch_size, max_length, cell, device, start, prompt=None, eval_text="raw",
+                        eval_pooling=None):
+    """sts.json or transfer.json from SimCSE's SentEval itself, through the same encoder (no cache).
+
+    ``eval_pooling``: as the builtin protocol's. A batch-dependent one embeds each batcher call of SentEval as
+    one pass, SentEval batching at the official script's size: the transfer loaders are AnglE's copy's
+    (:mod:`aoe.evaluate.senteval_batches`), SimCSE's STS12-16 loader orders the pairs otherwise, so not on STS.
+    """
     from aoe.evaluate import senteval_backend as se
-    from aoe.models import Encoder
+    from aoe.models import BATCH_DEPENDENT_POOLINGS, Encoder
 
     if downstream is None:
         raise ValueError("evaluation.backend senteval reads SentEval's own data folder: no downstream folder given")
@@ -197,16 +205,28 @@ def _run_senteval_suite(suite, model_dir, downstream, out, tasks, mode, pooling,
     else:
         from aoe.evaluate.transfer import TASKS as SUITE_TASKS
     wanted = [t for t in SUITE_TASKS if tasks is None or t in tasks]
-    encoder = Encoder(model_dir, pooling=pooling, device=device, prompt=prompt, eval_text=eval_text)
-    raw = se.run_senteval(lambda texts: encoder.encode(texts, batch_size=batch_size, max_length=max_length), wanted, downstream, mode)
+    encoder = Encoder(model_dir, pooling=pooling, device=device, prompt=prompt, eval_text=eval_text, eval_pooling=eval_pooling)
+    senteval_batch = None
+    if eval_pooling in BATCH_DEPENDENT_POOLINGS:
+        if suite == "sts":
+            raise ValueError(f"eval_pooling {eval_pooling!r} depends on the batch, and SimCSE's SentEval (evaluation.backend "
+                             "senteval) orders STS12-16 otherwise than the official copy: use evaluation.backend builtin")
+        senteval_batch = official_eval_batch_size(eval_pooling, mode)
+
+        def encode(texts):
+            return encoder.encode_batches([texts], max_length=max_length)  # SentEval's batch, one pass
+    else:
+        def encode(texts):
+            return encoder.encode(texts, batch_size=batch_size, max_length=max_length)
+    raw = se.run_senteval(encode, wanted, downstream, mode, batch_size=senteval_batch)
     result = se.sts_from_senteval(raw, wanted) if suite == "sts" else se.transfer_from_senteval(raw, wanted)
     result["protocol"] = {
         "name": f"senteval-{suite}",
         "backend": "senteval",
         "package": se.SIMCSE_SENTEVAL,
         "mode": mode,
-        "params": se.senteval_params(Path(downstream).parent, mode),
-        "batch_size": batch_size,
+        "params": se.senteval_params(Path(downstream).parent, mode, batch_size=senteval_batch),
+        "batch_size": senteval_batch or batch_size,
     }
     result["data"] = {"root": str(downstream)}
     return _finish(result, model_dir, cell, encoder, None, max_length, start, out)
@@ -284,10 +304,14 @@ def run_transfer_evaluation(
     device: str | None = None,
     backend: str = "builtin",
     eval_text: str = "raw",
+    eval_pooling: str | None = None,
 ) -> dict:
     """SentEval transfer tasks (aoe.evaluate.transfer) on ``model_dir``, written to ``out`` (transfer.json).
 
     ``eval_text``: as :func:`run_sts_evaluation` (the official eval.py rewrites the transfer tasks' texts too).
+    ``eval_pooling``: as :func:`run_sts_evaluation`; a batch-dependent one embeds each text in SentEval's
+    transfer batch (:func:`aoe.evaluate.transfer.evaluate_transfer_in_senteval_batches`) at the official
+    script's batch size of ``mode`` (:func:`official_eval_batch_size`), without the cache.
     """
     from aoe.data.io import sha256_file
     from aoe.data.transfer import read_transfer, resolve_transfer_root
@@ -296,14 +320,26 @@ def run_transfer_evaluation(
 
     start = time.perf_counter()
     if backend == "senteval":
-        return _run_senteval_suite("transfer", model_dir, downstream, out, tasks, mode, pooling, batch_size, max_length, cell, device, start, prompt, eval_text)
+        return _run_senteval_suite("transfer", model_dir, downstream, out, tasks, mode, pooling, batch_size, max_length, cell, device, start, prompt,
+                                   eval_text, eval_pooling)
     if backend != "builtin":
         raise ValueError(f"evaluation.backend must be builtin or senteval, got {backend!r}")
     root = resolve_transfer_root(downstream)
     wanted = list(TRANSFER_TASKS) if tasks is None else list(tasks)
     data = {t: read_transfer(root, t) for t in wanted}
-    encoder, encode, cache = cached_encoder(model_dir, pooling, batch_size, max_length, cache_root, device, prompt=prompt, eval_text=eval_text)
-    result = evaluate_transfer(encode, wanted, mode=mode, data=data)
+    from aoe.models import BATCH_DEPENDENT_POOLINGS
+
+    if eval_pooling in BATCH_DEPENDENT_POOLINGS:
+        from aoe.evaluate.transfer import evaluate_transfer_in_senteval_batches
+        from aoe.models import Encoder
+
+        encoder, cache = Encoder(model_dir, pooling=pooling, device=device, prompt=prompt, eval_text=eval_text, eval_pooling=eval_pooling), None
+        result = evaluate_transfer_in_senteval_batches(lambda batches: encoder.encode_batches(batches, max_length=max_length),
+                                                       official_eval_batch_size(eval_pooling, mode), wanted, mode=mode, data=data)
+    else:
+        encoder, encode, cache = cached_encoder(model_dir, pooling, batch_size, max_length, cache_root, device, prompt=prompt,
+                                                eval_text=eval_text, eval_pooling=eval_pooling)
+        result = evaluate_transfer(encode, wanted, mode=mode, data=data)
     # tasks left out on purpose are explicit nulls, and then so is the average of all seven
     for t in TRANSFER_TASKS:
         result["tasks"].setdefault(t, None)

@@ -59,19 +59,23 @@ def senteval_available() -> bool:
     return importlib.util.find_spec("senteval") is not None
 
 
-def senteval_params(task_path: str | os.PathLike, mode: str) -> dict:
-    """SimCSE evaluation.py's SentEval parameters for ``--mode test`` or ``fasttest``."""
+def senteval_params(task_path: str | os.PathLike, mode: str, batch_size: int | None = None) -> dict:
+    """SimCSE evaluation.py's SentEval parameters for ``--mode test`` or ``fasttest``; ``batch_size``: SentEval's
+    own (the texts per batcher call; SimCSE leaves SentEval's default, 128), for a batch-dependent pooling."""
     from aoe.evaluate.transfer import MODES
 
     if mode not in MODES:
         raise ValueError(f"unknown SentEval mode {mode!r}; valid: {', '.join(MODES)}")
     settings = MODES[mode]
-    return {
+    params = {
         "task_path": str(task_path),
         "usepytorch": True,
         "kfold": settings["kfold"],
         "classifier": {k: settings[k] for k in ("nhid", "optim", "batch_size", "tenacity", "epoch_size")},
     }
+    if batch_size is not None:
+        params["batch_size"] = int(batch_size)
+    return params
 
 
 def _batcher(encode: Callable[[list[str]], np.ndarray]):
@@ -84,11 +88,12 @@ def _batcher(encode: Callable[[list[str]], np.ndarray]):
     return batcher
 
 
-def run_senteval(encode: Callable[[list[str]], np.ndarray], tasks: list[str], downstream, mode: str = "test") -> dict:
+def run_senteval(encode: Callable[[list[str]], np.ndarray], tasks: list[str], downstream, mode: str = "test",
+                 batch_size: int | None = None) -> dict:
     """SentEval's raw result per task (our names), from ``senteval.engine.SE(...).eval``.
 
     ``downstream`` is SentEval's ``data/downstream`` folder; SentEval's ``task_path`` is its
-    parent (SimCSE: ``PATH_TO_DATA = './SentEval/data'``).
+    parent (SimCSE: ``PATH_TO_DATA = './SentEval/data'``). ``batch_size``: :func:`senteval_params`'.
     """
     if not senteval_available():
         raise ModuleNotFoundError(
@@ -100,7 +105,7 @@ def run_senteval(encode: Callable[[list[str]], np.ndarray], tasks: list[str], do
     unknown = sorted(set(tasks) - set(SENTEVAL_NAMES))
     if unknown:
         raise KeyError(f"SentEval backend: unknown task(s) {unknown}; known: {list(SENTEVAL_NAMES)}")
-    params = senteval_params(Path(downstream).parent, mode)
+    params = senteval_params(Path(downstream).parent, mode, batch_size)
     batcher = _batcher(encode)
     return {t: senteval.engine.SE(params, batcher, lambda params, samples: None).eval(SENTEVAL_NAMES[t]) for t in tasks}
 

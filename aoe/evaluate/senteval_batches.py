@@ -1,4 +1,4 @@
-"""The batches SentEval hands the batcher on the STS tasks: which texts the official evaluations embedded together.
+"""The batches SentEval hands the batcher on the STS and transfer tasks: which texts the official evaluations embedded together.
 
 With masked pooling a text's embedding does not depend on its batch; with the official
 angle-emb arithmetic (:data:`aoe.models.OFFICIAL_POOLINGS`) it does, so reproducing an
@@ -30,7 +30,24 @@ text as ``' '.join(s.split())``, which :func:`aoe.data.sts.read_sts` already did
 text (AnglE's copy leaves trailing spaces from its ``''`` padding, which BERT tokenizers drop).
 
 The official batch sizes (``params['batch_size']`` in ``--mode test``) are in
-:data:`OFFICIAL_BATCH_SIZES`.
+:data:`OFFICIAL_BATCH_SIZES`, per SentEval mode in :data:`OFFICIAL_MODE_BATCH_SIZES`.
+
+The transfer tasks (:func:`transfer_order`, :func:`transfer_batches`): the loaders of MR, CR, SUBJ,
+MPQA, SST2, TREC and MRPC are the same file in all three copies (SimCSE 49fa580, AnglE fcb6223
+``SentEval/senteval/``, 1c5515b ``examples/NLI/SentEval/senteval/``: binary.py, sst.py, trec.py,
+mrpc.py byte-identical). Each split is sorted on its own, stably, "to reduce padding", then cut into
+consecutive chunks of ``params.batch_size``, one batcher call each:
+
+* MR, CR, SUBJ, MPQA (``binary.py:40-48``): positive then negative samples, sorted by
+  ``(len(words), label)``; one split.
+* SST2 (``sst.py:61-73``): train, dev, test in turn, each sorted by ``(len(words), label)``.
+* TREC (``trec.py:50-73``): train, then test, each sorted by ``(len(words), label)``.
+* MRPC (``mrpc.py:57-76``): train, then test, each sorted by ``(len(words1), len(words2), label)``;
+  per split all the sentence-1 batches, then the sentence-2 batches over the same rows (a pair's two
+  sentences are never in one batch).
+
+``words`` is SentEval's ``line.split()``, so ``len(words)`` is :func:`len` of ``text.split()`` of the
+re-joined texts of :mod:`aoe.data.transfer`.
 """
 
 from __future__ import annotations
@@ -43,12 +60,17 @@ import pandas as pd
 
 __all__ = [
     "OFFICIAL_BATCH_SIZES",
+    "OFFICIAL_MODE_BATCH_SIZES",
     "SENTEVAL_SORTS",
     "SORTS",
     "SentEvalBatches",
+    "TransferBatch",
+    "official_batch_size",
     "senteval_order",
     "senteval_sts_batches",
     "task_batches",
+    "transfer_batches",
+    "transfer_order",
 ]
 
 SORTS = ("file", "length_score", "score")
@@ -65,6 +87,22 @@ OFFICIAL_BATCH_SIZES: dict[str, tuple[str, int]] = {
     "0.1.1": ("fcb6223 eval.py", 16),
     "0.4.6": ("1c5515b examples/NLI/eval_nli.py", 2),
 }
+
+# angle-emb release -> SentEval mode -> (where the script sets it, its SentEval batch_size): the same
+# params serve every task of --task_set sts / transfer / full. "dev" shares fasttest's params.
+OFFICIAL_MODE_BATCH_SIZES: dict[str, dict[str, tuple[str, int]]] = {
+    "0.1.1": {"test": ("fcb6223 eval.py:114", 16), "fasttest": ("fcb6223 eval.py:109", 32)},
+    "0.4.6": {"test": ("1c5515b examples/NLI/eval_nli.py:112", 2), "fasttest": ("1c5515b examples/NLI/eval_nli.py:107", 32)},
+}
+
+
+def official_batch_size(release: str, mode: str = "test") -> int:
+    """The SentEval ``batch_size`` of angle-emb ``release``'s evaluation script in ``mode`` (:data:`OFFICIAL_MODE_BATCH_SIZES`)."""
+    try:
+        return OFFICIAL_MODE_BATCH_SIZES[release][mode][1]
+    except KeyError:
+        raise ValueError(f"no official SentEval batch size for release {release!r} in mode {mode!r}; known: "
+                         f"{ {r: sorted(m) for r, m in OFFICIAL_MODE_BATCH_SIZES.items()} }") from None
 
 
 class SentEvalBatches(NamedTuple):
@@ -128,3 +166,53 @@ def task_batches(table: pd.DataFrame, task: str, batch_size: int, copy: str = "a
         order += [rows[i] for i in part.order]
         batches += [[rows[i] for i in b] for b in part.batches]
     return SentEvalBatches(order, batches)
+
+
+# The order in which SentEval's transfer loaders embed a task's splits (keys of aoe.data.transfer.TransferData.splits)
+TRANSFER_SPLIT_ORDER = ("all", "train", "dev", "test")
+
+
+class TransferBatch(NamedTuple):
+    """One batcher call of a transfer task: ``split`` (``all`` for MR/CR/SUBJ/MPQA), ``side``
+    (``sentences``, or MRPC's ``sentences2``) and ``rows``, positions in that split's lists."""
+
+    split: str
+    side: str
+    rows: list[int]
+
+
+def transfer_order(sentences: Sequence[str], labels: Sequence[int], sentences2: Sequence[str] | None = None) -> list[int]:
+    """Row positions of one transfer split in SentEval's order: a stable sort by ``(words, label)``,
+    for MRPC ``(words1, words2, label)`` (module docstring)."""
+    n = len(labels)
+    if len(sentences) != n or (sentences2 is not None and len(sentences2) != n):
+        raise ValueError(f"sentences, sentences2 and labels differ in length ({len(sentences)}, "
+                         f"{None if sentences2 is None else len(sentences2)}, {n})")
+    n1 = [len(s.split()) for s in sentences]
+    if sentences2 is None:
+        keys = list(zip(n1, labels))
+    else:
+        keys = list(zip(n1, [len(s.split()) for s in sentences2], labels))
+    return sorted(range(n), key=keys.__getitem__)
+
+
+def transfer_batches(data, batch_size: int) -> list[TransferBatch]:
+    """SentEval's batcher calls on a transfer task (:class:`aoe.data.transfer.TransferData`), in its call order.
+
+    Per split (:data:`TRANSFER_SPLIT_ORDER`), :func:`transfer_order`'s rows in consecutive chunks of
+    ``batch_size`` (the last one shorter); a pair task's sentence-1 chunks, then its sentence-2 chunks.
+    The chunks of one (split, side) concatenated are that split's order.
+    """
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be positive, got {batch_size}")
+    unknown = sorted(set(data.splits) - set(TRANSFER_SPLIT_ORDER))
+    if unknown:
+        raise ValueError(f"{data.task}: unknown split(s) {unknown}; known: {list(TRANSFER_SPLIT_ORDER)}")
+    out: list[TransferBatch] = []
+    for name in (s for s in TRANSFER_SPLIT_ORDER if s in data.splits):
+        split = data.splits[name]
+        order = transfer_order(split.sentences, split.labels, split.sentences2)
+        sides = ("sentences",) if split.sentences2 is None else ("sentences", "sentences2")
+        for side in sides:
+            out += [TransferBatch(name, side, order[i : i + batch_size]) for i in range(0, len(order), batch_size)]
+    return out
