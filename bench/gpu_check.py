@@ -257,17 +257,8 @@ def parse_profile(text: str) -> dict:
 # --------------------------------------------------------------------------- report (here)
 
 
-def report(cuda_json: Path, cpu_json: Path, out: Path, profiles: list[str]) -> None:
-    sys.path.insert(0, str(REPO / "bench"))
-    import _common as C
+def _nli_rows(gpu: dict, est_speed: float) -> tuple[dict, list]:
     import cluster_cost
-
-    gpu, cpu = json.loads(cuda_json.read_text()), json.loads(cpu_json.read_text())
-    g, c = gpu["minilm"], cpu["minilm"]
-    common = sorted(set(g["losses"]) & set(c["losses"]), key=int)
-    from aoe.tables import _numbers
-
-    est_speed, est_source = cluster_cost.per_gpu_pairs_per_s(BERT, _numbers(None)["acl2024_training_time"]["rows"])
     from aoe.recipes import N_TEXTS
 
     rows, nli = [], {}
@@ -282,6 +273,27 @@ def report(cuda_json: Path, cpu_json: Path, out: Path, profiles: list[str]) -> N
                     "steps": r["summary"]["steps"], "train_seconds": r["summary"].get("train_seconds")}
         rows.append([tag, p["format"], p["batch_size"], p["gradient_accumulation_steps"], f"{speed:.0f}", f"{assumed:.0f}",
                      f"{r.get('peak_gpu_memory_gib', 0):.1f}", f"{examples / speed / 3600:.2f}", f"{examples / assumed / 3600:.2f}"])
+    return nli, rows
+
+
+def report(cuda_json: Path, cpu_json: Path, out: Path, profiles: list[str], nli_json: Path | None = None) -> None:
+    """``nli_json``: a later ``run --parts bert-nli`` whose NLI cells replace ``cuda_json``'s, which stay as the
+    run before it (``bert_base_nli_before``): how the 2026-11-26 H200 runs measured ``avoid_cudnn_attention``."""
+    sys.path.insert(0, str(REPO / "bench"))
+    import _common as C
+    import cluster_cost
+
+    gpu, cpu = json.loads(cuda_json.read_text()), json.loads(cpu_json.read_text())
+    before = None
+    if nli_json is not None:
+        later = json.loads(nli_json.read_text())
+        before, gpu = gpu, {**gpu, "bert_nli": later["bert_nli"]}
+    g, c = gpu["minilm"], cpu["minilm"]
+    common = sorted(set(g["losses"]) & set(c["losses"]), key=int)
+    from aoe.tables import _numbers
+
+    est_speed, est_source = cluster_cost.per_gpu_pairs_per_s(BERT, _numbers(None)["acl2024_training_time"]["rows"])
+    nli, rows = _nli_rows(gpu, est_speed)
     record = {
         "command": "python bench/gpu_check.py report " + " ".join(sys.argv[2:]),
         "gpu": gpu["cuda_device"], "versions": {"gpu": gpu["versions"], "cpu": cpu["versions"]},
@@ -297,13 +309,18 @@ def report(cuda_json: Path, cpu_json: Path, out: Path, profiles: list[str]) -> N
             "first_loss": {"cuda": g["losses"].get(common[0]) if common else None, "cpu": c["losses"].get(common[0]) if common else None},
         },
         "bert_base_nli": nli,
+        **({"bert_base_nli_before": {
+            "note": "the same cells in the first run, before aoe.models.avoid_cudnn_attention (commit 97274cd): "
+                    "bf16 autocast sent attention to cuDNN, which planned each new input shape",
+            "cells": _nli_rows(before, est_speed)[0]}} if before is not None else {}),
         "cluster_cost_estimate": {"pairs_per_s_per_gpu_at_64": est_speed, "source": est_source,
                                   "note": "bench/cluster_cost.py's BERT-base speed at max_length 64 (the paper's RTX 3090 Ti STS-B epoch); it scales it by the train set's max_length/64"},
         "profiles_note": "torch.profiler around aoe.train.train of the BERT-base AoE NLI cell, model loading included "
                          "(the profile subcommand; the committed ones: fp32 3 optimizer steps, bf16 1 step, on the GPU named above)",
         "profiles": {tag: {**parse_profile(Path(path).read_text()), "text": Path(path).read_text()}
                      for tag, path in (x.split("=", 1) for x in profiles)},
-        "raw": {"cuda": gpu, "cpu": cpu},
+        "raw": {"cuda": before if before is not None else gpu, "cpu": cpu,
+                **({"cuda_nli": json.loads(nli_json.read_text())} if nli_json is not None else {})},
     }
     path = C.write_json("gpu_check", record, str(out))
     m = record["minilm"]
@@ -341,6 +358,7 @@ def main() -> None:
     rep.add_argument("cpu_json")
     rep.add_argument("--out", default=str(RESULT))
     rep.add_argument("--profile", action="append", default=[], help="PRECISION=PATH of a profile subcommand's output")
+    rep.add_argument("--nli-json", default=None, help="a later `run --parts bert-nli` output whose NLI cells replace CUDA_JSON's")
     prof = sub.add_parser("profile", help="torch.profiler over the BERT-base AoE NLI cell")
     prof.add_argument("--bundle", default=".gpu")
     prof.add_argument("--precision", choices=["no", "bf16", "fp16"], required=True)
@@ -363,7 +381,8 @@ def main() -> None:
     elif args.cmd == "_one":
         one_nli_run(Path(args.bundle), Path(args.backbone), args.cell, args.steps, args.precision, Path(args.out))
     else:
-        report(Path(args.cuda_json), Path(args.cpu_json), Path(args.out), args.profile)
+        report(Path(args.cuda_json), Path(args.cpu_json), Path(args.out), args.profile,
+               Path(args.nli_json) if args.nli_json else None)
 
 
 if __name__ == "__main__":
