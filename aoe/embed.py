@@ -175,7 +175,7 @@ def _open_output(out: Path):
     return os.fdopen(fd, "wb"), Path(tmp)
 
 
-def _position_limit(model_dir: Path) -> tuple[int, str] | None:
+def position_limit(model_dir: Path) -> tuple[int, str] | None:
     """The most tokens the model takes per text, and what says so; None where nothing does.
 
     config.json's max_position_embeddings (the base's, for an adapter), lowered by the
@@ -183,9 +183,9 @@ def _position_limit(model_dir: Path) -> tuple[int, str] | None:
     tokens. A longer input fails inside the model ("The expanded size of the tensor ...").
     """
     # the same config reading as default_max_length, so the limit and the default agree
-    from aoe.interop import _base_dir, _record, _text_config
+    from aoe.interop import base_model_dir, aoe_record, model_text_config
 
-    config = _text_config(_base_dir(model_dir, _record(model_dir)))
+    config = model_text_config(base_model_dir(model_dir, aoe_record(model_dir)))
     positions = getattr(config, "max_position_embeddings", None)
     limit = (positions, f"max_position_embeddings {positions} in its config.json") if positions and positions > 0 else None
     tokenizer_config = model_dir / "tokenizer_config.json"
@@ -205,16 +205,16 @@ def _max_length_error(model_dir: Path, max_length: int, explicit: bool, prompt: 
     """
     from transformers import AutoTokenizer
 
-    from aoe.interop import _record
+    from aoe.interop import aoe_record
     from aoe.models import max_length_floor
 
-    limit = _position_limit(model_dir) if explicit else None  # the default is within it by construction
+    limit = position_limit(model_dir) if explicit else None  # the default is within it by construction
     if limit is not None and max_length > limit[0]:
         return (
             f"--max-length {max_length}: {model_dir} takes at most {limit[0]} tokens ({limit[1]}); "
             f"use --max-length {limit[0]} or less, or leave it out for the model's maximum"
         )
-    record = _record(model_dir)
+    record = aoe_record(model_dir)
     # the prompt the Encoder will use: the trained one (a different --prompt is refused there)
     floor, why = max_length_floor(AutoTokenizer.from_pretrained(model_dir), record.get("prompt") if record else prompt)
     if max_length < floor:

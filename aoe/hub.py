@@ -114,9 +114,9 @@ def push_model(
     the folder in whose temporary subfolder the repository is laid out first, removed afterwards
     (default: the system's temporary folder; on the model's file system the files are hard links).
     """
-    from aoe.data.download import _offline_var
+    from aoe.data.download import offline_var
 
-    offline = _offline_var()
+    offline = offline_var()
     if offline:
         raise HubError(f"hub access is disabled ({offline} is set); cannot push {model_dir} to {repo_id}")
     from huggingface_hub import HfApi, get_token

@@ -75,12 +75,12 @@ _CONFIG = "sentence_bert_config.json"
 _MAX_LENGTH_CAP = 512
 
 
-def _record(model_dir: Path) -> dict | None:
+def aoe_record(model_dir: Path) -> dict | None:
     path = model_dir / "aoe_config.json"
     return json.loads(path.read_text()) if path.is_file() else None
 
 
-def _base_dir(model_dir: Path, record: dict | None) -> Path:
+def base_model_dir(model_dir: Path, record: dict | None) -> Path:
     """The folder holding the transformer's config.json: the model folder, or an adapter's recorded base."""
     if not is_adapter_dir(model_dir):
         return model_dir
@@ -92,7 +92,7 @@ def _base_dir(model_dir: Path, record: dict | None) -> Path:
     return base
 
 
-def _text_config(base_dir: Path):
+def model_text_config(base_dir: Path):
     from transformers import AutoConfig
 
     config = AutoConfig.from_pretrained(base_dir)
@@ -102,7 +102,7 @@ def _text_config(base_dir: Path):
 def default_max_length(model_dir: str | os.PathLike) -> int:
     """Truncation length for a folder: the model's maximum (max_position_embeddings), at most 512 tokens."""
     model_dir = Path(model_dir)
-    config = _text_config(_base_dir(model_dir, _record(model_dir)))
+    config = model_text_config(base_model_dir(model_dir, aoe_record(model_dir)))
     positions = getattr(config, "max_position_embeddings", None)
     return min(_MAX_LENGTH_CAP, positions) if positions and positions > 0 else _MAX_LENGTH_CAP
 
@@ -194,7 +194,7 @@ class AoETransformer(InputModule):
             for name in TOKENIZER_FILES:
                 if (self.model_dir / name).is_file():
                     shutil.copy2(self.model_dir / name, out / name)
-            record = _record(self.model_dir)
+            record = aoe_record(self.model_dir)
             if record is not None:
                 if "base_model" in record:
                     base = (self.model_dir / record["base_model"]).resolve()
@@ -273,7 +273,7 @@ def write_sentence_transformers_files(
         raise FileNotFoundError(f"{model_dir}: no such model folder")
     if not ((model_dir / "config.json").is_file() or is_adapter_dir(model_dir)):
         raise ValueError(f"{model_dir} is not a model folder (no config.json or adapter_config.json)")
-    record = _record(model_dir)
+    record = aoe_record(model_dir)
     if record is not None:
         if pooling is not None and pooling != record["pooling"]:
             raise ValueError(f"{model_dir} was trained with pooling {record['pooling']!r}, asked for {pooling!r}")
@@ -286,7 +286,7 @@ def write_sentence_transformers_files(
     if pooling not in POOLINGS:
         raise ValueError(f"unknown pooling {pooling!r}; known: {sorted(POOLINGS)}")
     check_prompt(prompt)
-    config = _text_config(_base_dir(model_dir, record))
+    config = model_text_config(base_model_dir(model_dir, record))
     if max_seq_length is None:
         max_seq_length = default_max_length(model_dir)
     needs_layers = pooling == "first_last_avg"

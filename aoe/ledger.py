@@ -67,7 +67,7 @@ def _hub_name(model: Any) -> Any:
 
 
 @dataclass
-class _Files:
+class ConfigFiles:
     """Which config file set a dotted key: the last of the run's files that has it."""
 
     paths: list[Path]
@@ -126,7 +126,7 @@ def _flat(key: str, value: Any) -> list[tuple[str, Any]]:
     return [(name, value)]
 
 
-def cell_ledger(config: dict, cell, files: _Files) -> tuple[str | None, list[dict]]:
+def cell_ledger(config: dict, cell, files: ConfigFiles) -> tuple[str | None, list[dict]]:
     """The official recipe compared (its name, or None) and one row per value of ``cell``: key, value,
     set_by, file, source, official, official_source, deviates."""
     recipe = resolve_cell(config, cell.backbone, cell.objective, cell.trainset, cell.seed)
@@ -193,7 +193,7 @@ def cell_ledger(config: dict, cell, files: _Files) -> tuple[str | None, list[dic
 
 def build_recipe(config: dict, configfiles: list[str | Path]) -> dict:
     """{versions, cells: [{cell, anchor, official_recipe, rows}]} for every trained cell of ``config``."""
-    files = _Files([Path(p) for p in configfiles])
+    files = ConfigFiles([Path(p) for p in configfiles])
     cells = []
     for cell in run_cells(config):
         if not cell.trained:
@@ -215,7 +215,8 @@ def recipe_json(recipe: dict) -> str:
     return json.dumps(recipe, indent=1, default=str) + "\n"
 
 
-def _v(x: Any) -> str:
+def format_value(x: Any) -> str:
+    """A recipe value as RECIPE.md and the model cards print it."""
     if x is None:
         return "–"
     if isinstance(x, float):
@@ -225,7 +226,8 @@ def _v(x: Any) -> str:
     return str(x)
 
 
-def _md(text: Any) -> str:
+def md_cell(text: Any) -> str:
+    """``text`` safe inside a Markdown table cell."""
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
@@ -271,17 +273,17 @@ def recipe_markdown(recipe: dict) -> str:
         f"- Config files (later ones override earlier): {', '.join(f'`{c}`' for c in recipe['configfiles'])}",
     ]
     for name, v in (recipe.get("official_versions") or {}).items():
-        lines.append(f"- Official code `{name}`: {_md(v.get('package', ''))}, commit `{v.get('commit', '')}` ({v.get('date', '')})")
+        lines.append(f"- Official code `{name}`: {md_cell(v.get('package', ''))}, commit `{v.get('commit', '')}` ({v.get('date', '')})")
     lines += ["", f"Cells: {len(recipe['cells'])}.", ""]
     header = ["cell", "objective", "start", "loss weights", "length", *SUMMARY_KEYS, DEVIATES]
     lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for c in recipe["cells"]:
         by = {r["key"]: r for r in c["rows"]}
-        weights = ", ".join(f"{r['key'][8:]} {_v(r['value'])}" for r in c["rows"] if r["key"].startswith("weights.") and r["value"])
+        weights = ", ".join(f"{r['key'][8:]} {format_value(r['value'])}" for r in c["rows"] if r["key"].startswith("weights.") and r["value"])
         n_dev = sum(bool(r["deviates"]) for r in c["rows"])
         lines.append(
-            f"| [{_md(c['cell'])}](#{c['anchor']}) | {by['objective']['value']} | {_start(by.get('init'))} | {weights} | {c['length']} | "
-            + " | ".join(_v(by[k]["value"]) if k in by else "–" for k in SUMMARY_KEYS)
+            f"| [{md_cell(c['cell'])}](#{c['anchor']}) | {by['objective']['value']} | {_start(by.get('init'))} | {weights} | {c['length']} | "
+            + " | ".join(format_value(by[k]["value"]) if k in by else "–" for k in SUMMARY_KEYS)
             + f" | {n_dev or ''} |"
         )
     seen = set()
@@ -298,15 +300,16 @@ def recipe_markdown(recipe: dict) -> str:
             f"Seeds: {', '.join(seeds)}. Official recipe compared: "
             + (f"`{c['official_recipe']}`." if c["official_recipe"] else "none (the official code has no recipe for this train set and backbone)."),
             "",
-            "| key | value | set by | file | source | official | |",
-            "|---|---|---|---|---|---|---|",
+            *recipe_table([r for r in c["rows"] if r["key"] != "seed"]),
         ]
-        for r in c["rows"]:
-            if r["key"] == "seed":
-                continue
-            official = "–" if r["official"] is None else f"{_v(r['official'])} ({_md(r['official_source'])})"
-            lines.append(
-                f"| {r['key']} | {_md(_v(r['value']))} | `{r['set_by']}` | {_md(r['file'])} | {_md(r['source']) or '**no source**'} | "
-                f"{official} | {r['deviates']} |"
-            )
     return "\n".join(lines) + "\n"
+
+
+def recipe_table(rows: list[dict]) -> list[str]:
+    """The Markdown table of a cell's ledger rows (:func:`cell_ledger`): RECIPE.md's and each model card's."""
+    lines = ["| key | value | set by | file | source | official | |", "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        official = "–" if r["official"] is None else f"{md_cell(format_value(r['official']))} ({md_cell(r['official_source'])})"
+        lines.append(f"| {r['key']} | {md_cell(format_value(r['value']))} | `{r['set_by']}` | {md_cell(r['file'])} | "
+                     f"{md_cell(r['source']) or '**no source**'} | {official} | {r['deviates']} |")
+    return lines

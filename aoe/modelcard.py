@@ -37,6 +37,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from aoe.ledger import ConfigFiles, cell_ledger, format_value, md_cell, recipe_table, training_length
 from aoe.workflow import ConfigError, Cell, parse_run, results_path, run_cells, suite_file, table_rows, enabled_tables
 
 __all__ = ["CardError", "CardPlanner", "card_path", "cell_repo_id", "check_card_config", "push_repo_id", "render_card", "write_card", "main"]
@@ -142,7 +143,7 @@ class CardPlanner:
         """Cell -> every table row that shows it: table, kind, label, evaluation pooling, train sets, paper refs."""
         if self._rows is None:
             from aoe.table_kinds import table_kind
-            from aoe.tables import _label, _row_paper_refs
+            from aoe.tables import row_label, row_paper_refs
 
             self._rows = {}
             for table, spec in enabled_tables(self.config).items():
@@ -151,10 +152,10 @@ class CardPlanner:
                     continue
                 rows = table_rows(self.config, table)
                 dicts = [r.as_dict() for r in rows]
-                refs = _row_paper_refs(spec, dicts)
-                repros = _row_paper_refs(spec, dicts, "reproduction")
+                refs = row_paper_refs(spec, dicts)
+                repros = row_paper_refs(spec, dicts, "reproduction")
                 for row, d, ref, repro in zip(rows, dicts, refs, repros):
-                    entry = {"table": table, "kind": kind.name, "suite": kind.suite, "label": _label(d),
+                    entry = {"table": table, "kind": kind.name, "suite": kind.suite, "label": row_label(d),
                              "eval_pooling": row.eval_pooling, "trainsets": list(row.trainsets), "paper": ref, "reproduction": repro}
                     for cell in row.cells:
                         self._rows.setdefault(cell, []).append(entry)
@@ -176,11 +177,10 @@ class CardPlanner:
         return out
 
     def _ledger(self, cell: Cell) -> tuple[str | None, list[dict], str]:
-        from aoe.ledger import _Files, cell_ledger, training_length
         from aoe.workflow import train_params
 
         if self._files is None:
-            self._files = _Files([Path(p) for p in self.configfiles])
+            self._files = ConfigFiles([Path(p) for p in self.configfiles])
         name, rows = cell_ledger(self.config, cell, self._files)
         params = train_params(self.config, cell.backbone, cell.objective, cell.trainset, cell.seed)
         return name, rows, training_length(self.config, cell, params)
@@ -248,18 +248,6 @@ def _fmt(v: Any, digits: int = 2) -> str:
     return "–" if v is None else f"{v:.{digits}f}"
 
 
-def _md(text: Any) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
-
-
-def _value(v: Any) -> str:
-    if v is None:
-        return "–"
-    if isinstance(v, float):
-        return f"{v:g}"
-    if isinstance(v, (list, dict)):
-        return json.dumps(v)
-    return str(v)
 
 
 def _read_results(plan: dict, allow_missing: bool, root: Path) -> tuple[list[dict], list[str]]:
@@ -383,15 +371,10 @@ def _recipe_md(plan: dict) -> list[str]:
     ]
     if deviates:
         lines.append(f"- ⚠ {len(deviates)} value(s) differ from the official recipe: "
-                     + "; ".join(f"{r['key']} {_value(r['value'])} (official {_value(r['official'])})" for r in deviates))
+                     + "; ".join(f"{r['key']} {format_value(r['value'])} (official {format_value(r['official'])})" for r in deviates))
     else:
         lines.append("- No value differs from the official recipe" + ("." if rec["official_recipe"] else " (none to compare with)."))
-    lines += ["", "| key | value | set by | file | source | official | |", "|---|---|---|---|---|---|---|"]
-    for r in rows:
-        official = "–" if r["official"] is None else f"{_md(_value(r['official']))} ({_md(r['official_source'])})"
-        lines.append(f"| {r['key']} | {_md(_value(r['value']))} | `{r['set_by']}` | {_md(r['file'])} | "
-                     f"{_md(r['source']) or '**no source**'} | {official} | {r['deviates']} |")
-    return lines
+    return lines + ["", *recipe_table(rows)]
 
 
 def _results_md(plan: dict, read: list[dict], missing: list[str], numbers_file) -> list[str]:
@@ -425,7 +408,7 @@ def _results_md(plan: dict, read: list[dict], missing: list[str], numbers_file) 
         header = ["", "this model"]
         for _, _, _, name in refs:
             header += [name, "Δ"]
-        lines += ["| " + " | ".join(_md(h) for h in header) + " |", "|" + "---|" * len(header)]
+        lines += ["| " + " | ".join(md_cell(h) for h in header) + " |", "|" + "---|" * len(header)]
         for col in cols:
             ours = r["values"][col]
             cells = [col, _fmt(ours)]

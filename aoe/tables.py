@@ -192,7 +192,7 @@ def load_train_times(paths: list[str | Path]) -> pd.DataFrame:
 # Paper numbers.
 
 
-def _numbers(numbers_file: str | Path | None) -> dict:
+def load_paper_numbers(numbers_file: str | Path | None) -> dict:
     """The parsed numbers file; callers only read it (one parse per distinct text: a table looks up
     every row's reference in it)."""
     text = (
@@ -219,7 +219,7 @@ def paper_reference(
     ``columns`` (default: the STS tasks and avg) ignoring case and punctuation
     (``STS-B`` = ``STSB``); an entry's own ``std`` number is the std of its ``avg``.
     """
-    numbers = _numbers(numbers_file)
+    numbers = load_paper_numbers(numbers_file)
     parts = ref.split("/")
     entry = numbers.get(parts[0])
     if not isinstance(entry, dict) or len(parts) < 2:
@@ -366,7 +366,7 @@ def spec_rows(spec: dict) -> list[dict]:
     return out
 
 
-def _row_paper_refs(spec: dict, rows: list[dict], key: str = "paper") -> list[str | None]:
+def row_paper_refs(spec: dict, rows: list[dict], key: str = "paper") -> list[str | None]:
     """The ``key`` reference (``paper`` or ``reproduction``) of each row: its own (explicit rows,
     same order), else the table's mapping ``{backbone: {objective: ref}}``."""
     explicit = spec.get("rows") or []
@@ -402,7 +402,7 @@ def _paper_group(ref: str, numbers_file: str | Path | None) -> str:
     """The group a paper row is printed under (AoE Table 1: the backbone, e.g. LLaMA2-7B), as the
     entry's ``group_labels`` names it; '' for a row of a flat table."""
     parts = ref.split("/")
-    entry = _numbers(numbers_file).get(parts[0])
+    entry = load_paper_numbers(numbers_file).get(parts[0])
     if not isinstance(entry, dict) or len(parts) < 3:
         return ""
     group = parts[1]
@@ -433,7 +433,7 @@ def _tell_apart(table: Table, numbers_file: str | Path | None) -> None:
                 row.paper_label = row.label
 
 
-def _label(row: dict) -> str:
+def row_label(row: dict) -> str:
     if row.get("label"):
         return row["label"]
     name = OBJECTIVE_LABELS.get(row["objective"], row["objective"])
@@ -469,12 +469,12 @@ def build_table(
     columns = kind_columns(kind, spec, results)
     col_keys = [c.key for c in columns]
     rows = rows if rows is not None else spec_rows(spec)
-    refs = _row_paper_refs(spec, rows)
-    repro_refs = _row_paper_refs(spec, rows, "reproduction")
+    refs = row_paper_refs(spec, rows)
+    repro_refs = row_paper_refs(spec, rows, "reproduction")
     table = Table(name, kind, spec.get("caption", ""), columns, [], [])
     for row_spec, ref, repro_ref in zip(rows, refs, repro_refs):
         row = Row(
-            label=_label(row_spec),
+            label=row_label(row_spec),
             backbone=row_spec["backbone"],
             objective=row_spec["objective"],
             trainsets=list(row_spec.get("trainsets") or []),

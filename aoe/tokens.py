@@ -103,9 +103,9 @@ def _refuse_past_positions(table: Path, model_dir: Path, ids: list[list[int]], m
     """
     if not (model_dir / "config.json").is_file():
         return
-    from aoe.embed import _position_limit  # config.json's positions, lowered by the tokenizer's model_max_length
+    from aoe.embed import position_limit  # config.json's positions, lowered by the tokenizer's model_max_length
 
-    limit = _position_limit(model_dir)
+    limit = position_limit(model_dir)
     if limit is None or max_length <= limit[0]:
         return
     over = sum(len(x) > limit[0] for x in ids)

@@ -214,7 +214,7 @@ def _gradient_norm(accelerator, module: torch.nn.Module) -> torch.Tensor | None:
     return accelerator.clip_grad_norm_(module.parameters(), float("inf"))  # sharded gradients: accelerate's norm, no clipping
 
 
-class _Collator:
+class Collator:
     """Rows of the token cache -> padded (B, K, T) ids and mask, (B,) labels, (B, K) text ids."""
 
     def __init__(self, tokenizer, cfg: TrainConfig, objective):
@@ -405,7 +405,7 @@ class _Run:
     objective: Objective
     data: object  # the token cache (a datasets.Dataset)
     lengths: list[int] | None  # text lengths for length-grouped batches
-    collate: _Collator
+    collate: Collator
     module: torch.nn.Module  # the prepared (DDP-wrapped) _Trainee
     head: torch.nn.Module | None
     optimizer: torch.optim.Optimizer
@@ -564,7 +564,7 @@ def _build(cfg: TrainConfig, objective: Objective, cache_dir, table, backbone_di
     return _Run(
         cfg=cfg, finetuning=finetuning, accelerator=accelerator, tokenizer=tokenizer, objective=objective, data=data,
         lengths=[len(x) for x in data["input_ids_1"]] if cfg.length_grouped else None,
-        collate=_Collator(tokenizer, cfg, objective), module=module, head=accelerator.unwrap_model(module).head,
+        collate=Collator(tokenizer, cfg, objective), module=module, head=accelerator.unwrap_model(module).head,
         optimizer=optimizer, scheduler=scheduler, total_steps=total_steps, micro=micro, local=micro // n_proc,
         selection=selection,
     )

@@ -86,9 +86,9 @@ def planned_cells(targets: list[str], configfiles: list[str]) -> tuple[list[Cell
 
 
 def estimate(config: dict, trained: list[Cell], evaluated: list[Cell], engine_over_bare: float) -> dict:
-    from aoe.tables import _numbers
+    from aoe.tables import load_paper_numbers
 
-    paper = _numbers(None)["acl2024_training_time"]["rows"]
+    paper = load_paper_numbers(None)["acl2024_training_time"]["rows"]
     per_backbone: dict[str, dict] = defaultdict(lambda: {"trainings": 0, "train_gpu_h": 0.0, "evaluations": 0, "eval_gpu_h": 0.0})
     for cell in trained:
         p = train_params(config, cell.backbone, cell.objective, cell.trainset, cell.seed)

@@ -10,7 +10,7 @@ linear warm-up, gradient clipping at 1.0, seed 1, fp32, ``--threads`` torch thre
   accelerate, collation in the loop, logging every 10 steps); pairs/s from its run summary
   (the training loop's wall time, model loading and saving excluded);
 * ``bare``: the same padded batches built before the clock starts (the engine's own
-  ``epoch_batches`` order and ``_Collator``), then only ``embed`` -> objective -> backward ->
+  ``epoch_batches`` order and ``Collator``), then only ``embed`` -> objective -> backward ->
   clip -> AdamW -> scheduler; ``--bare-adam`` picks the AdamW implementation (``fused``, the
   fastest on CPU and the default; ``single`` is torch's per-tensor loop, the engine's choice
   before issue 13) and ``--bare-clip`` the clipping (``foreach`` or ``default``); its forward is
@@ -79,7 +79,7 @@ def worker_bare(args) -> dict:
     from aoe.losses import get_objective
     from aoe.models import embed_bucketed, ensure_pad_token, length_buckets
     from aoe.tokens import load_token_cache
-    from aoe.train import _Collator, epoch_batches, num_warmup_steps
+    from aoe.train import Collator, epoch_batches, num_warmup_steps
 
     torch.set_num_threads(args.threads)
     cfg = _config(args)
@@ -90,7 +90,7 @@ def worker_bare(args) -> dict:
     set_seed(cfg.seed)  # as the engine: before the model is built
     tokenizer = ensure_pad_token(AutoTokenizer.from_pretrained(bb))
     data = load_token_cache(cache, table, bb, cfg.max_length)
-    collate = _Collator(tokenizer, cfg, objective)
+    collate = Collator(tokenizer, cfg, objective)
     model = AutoModel.from_pretrained(bb)
     # the same parameter groups as the engine (weight decay 0 here, so they only matter for identity)
     no_decay = ("bias", "LayerNorm.weight", "layer_norm", "norm.weight")

@@ -221,7 +221,7 @@ def prepare(args) -> dict:
     from aoe.models import ensure_pad_token
     from aoe.tokens import load_token_cache
     from aoe.losses import get_objective
-    from aoe.train import _Collator
+    from aoe.train import Collator
 
     table = C.stsb_table("train", args.mirror)
     cache = C.token_cache(table, 64)
@@ -242,7 +242,7 @@ def prepare(args) -> dict:
     bb = C.backbone_dir()
     tokenizer = ensure_pad_token(AutoTokenizer.from_pretrained(bb))
     data = load_token_cache(cache, table, bb, 64)
-    collate = _Collator(tokenizer, cfg, get_objective(cfg.objective, cfg.objective_overrides, format=cfg.format))
+    collate = Collator(tokenizer, cfg, get_objective(cfg.objective, cfg.objective_overrides, format=cfg.format))
     h = hashlib.sha256()
     padded, real = 0, 0
     batches = []

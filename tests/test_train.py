@@ -89,7 +89,7 @@ def runs(data, tmp_path_factory) -> dict:
         batches: list = []
         collated: list = []
 
-        class RecordingCollator(aoe.train._Collator):
+        class RecordingCollator(aoe.train.Collator):
             def __call__(self, rows, _seen=collated):
                 _seen.append(super().__call__(rows))
                 return _seen[-1]
@@ -100,7 +100,7 @@ def runs(data, tmp_path_factory) -> dict:
                 "get_objective",
                 lambda n, o=None, format=None: _Recording(**{**asdict(get_objective(n, o, format=format)), "batches": batches}),
             )
-            mp.setattr(aoe.train, "_Collator", RecordingCollator)
+            mp.setattr(aoe.train, "Collator", RecordingCollator)
             summary = _run(data, root / name / "seed", seed=seed)
         out[name] = (root / name / "seed", summary, batches, collated)
     return out

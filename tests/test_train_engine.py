@@ -129,7 +129,7 @@ def _first_steps_by_hand(setup, halves: int, steps: int, objective: str = "aoe",
 
     from aoe.losses import get_objective
     from aoe.tokens import load_token_cache
-    from aoe.train import TrainConfig, _adamw, _Collator, _Trainee, epoch_batches
+    from aoe.train import TrainConfig, _adamw, Collator, _Trainee, epoch_batches
 
     bb, cache = setup[0.0]
     table = setup["table"]
@@ -138,7 +138,7 @@ def _first_steps_by_hand(setup, halves: int, steps: int, objective: str = "aoe",
     cfg = TrainConfig(objective=objective, format=format, pooling="cls", seed=0, batch_size=8, max_length=16,
                       score_range=(0.0, 5.0))
     obj = get_objective(objective, format=format)
-    collate = _Collator(AutoTokenizer.from_pretrained(bb), cfg, obj)
+    collate = Collator(AutoTokenizer.from_pretrained(bb), cfg, obj)
     data = load_token_cache(cache, table, bb, 16, None)
     set_seed(0)  # as the run seeds before it builds the model: the same initial head
     encoder = AutoModel.from_pretrained(bb)

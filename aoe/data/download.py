@@ -29,7 +29,7 @@ class _TransientError(Exception):
     """An attempt failed in a way another attempt may not (5xx, dropped connection, ...)."""
 
 
-def _offline_var() -> str | None:
+def offline_var() -> str | None:
     """Name of the environment variable that disables downloads, if one is set."""
     for name in _OFFLINE_VARS:
         if os.environ.get(name, "").strip().lower() in {"1", "true", "yes", "on"}:
@@ -107,7 +107,7 @@ def download_file(
     dest = Path(dest)
     if dest.is_file() and (sha256 is None or sha256_file(dest) == sha256.lower()):
         return dest
-    offline = _offline_var()
+    offline = offline_var()
     if offline:
         raise DataError(f"downloads are disabled ({offline} is set); cannot fetch {url} to {dest}")
     dest.parent.mkdir(parents=True, exist_ok=True)

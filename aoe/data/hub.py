@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from aoe.data.download import _offline_var
+from aoe.data.download import offline_var
 from aoe.data.io import DataError, sha256_file
 from aoe.fsutil import atomic_dir
 
@@ -29,7 +29,7 @@ def fetch_hub_dataset(repo_id: str, revision: str, out_dir: str | Path, subdir: 
     The revision is resolved to a commit first so every file comes from one commit.
     Returns the record written to ``out_dir/source.json``.
     """
-    offline = _offline_var()
+    offline = offline_var()
     if offline:
         raise DataError(f"downloads are disabled ({offline} is set); cannot fetch dataset {repo_id}@{revision}")
     from huggingface_hub import HfApi, snapshot_download

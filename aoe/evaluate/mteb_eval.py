@@ -509,7 +509,7 @@ def run_mteb_evaluation(
     import mteb
     import sklearn
 
-    from aoe.evaluate.run import _finish
+    from aoe.evaluate.run import finish_result
     from aoe.progress import progress
 
     start = time.perf_counter()
@@ -631,4 +631,4 @@ def run_mteb_evaluation(
         failed = Path(str(out) + ".failed.json")
         write_json_atomic(result, failed)
         raise MtebEvalError(f"MTEB: {len(errors)} task(s) failed: {sorted(errors)} (partial result: {failed}); first: {next(iter(errors.values()))}")
-    return _finish(result, model_dir, cell, wrapper.encoder, wrapper.cache, max_length, start, out)
+    return finish_result(result, model_dir, cell, wrapper.encoder, wrapper.cache, max_length, start, out)

@@ -92,7 +92,7 @@ def run_sts_evaluation(
             "pairs": {t: int(len(df)) for t, df in task_tables.items()},
         }
     result["data"] = {d: {"table_sha256": m["table_sha256"], "rows": m["rows"]} for d, (_, m) in by_dataset.items()}
-    return _finish(result, model_dir, cell, encoder, cache, max_length, start, out)
+    return finish_result(result, model_dir, cell, encoder, cache, max_length, start, out)
 
 
 def run_indomain_evaluation(
@@ -142,7 +142,7 @@ def run_indomain_evaluation(
         "data": {meta["dataset"]: {"table_sha256": meta["table_sha256"], "rows": meta["rows"], "split": meta["split"]}},
         "embedding": {"unique_sentences": int(len(unique)), "sentences_in_tasks": int(2 * len(pairs))},
     }
-    return _finish(result, model_dir, cell, encoder, cache, max_length, start, out)
+    return finish_result(result, model_dir, cell, encoder, cache, max_length, start, out)
 
 
 def official_eval_batch_size(pooling: str, mode: str = "test") -> int:
@@ -229,7 +229,7 @@ def _run_senteval_suite(suite, model_dir, downstream, out, tasks, mode, pooling,
         "batch_size": senteval_batch or batch_size,
     }
     result["data"] = {"root": str(downstream)}
-    return _finish(result, model_dir, cell, encoder, None, max_length, start, out)
+    return finish_result(result, model_dir, cell, encoder, None, max_length, start, out)
 
 
 def _model_record(model_dir, cell) -> dict:
@@ -247,7 +247,7 @@ def _model_record(model_dir, cell) -> dict:
     return out
 
 
-def _finish(result: dict, model_dir, cell, encoder, cache, max_length: int, start: float, out) -> dict:
+def finish_result(result: dict, model_dir, cell, encoder, cache, max_length: int, start: float, out) -> dict:
     """Add what every result records (model, embedding settings, versions, device, job, time) and write it."""
     result["protocol"] = {
         **result["protocol"], "pooling": encoder.pooling, "prompt": encoder.prompt, "eval_text": encoder.eval_text, "max_length": max_length,
@@ -286,7 +286,7 @@ def run_retrieval_evaluation(
     encoder, encode, cache = cached_encoder(model_dir, pooling, batch_size, max_length, cache_root, device, prompt=prompt)
     result = flickr_strict_accuracy(encode, pd.read_parquet(table))
     result["data"] = {"dataset": meta["dataset"], "split": meta["split"], "tables": meta["tables"]}
-    return _finish(result, model_dir, cell, encoder, cache, max_length, start, out)
+    return finish_result(result, model_dir, cell, encoder, cache, max_length, start, out)
 
 
 def run_transfer_evaluation(
@@ -349,7 +349,7 @@ def run_transfer_evaluation(
         "root": str(root),
         "files": {rel: sha256_file(root / rel) for t in wanted for rel in data[t].files},
     }
-    return _finish(result, model_dir, cell, encoder, cache, max_length, start, out)
+    return finish_result(result, model_dir, cell, encoder, cache, max_length, start, out)
 
 
 def run_nli_probe(
@@ -379,4 +379,4 @@ def run_nli_probe(
     result["protocol"]["split_protocol"] = protocol
     result["protocol"]["max_rows"] = max_rows
     result["data"] = {str(t): sha256_file(t) for t in tables}
-    return _finish(result, model_dir, cell, encoder, cache, max_length, start, out)
+    return finish_result(result, model_dir, cell, encoder, cache, max_length, start, out)

@@ -43,7 +43,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import requests
 
-from aoe.data.download import _offline_var
+from aoe.data.download import offline_var
 from aoe.data.io import DataError
 from aoe.jsonio import write_json_atomic
 
@@ -306,7 +306,7 @@ class GitHubClient:
         rel = self._relative(url)
         key = f"{self._root}\n{rel}\nAccept: {accept}"
         entry = self._read_cache(key)
-        offline = _offline_var()
+        offline = offline_var()
         if entry is not None:
             fresh = (
                 offline is not None
