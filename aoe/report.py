@@ -2,7 +2,7 @@
 
 One section per table (``aoe.tables.to_json`` output): for each of our rows and each
 column, our mean ± std and seed count, the paper's number ± its std, Δ = ours − paper,
-and a flag ``⚠`` from :data:`FLAG_RULE` (:func:`flag`: two means where ours are reruns of one seed, the
+and a flag ``⚠`` from :data:`aoe.stats.FLAG_RULE` (:func:`aoe.stats.flag`: two means where ours are reruns of one seed, the
 paper's protocol; one run's prediction interval where ours are different seeds); where
 none of our rows is one of the paper's, why (a preset on another backbone); each trained row's gain
 over its backbone as downloaded, and the order of a backbone's objectives beside the paper's order of
@@ -21,81 +21,22 @@ from __future__ import annotations
 
 import fnmatch
 import json
-import math
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
-from scipy import stats
 
 from aoe.hparams import recipe_anchor
 from aoe.jsonio import finite_or_none
+from aoe.ledger import md_cell
+from aoe.stats import FLAG, FLAG_RULE, FLAG_TEST, ONE_SEED, SPREAD_RERUNS, SPREAD_SEEDS, flag_bound, flag_of, spread_of
 from aoe.table_kinds import table_kind
-from aoe.tables import OBJECTIVE_LABELS, and_join, no_delta_reason, paper_reference
+from aoe.tables import OBJECTIVE_LABELS, and_join, no_delta_reason, paper_digits, paper_reference
 from aoe.workflow import PRETRAINED, RELEASED
 
-__all__ = ["CLAIMS", "FLAG", "FLAG_RULE", "FLAG_TEST", "ONE_SEED", "PAPER_RUNS", "SPREAD_RERUNS", "SPREAD_SEEDS", "build_report",
-           "claims_section", "figure_section", "flag", "flag_bound", "git_commit", "spread_of", "table_section", "table_sources"]
-
-FLAG = "⚠"
-ONE_SEED = "one seed: no test"  # n < 2: no spread of ours to test against
-FLAG_TEST = "95% interval"
-PAPER_RUNS = 5  # AoE §4 (aoe-acl2024.txt l.162): every number the mean of five runs
-# Why two tests. A paper's number is the mean of five runs with seed 42 (AoE §4, l.162 and l.182), its
-# ± the spread of those reruns (GPU nondeterminism, ±0.04-0.15), while different seeds spread far more
-# (AoE Table 4: ±0.10 fixed vs ±1.42 different seeds). Where ours follow that protocol (reruns of one
-# seed, the grid), the two means are compared, each with its own run-to-run spread: a flag says the
-# means differ beyond run-to-run noise, which a different software stack drawing seed 42 differently
-# also does (up to the seed spread; AoE Table 4's different-seeds row measures ours). Where ours are
-# different seeds (the CPU presets, presets/seeds-42-46.yaml), the paper's number is compared with where
-# ONE run drawn from our seeds would fall, widened by the paper's run-to-run std.
-SPREAD_RERUNS = "reruns of one seed"
-SPREAD_SEEDS = "different seeds"
-FLAG_RULE = (
-    f"{FLAG} where |Δ| > Bound; over {SPREAD_RERUNS} (the paper's protocol), the two means: Bound = t(0.975, n−1) · √(s²/n + s_p²/{PAPER_RUNS}); "
-    f"over {SPREAD_SEEDS}, one run's prediction interval: Bound = t(0.975, n−1) · √(s²·(1 + 1/n) + s_p²); "
-    "s = our sample std over our n runs, s_p = the paper's std (0 where it prints none); "
-    f"'{ONE_SEED}' where n < 2"
-)
-
-
-def spread_of(runs) -> str:
-    """:data:`SPREAD_RERUNS` when the runs (names "42", "42-rerun1", ...) are trainings of one seed, else
-    :data:`SPREAD_SEEDS`."""
-    from aoe.workflow import parse_run
-
-    seeds = {parse_run(r)[0] for r in runs}
-    return SPREAD_RERUNS if len(seeds) == 1 and len(list(runs)) > 1 else SPREAD_SEEDS
-
-
-def flag_bound(std: float | None, n: int, paper_std: float | None, spread: str = SPREAD_SEEDS) -> float | None:
-    """Half-width of the 95% interval of :data:`FLAG_RULE` for our n runs of the given spread, with the
-    paper's std; None with fewer than 2 runs (no spread)."""
-    std = finite_or_none(std)
-    if n < 2 or std is None:
-        return None
-    paper_std = finite_or_none(paper_std) or 0.0
-    t = float(stats.t.ppf(0.975, n - 1))
-    if spread == SPREAD_RERUNS:
-        return t * math.sqrt(std**2 / n + paper_std**2 / PAPER_RUNS)
-    return t * math.sqrt(std**2 * (1 + 1 / n) + paper_std**2)
-
-
-def flag(delta: float | None, std: float | None, n: int, paper_std: float | None, spread: str = SPREAD_SEEDS) -> str:
-    """:data:`FLAG_RULE`: ``⚠`` where |Δ| > :func:`flag_bound`; :data:`ONE_SEED` with fewer than 2 runs
-    (never a flag on the paper's fixed-seed std alone); '' otherwise or without Δ."""
-    return _flag_of(finite_or_none(delta), flag_bound(std, n, paper_std, spread))
-
-
-def _flag_of(delta: float | None, bound: float | None) -> str:
-    if delta is None:
-        return ""
-    if bound is None:
-        return ONE_SEED
-    return FLAG if abs(delta) > bound else ""
-
+__all__ = ["CLAIMS", "build_report", "claims_section", "figure_section", "git_commit", "table_section", "table_sources"]
 
 def _cell_trainset(row: dict, key: str) -> str | None:
     """The train set of a row's cell under column ``key``: the row's only one, else (in-domain tables,
@@ -144,11 +85,7 @@ def _fmt(x: float | None, digits: int = 2) -> str:
 def _fmt_paper(x: float | None, digits: int = 2) -> str:
     """A paper's number with at least as many decimals as the paper printed (61.646 stays 61.646)."""
     x = finite_or_none(x)
-    if x is None:
-        return "–"
-    text = repr(float(x))
-    decimals = 0 if "e" in text or text.endswith(".0") else len(text.split(".")[1])
-    return f"{x:.{max(digits, min(decimals, 4))}f}"
+    return "–" if x is None else f"{x:.{paper_digits(x, digits)}f}"
 
 
 def _paper_cell(value: float | None, std: float | None, digits: int) -> str:
@@ -158,10 +95,6 @@ def _paper_cell(value: float | None, std: float | None, digits: int) -> str:
 # a table's counts: numbers of ours, compared with the paper (Δ), flagged, compared but untested (one seed),
 # compared where the paper prints no std (tested with s_p = 0), paper numbers listed
 _COUNTS = ("ours", "compared", "flagged", "one_seed", "no_std", "paper")
-
-
-def _md(text: Any) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
 
 
 def table_section(table: dict, sources: list[str] | None = None) -> tuple[str, dict[str, int]]:
@@ -197,7 +130,7 @@ def table_section(table: dict, sources: list[str] | None = None) -> tuple[str, d
             runs = list((row.get("values") or {}).get(key) or {})
             spread = spread_of(runs)
             bound = flag_bound(std, n, p_std, spread) if delta is not None else None
-            f = _flag_of(delta, bound)
+            f = flag_of(delta, bound)
             if delta is not None:
                 counts["compared"] += 1
                 counts["flagged"] += f == FLAG
@@ -205,14 +138,14 @@ def table_section(table: dict, sources: list[str] | None = None) -> tuple[str, d
                 counts["no_std"] += p_std is None
             ours = _fmt(mean, digits) + (f" ± {_fmt(std, digits)}" if std is not None else "")
             paper_text = _paper_cell(paper, p_std, digits)
-            row_cell = _md(label)
+            row_cell = md_cell(label)
             trainset = _cell_trainset(row, key)
             if trainset:
                 text = row_cell.replace("[", "\\[").replace("]", "\\]")
                 row_cell = f"[{text}](RECIPE.md#{recipe_anchor(row['backbone'], row['objective'], trainset)})"
             runs_text = f"{n} ({spread})" if n > 1 else str(n)
             body.append(
-                f"| {row_cell} | {_md(headers.get(key, key))} | {ours} | {runs_text} | {paper_text} | "
+                f"| {row_cell} | {md_cell(headers.get(key, key))} | {ours} | {runs_text} | {paper_text} | "
                 f"{'–' if delta is None else f'{delta:+.{digits}f}'} | {_fmt(bound, digits)} | {f} |"
             )
     if body:
@@ -236,9 +169,9 @@ def table_section(table: dict, sources: list[str] | None = None) -> tuple[str, d
             mean, std = finite_or_none(row["mean"].get(key)), finite_or_none(row["std"].get(key))
             delta = finite_or_none((row.get("reproduction_delta") or {}).get(key))
             repro_body.append(
-                f"| {_md(row['backbone'] + ' ' + row['label'])} | {_md(headers.get(key, key))} | "
+                f"| {md_cell(row['backbone'] + ' ' + row['label'])} | {md_cell(headers.get(key, key))} | "
                 f"{_fmt(mean, digits) + (f' ± {_fmt(std, digits)}' if std is not None else '')} | "
-                f"{_paper_cell(repro, None, digits)} | {'–' if delta is None else f'{delta:+.{digits}f}'} | {_md(row['reproduction_label'])} |"
+                f"{_paper_cell(repro, None, digits)} | {'–' if delta is None else f'{delta:+.{digits}f}'} | {md_cell(row['reproduction_label'])} |"
             )
     if repro_body:
         lines += [
@@ -265,13 +198,13 @@ def table_section(table: dict, sources: list[str] | None = None) -> tuple[str, d
             counts["paper"] += paper is not None
             cells.append(_paper_cell(paper, finite_or_none((r.get("paper_std") or {}).get(key)), kind.digits(key)))
         if any(c != "–" for c in cells):
-            ref_body.append(f"| {_md(r['label'])} | " + " | ".join(cells) + " |")
+            ref_body.append(f"| {md_cell(r['label'])} | " + " | ".join(cells) + " |")
     if ref_body:
         lines += [
             "",
             "Paper rows with no counterpart among ours (context only):",
             "",
-            "| Paper row | " + " | ".join(_md(c["header"]) for c in table["columns"]) + " |",
+            "| Paper row | " + " | ".join(md_cell(c["header"]) for c in table["columns"]) + " |",
             "|---" * (len(table["columns"]) + 1) + "|",
             *ref_body,
         ]
@@ -283,9 +216,9 @@ def table_section(table: dict, sources: list[str] | None = None) -> tuple[str, d
             sig = ""
             if t.get("p") is not None:
                 sig = " (p < 0.05)" if t["p"] < 0.05 else " (not significant at 5%)"
-            lines.append(f"- {_md(t['backbone'])}: {_md(t['treatment'])} vs {_md(t['baseline'])}, {_md(col)}: {_md(t['text'])}{sig}")
+            lines.append(f"- {md_cell(t['backbone'])}: {md_cell(t['treatment'])} vs {md_cell(t['baseline'])}, {md_cell(col)}: {md_cell(t['text'])}{sig}")
     if table.get("missing"):
-        lines += ["", f"Missing cells ({len(table['missing'])}, printed as –): " + "; ".join(_md(m) for m in table["missing"]) + "."]
+        lines += ["", f"Missing cells ({len(table['missing'])}, printed as –): " + "; ".join(md_cell(m) for m in table["missing"]) + "."]
     lines.append("")
     return "\n".join(lines), counts
 
@@ -311,7 +244,7 @@ def _why_no_delta(table: dict, counts: dict[str, int]) -> tuple[str, str] | None
         return None  # "No result of ours yet." says it
     matched = [r for r in ours if r.get("paper")]
     if matched:
-        names = ", ".join(_md(f"{r['backbone']} {r['label']}") for r in matched)
+        names = ", ".join(md_cell(f"{r['backbone']} {r['label']}") for r in matched)
         return "missing", f"Our rows with a paper row ({names}) have no result in its columns yet, so no Δ."
     backbones = [r["backbone"] for r in ours if _has_result(r)]
     paper = [r.get("paper_backbone") or "" for r in table["rows"] if r.get("reference")]
@@ -361,11 +294,11 @@ def _gain_lines(table: dict, kind) -> list[str]:
             if r["objective"] in (PRETRAINED, RELEASED) or not _has_result(r):
                 continue
             name = f"{backbone}: {r['label']} − {base['label']}"
-            body.append(f"| {_md(name)} | " + " | ".join(diff(r["mean"], base["mean"], k) for k in keys) + " |")
+            body.append(f"| {md_cell(name)} | " + " | ".join(diff(r["mean"], base["mean"], k) for k in keys) + " |")
             found = [tests.get((backbone, r["label"], base["label"], k)) for k in keys]
             if any(found):
                 name = f"{backbone}: p, {r['label']} vs {base['label']}"
-                body.append(f"| {_md(name)} | " + " | ".join(_md(t["text"]) if t else "–" for t in found) + " |")
+                body.append(f"| {md_cell(name)} | " + " | ".join(md_cell(t["text"]) if t else "–" for t in found) + " |")
     # the paper's gain, where it prints a backbone as downloaded and a trained row of ours on it
     objectives = {r["objective"]: r["label"] for r in ours if r["objective"] not in (PRETRAINED, RELEASED)}
     for (p_backbone, objective), base in paper.items():
@@ -374,7 +307,7 @@ def _gain_lines(table: dict, kind) -> list[str]:
         for obj, label in objectives.items():
             if (p_backbone, obj) in paper:
                 name = f"paper, {p_backbone}: {label} − {OBJECTIVE_LABELS[PRETRAINED]}"
-                body.append(f"| {_md(name)} | " + " | ".join(diff(paper[(p_backbone, obj)], base, k) for k in keys) + " |")
+                body.append(f"| {md_cell(name)} | " + " | ".join(diff(paper[(p_backbone, obj)], base, k) for k in keys) + " |")
     if not body:
         return []
     return [
@@ -382,7 +315,7 @@ def _gain_lines(table: dict, kind) -> list[str]:
         "Gain over the backbone as downloaded (mean of ours − mean of the same backbone as downloaded; p: the paired "
         "t-test below; the check that holds on any backbone: does training beat the model it started from):",
         "",
-        "| Gain | " + " | ".join(_md(h) for h in headers) + " |",
+        "| Gain | " + " | ".join(md_cell(h) for h in headers) + " |",
         "|---" * (len(keys) + 1) + "|",
         *body,
     ]
@@ -432,19 +365,19 @@ def _ordering_lines(table: dict, kind) -> list[str]:
         if len(ours) < 2 or (len(trained) < 2 and not orders):
             continue
         sign = " < " if lower else " > "
-        text = sign.join(f"{_md(label)} {_fmt(v, digits)}" for label, v in ours)
+        text = sign.join(f"{md_cell(label)} {_fmt(v, digits)}" for label, v in ours)
         parts = []
         for p_backbone, order in orders:
             common = [label for label, _ in order]
             same = [label for label, _ in ours if label in common] == common
-            parts.append(f"the paper on {p_backbone}: " + sign.join(f"{_md(label)} {_fmt_paper(v, digits)}" for label, v in order)
+            parts.append(f"the paper on {p_backbone}: " + sign.join(f"{md_cell(label)} {_fmt_paper(v, digits)}" for label, v in order)
                          + (" (the same order)" if same else " (**another order**)"))
         if not parts:
             parts = ["the paper orders fewer than two of these on one backbone"]
-        out.append(f"- {_md(backbone)}{f' ({_md(section)})' if section else ''}: ours {text}; " + "; ".join(parts) + ".")
+        out.append(f"- {md_cell(backbone)}{f' ({md_cell(section)})' if section else ''}: ours {text}; " + "; ".join(parts) + ".")
     if not out:
         return []
-    return ["", f"Ordering by {_md(header)} ({'lower' if lower else 'higher'} is better), ours beside the paper's of the same rows:", "", *out]
+    return ["", f"Ordering by {md_cell(header)} ({'lower' if lower else 'higher'} is better), ours beside the paper's of the same rows:", "", *out]
 
 
 def _scalars(obj: Any, prefix: str = "", depth: int = 0, out: list | None = None, limit: int = 40) -> list[tuple[str, Any]]:
@@ -582,9 +515,9 @@ def quoted_section(files: list[str | Path] | None, numbers_file: str | Path | No
             else:
                 where = "/".join(path.parts[path.parts.index("figures"):]) if "figures" in path.parts else path.name
             model = _model_name(data[path], config)
-            where = f"`{where}`" + (f" ({_md(model)})" if model else "")
+            where = f"`{where}`" + (f" ({md_cell(model)})" if model else "")
             delta = NOT_COMPARABLE if not q.comparable else "–" if ours is None or paper is None else f"{ours - paper:+.2f}"
-            lines.append(f"| {_md(q.label)} | {where} | {_fmt(ours)} | {_fmt_paper(paper) if q.per is None else _fmt(paper)} | {delta} | {_md(label)} |")
+            lines.append(f"| {md_cell(q.label)} | {where} | {_fmt(ours)} | {_fmt_paper(paper) if q.per is None else _fmt(paper)} | {delta} | {md_cell(label)} |")
     if not lines:
         return ""
     return "\n".join([
@@ -670,7 +603,7 @@ def claims_section(tables: list[dict], numbers_file: str | Path | None = None) -
             ours = f"{_fmt(means[0], digits)} − {_fmt(means[1], digits)} = {gain:+.{digits}f}"
             delta = "–" if paper is None else f"{gain - paper:+.{digits}f}"
         label = f"{c.label} ({c.note})" if c.note else c.label
-        lines.append(f"| {_md(label)} | `{c.table}` {_md(c.backbone)} | {ours} | {_fmt_paper(paper, digits)} | {delta} | {_md(c.source)} |")
+        lines.append(f"| {md_cell(label)} | `{c.table}` {md_cell(c.backbone)} | {ours} | {_fmt_paper(paper, digits)} | {delta} | {md_cell(c.source)} |")
     if not lines:
         return ""
     return "\n".join([

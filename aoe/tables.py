@@ -37,6 +37,7 @@ import yaml
 
 from aoe.evaluate.sts import TASKS
 from aoe.jsonio import finite_or_none, json_safe
+from aoe.stats import paired_ttest
 from aoe.table_kinds import KINDS, Column, table_kind
 from aoe.workflow import NO_TRAINSET, PRETRAINED, parse_run, run_name
 
@@ -52,7 +53,6 @@ __all__ = [
     "load_results",
     "load_sts_results",
     "no_delta_reason",
-    "paired_ttest",
     "paper_digits",
     "paper_reference",
     "render_table",
@@ -550,20 +550,6 @@ def build_table(
 
 # ---------------------------------------------------------------------------
 # Paired t-tests.
-
-
-def paired_ttest(a: list[float], b: list[float]) -> tuple[float | None, float | None, str]:
-    """scipy.stats.ttest_rel(a, b): (p, t, note); p None when it is undefined (fewer than 2 pairs, constant differences)."""
-    from scipy import stats
-
-    n = len(a)
-    if n < 2:
-        return None, None, f"n/a ({n} seed{'s' if n != 1 else ''})"
-    diff = np.asarray(a, float) - np.asarray(b, float)
-    if np.allclose(diff, diff[0], rtol=0, atol=1e-12):
-        return None, None, "n/a (identical differences)" if diff[0] else "n/a (no difference)"
-    res = stats.ttest_rel(a, b)
-    return float(res.pvalue), float(res.statistic), ""
 
 
 def _pairs(t: Row, b: Row, col: str) -> tuple[list[float], list[float], list[int]]:

@@ -10,8 +10,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from aoe.report import (FLAG, FLAG_RULE, ONE_SEED, SPREAD_RERUNS, SPREAD_SEEDS, build_report, figure_section, flag, flag_bound,
-                        spread_of, table_sources)
+from aoe.report import build_report, figure_section, table_sources
+from aoe.stats import FLAG, FLAG_RULE, ONE_SEED, SPREAD_RERUNS, SPREAD_SEEDS, flag, flag_bound, spread_of
 from aoe.tables import build_table, to_json
 
 NUMBERS = """\

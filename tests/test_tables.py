@@ -17,12 +17,12 @@ import pytest
 from scipy import stats
 
 from aoe.evaluate.sts import TASKS
+from aoe.stats import paired_ttest
 from aoe.tables import (
     build_gis_table,
     build_table,
     load_results,
     load_sts_results,
-    paired_ttest,
     paper_digits,
     paper_reference,
     render_table,
