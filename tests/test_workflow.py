@@ -436,11 +436,14 @@ def test_readme_commands():
 
 
 def test_documented_table_files_are_tables():
-    """Every results/tables/<name>.tex a user is told about (README, SLURM profile, Snakefile) is a configured table."""
+    """Every results/tables/<name>.tex a user is told about (README, docs/, CHANGELOG, SLURM profile, Snakefile,
+    bench/README.md) is a configured table."""
     names = set(yaml.safe_load((REPO / "config.yaml").read_text())["tables"])
     for preset in (REPO / "presets").glob("*.yaml"):
         names |= set((yaml.safe_load(preset.read_text()) or {}).get("tables", {}))
-    for doc in ("README.md", "slurm/config.yaml", "Snakefile", "bench/README.md"):
+    docs = sorted(str(path.relative_to(REPO)) for path in (REPO / "docs").glob("*.md"))
+    assert docs, "no docs/*.md"
+    for doc in ("README.md", "CHANGELOG.md", *docs, "slurm/config.yaml", "Snakefile", "bench/README.md"):
         for name in re.findall(r"results/(?:[\w-]+/)?tables/(\w+)\.(?:tex|csv|md|json)", (REPO / doc).read_text()):
             assert name in names, f"{doc} names results/tables/{name}, which no table writes"
 
