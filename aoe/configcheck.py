@@ -16,7 +16,7 @@ defaults, which Snakemake would then fill in and so override everything):
 - ``llm_supervised.generators.<table>.generation``: keys and values of ``llm_supervised.generation``.
 
 It also holds every cross-key check the schema cannot express (:func:`check_config`), one
-function per concern, each raising ConfigError naming the key: objectives, runs, backbones,
+function per concern, each raising ConfigError naming the key: the build selection, objectives, runs, backbones,
 train sets, trained starts (init), batch sizes, analysis.saturation, table targets, tables, llm_supervised, evaluation.mteb and
 figures. :func:`complete_config` runs the schema and all of them once, at start-up
 (rules/common.smk, and :func:`load_config` for tools outside the workflow); the rules files
@@ -33,7 +33,7 @@ from typing import Iterable
 
 import yaml
 
-from aoe.hparams import NOT_SET, lookup, objective_base
+from aoe.hparams import NOT_SET, lookup, objective_base, read_yaml
 from aoe.pooling_names import OFFICIAL_POOLING_NAMES
 from aoe.table_kinds import table_kind
 from aoe.workflow import (
@@ -47,7 +47,8 @@ from aoe.workflow import (
     _spec_trainsets,
     _trained_reruns,
     _trained_seeds,
-    enabled_tables,
+    built_tables,
+    built_figures,
     pretrained_variants,
     released_checkpoints,
     run_cells,
@@ -60,6 +61,7 @@ __all__ = [
     "CHECKS",
     "check_backbones",
     "check_batch_sizes",
+    "check_build",
     "check_config",
     "check_figures",
     "check_inits",
@@ -152,6 +154,19 @@ def _set_in(path: tuple, configfiles: list, overrides: dict | None) -> str:
     return f" ({source})" if source else ""
 
 
+def _retired(key: tuple) -> str:
+    """What replaced a key the schema once had ("" for any other key): the ``enabled`` switches of a
+    table, the figures and the GIS analysis gave way to the build lists (issue 40)."""
+    if key[-1:] != ("enabled",):
+        return ""
+    parent = key[:-1]
+    if len(parent) == 2 and parent[0] == "tables":
+        lists = "tables"
+    else:
+        lists = {("figures",): "figures", ("figures", "training_curves"): "figures", ("analysis", "gis"): "analyses"}.get(parent)
+    return f"; the enabled switches gave way to build.{lists}: list what is built there" if lists else ""
+
+
 def _message(error, configfiles: list, overrides: dict | None = None) -> str:
     path = tuple(error.absolute_path)
     if error.validator == "additionalProperties" and isinstance(error.instance, dict):
@@ -162,7 +177,7 @@ def _message(error, configfiles: list, overrides: dict | None = None) -> str:
         valid = f"; valid keys: {', '.join(allowed)}" if allowed else ""
         if len(extra) > 1:
             return f"{_where(path)}: unknown keys {', '.join(extra)}{where}{valid}"
-        return f"{_where(key)}: unknown key{where}{valid}"
+        return f"{_where(key)}: unknown key{where}{valid}{_retired(key)}"
     return f"{_where(path)}: {error.message}{_set_in(path, configfiles, overrides)}"
 
 
@@ -204,7 +219,7 @@ def check_schema(
     """Raise ConfigError with one line if ``config`` breaks the schema, overrides included; the line
     names the file that set the bad key (``configfiles`` in merge order, :func:`key_source`) or
     --config (``overrides``: the command line's values)."""
-    schema = yaml.safe_load(Path(schema_path).read_text())
+    schema = read_yaml(schema_path)
     configfiles = list(configfiles)
     error = _first_error(_validator(schema), config)
     if error is not None:
@@ -232,6 +247,20 @@ _OVERRIDDEN = {
 
 
 # -- cross-key checks: what the schema cannot express, on a config that passed it -------------
+
+
+def check_build(config: dict, configfiles: Iterable[str | Path] = (), overrides: dict | None = None) -> None:
+    """``build.tables`` names tables that ``tables`` defines (the figures and analyses it may name are the
+    schema's enums). The message names the file that set the list (a preset replaces config.yaml's whole)."""
+    chosen = (config.get("build") or {}).get("tables")
+    unknown = [t for t in chosen or () if t not in config["tables"]]
+    if unknown:
+        where = _set_in(("build", "tables"), list(configfiles), overrides)
+        names = ", ".join(repr(t) for t in unknown)
+        raise ConfigError(
+            f"build.tables: {'no table' if len(unknown) == 1 else 'no tables'} {names} in tables{where}; "
+            f"defined: {', '.join(config['tables'])} (define it under tables, or drop it from build.tables)"
+        )
 
 
 def check_objectives(config: dict) -> None:
@@ -464,22 +493,23 @@ def check_saturation(config: dict) -> None:
 
 
 def check_table_targets(config: dict) -> None:
-    """Each enabled table's target rule (aoe.workflow.table_target) is its own and no workflow rule's."""
+    """Each built table's target rule (aoe.workflow.table_target) is its own and no workflow rule's."""
     targets: dict[str, str] = {}
-    for name in enabled_tables(config):
+    for name in built_tables(config):
         target = table_target(name)
         if target in targets:
-            raise ConfigError(f"tables.{name}: its target {target!r} is also the target of tables.{targets[target]}; disable one (enabled: false)")
+            raise ConfigError(f"tables.{name}: its target {target!r} is also the target of tables.{targets[target]}; "
+                              "build one of them (build.tables) or rename one")
         if target in RESERVED_TARGETS:
             raise ConfigError(f"tables.{name}: its target {target!r} is the name of a workflow rule; rename the table")
         targets[target] = name
 
 
 def check_tables(config: dict) -> None:
-    """Each enabled table (but gis_stats): known train sets (with an eval_split for an in-domain
+    """Each built table (but gis_stats): known train sets (with an eval_split for an in-domain
     table) and at least one row, each row a model the runs train (:func:`_check_table_row`)."""
     trainsets = config["trainsets"]
-    for name, table in enabled_tables(config).items():
+    for name, table in built_tables(config).items():
         kind = table_kind(table["kind"])
         if kind.inputs == "gis_stats":
             continue
@@ -673,9 +703,10 @@ def check_figures(config: dict) -> None:
     figure is left out of the targets.
     """
     fig = config.get("figures", {})
-    if not fig.get("enabled", True):
-        return
-    from aoe.figures import figure_cells
+    from aoe.figures import FIGURES, figure_cells
+
+    if not set(FIGURES) & set(built_figures(config)):
+        return  # no embedding figure is built (build.figures)
     from aoe.recipes import OBJECTIVES  # torch-free: this runs when the DAG is built
 
     objectives = set(config["objectives"]) | set(OBJECTIVES) | {PRETRAINED}
@@ -697,6 +728,7 @@ def check_figures(config: dict) -> None:
 
 # in the order they run: a config with several problems names the first
 CHECKS = (
+    check_build,
     check_objectives,
     check_runs,
     check_backbones,
@@ -716,7 +748,7 @@ CHECKS = (
 
 
 # the checks whose messages name the file that set a key: called with the config files and --config values
-_NAMING_FILES = (check_batch_sizes,)
+_NAMING_FILES = (check_build, check_batch_sizes)
 
 
 def check_config(config: dict, configfiles: Iterable[str | Path] = (), overrides: dict | None = None) -> None:

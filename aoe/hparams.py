@@ -14,6 +14,7 @@ Torch-free: the Snakefile resolves every cell while it plans the DAG.
 
 from __future__ import annotations
 
+import copy
 import re
 from dataclasses import MISSING, dataclass, field, fields
 from functools import lru_cache
@@ -208,10 +209,28 @@ def _layers(config: dict, layers: tuple[tuple[str, ...], ...], parts: dict[str, 
     return out
 
 
+@lru_cache(maxsize=None)
+def _field(cls, name: str):
+    return next(f for f in fields(cls) if f.name == name)
+
+
 def _default(cls, name: str) -> tuple[Any, str]:
-    f = next(f for f in fields(cls) if f.name == name)
+    f = _field(cls, name)
     value = f.default_factory() if f.default is MISSING else f.default
     return value, f"code:{cls.__module__}.{cls.__name__}.{name}"
+
+
+# id(config) -> (config, {cell: CellRecipe}) for configs that no longer change (:func:`freeze_for_planning`)
+_FROZEN: dict[int, tuple[dict, dict]] = {}
+
+
+def freeze_for_planning(config: dict) -> None:
+    """Resolve each cell of ``config`` once from now on. Building the paper grid's DAG resolves every
+    cell about 13 times (its train job's params and inputs, its evaluations, its model card), and the
+    Snakefile's config does not change after :func:`aoe.configcheck.complete_config`. Only configs
+    passed here are memoized, so a caller that edits its config between calls is never served a stale
+    recipe."""
+    _FROZEN[id(config)] = (config, {})
 
 
 def resolve_cell(config: dict, backbone: str, objective: str, trainset: str, seed: int) -> CellRecipe:
@@ -221,6 +240,18 @@ def resolve_cell(config: dict, backbone: str, objective: str, trainset: str, see
     for the base, and may change the pooling and loss settings; the model folder records the base
     objective and the pooling it was trained with.
     """
+    frozen = _FROZEN.get(id(config))
+    if frozen is None or frozen[0] is not config:
+        return _resolve_cell(config, backbone, objective, trainset, seed)
+    key = (backbone, objective, trainset, int(seed))
+    if key not in frozen[1]:
+        frozen[1][key] = _resolve_cell(config, backbone, objective, trainset, seed)
+    # callers may edit the params they get (a deep copy would cost more than resolving again)
+    recipe = frozen[1][key]
+    return CellRecipe(params={k: copy.copy(v) for k, v in recipe.params.items()}, settings=list(recipe.settings))
+
+
+def _resolve_cell(config: dict, backbone: str, objective: str, trainset: str, seed: int) -> CellRecipe:
     ts, bb = config["trainsets"][trainset], config["backbones"][backbone]
     variant = config["objectives"].get(objective, {})
     base = objective_base(config, objective)
@@ -346,8 +377,24 @@ def _key_comments(path: str, mtime: float) -> dict[tuple[str, ...], str]:
             for i, item in enumerate(node.value):
                 walk(item, (*prefix, str(i)), parent_line, parent_comment)
 
-    walk(yaml.compose(text, Loader=yaml.SafeLoader), (), -1, "")
+    walk(yaml.compose(text, Loader=_LOADER), (), -1, "")
     return out
+
+
+# libyaml's parser where PyYAML was built with it (the same documents, ~10x faster: planning reads
+# config.yaml, a preset and the schema several times)
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+@lru_cache(maxsize=32)
+def _read_yaml(path: str, mtime: float) -> Any:
+    return yaml.load(Path(path).read_text(), Loader=_LOADER)
+
+
+def read_yaml(path: str | Path) -> Any:
+    """A YAML file, parsed once per version of it (its path and mtime). Callers only read the result."""
+    path = Path(path)
+    return _read_yaml(str(path.resolve()), path.stat().st_mtime)
 
 
 def key_comments(path: str | Path) -> dict[tuple[str, ...], str]:

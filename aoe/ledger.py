@@ -19,7 +19,7 @@ from typing import Any
 
 import yaml
 
-from aoe.hparams import NOT_SET, code_source, key_comments, lookup, recipe_anchor, resolve_cell
+from aoe.hparams import NOT_SET, code_source, key_comments, lookup, read_yaml, recipe_anchor, resolve_cell
 from aoe.workflow import in_batch_pool_size, run_cells, start_cell, train_params
 
 __all__ = ["DEVIATES", "OFFICIAL_LOSS_BASES", "build_recipe", "cell_ledger", "official_recipes", "recipe_json", "recipe_markdown"]
@@ -73,16 +73,17 @@ class ConfigFiles:
     paths: list[Path]
 
     def __post_init__(self) -> None:
-        self.data = [yaml.safe_load(p.read_text()) or {} for p in self.paths]
+        self.data = [read_yaml(p) or {} for p in self.paths]
+        self.comments = [key_comments(p) for p in self.paths]
 
     def find(self, dotted: str) -> tuple[str, str]:
         """(the file that set the key, its source): the last file with the key; a file that only
         restates an earlier file's value without a comment takes that file's comment."""
         keys = tuple(dotted.split("."))
         found = []
-        for path, data in zip(self.paths, self.data):
+        for path, data, comments in zip(self.paths, self.data, self.comments):
             if (value := lookup(data, keys)) is not NOT_SET:
-                found.append((str(path), value, key_comments(path).get(keys, "")))
+                found.append((str(path), value, comments.get(keys, "")))
         if not found:
             return SCHEMA_FILE, f"schema default: {_schema_description(keys)}"
         path, value, comment = found[-1]
@@ -98,7 +99,7 @@ SCHEMA_FILE = "schemas/config.schema.yaml"
 
 @lru_cache(maxsize=1)
 def _schema() -> dict:
-    return yaml.safe_load((Path(__file__).parent.parent / SCHEMA_FILE).read_text())
+    return read_yaml(Path(__file__).parent.parent / SCHEMA_FILE)
 
 
 def _schema_description(keys: tuple[str, ...]) -> str:

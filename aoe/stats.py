@@ -11,7 +11,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy import stats
 
 from aoe.jsonio import finite_or_none
 
@@ -55,6 +54,8 @@ def flag_bound(std: float | None, n: int, paper_std: float | None, spread: str =
     std = finite_or_none(std)
     if n < 2 or std is None:
         return None
+    from scipy import stats  # here, not at the top: planning imports this module (through aoe.tables), and scipy.stats takes ~1 s
+
     paper_std = finite_or_none(paper_std) or 0.0
     t = float(stats.t.ppf(0.975, n - 1))
     if spread == SPREAD_RERUNS:
@@ -78,6 +79,8 @@ def flag_of(delta: float | None, bound: float | None) -> str:
 
 def paired_ttest(a: list[float], b: list[float]) -> tuple[float | None, float | None, str]:
     """scipy.stats.ttest_rel(a, b): (p, t, note); p None when it is undefined (fewer than 2 pairs, constant differences)."""
+    from scipy import stats
+
     n = len(a)
     if n < 2:
         return None, None, f"n/a ({n} seed{'s' if n != 1 else ''})"

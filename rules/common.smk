@@ -6,13 +6,15 @@ from snakemake.logging import logger
 sys.path.insert(0, workflow.basedir)
 
 from aoe.configcheck import complete_config, config_sources
+from aoe.hparams import freeze_for_planning
 from aoe.workflow import (
     PRETRAINED,
     RELEASED,
     Cell,
     ConfigError,
+    built_analyses,
+    built_tables,
     cell_parts,
-    enabled_tables,
     eval_cells,
     cell_eval_pooling,
     evaluation_text,
@@ -51,6 +53,7 @@ try:
     complete_config(config, workflow.source_path("../schemas/config.schema.yaml"), CONFIGFILES, CONFIG_OVERRIDES)
 except ConfigError as err:
     raise WorkflowError(f"config: {err}") from None
+freeze_for_planning(config)
 
 
 def R(path):
@@ -83,10 +86,11 @@ ALL_SPLITS = sorted({s for splits in dataset_splits(config).values() for s in sp
 # the configured suites on every model of the grid, and every result a table reads
 EVAL_RESULTS = suite_results(config)
 
+# the analyses build.analyses names (a preset names its own: none where it leaves the key out of its list)
 _sat = config["analysis"]["saturation"]
 SATURATION_RESULTS = [
     R(f"results/analysis/saturation/{b}/{_sat['dataset']}-{_sat['split']}.json") for b in _sat["backbones"]
-]
+] if "saturation" in built_analyses(config) else []
 
 GIS_RESULTS = (
     [
@@ -97,7 +101,7 @@ GIS_RESULTS = (
             for e in ("pdf", "png")
         ),
     ]
-    if config["analysis"]["gis"]["enabled"]
+    if "gis" in built_analyses(config)
     else []
 )
 
@@ -116,7 +120,7 @@ wildcard_constraints:
     split="|".join(ALL_SPLITS),
     seed=r"\d+(?:-rerun[1-9]\d*)?",  # the run: seed, or seed-rerunK (aoe.workflow.Cell.run)
     max_len=r"\d+",
-    table="|".join(map(re.escape, enabled_tables(config))) or "NO_TABLES",
+    table="|".join(map(re.escape, built_tables(config))) or "NO_TABLES",
     evalset="|".join(map(re.escape, config["trainsets"])) or "NO_TRAINSETS",
     eval_pooling="|".join(map(re.escape, EVAL_POOLING_NAMES)),
 

@@ -20,7 +20,6 @@ from typing import Iterable, Mapping
 
 import numpy as np
 import pandas as pd
-from scipy.stats import pearsonr, spearmanr
 
 from aoe.data.sts import STS_TASKS as TASKS
 
@@ -81,6 +80,8 @@ def sts_scores(sims: np.ndarray, table: pd.DataFrame, task: str = "") -> dict:
     reported on its own, for diagnosis (null where undefined). An undefined headline
     number is an error: it would otherwise vanish from the average.
     """
+    from scipy.stats import pearsonr, spearmanr  # here: planning imports this module, and scipy.stats takes ~1 s
+
     gold = table["score"].to_numpy(dtype=np.float64)
     spearman = _corr100(spearmanr, sims, gold)
     if spearman is None:
