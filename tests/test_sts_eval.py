@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections import Counter
 
 import numpy as np
@@ -262,6 +263,7 @@ def test_run_sts_evaluation_writes_the_result(tables, tiny_bert, tmp_path):
     )
     assert json.loads(out.read_text()) == json.loads(json.dumps(result))
     assert result["model"]["cell"] == cell and result["model"]["trained"] is False
+    assert result["model"]["aoe_config_sha256"] is None  # a backbone as downloaded has no recipe
     assert result["protocol"]["pooling"] == "cls" and result["protocol"]["max_length"] == 32
     assert result["data"]["stsb"] == {"table_sha256": "sha-stsb", "rows": len(tables["STSB"])}
     # the STSB number from an independent encoding of its table (manifests given in another order)
@@ -357,3 +359,6 @@ def test_a_released_checkpoint_takes_an_evaluation_only_pooling_as_a_trained_mod
     assert (pooled["protocol"]["pooling"], pooled["protocol"]["trained_pooling"], pooled["protocol"]["batch_size"]) == ("cls_avg_padded", "cls_avg", 16)
     assert own["protocol"]["pooling"] == "cls_avg" and own["tasks"]["STS13"] != pooled["tasks"]["STS13"]
     assert pooled["model"]["cell"]["eval_pooling"] == "cls_avg_padded"  # what the table builder selects the row's values by
+    # one hop from a result to the recipe it scored: the sha256 of the folder's aoe_config.json
+    digest = hashlib.sha256((ckpt / "aoe_config.json").read_bytes()).hexdigest()
+    assert pooled["model"]["aoe_config_sha256"] == own["model"]["aoe_config_sha256"] == digest

@@ -233,6 +233,8 @@ def _run_senteval_suite(suite, model_dir, downstream, out, tasks, mode, pooling,
 
 
 def _model_record(model_dir, cell) -> dict:
+    from aoe.data.io import sha256_file
+
     recorded = Path(model_dir) / "aoe_config.json"
     backbone = Path(model_dir) / "backbone.json"
     released = Path(model_dir) / "released.json"  # a published checkpoint: its commit and files (aoe.released)
@@ -240,6 +242,8 @@ def _model_record(model_dir, cell) -> dict:
         "path": str(model_dir),
         "cell": cell,
         "trained": recorded.is_file() and not released.is_file(),
+        # the recipe this result scored, one hop from the result: results/recipe.json's cell has the same file's values
+        "aoe_config_sha256": sha256_file(recorded) if recorded.is_file() else None,
         "backbone": json.loads(backbone.read_text()) if backbone.is_file() else None,
     }
     if released.is_file():
