@@ -54,7 +54,7 @@ include: "rules/cards.smk"
 rule all:
     default_target: True
     input:
-        expand(R("results/tables/{table}.tex"), table=enabled_tables(config)),
+        expand(R("results/tables/{table}.tex"), table=built_tables(config)),
         EVAL_RESULTS,
         SATURATION_RESULTS,
         GIS_RESULTS,
@@ -83,7 +83,7 @@ rule analysis:
 
 rule tables:
     input:
-        expand(R("results/tables/{table}.tex"), table=enabled_tables(config)),
+        expand(R("results/tables/{table}.tex"), table=built_tables(config)),
 
 
 rule figures:
@@ -95,7 +95,7 @@ rule figures:
 
 # One target per table: `snakemake table2` builds results/tables/table2_indomain.tex and only
 # what it needs (aoe.workflow.table_target: table<N>, else the whole name, e.g. table_mteb).
-for _table in enabled_tables(config):
+for _table in built_tables(config):
 
     rule:
         name:
@@ -105,7 +105,7 @@ for _table in enabled_tables(config):
 
 
 # Snakemake says only "No rule to produce X" for a target no rule matches: name the unknown part
-# (backbone, objective, train set, seed, dataset, split, table) or the config file disabling it.
+# (backbone, objective, train set, seed, dataset, split, table) or the config file not building it.
 from aoe.targets import explain_target, requested_targets
 
 for _target in requested_targets(sys.argv):

@@ -332,7 +332,7 @@ def check_backbones(config: dict) -> None:
 
 def check_trainsets(config: dict) -> None:
     """Each train set: a split its dataset has, formats the dataset provides, an increasing score range."""
-    from aoe.data.pairsets import SOURCES, dataset_splits
+    from aoe.data.catalog import SOURCES, dataset_splits
 
     all_splits = dataset_splits(config)
     for name, spec in config["trainsets"].items():
@@ -383,11 +383,11 @@ def check_inits(config: dict) -> None:
 
 def published_rows(dataset: str, split: str) -> int | None:
     """Rows of the published split behind a train set, known without the data: the STS sets'
-    scored pairs (aoe.data.sts.EXPECTED_ROWS) or a pair set's published rows (aoe.data.pairsets.SOURCES;
+    scored pairs (aoe.data.sts.EXPECTED_ROWS) or a pair set's published rows (aoe.data.catalog.SOURCES;
     the NLI sets' labelled rows). Each prepared table of the split has at most as many (the NLI pairs
     drop the neutral rows, the triplets need an entailment and a contradiction). None where the size is
     known only once the data is there: AllNLI's download, the LLM-written tables."""
-    from aoe.data.pairsets import SOURCES
+    from aoe.data.catalog import SOURCES
     from aoe.data.sts import EXPECTED_ROWS
 
     if (dataset, split) in EXPECTED_ROWS:
@@ -481,7 +481,7 @@ def check_batch_sizes(config: dict, configfiles: Iterable[str | Path] = (), over
 
 def check_saturation(config: dict) -> None:
     """``analysis.saturation``: known backbones and, when any is given, a pair dataset and its split."""
-    from aoe.data.pairsets import pair_table_problem
+    from aoe.data.catalog import pair_table_problem
 
     backbones = config["backbones"]
     sat = config.get("analysis", {}).get("saturation", {})

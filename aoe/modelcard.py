@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from aoe.ledger import ConfigFiles, cell_ledger, format_value, md_cell, recipe_table, training_length
-from aoe.workflow import ConfigError, Cell, parse_run, results_path, run_cells, suite_file, table_rows, enabled_tables
+from aoe.workflow import ConfigError, Cell, parse_run, results_path, run_cells, suite_file, table_rows, built_tables
 
 __all__ = ["CardError", "CardPlanner", "card_path", "cell_repo_id", "check_card_config", "push_repo_id", "render_card", "write_card", "main"]
 
@@ -146,7 +146,7 @@ class CardPlanner:
             from aoe.tables import row_label, row_paper_refs
 
             self._rows = {}
-            for table, spec in enabled_tables(self.config).items():
+            for table, spec in built_tables(self.config).items():
                 kind = table_kind(spec["kind"])
                 if kind.suite is None:
                     continue

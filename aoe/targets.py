@@ -2,8 +2,8 @@
 
 For a target no rule matches, Snakemake says only "No rule to produce X". The usual causes are a
 typo in one part of a results path (a backbone, objective, train set, seed, dataset or split the
-config does not have) or a table the active config switches off; :func:`explain_target` names that
-part and the valid values, or the table and the config file that disables it. It returns None for
+config does not have) or a table the active config does not build; :func:`explain_target` names that
+part and the valid values, or the table and the config file whose build.tables leaves it out. It returns None for
 anything else, so Snakemake's own planning decides as before.
 """
 
@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Iterable
 
 from aoe.configcheck import key_source
-from aoe.data.pairsets import dataset_splits
-from aoe.workflow import cell_parts, results_path, table_target
+from aoe.data.catalog import dataset_splits
+from aoe.workflow import built_tables, cell_parts, results_path, table_target
 
 __all__ = ["explain_target", "requested_targets"]
 
@@ -41,10 +41,10 @@ def _valid(values: Iterable[str]) -> str:
     return ", ".join(sorted(values))
 
 
-def _disabled(config: dict, table: str, configfiles: list) -> str:
-    where = key_source(("tables", table, "enabled"), configfiles)
+def _unbuilt(config: dict, table: str, configfiles: list) -> str:
+    where = key_source(("build", "tables"), configfiles)
     by = f" in {where}" if where else ""
-    return f"table {table} is disabled (tables.{table}.enabled: false{by}); set it to true{by or ' in the config'} to build it"
+    return f"table {table} is not built by this configuration (build.tables{by} does not name it); add it to that list to build it"
 
 
 def _cell_problem(config: dict, parts: list[str]) -> str | None:
@@ -85,15 +85,15 @@ def explain_target(
             return None
         named = [t for t in tables if table_target(t) == path or t == path]
         if named:
-            return f"{target}: " + _disabled(config, named[0], configfiles)
+            return f"{target}: " + _unbuilt(config, named[0], configfiles)
         targets = {r for r in rule_names if not r.startswith(("download_", "prepare_"))}
         return f"{target}: no rule or output of that name; named targets: {_valid(targets)} (or a results/ path)"
     if path.startswith("results/tables/"):
         name = Path(path).name.split(".")[0]
         if name not in tables:
             return f"{target}: unknown table {name!r}; valid: {_valid(tables)} (config.yaml tables)"
-        if not tables[name].get("enabled", True):
-            return f"{target}: " + _disabled(config, name, configfiles)
+        if name not in built_tables(config):
+            return f"{target}: " + _unbuilt(config, name, configfiles)
         return None
     for root in _CELL_ROOTS:
         if path.startswith(root):

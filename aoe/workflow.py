@@ -29,7 +29,11 @@ __all__ = [
     "run_cells",
     "eval_cells",
     "table_cells",
-    "enabled_tables",
+    "built_tables",
+    "built_figures",
+    "built_analyses",
+    "FIGURE_NAMES",
+    "ANALYSIS_NAMES",
     "TableRow",
     "table_rows",
     "row_entries",
@@ -135,9 +139,29 @@ def table_target(name: str) -> str:
     return m.group(1) if m else name
 
 
-def enabled_tables(config: dict) -> dict[str, dict]:
-    """The tables the default target builds."""
-    return {name: spec for name, spec in config["tables"].items() if spec.get("enabled", True)}
+def built_tables(config: dict) -> dict[str, dict]:
+    """The tables the default target builds: those ``build.tables`` names (null or absent: every table of
+    ``tables``), in the order ``tables`` defines them. A name ``tables`` lacks is left out here;
+    aoe.configcheck.check_build refuses it at planning."""
+    chosen = (config.get("build") or {}).get("tables")
+    return {name: spec for name, spec in config["tables"].items() if chosen is None or name in chosen}
+
+
+# build.figures and build.analyses: what the schema's defaults name (everything); a hand-built config may leave them out
+FIGURE_NAMES = ("fig3", "fig10", "fig4", "fig5", "fig_gradients", "training_curves")
+ANALYSIS_NAMES = ("saturation", "gis")
+
+
+def built_figures(config: dict) -> list[str]:
+    """The figures the default target builds (config ``build.figures``; absent: every one)."""
+    chosen = (config.get("build") or {}).get("figures")
+    return list(FIGURE_NAMES if chosen is None else chosen)
+
+
+def built_analyses(config: dict) -> list[str]:
+    """The analyses the default target builds (config ``build.analyses``; absent: every one)."""
+    chosen = (config.get("build") or {}).get("analyses")
+    return list(ANALYSIS_NAMES if chosen is None else chosen)
 
 
 def run_cells(config: dict) -> list[Cell]:
@@ -355,7 +379,7 @@ def suite_results(config: dict) -> list[str]:
                     files.add(results_path(config, f"results/eval/{c.path}/indomain_{c.trainset}.json"))
             else:
                 files.add(results_path(config, f"results/eval/{c.path}/{suite}.json"))
-    for table, spec in enabled_tables(config).items():
+    for table, spec in built_tables(config).items():
         if table_kind(spec["kind"]).suite is not None:
             files.update(table_inputs(config, table))
     return sorted(files)
@@ -364,7 +388,7 @@ def suite_results(config: dict) -> list[str]:
 def eval_cells(config: dict) -> list[Cell]:
     """Every model that gets evaluated: all trained cells plus each used backbone as downloaded."""
     cells = set(run_cells(config))
-    for table in enabled_tables(config):
+    for table in built_tables(config):
         cells.update(table_cells(config, table))
     return sorted(cells)
 
@@ -487,7 +511,7 @@ def selection_split(config: dict, cell: Cell) -> dict | None:
     A setting that cannot work is a :class:`ConfigError` naming the key that set it and the fix,
     raised while the run is planned rather than after a training.
     """
-    from aoe.data.pairsets import pair_table_problem
+    from aoe.data.catalog import pair_table_problem
     from aoe.hparams import resolve_cell
 
     recipe = resolve_cell(config, cell.backbone, cell.objective, cell.trainset, cell.seed)

@@ -18,6 +18,13 @@ from aoe.workflow import ConfigError
 from tests.workflow_utils import REPO, copy_workflow, mirror_path, snakemake
 
 SCHEMA = REPO / "schemas" / "config.schema.yaml"
+# the tables config.yaml builds (build.tables): a list a --configfile replaces whole
+PAPER_TABLES = yaml.safe_load((REPO / "config.yaml").read_text())["build"]["tables"]
+
+
+def _building(*tables: str, without: tuple = ()) -> dict:
+    """An override building config.yaml's tables, less ``without``, plus ``tables`` (build.tables replaced whole)."""
+    return {"build": {"tables": [t for t in PAPER_TABLES if t not in without] + list(tables)}}
 
 
 def _check(tmp_path, override: dict) -> str:
@@ -45,6 +52,30 @@ def test_the_shipped_configs_pass():
 def test_unknown_top_level_key(tmp_path):
     message = _check(tmp_path, {"colour": "blue"})
     assert message.startswith(f"colour: unknown key (in {tmp_path / 'override.yaml'}); valid keys: analysis, backbones,"), message
+
+
+@pytest.mark.parametrize(
+    "override, key, lists",
+    [
+        ({"tables": {"table3_transfer": {"enabled": False}}}, "tables.table3_transfer.enabled", "tables"),
+        ({"figures": {"enabled": False}}, "figures.enabled", "figures"),
+        ({"figures": {"training_curves": {"enabled": False}}}, "figures.training_curves.enabled", "figures"),
+        ({"analysis": {"gis": {"enabled": False}}}, "analysis.gis.enabled", "analyses"),
+    ],
+)
+def test_a_retired_enabled_switch_names_the_build_list(tmp_path, override, key, lists):
+    """Issue 40: presets select what they build (build.*) instead of switching config.yaml's entries off."""
+    message = _check(tmp_path, override)
+    assert message.startswith(f"{key}: unknown key (in {tmp_path / 'override.yaml'}); valid keys: "), message
+    assert message.endswith(f"; the enabled switches gave way to build.{lists}: list what is built there"), message
+
+
+def test_a_build_list_names_known_figures_and_analyses(tmp_path):
+    message = _check(tmp_path, {"build": {"figures": ["fig3", "fig99"]}})
+    assert message.startswith("build.figures[1]: 'fig99' is not one of ['fig3', "), message
+    assert message.endswith(f"(in {tmp_path / 'override.yaml'})"), message
+    message = _check(tmp_path, {"build": {"analyses": ["saturation", "gis", "gis"]}})
+    assert message.startswith("build.analyses: ['saturation', 'gis', 'gis'] has non-unique elements"), message
 
 
 def test_unknown_nested_key_and_bad_value(tmp_path):
@@ -102,8 +133,10 @@ CROSS_KEY_CASES = {
         "trainsets.stsb.train.batch_size: 5750 (in ",
     ),
     "check_saturation": ({"analysis": {"saturation": {"backbones": ["nope"]}}}, "analysis.saturation.backbones: unknown backbone 'nope'"),
+    "check_build": ({"build": {"tables": ["table1_sts", "table9"]}}, "build.tables: no table 'table9' in tables (in "),
     "check_table_targets": (
-        {"tables": {"train": {"kind": "stsb", "trainset": "stsb", "backbones": ["bert-base-uncased"], "objectives": ["aoe"]}}},
+        {"tables": {"train": {"kind": "stsb", "trainset": "stsb", "backbones": ["bert-base-uncased"], "objectives": ["aoe"]}},
+         **_building("train")},
         "tables.train: its target 'train' is the name of a workflow rule",
     ),
     "check_released": (
@@ -119,9 +152,9 @@ CROSS_KEY_CASES = {
         "tables.table2_indomain: no run trains backbone 'minilm-l6' with objective",
     ),
     # SimCSE's SentEval batches STS12-16 otherwise than the official copy: a cell's batch-dependent pooling cannot run there
-    # (the tables with such rows off, or check_tables names a row first)
+    # (the tables with such rows not built, or check_tables names a row first)
     "check_eval_pooling_backend": (
-        {"evaluation": {"backend": "senteval"}, "tables": {"table1_sts": {"enabled": False}, "released": {"enabled": False}}},
+        {"evaluation": {"backend": "senteval"}, **_building(without=("table1_sts", "released"))},
         "trainsets.nli.objective_train.angle_arxiv.eval_pooling: 'cls_avg_padded' (cell bert-base-uncased/angle_arxiv/nli/seed42's",
     ),
     "check_llm_supervised": (
@@ -260,7 +293,7 @@ def test_a_transfer_row_takes_an_evaluation_only_pooling(tmp_path):
     (tmp_path / "override.yaml").write_text(yaml.safe_dump({
         "evaluation": {"backend": "senteval"},
         "trainsets": {"nli": {"objective_train": {"angle_arxiv": {"eval_pooling": None}}}},
-        "tables": {t: {"enabled": False} for t in ("table1_sts", "released")},
+        **_building(without=("table1_sts", "released")),
     }))
     load_config(REPO, [tmp_path / "override.yaml"])
 
@@ -275,7 +308,8 @@ def test_a_transfer_row_takes_an_evaluation_only_pooling(tmp_path):
          "(rules evaluate_sts_eval_pooling, evaluate_transfer_eval_pooling); table kind 'mteb' has none: drop the key or move "
          "the row to a table of kind sts7, stsb, ablation or transfer"),
         ({"tables": {"nli_probe_rows": {"kind": "nli_probe", "trainset": "nli",
-                                         "rows": [{"backbone": "bert-base-uncased", "objective": "aoe", "eval_pooling": "cls_avg"}]}}},
+                                         "rows": [{"backbone": "bert-base-uncased", "objective": "aoe", "eval_pooling": "cls_avg"}]}},
+          **_building("nli_probe_rows")},
          "tables.nli_probe_rows.rows[0].eval_pooling: an evaluation-only pooling is a variant of an STS or transfer evaluation"),
         # a transfer table's pretrained row: a pretrained variant, as on STS
         ({"tables": {"table3_transfer": {"rows": [{"backbone": "bert-base-uncased", "objective": "pretrained", "eval_pooling": "cls_avg_padded"}]}}},
@@ -289,7 +323,7 @@ def test_a_transfer_row_takes_an_evaluation_only_pooling(tmp_path):
          "tables.table1_sts.rows[4].eval_pooling: 'cls_avg_batchsum' depends on the batch, and evaluation.backend senteval "
          "(SimCSE's SentEval) batches STS12-16 in another order than the official copy (aoe.evaluate.senteval_batches); "
          "set evaluation.backend builtin or drop the key"),
-        ({"evaluation": {"backend": "senteval"}, "tables": {t: {"enabled": False} for t in ("table1_sts", "released")}},
+        ({"evaluation": {"backend": "senteval"}, **_building(without=("table1_sts", "released"))},
          "trainsets.nli.objective_train.angle_arxiv.eval_pooling: 'cls_avg_padded' (cell bert-base-uncased/angle_arxiv/nli/seed42"),
         # the backbone as downloaded embeds another way through a pretrained variant
         ({"tables": {"released": {"rows": [{"backbone": "bert-base-uncased", "objective": "pretrained", "eval_pooling": "cls_avg_padded"}]}}},
@@ -485,6 +519,18 @@ def test_a_value_given_by_config_on_the_command_line_is_named_so(tmp_path, monke
         check_schema({**config, "colour": "blue"}, SCHEMA, [REPO / "config.yaml"], overrides={"colour": "blue"})
 
 
+def test_a_table_built_but_not_defined_names_the_file_that_lists_it(tmp_path, monkeypatch):
+    """build.tables is replaced whole by the last file that gives it: that file is the one named."""
+    config, sources = _snakemake_order(tmp_path, monkeypatch, {"build": {"tables": ["table1_sts", "table9_x", "table8_y"]}})
+    with pytest.raises(ConfigError) as err:
+        complete_config(config, SCHEMA, *sources)
+    assert str(err.value).startswith(
+        f"build.tables: no tables 'table9_x', 'table8_y' in tables (in {tmp_path / 'override.yaml'}); defined: table1_sts, "), str(err.value)
+    # ci.yaml's own list, all defined, passes; a table only defined, not listed, is simply not built
+    config, sources = _snakemake_order(tmp_path, monkeypatch, {"tables": {"table9_x": {"kind": "stsb"}}})
+    complete_config(config, SCHEMA, *sources)
+
+
 def test_a_cross_key_error_names_the_file_it_was_merged_from(tmp_path, monkeypatch):
     config, sources = _snakemake_order(tmp_path, monkeypatch, {"trainsets": {"stsb": {"train": {"batch_size": 6000}}}})
     with pytest.raises(ConfigError) as err:
@@ -519,3 +565,21 @@ def test_a_dry_run_names_the_file_that_set_the_bad_value(workflow_copy, args, te
     out = snakemake(workflow_copy, "-n", *args, env={"AOE_DATA_MIRROR": str(mirror_path() or "")}, timeout=300)
     assert out.returncode != 0
     assert line.format(outside=outside) in out.stdout, out.stdout[-3000:]
+
+
+def test_a_preset_building_an_undefined_table_is_refused_at_planning(workflow_copy):
+    """Issue 40: a preset's build.tables names a table neither it nor config.yaml defines: `snakemake -n`
+    stops before planning with one line naming the preset and the key (not a KeyError, nor a silent skip)."""
+    preset = workflow_copy / "presets" / "builds-undefined.yaml"
+    preset.write_text(
+        (REPO / "presets" / "cpu-demo.yaml").read_text().replace("tables: [table1_sts, table2_indomain]", "tables: [table1_sts, table9_new]")
+    )
+    assert "table9_new" in preset.read_text()
+    try:
+        out = snakemake(workflow_copy, "-n", "--configfile", "presets/builds-undefined.yaml",
+                        env={"AOE_DATA_MIRROR": str(mirror_path() or "")}, timeout=300)
+    finally:
+        preset.unlink()
+    assert out.returncode != 0
+    assert ("config: build.tables: no table 'table9_new' in tables (in presets/builds-undefined.yaml); defined: table1_sts, "
+            in out.stdout), out.stdout[-3000:]

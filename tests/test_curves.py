@@ -270,7 +270,7 @@ def test_the_figure_per_table_with_trained_models():
     # its rows: MiniLM-L6 as downloaded (no curves), AoE, and AoE under another evaluation pooling (the same model)
     assert curve_panels(ci, "table1_sts") == [{"backbone": "minilm-l6", "objective": "aoe", "trainset": "stsb", "runs": [
         {"seed": 1, "rerun": 0, "run": "1", "model": "results/ci/models/minilm-l6/aoe/stsb/seed1"}]}]
-    # every enabled table with a trained model: the released-checkpoint and GIS tables have none
+    # every built table with a trained model: the released-checkpoint and GIS tables have none
     every = curve_tables(_config("ci.yaml", tables=None))
     assert len(every) == 9 and "table_mteb" in every and "released" not in every
     demo = _config("cpu-demo.yaml")
@@ -281,10 +281,16 @@ def test_the_figure_per_table_with_trained_models():
     # AoE Table 4's seed rows: seed 42's five reruns and seeds 43-46 in one panel
     aoe_panel = next(p for p in curve_panels(grid, "table4_ablation") if p["objective"] == "aoe")
     assert [r["run"] for r in aoe_panel["runs"]] == ["42", "42-rerun1", "42-rerun2", "42-rerun3", "42-rerun4", "43", "44", "45", "46"]
-    assert curve_tables(_config("ci.yaml", enabled=False)) == []
+    # build.figures without training_curves: none (the embedding figures on or off)
     off = copy.deepcopy(ci)
-    off["figures"]["enabled"] = False
+    off["build"]["figures"] = ["fig3", "fig4"]
     assert curve_tables(off) == []
+    off["build"]["figures"] = []
+    assert curve_tables(off) == []
+    # a table defined but not built (build.tables) gets none, named in figures.training_curves.tables or not
+    off = _config("ci.yaml", tables=["table1_sts", "table2_indomain"])
+    off["build"]["tables"] = ["table2_indomain"]
+    assert curve_tables(off) == ["table2_indomain"]
     with pytest.raises(ConfigError, match=r"figures.training_curves.tables: unknown table\(s\) \['table9'\]"):
         curve_tables(_config("ci.yaml", tables=["table1_sts", "table9"]))
 

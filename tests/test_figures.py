@@ -276,7 +276,7 @@ def test_figure_cells_and_availability():
     cfg["figures"]["gradients"]["model"]["backbone"] = "bert-huge"
     with pytest.raises(ConfigError, match=r"figures\.gradients\.model: unknown backbone 'bert-huge'"):
         check_figures(cfg)
-    cfg["figures"]["enabled"] = False
+    cfg["build"] = {**cfg.get("build", {}), "figures": ["training_curves"]}  # no embedding figure built
     check_figures(cfg)
     assert figure_results(cfg) == []
 

@@ -105,3 +105,20 @@ def test_the_schema_names_llm_tables_as_the_package_does():
     dataset = _schema()["properties"]["trainsets"]["additionalProperties"]["properties"]["dataset"]
     assert llm["propertyNames"]["pattern"] == f"^{LLM_DATASET_PATTERN}$"
     assert [alt["pattern"] for alt in dataset["anyOf"] if "pattern" in alt] == [f"^{LLM_DATASET_PATTERN}$"]
+
+
+def test_the_build_lists_name_what_the_package_builds():
+    """build.figures / build.analyses: the schema's enums and defaults are aoe.workflow's names, which are the
+    figures aoe.figures plots and the training curves; config.yaml builds everything it defines (the paper grid)."""
+    from aoe.figures import FIGURES
+    from aoe.figures.curves import CURVES
+    from aoe.workflow import ANALYSIS_NAMES, FIGURE_NAMES
+
+    build = _schema()["properties"]["build"]["properties"]
+    assert FIGURE_NAMES == (*FIGURES, CURVES)
+    assert build["figures"]["items"]["enum"] == build["figures"]["default"] == list(FIGURE_NAMES)
+    assert build["analyses"]["items"]["enum"] == build["analyses"]["default"] == list(ANALYSIS_NAMES)
+    config = yaml.safe_load((REPO / "config.yaml").read_text())
+    # a table defined in config.yaml but left out of its build.tables would be built by no configuration
+    assert config["build"]["tables"] == list(config["tables"])
+    assert config["build"]["figures"] == list(FIGURE_NAMES) and config["build"]["analyses"] == list(ANALYSIS_NAMES)

@@ -1,4 +1,4 @@
-"""A target no rule can build names its unknown part, or the table the config disables (aoe.targets)."""
+"""A target no rule can build names its unknown part, or the table the config does not build (aoe.targets)."""
 
 from __future__ import annotations
 
@@ -48,12 +48,16 @@ def test_buildable_targets_pass(config, target):
     assert explain_target(target, config, rule_names=RULES) is None
 
 
-def test_disabled_table_names_the_file(tmp_path, config):
+def test_a_table_not_built_names_the_file(tmp_path, config):
     preset = tmp_path / "preset.yaml"
-    preset.write_text(yaml.safe_dump({"tables": {"table3_transfer": {"enabled": False}}}))
-    config = {**config, "tables": {**config["tables"], "table3_transfer": {**config["tables"]["table3_transfer"], "enabled": False}}}
-    why = explain_target("table3", config, rule_names=RULES, configfiles=[REPO / "config.yaml", preset])
-    assert why == f"table3: table table3_transfer is disabled (tables.table3_transfer.enabled: false in {preset}); set it to true in {preset} to build it"
+    built = [t for t in config["build"]["tables"] if t != "table3_transfer"]
+    preset.write_text(yaml.safe_dump({"build": {"tables": built}}))
+    config = {**config, "build": {**config["build"], "tables": built}}
+    line = f"table table3_transfer is not built by this configuration (build.tables in {preset} does not name it); add it to that list to build it"
+    assert explain_target("table3", config, rule_names=RULES, configfiles=[REPO / "config.yaml", preset]) == f"table3: {line}"
+    # its file, in the configuration's tree, the same
+    why = explain_target("results/tables/table3_transfer.tex", config, rule_names=RULES, configfiles=[REPO / "config.yaml", preset])
+    assert why == f"results/tables/table3_transfer.tex: {line}"
 
 
 def test_requested_targets_reads_the_command_line():
@@ -68,7 +72,7 @@ def test_requested_targets_reads_the_command_line():
         (["results/models/nope/aoe/stsb/seed1"],
          "target results/models/nope/aoe/stsb/seed1: unknown backbone 'nope'; valid: bert-base-uncased, bert-large-uncased, chatglm-6b, gemma3-270m, llama-2-13b, llama-2-7b, minilm-l6 (config.yaml backbones)"),
         (["table3", "--configfile", "presets/cpu-demo.yaml"],
-         "target table3: table table3_transfer is disabled (tables.table3_transfer.enabled: false in presets/cpu-demo.yaml); set it to true in presets/cpu-demo.yaml to build it"),
+         "target table3: table table3_transfer is not built by this configuration (build.tables in presets/cpu-demo.yaml does not name it); add it to that list to build it"),
         # issue 38 item 2: a path of the paper grid's tree asked of a preset, which has its own
         (["results/tables/table1_sts.tex", "--configfile", "presets/cpu-demo.yaml"],
          "target results/tables/table1_sts.tex: this configuration writes under results/cpu-demo/ (results: results/cpu-demo in presets/cpu-demo.yaml); ask for results/cpu-demo/tables/table1_sts.tex"),

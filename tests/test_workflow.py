@@ -151,7 +151,8 @@ def test_nli_recipe_is_the_official_one():
         ({"trainsets": {"mrpc": {"formats": ["pairs", "triplets"]}}}, "trainsets.mrpc.formats: mrpc provides ['pairs'], not ['triplets']"),
         ({"analysis": {"saturation": {"backbones": ["nope"]}}}, "analysis.saturation.backbones: unknown backbone 'nope'"),
         ({"tables": {"table2_indomain": {"backbones": ["minilm-l6"]}}}, "tables.table2_indomain: no run trains backbone 'minilm-l6'"),
-        ({"tables": {"table2_x": {"kind": "stsb", "trainset": "stsb", "backbones": ["bert-base-uncased"], "objectives": ["aoe"]}}}, "its target 'table2' is also the target of tables.table2_indomain"),
+        ({"tables": {"table2_x": {"kind": "stsb", "trainset": "stsb", "backbones": ["bert-base-uncased"], "objectives": ["aoe"]}},
+          "build": {"tables": ["table2_indomain", "table2_x"]}}, "its target 'table2' is also the target of tables.table2_indomain"),
         ({"tables": {"table4_ablation": {"rows": [{"backbone": "bert-base-uncased", "objective": "aoe", "seeds": [7]}]}}}, "seeds [7] of 'aoe' on 'nli' are not trained"),
         ({"tables": {"table4_ablation": {"rows": [{"backbone": "bert-base-uncased", "objective": "aoe", "seeds": [43], "reruns": 3}]}}},
          "tables.table4_ablation.rows[0]: reruns 3 of 'aoe' on 'nli' seed 43, but the runs train it 1 time(s); give that run reruns: 3"),
@@ -212,6 +213,55 @@ def test_one_table_plans_only_its_jobs(tmp_path):
     }
 
 
+# Issue 40: a preset names what it builds (build.*, lists a --configfile replaces whole); a table,
+# figure or analysis added to config.yaml is built by the paper grid and by no preset that leaves it out.
+_NEW_TABLE = {"kind": "stsb", "trainset": "stsb", "backbones": ["bert-base-uncased"], "objectives": ["aoe"]}  # a model the grid trains
+
+
+def _with_new_table(config: dict) -> dict:
+    """config.yaml as someone adding a table to the paper grid leaves it: defined and in build.tables."""
+    config = copy.deepcopy(config)
+    config["tables"]["table9_new"] = dict(_NEW_TABLE)
+    config["build"]["tables"].append("table9_new")
+    return config
+
+
+@pytest.mark.parametrize("preset", sorted(p.name for p in (REPO / "presets").glob("*.yaml")))
+def test_a_table_added_to_config_yaml_is_built_only_by_configurations_that_name_it(preset):
+    from snakemake.utils import update_config
+
+    from aoe.workflow import built_tables
+
+    config = _with_new_table(yaml.safe_load((REPO / "config.yaml").read_text()))
+    assert "table9_new" in built_tables(config)
+    text = yaml.safe_load((REPO / "presets" / preset).read_text())
+    update_config(config, text)
+    if "tables" in text.get("build", {}):  # a preset building a selection of its own: not the new table
+        assert "table9_new" not in built_tables(config) and list(built_tables(config)) == [
+            t for t in config["tables"] if t in text["build"]["tables"]]
+    else:  # an overlay of the paper grid builds what the grid builds
+        assert "table9_new" in built_tables(config)
+
+
+@needs_mirror
+def test_a_table_added_to_config_yaml_is_not_planned_by_a_preset(tmp_path):
+    """The real `snakemake -n`: the CPU demo plans the same jobs after config.yaml gained a table."""
+    work = copy_workflow(tmp_path / "wf")
+    config = _with_new_table(yaml.safe_load((work / "config.yaml").read_text()))
+    (work / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    env = {"AOE_DATA_MIRROR": str(MIRROR)}
+    out = snakemake(work, "-n", "--configfile", "presets/cpu-demo.yaml", env=env)
+    assert out.returncode == 0, out.stdout[-3000:]
+    assert "table9_new" not in out.stdout
+    counts = job_counts(out.stdout)
+    assert counts["table"] == 2 and counts["training_curves"] == 2, counts
+    # asked for by name, it says which list leaves it out
+    out = snakemake(work, "-n", "table9_new", "--configfile", "presets/cpu-demo.yaml", env=env)
+    assert out.returncode != 0
+    assert ("target table9_new: table table9_new is not built by this configuration (build.tables in presets/cpu-demo.yaml "
+            "does not name it); add it to that list to build it") in out.stdout, out.stdout[-3000:]
+
+
 @pytest.fixture(scope="module")
 def paper_grid_plan(tmp_path_factory):
     """`snakemake -n all` of config.yaml without a mirror: (work folder, its output)."""
@@ -233,7 +283,7 @@ def test_full_paper_config_plans(paper_grid_plan):
     # and on the transfer tasks: AnglE-BERT under its training CLS (AnglE's transfer-task table), AoE-BERT
     # under the official NLI eval's cls_avg (Table 3), 5 runs each
     assert counts["evaluate_transfer_eval_pooling"] == 10
-    assert counts["table"] == len([t for t, s in _validated_config()["tables"].items() if s.get("enabled", True)])
+    assert counts["table"] == len(_validated_config()["build"]["tables"]) == len(_validated_config()["tables"])
     # one table of the paper grid: AoE Table 2 trains only BERT on STS-B and GIS (3 objectives x 5 runs
     # each), each from the NLI AnglE model of its seed and rerun (5 more), which it does not evaluate
     out = snakemake(work, "-n", "table2", env={"AOE_DATA_MIRROR": ""})

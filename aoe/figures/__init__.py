@@ -17,7 +17,7 @@ Import-light on purpose (no torch, no matplotlib): the Snakefile imports it at D
 
 from __future__ import annotations
 
-from aoe.workflow import PRETRAINED, Cell, ConfigError, pretrained_cell, results_path, run_cells
+from aoe.workflow import PRETRAINED, Cell, ConfigError, built_figures, pretrained_cell, results_path, run_cells
 
 __all__ = [
     "FIGURES",
@@ -85,13 +85,15 @@ def unavailable_figures(config: dict) -> dict[str, str]:
     """Figures whose models are not available, with the reason naming the config key.
 
     A model is available when it is a run cell of the grid (:func:`aoe.workflow.run_cells`)
-    or the backbone as downloaded (objective ``pretrained``). Disabled figures are all unavailable.
+    or the backbone as downloaded (objective ``pretrained``). A figure ``build.figures`` does not
+    name is unavailable too.
     """
-    if not config.get("figures", {}).get("enabled", True):
-        return {name: "figures.enabled is false" for name in FIGURES}
+    built = built_figures(config)
+    out = {name: "build.figures does not name it (add it to that list to build it)" for name in FIGURES if name not in built}
     grid = set(run_cells(config))
-    out = {}
     for name, pairs in figure_cells(config).items():
+        if name in out:
+            continue
         for key, cell in pairs:
             if cell.trained and cell not in grid:
                 out[name] = (

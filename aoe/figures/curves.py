@@ -1,6 +1,6 @@
 """Training curves: one figure per table, the loss of each trained model against the optimizer step.
 
-Not a paper figure: what a reader of a training run looks at first. For each enabled table with
+Not a paper figure: what a reader of a training run looks at first. For each built table with
 trained models (config ``figures.training_curves``), one panel per cell group (backbone, objective,
 train set) overlays that group's seeds and reruns: the loss every ``log_every`` steps and, where a
 cell selects its checkpoint (``select_checkpoint: best``), the validation Spearman of each epoch end
@@ -20,7 +20,7 @@ import json
 import math
 from pathlib import Path
 
-from aoe.workflow import ConfigError, enabled_tables, results_path, run_name, table_cells
+from aoe.workflow import ConfigError, built_figures, built_tables, results_path, run_name, table_cells
 
 __all__ = [
     "CURVES",
@@ -45,11 +45,12 @@ def _settings(config: dict) -> dict:
 
 
 def curve_tables(config: dict) -> list[str]:
-    """The tables that get a training-curves figure: the enabled ones (or those ``figures.training_curves.tables``
-    names) with at least one trained model; none when ``figures.enabled`` or ``figures.training_curves.enabled`` is false."""
-    if not (config.get("figures") or {}).get("enabled", True) or not _settings(config).get("enabled", True):
+    """The tables that get a training-curves figure: the built ones (``build.tables``; or those of them
+    ``figures.training_curves.tables`` names) with at least one trained model; none where ``build.figures``
+    does not name training_curves."""
+    if CURVES not in built_figures(config):
         return []
-    tables = enabled_tables(config)
+    tables = built_tables(config)
     chosen = _settings(config).get("tables")
     unknown = sorted(set(chosen or ()) - set(config.get("tables") or {}))
     if unknown:
