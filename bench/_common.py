@@ -41,7 +41,8 @@ def backbone_dir() -> Path:
 def stsb_table(split: str, mirror: str | None = None) -> Path:
     """results/bench/work/stsb-{split}.parquet from the mirror, through the pipeline's own reader (built once)."""
     from aoe.data.io import write_parquet_atomic
-    from aoe.data.sts import read_sts, resolve_downstream_root
+    from aoe.data.mirror import resolve_downstream_root
+    from aoe.data.sts import read_sts
 
     out = WORK_DIR / f"stsb-{split}.parquet"
     if not out.is_file():

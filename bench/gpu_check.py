@@ -63,7 +63,8 @@ def prepare(bundle: Path, mirror: str) -> None:
     from aoe.configcheck import load_config
     from aoe.data.nli import nli_formats, read_nli_csv
     from aoe.data.prepare import prepare_sts_table
-    from aoe.data.sts import resolve_downstream_root, sts_files
+    from aoe.data.mirror import resolve_downstream_root
+    from aoe.data.sts import sts_files
     from aoe.models import materialize_backbone
     from aoe.workflow import train_params
 

@@ -32,12 +32,13 @@ from aoe.workflow import (
     train_params,
 )
 from aoe.data.io import DataError
-from aoe.data.sts import DOWNSTREAM_SUBDIR, STS_DATASETS, STS_TASKS, resolve_downstream_root, sts_files
+from aoe.data.mirror import DOWNSTREAM_SUBDIR, mirror_sources, resolve_downstream_root, upstream_url
+from aoe.data.sts import STS_DATASETS, STS_TASKS, sts_files
 from aoe.data.glue import HUB_PAIR_SETS
 from aoe.data.nli import NLI_MIRROR_FILES
 from aoe.data.transfer import transfer_files
 from aoe.evaluate.nli_probe import probe_inputs
-from aoe.data.pairsets import ALLNLI_FILE, SOURCES, dataset_splits, mirror_sources, upstream_url
+from aoe.data.catalog import ALLNLI_FILE, SOURCES, dataset_splits
 from aoe.formats import TOKEN_CACHE_FORMAT
 from aoe.pooling_names import EVAL_POOLING_NAMES
 from aoe.llm_supervised import generators as llm_generators
@@ -88,9 +89,11 @@ EVAL_RESULTS = suite_results(config)
 
 # the analyses build.analyses names (a preset names its own: none where it leaves the key out of its list)
 _sat = config["analysis"]["saturation"]
-SATURATION_RESULTS = [
-    R(f"results/analysis/saturation/{b}/{_sat['dataset']}-{_sat['split']}.json") for b in _sat["backbones"]
-] if "saturation" in built_analyses(config) else []
+SATURATION_RESULTS = (
+    [R(f"results/analysis/saturation/{b}/{_sat['dataset']}-{_sat['split']}.json") for b in _sat["backbones"]]
+    if "saturation" in built_analyses(config)
+    else []
+)
 
 GIS_RESULTS = (
     [
@@ -185,7 +188,7 @@ def get_init_model(wildcards):
 
 
 def _trainset_table_name(wildcards):
-    """{split} for pairs, {split}.{format} for the other formats (see aoe.data.pairsets.table_paths)."""
+    """{split} for pairs, {split}.{format} for the other formats (see aoe.data.catalog.table_paths)."""
     ts = config["trainsets"][wildcards.trainset]
     fmt = get_train_params(wildcards)["format"]
     return ts["split"] if fmt == "pairs" else f"{ts['split']}.{fmt}"

@@ -1,6 +1,6 @@
 # Raw data -> normalised pair tables. Downloads run as local rules: compute nodes are often offline.
 
-from aoe.data.sts import DOWNSTREAM_SUBDIR
+from aoe.data.mirror import DOWNSTREAM_SUBDIR
 
 
 localrules:
@@ -83,7 +83,7 @@ rule tokenize:
         "../workflow_scripts/tokenize.py"
 
 
-# ---- every other dataset of the paper (aoe.data.pairsets.SOURCES says where each split comes from)
+# ---- every other dataset of the paper (aoe.data.catalog.SOURCES says where each split comes from)
 
 
 localrules:

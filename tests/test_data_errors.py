@@ -1,7 +1,7 @@
 """Data problems the pipeline must report in one line naming the file or key and the fix (issue 23).
 
 A changed published file fails whichever folder it was found in (the package ships the sha256
-of every published file it reads, aoe.data.published); a file the mirror lacks is fetched from
+of every published file it reads, aoe.data.mirror); a file the mirror lacks is fetched from
 its recorded source, or, where the evaluations read SentEval's folder as a whole, named when
 the job is planned; a bad mirror setting names the setting it came from; a saturation dataset
 that is no pair table lists the valid ones.
@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 
 from aoe.data.io import DataError, sha256_file
-from aoe.data.pairsets import pair_table_problem, upstream_url
+from aoe.data.catalog import pair_table_problem
+from aoe.data.mirror import DOWNSTREAM_SUBDIR, TABLE, check_published, mirror_sources, resolve_downstream_root, upstream_url
 from aoe.data.prepare import prepare_sts_table
-from aoe.data.published import TABLE, check_published, mirror_sources, pipeline_files, write_table
-from aoe.data.sts import DOWNSTREAM_SUBDIR, resolve_downstream_root
+from aoe.data.published import pipeline_files, write_table
 from aoe.data.transfer import read_transfer
 from tests.workflow_utils import copy_workflow, mirror_path, snakemake
 

@@ -16,7 +16,9 @@ import pytest
 from aoe.data.hub import fetch_hub_dataset, read_hub_split
 from aoe.data.io import DataError
 from aoe.data.nli import nli_formats, read_allnli, read_nli_csv
-from aoe.data.pairsets import SOURCES, mirror_sources, prepare_pairset, table_paths, upstream_url
+from aoe.data.catalog import SOURCES, table_paths
+from aoe.data.mirror import mirror_sources, upstream_url
+from aoe.data.prepare import prepare_pairset
 
 from tests.workflow_utils import copy_workflow, snakemake
 
@@ -291,7 +293,7 @@ def test_with_the_mirror_nothing_is_downloaded(tmp_path, mirror):
 def test_gis_statistics_and_figures_from_the_hub_through_the_dag(gis_hub, tmp_path, mirror):
     """download_hub -> prepare_pairs -> gis_stats -> gis_figures, against the fake hub."""
     wd = copy_workflow(tmp_path / "wf")
-    (wd / "gis.yaml").write_text("analysis:\n  gis: {enabled: true, tokenizer_backbone: minilm-l6}\n")
+    (wd / "gis.yaml").write_text("analysis:\n  gis: {tokenizer_backbone: minilm-l6}\n")
     env = {"AOE_DATA_MIRROR": str(mirror), "HF_ENDPOINT": f"http://127.0.0.1:{gis_hub.server_port}", "HF_HUB_DISABLE_XET": "1"}
     out = snakemake(wd, "--cores", "2", "results/figures/gis_fig9_token_lengths.png", "results/figures/gis_fig8_ngram_overlap.pdf",
                     "--configfile", "gis.yaml", env=env)

@@ -1,4 +1,4 @@
-"""Tests for the STS readers (aoe.data.sts) and the file helpers (aoe.data.io).
+"""Tests for the STS readers (aoe.data.sts), the mirror lookup (aoe.data.mirror) and the file helpers (aoe.data.io).
 
 The real-data tests read the read-only data mirror in place (``$AOE_DATA_MIRROR``
 or ``../shared/data`` next to the repository) and are skipped when it is absent;
@@ -17,6 +17,7 @@ import pytest
 
 from aoe.data import sts
 from aoe.data.io import DataError, sha256_file, write_parquet_atomic
+from aoe.data.mirror import DOWNSTREAM_SUBDIR, resolve_downstream_root, verify_manifest
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -24,14 +25,14 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 def _mirror_root() -> Path | None:
     configured = os.environ.get("AOE_DATA_MIRROR")
     root = Path(configured) if configured else REPO_ROOT.parent / "shared" / "data"
-    return root if (root / sts.DOWNSTREAM_SUBDIR / "STS").is_dir() else None
+    return root if (root / DOWNSTREAM_SUBDIR / "STS").is_dir() else None
 
 
 MIRROR = _mirror_root()
 needs_mirror = pytest.mark.skipif(
     MIRROR is None,
     reason=(
-        f"data mirror with {sts.DOWNSTREAM_SUBDIR}/STS not found at "
+        f"data mirror with {DOWNSTREAM_SUBDIR}/STS not found at "
         f"{os.environ.get('AOE_DATA_MIRROR') or REPO_ROOT.parent / 'shared' / 'data'} "
         "(set AOE_DATA_MIRROR to the mirror root)"
     ),
@@ -51,7 +52,7 @@ def _no_mirror_env(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.fixture(scope="module")
 def downstream() -> Path:
     assert MIRROR is not None
-    return MIRROR / sts.DOWNSTREAM_SUBDIR
+    return MIRROR / DOWNSTREAM_SUBDIR
 
 
 @needs_mirror
@@ -157,11 +158,11 @@ def test_real_first_rows(downstream: Path) -> None:
 def test_real_manifest_provenance() -> None:
     assert MIRROR is not None
     relpaths = [
-        f"{sts.DOWNSTREAM_SUBDIR}/{rel}"
+        f"{DOWNSTREAM_SUBDIR}/{rel}"
         for dataset, split in ALL_SPLITS
         for rel in sts.sts_files(dataset, split)
     ]
-    provenance = sts.verify_manifest(MIRROR, relpaths)
+    provenance = verify_manifest(MIRROR, relpaths)
     assert set(provenance) == set(relpaths)
     for rel, info in provenance.items():
         assert info["sha256"] == sha256_file(MIRROR / rel)
@@ -171,10 +172,10 @@ def test_real_manifest_provenance() -> None:
 @needs_mirror
 def test_resolve_real_mirror(monkeypatch: pytest.MonkeyPatch, downstream: Path) -> None:
     assert MIRROR is not None
-    assert sts.resolve_downstream_root(str(MIRROR)) == downstream.absolute()
-    assert sts.resolve_downstream_root(downstream) == downstream.absolute()
+    assert resolve_downstream_root(str(MIRROR)) == downstream.absolute()
+    assert resolve_downstream_root(downstream) == downstream.absolute()
     monkeypatch.setenv("AOE_DATA_MIRROR", str(MIRROR))
-    assert sts.resolve_downstream_root(None) == downstream.absolute()
+    assert resolve_downstream_root(None) == downstream.absolute()
 
 
 # ---------------------------------------------------------------- synthetic trees
@@ -363,37 +364,37 @@ def test_sts_files() -> None:
 
 
 def test_resolve_downstream_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    assert sts.resolve_downstream_root(None) is None
-    assert sts.resolve_downstream_root("") is None
+    assert resolve_downstream_root(None) is None
+    assert resolve_downstream_root("") is None
 
     mirror = tmp_path / "mirror"
     (mirror / "senteval" / "downstream" / "STS").mkdir(parents=True)
     expected = mirror / "senteval" / "downstream"
-    assert sts.resolve_downstream_root(mirror) == expected
-    assert sts.resolve_downstream_root(str(expected)) == expected
+    assert resolve_downstream_root(mirror) == expected
+    assert resolve_downstream_root(str(expected)) == expected
 
     monkeypatch.setenv("AOE_DATA_MIRROR", str(mirror))
-    assert sts.resolve_downstream_root(None) == expected
+    assert resolve_downstream_root(None) == expected
     # An explicit argument wins over the environment.
     other = tmp_path / "other" / "downstream"
     (other / "STS").mkdir(parents=True)
-    assert sts.resolve_downstream_root(other) == other
+    assert resolve_downstream_root(other) == other
 
 
 def test_resolve_downstream_root_bad_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     absent = tmp_path / "absent"
     with pytest.raises(DataError, match="does not exist") as info:
-        sts.resolve_downstream_root(absent)
+        resolve_downstream_root(absent)
     assert str(absent) in str(info.value)
 
     monkeypatch.setenv("AOE_DATA_MIRROR", str(absent))
     with pytest.raises(DataError, match=str(absent)):
-        sts.resolve_downstream_root(None)
+        resolve_downstream_root(None)
 
     wrong = tmp_path / "wrong"
     (wrong / "senteval").mkdir(parents=True)
     with pytest.raises(DataError, match="neither a data mirror") as info:
-        sts.resolve_downstream_root(wrong)
+        resolve_downstream_root(wrong)
     assert str(wrong) in str(info.value)
 
 
@@ -415,48 +416,48 @@ def test_verify_manifest(tmp_path: Path) -> None:
         root / "MANIFEST.tsv",
         "path\tlines\tbytes\tsha256\tsource\n" + _manifest_line(root, good, "src/a") + _manifest_line(root, bad),
     )
-    assert sts.verify_manifest(root, [good]) == {good: {"sha256": sha256_file(root / good), "source": "src/a"}}
+    assert verify_manifest(root, [good]) == {good: {"sha256": sha256_file(root / good), "source": "src/a"}}
 
     _write(root / bad, "tampered\n")
     with pytest.raises(DataError, match="does not match") as info:
-        sts.verify_manifest(root, [good, bad])
+        verify_manifest(root, [good, bad])
     assert str(root / bad) in str(info.value)
 
     with pytest.raises(DataError, match="not listed") as info:
-        sts.verify_manifest(root, ["unlisted.txt"])
+        verify_manifest(root, ["unlisted.txt"])
     assert str(root / "unlisted.txt") in str(info.value)
 
     (root / good).unlink()
     with pytest.raises(DataError, match="does not exist"):
-        sts.verify_manifest(root, [good])
+        verify_manifest(root, [good])
 
 
 @needs_mirror
 def test_verify_manifest_tampered_copy_of_real_file(tmp_path: Path) -> None:
     assert MIRROR is not None
-    rel = f"{sts.DOWNSTREAM_SUBDIR}/{sts.sts_files('sts13', 'test')[1]}"
+    rel = f"{DOWNSTREAM_SUBDIR}/{sts.sts_files('sts13', 'test')[1]}"
     copy = tmp_path / "mirror"
     (copy / rel).parent.mkdir(parents=True)
     shutil.copyfile(MIRROR / "MANIFEST.tsv", copy / "MANIFEST.tsv")
     shutil.copyfile(MIRROR / rel, copy / rel)
-    assert sts.verify_manifest(copy, [rel])[rel]["sha256"] == sha256_file(MIRROR / rel)
+    assert verify_manifest(copy, [rel])[rel]["sha256"] == sha256_file(MIRROR / rel)
     with open(copy / rel, "a", encoding="utf-8") as fh:
         fh.write("5.0\n")
     with pytest.raises(DataError, match="sha256") as info:
-        sts.verify_manifest(copy, [rel])
+        verify_manifest(copy, [rel])
     assert str(copy / rel) in str(info.value)
 
 
 def test_verify_manifest_without_manifest(tmp_path: Path) -> None:
     _write(tmp_path / "a.txt", "x")
     expected = {"a.txt": {"sha256": hashlib.sha256(b"x").hexdigest(), "source": None}}
-    assert sts.verify_manifest(tmp_path, ["a.txt"]) == expected
+    assert verify_manifest(tmp_path, ["a.txt"]) == expected
 
 
 def test_verify_manifest_malformed(tmp_path: Path) -> None:
     manifest = _write(tmp_path / "MANIFEST.tsv", "path\tlines\tbytes\tsha256\tsource\na.txt\t1\n")
     with pytest.raises(DataError) as info:
-        sts.verify_manifest(tmp_path, ["a.txt"])
+        verify_manifest(tmp_path, ["a.txt"])
     assert f"{manifest}:2: expected 5 tab-separated fields, got 2" in str(info.value)
 
 

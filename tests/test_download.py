@@ -19,7 +19,7 @@ import pytest
 from aoe.data import download as published
 from aoe.data.download import download_file
 from aoe.data.io import DataError
-from aoe.data.published import mirror_sources
+from aoe.data.mirror import mirror_sources
 
 BODY = os.urandom(300_000)  # several download chunks, so a drop leaves a partial file to resume
 

@@ -16,7 +16,8 @@ import zlib
 import numpy as np
 import pytest
 
-from aoe.data.sts import read_sts, resolve_downstream_root
+from aoe.data.mirror import resolve_downstream_root
+from aoe.data.sts import read_sts
 from aoe.evaluate.sts import TASKS, evaluate_sts
 from tests.workflow_utils import mirror_path
 

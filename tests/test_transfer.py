@@ -212,7 +212,7 @@ def test_mirror_quirks(mirror_data):
 
 
 def test_transfer_files_are_in_the_manifest(mirror):
-    from aoe.data.sts import verify_manifest
+    from aoe.data.mirror import verify_manifest
 
     rels = [f"senteval/downstream/{rel}" for task in TRANSFER_TASKS for rel in transfer_files(task)]
     assert len(rels) == len(EXPECTED_ROWS)

@@ -8,7 +8,7 @@ from aoe.workflow import start_log
 
 start_log(snakemake.log[0])
 
-from aoe.data.pairsets import prepare_pairset
+from aoe.data.prepare import prepare_pairset
 
 prepare_pairset(
     snakemake.wildcards.dataset,

@@ -1,1 +1,8 @@
-"""Data loading: STS evaluation/training sets, mirror resolution and upstream downloads."""
+"""Data loading, in layers that import only the ones before them (no module here imports a feature package):
+
+io (DataError, sha256, atomic writes, decoding) -> mirror (the published sha256 table, upstream URLs,
+SentEval's folder in a mirror, MANIFEST.tsv checks) -> download -> readers (sts, transfer, nli, glue,
+flickr, hub) and generated (names of the tables the workflow generates) -> catalog (SOURCES, dataset
+splits, table paths) -> prepare (prepared tables with their manifests), published (regenerates the
+sha256 table).
+"""

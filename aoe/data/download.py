@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 import time
 from pathlib import Path
 
 import requests
 
-from aoe.data.io import DataError, sha256_file
+from aoe.data.io import DataError, sha256_file, write_atomic
+from aoe.data.mirror import check_published, mirror_file, mirror_sources
 
 _OFFLINE_VARS = ("HF_HUB_OFFLINE", "AOE_OFFLINE")
 _CHUNK_BYTES = 1 << 16
@@ -140,10 +140,6 @@ def fetch_published(relpath: str, dest: Path, *, url: str, sha256: str | None, m
     published file from one folder and its plan does not change with where the files came from.
     A mirror copy that is not the published file is an error naming it, never a silent download.
     """
-    from aoe.data.published import check_published, mirror_sources
-    from aoe.data.sts import mirror_file
-    from aoe.fsutil import as_created
-
     dest = Path(dest)
     found = mirror_file(relpath, mirror)
     if found is None:
@@ -153,15 +149,7 @@ def fetch_published(relpath: str, dest: Path, *, url: str, sha256: str | None, m
         check_published(found, relpath)
     elif sha256 is not None and (got := sha256_file(found)) != sha256.lower():
         raise DataError(f"{found}: sha256 {got} is not the expected {sha256.lower()} of {relpath}; restore the mirror's file")
-    dest.parent.mkdir(parents=True, exist_ok=True)
     # a copy, not a link: Snakemake may touch its outputs, and a mirror is often someone else's read-only folder
-    fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.")
-    try:
-        with os.fdopen(fd, "wb") as out, open(found, "rb") as src:
-            shutil.copyfileobj(src, out)
-        as_created(tmp)
-        os.replace(tmp, dest)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with open(found, "rb") as src:
+        write_atomic(dest, lambda out: shutil.copyfileobj(src, out))
     return f"copied from the data mirror: {found}"

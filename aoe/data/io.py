@@ -10,7 +10,9 @@ from __future__ import annotations
 import hashlib
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import BinaryIO
 
 import pandas as pd
 
@@ -36,12 +38,12 @@ def sha256_file(path: str | os.PathLike[str]) -> str:
     return digest.hexdigest()
 
 
-def write_parquet_atomic(df: pd.DataFrame, path: str | os.PathLike[str]) -> Path:
-    """Write ``df`` (without its index) to ``path`` as parquet, atomically.
+def write_atomic(path: str | os.PathLike[str], write: Callable[[BinaryIO], object]) -> Path:
+    """Write a file at ``path`` through ``write(fh)`` (a binary file), atomically.
 
-    The table goes to a temporary file in the destination directory, is fsynced,
-    and is then moved over ``path`` with ``os.replace``. A crash at any point
-    leaves either the previous file or none at all, never a truncated parquet
+    The bytes go to a temporary file in the destination directory, are fsynced,
+    and the file is then moved over ``path`` with ``os.replace``. A crash at any
+    point leaves either the previous file or none at all, never a truncated one
     that a later rule would take for a finished output. Parent directories are
     created as needed. Returns ``path`` as a ``Path``.
     """
@@ -51,7 +53,7 @@ def write_parquet_atomic(df: pd.DataFrame, path: str | os.PathLike[str]) -> Path
     fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as fh:
-            df.to_parquet(fh, index=False)
+            write(fh)
             fh.flush()
             os.fsync(fh.fileno())
         as_created(tmp_name)  # not mkstemp's 0600: results are read by other users' jobs
@@ -60,3 +62,42 @@ def write_parquet_atomic(df: pd.DataFrame, path: str | os.PathLike[str]) -> Path
         Path(tmp_name).unlink(missing_ok=True)
         raise
     return path
+
+
+def write_parquet_atomic(df: pd.DataFrame, path: str | os.PathLike[str]) -> Path:
+    """Write ``df`` (without its index) to ``path`` as parquet, atomically (:func:`write_atomic`).
+
+    Returns ``path`` as a ``Path``.
+    """
+    return write_atomic(path, lambda fh: df.to_parquet(fh, index=False))
+
+
+def read_text(path: str | os.PathLike[str], encoding: str = "utf-8") -> str:
+    """Read and decode a file, as is (no newline translation).
+
+    Raises DataError naming the file when it is missing, and the file and the 1-based
+    line number when its bytes are not valid ``encoding`` (the message spells the
+    encoding as given: ``"UTF-8"`` or ``"utf-8"``).
+    """
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise DataError(f"missing file: {path}") from None
+    try:
+        return raw.decode(encoding)
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        raise DataError(f"{path}:{line}: not valid {encoding} ({exc.reason})") from exc
+
+
+def text_lines(text: str) -> list[str]:
+    """Lines as iterating a text-mode file yields them (universal newlines), without terminators.
+
+    Splits on ``\\n``, ``\\r\\n`` and ``\\r`` only, unlike ``str.splitlines``, which also
+    breaks at ``\\x0b``, ``\\x0c``, ``\\x1c``-``\\x1e`` and ``\\x85``.
+    """
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    if lines[-1] == "":
+        lines.pop()  # the final newline ends the last line, it does not start a new one
+    return lines

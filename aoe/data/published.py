@@ -1,34 +1,32 @@
-"""The published files the pipeline reads, pinned by sha256, and the check each read goes through.
+"""Regenerating the package's table of published files (``aoe/resources/mirror_sources.tsv``).
 
-A file can come from a full data mirror, a bare SentEval ``downstream`` folder or a download
-from its recorded public source (``aoe.data.download.fetch_published``). Only a full mirror carries a
-MANIFEST.tsv, and a manifest that sits beside the files it vouches for is edited as easily as
-they are; so the package ships the sha256 of every published file it reads, with the public
-source each was taken from (``aoe/resources/mirror_sources.tsv``), and every reader checks its
-files against that table wherever they were found.
-
+Every reader checks its files against that table (:func:`aoe.data.mirror.check_published`),
+wherever they were found: a full data mirror, a bare SentEval ``downstream`` folder or a
+download from the file's recorded public source (:func:`aoe.data.download.fetch_published`).
 After a change to which files the readers read, regenerate the table from an intact mirror::
 
     python -m aoe.data.published /path/to/mirror
 
 which checks the mirror's files against its MANIFEST.tsv and rewrites the table with exactly
-the files :func:`pipeline_files` lists.
+the files :func:`pipeline_files` lists. This module sits above the readers and the catalog
+(it asks each which files it reads); nothing in :mod:`aoe.data` imports it.
 """
 
 from __future__ import annotations
 
 import argparse
-import csv
-import functools
 import os
 from importlib import resources
 from pathlib import Path
 
-from aoe.data.io import DataError, sha256_file
+from aoe.data.catalog import SOURCES
+from aoe.data.io import DataError
+from aoe.data.mirror import DOWNSTREAM_SUBDIR, TABLE, mirror_sources, verify_manifest
+from aoe.data.sts import SPLITS, sts_files
+from aoe.data.transfer import TRANSFER_TASKS, transfer_files
 
-__all__ = ["TABLE", "mirror_sources", "pipeline_files", "check_published", "write_table"]
+__all__ = ["pipeline_files", "write_table"]
 
-TABLE = "mirror_sources.tsv"
 _COLUMNS = ("path", "sha256", "source")
 _TABLE_COMMENT = (
     "# Every published file the pipeline reads, relative to the data mirror's root, with its sha256\n"
@@ -39,45 +37,13 @@ _TABLE_COMMENT = (
 )
 
 
-@functools.cache
-def mirror_sources() -> dict[str, dict[str, str]]:
-    """Mirror-relative path -> {sha256, source} of every published file the pipeline reads."""
-    text = resources.files("aoe.resources").joinpath(TABLE).read_text(encoding="utf-8")
-    lines = [line for line in text.splitlines() if line and not line.startswith("#")]
-    return {r["path"]: {"sha256": r["sha256"], "source": r["source"]} for r in csv.DictReader(lines, delimiter="\t")}
-
-
 def pipeline_files() -> list[str]:
     """Every published file the readers can be asked to read, relative to the mirror root."""
-    # imported here: those modules check their files through this one
-    from aoe.data.pairsets import SOURCES
-    from aoe.data.sts import DOWNSTREAM_SUBDIR, SPLITS, sts_files
-    from aoe.data.transfer import TRANSFER_TASKS, transfer_files
-
     senteval = {f for dataset, splits in SPLITS.items() for split in splits for f in sts_files(dataset, split)}
     senteval |= {f for task in TRANSFER_TASKS for f in transfer_files(task)}
     files = {f"{DOWNSTREAM_SUBDIR}/{f}" for f in senteval}
     files |= {f for splits in SOURCES.values() for src in splits.values() if src.kind == "mirror" for f in src.files}
     return sorted(files)
-
-
-def check_published(path: str | os.PathLike[str], relpath: str) -> dict[str, str]:
-    """The sha256 and source of ``path``, a copy of the published file ``relpath``.
-
-    Raises DataError, in one line naming the file, both sha256 and the fix, when its bytes
-    are not the published ones, whichever folder it was found in.
-    """
-    pinned = mirror_sources().get(relpath)
-    if pinned is None:
-        raise DataError(f"{relpath}: no published sha256 recorded for it in aoe/resources/{TABLE}")
-    found = sha256_file(path)
-    if found != pinned["sha256"]:
-        raise DataError(
-            f"{path}: sha256 {found} is not the published {pinned['sha256']} of {relpath} "
-            f"(from {pinned['source']}); restore the published file (a downloaded copy: delete it to fetch "
-            "it again) or point AOE_DATA_MIRROR (config data.mirror) at an intact copy of the mirror"
-        )
-    return {"sha256": found, "source": pinned["source"]}
 
 
 def write_table(mirror_root: str | os.PathLike[str], out: str | os.PathLike[str] | None = None) -> Path:
@@ -86,8 +52,6 @@ def write_table(mirror_root: str | os.PathLike[str], out: str | os.PathLike[str]
     Every listed file must be in the mirror and match its MANIFEST.tsv, so the table pins the
     bytes that are actually there.
     """
-    from aoe.data.sts import verify_manifest
-
     root = Path(mirror_root)
     if not (root / "MANIFEST.tsv").is_file():
         raise DataError(f"{root} has no MANIFEST.tsv: give the root of a full data mirror")

@@ -33,7 +33,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from aoe.data.io import DataError, sha256_file
+from aoe.data.io import DataError, read_text, text_lines
 
 STS_DATASETS: tuple[str, ...] = ("sts12", "sts13", "sts14", "sts15", "sts16", "stsb", "sickr")
 
@@ -104,9 +104,6 @@ SCORE_RANGE: dict[str, tuple[float, float]] = {
 
 COLUMNS: tuple[str, ...] = ("sentence1", "sentence2", "score", "split", "subset")
 
-# Where SentEval's downstream tree sits inside the data mirror (see its README).
-DOWNSTREAM_SUBDIR = "senteval/downstream"
-
 # STS task name in results -> dataset key of results/data/{dataset}/test.parquet
 STS_TASKS = {
     "STS12": "sts12",
@@ -138,8 +135,8 @@ def sts_files(dataset: str, split: str) -> list[str]:
     """Paths, relative to the downstream root, that :func:`read_sts` reads for this split.
 
     Lets a Snakemake rule declare them as inputs and the preparation check them
-    against their published sha256 (:mod:`aoe.data.published`, which names them
-    with :data:`DOWNSTREAM_SUBDIR` in front).
+    against their published sha256 (:func:`aoe.data.mirror.check_published`, which names
+    them with :data:`aoe.data.mirror.DOWNSTREAM_SUBDIR` in front).
     """
     _check_known(dataset, split)
     if dataset in STS_SUBSETS:
@@ -150,29 +147,6 @@ def sts_files(dataset: str, split: str) -> list[str]:
             files.append(f"{year_dir}/STS.gs.{subset}.txt")
         return files
     return [_PAIR_FILES[(dataset, split)]]
-
-
-def _decode(path: Path) -> str:
-    """Read a file as UTF-8, turning a decode failure into a DataError with its line number."""
-    raw = path.read_bytes()
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = raw.count(b"\n", 0, exc.start) + 1
-        raise DataError(f"{path}:{line}: not valid UTF-8 ({exc.reason})") from exc
-
-
-def _file_lines(path: Path) -> list[str]:
-    """Lines as Python's text-mode iteration yields them (universal newlines), without terminators.
-
-    SentEval reads STS-B and SICK by iterating the open file, which splits on
-    ``\\n``, ``\\r\\n`` and ``\\r`` only (SICK's test file has CRLF endings).
-    """
-    text = _decode(path).replace("\r\n", "\n").replace("\r", "\n")
-    lines = text.split("\n")
-    if lines[-1] == "":
-        lines.pop()  # the final newline terminates the last line, it does not start a new one
-    return lines
 
 
 def _normalise(sentence: str, path: Path, line: int, column: str) -> str:
@@ -197,8 +171,8 @@ def _parse_score(raw: str, dataset: str, path: Path, line: int) -> float:
 
 def _read_sts_subset(input_path: Path, gold_path: Path, dataset: str) -> list[_Row]:
     # str.splitlines (not file iteration) because that is how SentEval splits these files.
-    pairs = _decode(input_path).splitlines()
-    golds = _decode(gold_path).splitlines()
+    pairs = read_text(input_path, "UTF-8").splitlines()
+    golds = read_text(gold_path, "UTF-8").splitlines()
     if len(pairs) != len(golds):
         raise DataError(
             f"{gold_path} has {len(golds)} lines but {input_path} has {len(pairs)}; "
@@ -234,7 +208,9 @@ def _read_pair_file(
     columns: tuple[int, int, int],
 ) -> list[_Row]:
     """Read one STS-B / SICK style file; ``columns`` = (sentence1, sentence2, score) field indices."""
-    lines = _file_lines(path)
+    # SentEval reads STS-B and SICK by iterating the open file: universal newlines
+    # (SICK's test file has CRLF endings), not str.splitlines.
+    lines = text_lines(read_text(path, "UTF-8"))
     start = 0
     if skip_header:
         if not lines or lines[0].split("\t")[0] != _SICK_HEADER_FIRST_FIELD:
@@ -328,114 +304,3 @@ def read_sts(
         },
         columns=list(COLUMNS),
     )
-
-
-def _mirror_setting(mirror: str | os.PathLike[str] | None) -> tuple[str, str, str]:
-    """(value, how to name the setting it came from, how to drop it) of the mirror in effect."""
-    chosen = os.fspath(mirror) if mirror is not None else ""
-    if chosen:
-        return chosen, f"config data.mirror: {chosen}", "set data.mirror to null"
-    chosen = os.environ.get("AOE_DATA_MIRROR", "")
-    return chosen, f"AOE_DATA_MIRROR={chosen}", "unset AOE_DATA_MIRROR"
-
-
-def resolve_downstream_root(mirror: str | os.PathLike[str] | None) -> Path | None:
-    """Find SentEval's downstream folder from a mirror setting.
-
-    Uses ``mirror`` (config ``data.mirror``) if given (an empty string counts as
-    not given, which is how an unset config value usually arrives), else
-    ``$AOE_DATA_MIRROR``, else returns None (meaning: download instead). The path
-    may be the mirror root (holding ``README.md``, ``MANIFEST.tsv``,
-    ``senteval/...``), in which case ``<mirror>/senteval/downstream`` is returned,
-    or a ``downstream`` folder itself. Raises DataError, naming the setting the
-    path came from, its value, what a mirror is and the fix, if the path does not
-    exist or has neither layout.
-    """
-    chosen, named, drop = _mirror_setting(mirror)
-    if not chosen:
-        return None
-    path = Path(chosen).expanduser().absolute()
-    if str(path) != chosen:
-        named += f" ({path})"
-    valid = f"a data mirror is a folder holding {DOWNSTREAM_SUBDIR}/STS/ (the mirror root) or STS/ (SentEval's downstream folder)"
-    fix = f"{drop} to download the data, or point it at such a folder"
-    if not path.exists():
-        raise DataError(f"{named} does not exist; {valid}; {fix}")
-    for candidate in (path / DOWNSTREAM_SUBDIR, path):
-        if (candidate / "STS").is_dir():
-            return candidate
-    raise DataError(f"{named} is neither a data mirror nor SentEval's downstream folder; {valid}; {fix}")
-
-
-def mirror_file(relpath: str, mirror: str | os.PathLike[str] | None) -> Path | None:
-    """Where the data mirror in effect (``mirror``: config ``data.mirror``, else ``$AOE_DATA_MIRROR``)
-    holds the published file ``relpath`` (relative to a mirror root), or None.
-
-    A bare SentEval ``downstream`` folder holds only the ``senteval/downstream/`` files; a full
-    mirror (one with its MANIFEST.tsv) holds the others too.
-    """
-    downstream = resolve_downstream_root(mirror)
-    if downstream is None:
-        return None
-    prefix = f"{DOWNSTREAM_SUBDIR}/"
-    if relpath.startswith(prefix):
-        path = downstream / relpath.removeprefix(prefix)
-    else:
-        root = downstream.parent.parent
-        if not (root / "MANIFEST.tsv").is_file():
-            return None
-        path = root / relpath
-    return path if path.is_file() else None
-
-
-def _read_manifest(manifest: Path) -> dict[str, tuple[str, str]]:
-    """Parse MANIFEST.tsv into {path: (sha256, source)}."""
-    lines = _file_lines(manifest)
-    header = ["path", "lines", "bytes", "sha256", "source"]
-    if not lines or lines[0].split("\t") != header:
-        raise DataError(f"{manifest}:1: expected header {' '.join(header)!r}")
-    entries: dict[str, tuple[str, str]] = {}
-    for index, text in enumerate(lines[1:], start=2):
-        fields = text.split("\t")
-        if len(fields) != len(header):
-            raise DataError(
-                f"{manifest}:{index}: expected {len(header)} tab-separated fields, got {len(fields)}"
-            )
-        entries[fields[0]] = (fields[3], fields[4])
-    return entries
-
-
-def verify_manifest(
-    mirror_root: str | os.PathLike[str], relpaths: list[str]
-) -> dict[str, dict[str, str | None]]:
-    """Check mirror files against ``<mirror_root>/MANIFEST.tsv`` and return their provenance.
-
-    This is how the package's table of published sha256 is regenerated from an
-    intact mirror (:func:`aoe.data.published.write_table`); the pipeline checks
-    the files it reads against that table, whatever folder they are in.
-
-    ``relpaths`` are relative to the mirror root (e.g.
-    ``senteval/downstream/STS/STSBenchmark/sts-test.csv``). When the manifest
-    exists, each file must be listed in it and match its sha256; otherwise
-    DataError names the file. Without a manifest the hashes are computed and
-    ``source`` is None, so callers still record exactly which bytes they used.
-    Returns ``{relpath: {"sha256": ..., "source": ...}}``.
-    """
-    root = Path(mirror_root)
-    manifest = root / "MANIFEST.tsv"
-    entries = _read_manifest(manifest) if manifest.is_file() else None
-    provenance: dict[str, dict[str, str | None]] = {}
-    for rel in relpaths:
-        path = root / rel
-        if entries is not None and rel not in entries:
-            raise DataError(f"{path} is not listed in {manifest}")
-        if not path.is_file():
-            raise DataError(f"{path} does not exist")
-        got = sha256_file(path)
-        source: str | None = None
-        if entries is not None:
-            expected, source = entries[rel]
-            if got != expected:
-                raise DataError(f"{path}: sha256 {got} does not match {manifest} (expected {expected})")
-        provenance[rel] = {"sha256": got, "source": source}
-    return provenance

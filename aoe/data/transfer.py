@@ -38,8 +38,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from aoe.data.io import DataError
-from aoe.data.published import check_published
+from aoe.data.io import DataError, read_text, text_lines
+from aoe.data.mirror import DOWNSTREAM_SUBDIR, check_published, find_downstream
 
 TRANSFER_TASKS: tuple[str, ...] = ("MR", "CR", "SUBJ", "MPQA", "SST2", "TREC", "MRPC")
 
@@ -88,9 +88,6 @@ TREC_LABELS: dict[str, int] = {"ABBR": 0, "DESC": 1, "ENTY": 2, "HUM": 3, "LOC":
 _MRPC_HEADER_FIRST_FIELD = "Quality"
 _MRPC_MIN_FIELDS = 5  # quality, #1 ID, #2 ID, #1 String, #2 String
 
-# Where SentEval's downstream tree sits inside the data mirror (see its README).
-DOWNSTREAM_SUBDIR = "senteval/downstream"
-
 
 @dataclass(frozen=True)
 class TransferSplit:
@@ -135,8 +132,8 @@ def transfer_files(task: str) -> list[str]:
     """Paths, relative to the downstream root, that :func:`read_transfer` reads for ``task``.
 
     Lets a Snakemake rule declare them as inputs; :func:`read_transfer` checks
-    them against their published sha256 (:mod:`aoe.data.published`, which names
-    them with :data:`DOWNSTREAM_SUBDIR` in front).
+    them against their published sha256 (:func:`aoe.data.mirror.check_published`, which
+    names them with :data:`aoe.data.mirror.DOWNSTREAM_SUBDIR` in front).
     """
     _check_task(task)
     if task in _BINARY_FILES:
@@ -151,36 +148,13 @@ def resolve_transfer_root(path: str | os.PathLike[str]) -> Path:
     evaluates (rule download_file), e.g. TREC/ and MRPC/ alone."""
     path = Path(path)
     task_dirs = sorted({f.split("/")[0] for task in TRANSFER_TASKS for f in transfer_files(task)})
-    for candidate in (path / DOWNSTREAM_SUBDIR, path):
-        if any((candidate / d).is_dir() for d in task_dirs):
-            return candidate
+    found = find_downstream(path, task_dirs)
+    if found is not None:
+        return found
     raise DataError(
         f"{path} is neither a data mirror (no {DOWNSTREAM_SUBDIR}/ inside) "
         f"nor a SentEval downstream folder (none of {', '.join(f'{d}/' for d in task_dirs)} inside)"
     )
-
-
-def _decode(path: Path, encoding: str) -> str:
-    """Read and decode a file, turning a decode failure into a DataError with its line number."""
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        raise DataError(f"missing file: {path}") from None
-    try:
-        text = raw.decode(encoding)
-    except UnicodeDecodeError as exc:
-        line = raw.count(b"\n", 0, exc.start) + 1
-        raise DataError(f"{path}:{line}: not valid {encoding} ({exc.reason})") from exc
-    # Text-mode reading with universal newlines, which SentEval's io.open does.
-    return text.replace("\r\n", "\n").replace("\r", "\n")
-
-
-def _iter_lines(text: str) -> list[str]:
-    """Lines as iterating a text-mode file yields them (split on newline only), without terminators."""
-    lines = text.split("\n")
-    if lines[-1] == "":
-        lines.pop()  # the final newline ends the last line, it does not start a new one
-    return lines
 
 
 def _check_rows(path: Path, rel: str, n: int, expected_rows: Mapping[str, int] | None) -> None:
@@ -197,7 +171,7 @@ def _read_binary_file(root: Path, rel: str, expected_rows: Mapping[str, int] | N
     path = root / rel
     # splitlines, not file iteration: SentEval reads these files whole and calls
     # str.splitlines, which also breaks at \x0b, \x0c, \x1c-\x1e and \x85.
-    sentences = [_join(line) for line in _decode(path, "latin-1").splitlines()]
+    sentences = [_join(line) for line in read_text(path, "latin-1").splitlines()]
     _check_rows(path, rel, len(sentences), expected_rows)
     return sentences
 
@@ -206,7 +180,7 @@ def _read_sst(root: Path, rel: str, expected_rows: Mapping[str, int] | None) -> 
     path = root / rel
     sentences: list[str] = []
     labels: list[int] = []
-    for number, line in enumerate(_iter_lines(_decode(path, "utf-8")), start=1):
+    for number, line in enumerate(text_lines(read_text(path, "utf-8")), start=1):
         fields = line.strip().split("\t")
         if len(fields) < 2:
             raise DataError(f"{path}:{number}: expected a sentence and a label separated by a tab")
@@ -226,7 +200,7 @@ def _read_trec(root: Path, rel: str, expected_rows: Mapping[str, int] | None) ->
     path = root / rel
     sentences: list[str] = []
     labels: list[int] = []
-    for number, line in enumerate(_iter_lines(_decode(path, "latin-1")), start=1):
+    for number, line in enumerate(text_lines(read_text(path, "latin-1")), start=1):
         parts = line.strip().split(":", 1)
         if len(parts) != 2 or " " not in parts[1]:
             raise DataError(f"{path}:{number}: expected 'COARSE:fine sentence'")
@@ -241,7 +215,7 @@ def _read_trec(root: Path, rel: str, expected_rows: Mapping[str, int] | None) ->
 
 def _read_mrpc(root: Path, rel: str, expected_rows: Mapping[str, int] | None) -> TransferSplit:
     path = root / rel
-    lines = _iter_lines(_decode(path, "utf-8"))
+    lines = text_lines(read_text(path, "utf-8"))
     # SentEval drops the first line unseen; without a header that would lose a pair.
     if not lines or lines[0].lstrip("\ufeff").split("\t")[0] != _MRPC_HEADER_FIRST_FIELD:
         raise DataError(f"{path}:1: expected a header line starting with {_MRPC_HEADER_FIRST_FIELD!r}")
@@ -276,7 +250,7 @@ def read_transfer(
     malformed line, a file whose sample count differs from ``expected_rows``
     (keyed by path relative to the root; default :data:`EXPECTED_ROWS`, the
     published sizes), or, with ``published``, a file whose sha256 is not the
-    published one (:func:`aoe.data.published.check_published`). Synthetic data
+    published one (:func:`aoe.data.mirror.check_published`). Synthetic data
     in SentEval's layout passes ``expected_rows=None, published=False``.
     """
     _check_task(task)

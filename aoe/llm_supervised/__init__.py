@@ -23,41 +23,25 @@ with a manifest), so ``trainsets`` entries train on them through the usual rules
 Several generators can label the same texts (``llm_supervised.generators``: AnglE Table 4's
 LLaMA and ChatGLM), each into its own table: ``stsb_llm`` and ``stsb_llm_<name>``.
 
-This module stays import-light (no torch, no pandas): the workflow reads
-:func:`generated_splits` when it checks the config.
+The tables' names and :func:`generated_splits` live in :mod:`aoe.data.generated` (the data
+catalog lists these tables, and no data module imports a feature package); this package
+re-exports them. It stays import-light (no torch, no pandas): the workflow reads them when
+it checks the config.
 """
 
 from __future__ import annotations
 
-import re
+from aoe.data.generated import (
+    GENERATED_SPLITS,
+    LLM_DATASET,
+    LLM_DATASET_PATTERN,
+    SELF_DATASET,
+    SPLIT,
+    generated_splits,
+    generators,
+)
 
 __all__ = ["GENERATED_SPLITS", "LLM_DATASET", "LLM_DATASET_PATTERN", "SELF_DATASET", "SPLIT", "KINDS", "generated_splits", "generators"]
-
-LLM_DATASET = "stsb_llm"  # (text, LLM's similar sentence) 1, (text, LLM's dissimilar sentence) 0
-SELF_DATASET = "stsb_self"  # (text, text) 1: SimCSE's unsupervised setting, dropout as the only noise
-SPLIT = "train"
-# each generator writes its own pair table (llm_supervised.generators): stsb_llm, stsb_llm_<name>;
-# the schema spells it twice (generators' names, train sets' datasets), tests/test_schema.py holds them equal
-LLM_DATASET_PATTERN = r"stsb_llm(_[a-z0-9]+)*"
-
-# dataset -> its splits when no config is at hand (the default generator's table and the self pairs)
-GENERATED_SPLITS: dict[str, tuple[str, ...]] = {LLM_DATASET: (SPLIT,), SELF_DATASET: (SPLIT,)}
-
-
-def generators(config: dict | None) -> dict[str, dict]:
-    """Pair-table name -> its generator entry (``backbone``, ``env``, ``generation`` overrides)."""
-    if not config or "llm_supervised" not in config:
-        return {}
-    return dict(config["llm_supervised"].get("generators") or {})
-
-
-def generated_splits(config: dict | None = None) -> dict[str, tuple[str, ...]]:
-    """Dataset -> splits of the tables the LLM-supervised rules write: one per configured generator,
-    and the self pairs; without a config, :data:`GENERATED_SPLITS`."""
-    if config is None:
-        return dict(GENERATED_SPLITS)
-    names = [n for n in generators(config) if re.fullmatch(LLM_DATASET_PATTERN, n)]
-    return {**{n: (SPLIT,) for n in names}, SELF_DATASET: (SPLIT,)}
 
 # what each prompt asks for, and the label its pairs get (AnglE Figure 5: positive / negative pairs)
 KINDS: dict[str, float] = {"similar": 1.0, "dissimilar": 0.0}
