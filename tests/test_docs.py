@@ -348,8 +348,9 @@ def test_named_files_exist():
 
 
 def _slug(heading: str) -> str:
-    """GitHub's anchor of a heading: lowercase, markup and punctuation dropped, spaces to hyphens."""
-    text = re.sub(r"[`*_]|\[([^\]]*)\]\([^)]*\)", lambda m: m.group(1) or "", heading.strip()).lower()
+    """GitHub's anchor of a heading: lowercase, markup and punctuation dropped, spaces to hyphens (an
+    underscore is a word character there: `gpu_check.py` gives gpu_checkpy)."""
+    text = re.sub(r"[`*]|\[([^\]]*)\]\([^)]*\)", lambda m: m.group(1) or "", heading.strip()).lower()
     text = re.sub(r"[^\w\- ]", "", text)
     return text.replace(" ", "-")
 
