@@ -659,3 +659,23 @@ def test_a_transfer_evaluation_pooling_is_the_cells_or_a_variant_rows():
     assert set(angle) | set(table3) <= set(suite_results(config))  # target evaluate builds them too
     # the pool files are evaluation-only: the model folders they read are the cells' own
     assert "eval_pooling" not in train_params(config, "bert-base-uncased", "aoe", "nli", 42)
+
+
+def test_planning_the_paper_grid_imports_no_heavy_library():
+    """Planning runs on every snakemake call (and on the cluster's login node): the paper grid's plan
+    imports none of torch, transformers, matplotlib or scipy.stats (scipy.stats alone took ~1 s)."""
+    import os
+    import subprocess
+
+    heavy = ("torch", "transformers", "matplotlib", "scipy.stats")
+    code = (
+        "import atexit, sys\n"
+        f"atexit.register(lambda: print('HEAVY', [m for m in {heavy!r} if m in sys.modules], file=sys.stderr))\n"
+        "sys.argv = ['snakemake', '-n', 'all', '-q', 'rules']\n"
+        "from snakemake.cli import main\n"
+        "main()\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, env={**os.environ, "AOE_DATA_MIRROR": ""})
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    assert "HEAVY []" in out.stderr, out.stderr[-2000:]
+    assert job_counts(out.stdout)["train_model"] > 200
