@@ -10,7 +10,7 @@ override, which a plain schema cannot do without copying those definitions (and 
 defaults, which Snakemake would then fill in and so override everything):
 
 - ``backbones.<b>.train_overrides``: keys and values of ``trainsets.<t>.train``;
-- ``trainsets.<t>.objective_overrides``, ``trainsets.<t>.objective_settings.<objective>`` and
+- ``trainsets.<t>.objective_settings.<objective>`` (``.all``: every objective) and
   ``backbones.<b>.objective_settings.<trainset>.<objective>``: keys and values of ``objectives.<o>``;
 - ``objectives.<o>.by_format.<format>``: keys and values of ``objectives.<o>.weights``;
 - ``llm_supervised.generators.<table>.generation``: keys and values of ``llm_supervised.generation``.
@@ -33,7 +33,7 @@ from typing import Iterable
 
 import yaml
 
-from aoe.hparams import NOT_SET, lookup, objective_base, read_yaml
+from aoe.hparams import EVERY_OBJECTIVE, NOT_SET, lookup, objective_base, read_yaml
 from aoe.pooling_names import OFFICIAL_POOLING_NAMES
 from aoe.table_kinds import table_kind
 from aoe.workflow import (
@@ -156,7 +156,10 @@ def _set_in(path: tuple, configfiles: list, overrides: dict | None) -> str:
 
 def _retired(key: tuple) -> str:
     """What replaced a key the schema once had ("" for any other key): the ``enabled`` switches of a
-    table, the figures and the GIS analysis gave way to the build lists (issue 40)."""
+    table, the figures and the GIS analysis gave way to the build lists, a train set's
+    ``objective_overrides`` to its ``objective_settings.all`` (issue 40)."""
+    if len(key) == 3 and key[0] == "trainsets" and key[2] == "objective_overrides":
+        return f"; objective_overrides gave way to trainsets.{key[1]}.objective_settings.{EVERY_OBJECTIVE}: move its keys there"
     if key[-1:] != ("enabled",):
         return ""
     parent = key[:-1]
@@ -200,8 +203,6 @@ def _overrides(config: dict) -> Iterable[tuple[tuple, dict, str]]:
     for name, spec in (config.get("trainsets") or {}).items():
         if not isinstance(spec, dict):
             continue
-        if isinstance(spec.get("objective_overrides"), dict):
-            yield ("trainsets", name, "objective_overrides"), spec["objective_overrides"], "objective"
         for obj, value in (spec.get("objective_settings") or {}).items():
             yield ("trainsets", name, "objective_settings", obj), value, "objective"
     for name, spec in (config.get("objectives") or {}).items():
@@ -272,11 +273,14 @@ def check_objectives(config: dict) -> None:
         base = spec.get("base")
         if base is not None and base not in objectives and base not in OBJECTIVES:
             raise ConfigError(f"objectives.{name}.base: unknown objective {base!r}")
+    if EVERY_OBJECTIVE in objectives:
+        raise ConfigError(f"objectives.{EVERY_OBJECTIVE}: reserved name (trainsets.<t>.objective_settings.{EVERY_OBJECTIVE} "
+                          "applies to every objective); give the objective another name")
     known = set(objectives) | set(OBJECTIVES)
     for ts, spec in config["trainsets"].items():
         for key in ("objective_settings", "objective_train"):
             for name in spec.get(key) or {}:
-                if name not in known:
+                if name not in known and not (key == "objective_settings" and name == EVERY_OBJECTIVE):
                     # a misspelt name would silently train the cell with the train set's common recipe
                     raise ConfigError(f"trainsets.{ts}.{key}.{name}: unknown objective {name!r}; known: {sorted(known)}")
 

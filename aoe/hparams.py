@@ -26,8 +26,8 @@ import yaml
 from aoe.recipes import OBJECTIVES, RECIPE_SOURCES, LossSettings, objective_spec, resolve_format, source
 
 __all__ = [
-    "EVAL_ONLY", "LOSS_LAYERS", "NOT_SET", "RUN_ONLY", "SELECTION_OFF", "TRAIN_LAYERS", "CellRecipe", "Setting", "TrainSettings", "key_comments",
-    "lookup", "objective_base", "recipe_anchor", "resolve_cell",
+    "EVAL_ONLY", "EVERY_OBJECTIVE", "LOSS_LAYERS", "NOT_SET", "RUN_ONLY", "SELECTION_OFF", "TRAIN_LAYERS", "CellRecipe", "Setting", "TrainSettings", "key_comments",
+    "backbone_pooling", "lookup", "objective_base", "recipe_anchor", "resolve_cell", "schema_default", "train_default",
 ]
 
 
@@ -139,13 +139,17 @@ TRAIN_LAYERS: tuple[tuple[str, ...], ...] = (
     ("trainsets", "{trainset}", "objective_train", "{objective}"),
     ("backbones", "{backbone}", "train_overrides"),
 )
+# The objective_settings entry of a train set that every objective trained on it takes (below the
+# objective's own entry); no objective may take this name (aoe.configcheck.check_objectives).
+EVERY_OBJECTIVE = "all"
 # Loss settings, lowest precedence first, above LossSettings' defaults and the built-in
 # recipe aoe.recipes.OBJECTIVES[base]. A variant (objectives.<name>.base) trains its base's
 # recipe: its own entries sit right above the base's at each level.
 LOSS_LAYERS: tuple[tuple[str, ...], ...] = (
     ("objectives", "{base}"),
     ("objectives", "{objective}"),
-    ("trainsets", "{trainset}", "objective_overrides"),
+    # every objective on this train set (STS-B's contrastive_threshold), then one objective's own
+    ("trainsets", "{trainset}", "objective_settings", EVERY_OBJECTIVE),
     ("trainsets", "{trainset}", "objective_settings", "{base}"),
     ("trainsets", "{trainset}", "objective_settings", "{objective}"),
     # a backbone's own recipe on a train set wins (LLaMA on NLI: in-batch weight 35, BERT 30)
@@ -274,10 +278,8 @@ def _resolve_cell(config: dict, backbone: str, objective: str, trainset: str, se
     put("score_range", list(ts["score_range"]), f"trainsets.{trainset}.score_range")
     if variant.get("pooling"):
         put("pooling", variant["pooling"], f"objectives.{objective}.pooling")
-    elif bb.get("pooling"):
-        put("pooling", bb["pooling"], f"backbones.{backbone}.pooling")
     else:
-        put("pooling", *_default(TrainSettings, "pooling"))
+        put("pooling", *backbone_pooling(config, backbone))
     for key in ("finetune", "lora", "prompt"):
         put(key, *((bb[key], f"backbones.{backbone}.{key}") if key in bb else _default(TrainSettings, key)))
     if settings["finetune"].value != "qlora":
@@ -314,6 +316,20 @@ def _resolve_cell(config: dict, backbone: str, objective: str, trainset: str, se
     params = {k: s.value for k, s in settings.items() if not k.startswith("loss.")}
     params["objective_overrides"] = overrides
     return CellRecipe(params=params, settings=list(settings.values()))
+
+
+def train_default(name: str) -> Any:
+    """The code default of a training setting (:class:`TrainSettings`), the one place it is written."""
+    return _default(TrainSettings, name)[0]
+
+
+def backbone_pooling(config: dict, backbone: str) -> tuple[str, str]:
+    """(pooling, its setter) of a backbone: ``backbones.<b>.pooling``, or left out the code default
+    :attr:`TrainSettings.pooling` (CLS, AoE §3.1), which the schema does not repeat."""
+    bb = config["backbones"][backbone]
+    if "pooling" in bb:
+        return bb["pooling"], f"backbones.{backbone}.pooling"
+    return _default(TrainSettings, "pooling")
 
 
 def recipe_anchor(backbone: str, objective: str, trainset: str) -> str:
@@ -395,6 +411,18 @@ def read_yaml(path: str | Path) -> Any:
     """A YAML file, parsed once per version of it (its path and mtime). Callers only read the result."""
     path = Path(path)
     return _read_yaml(str(path.resolve()), path.stat().st_mtime)
+
+
+SCHEMA_PATH = Path(__file__).parent.parent / "schemas" / "config.schema.yaml"
+
+
+def schema_default(*keys: str) -> Any:
+    """The default that schemas/config.schema.yaml gives the config key ``keys`` (nested ``properties``),
+    the one place a value the schema fills in is written; code outside the workflow reads it here."""
+    node = read_yaml(SCHEMA_PATH)
+    for key in keys:
+        node = node["properties"][key]
+    return copy.deepcopy(node["default"])
 
 
 def key_comments(path: str | Path) -> dict[tuple[str, ...], str]:

@@ -22,7 +22,7 @@ import torch
 
 from aoe.models import load_base_model
 
-__all__ = ["FINETUNES", "QLORA_COMPUTE_DTYPES", "quantization_settings", "build_lora_model", "trainable_names"]
+__all__ = ["FINETUNES", "LORA_KEYS", "QLORA_COMPUTE_DTYPES", "quantization_settings", "build_lora_model", "trainable_names"]
 
 FINETUNES = ("full", "lora", "qlora")
 # The dtype a 4-bit layer dequantizes to and multiplies in. fp32: the official code
@@ -51,6 +51,10 @@ def quantization_settings(finetune: str, mixed_precision: str, compute_dtype: st
     }
 
 
+# the keys of a backbone's lora setting (peft.LoraConfig r, lora_alpha, lora_dropout, target_modules)
+LORA_KEYS = ("r", "alpha", "dropout", "target_modules")
+
+
 def build_lora_model(
     base_dir: str | Path,
     finetune: str,
@@ -61,7 +65,7 @@ def build_lora_model(
     compute_dtype: str = "fp32",
 ):
     """The base model (4-bit for qlora, computing in ``compute_dtype``) with LoRA adapters on
-    ``lora['target_modules']`` (default: all linear layers)."""
+    ``lora['target_modules']`` ([]: all linear layers); ``lora`` gives every key of :data:`LORA_KEYS`."""
     from peft import LoraConfig, get_peft_model, prepare_model_for_kbit_training
 
     if finetune not in ("lora", "qlora"):
@@ -79,11 +83,16 @@ def build_lora_model(
     elif gradient_checkpointing:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=ckpt_kwargs)
         model.enable_input_require_grads()
-    targets = list(lora.get("target_modules") or []) or "all-linear"
+    missing = [k for k in LORA_KEYS if k not in lora]
+    if missing:
+        # the defaults are the schema's (backbones.<b>.lora), which fills every one in a workflow run
+        raise ValueError(f"LoRA settings lack {', '.join(missing)}: give all of {', '.join(LORA_KEYS)} "
+                         "(schemas/config.schema.yaml backbones.<b>.lora has their defaults)")
+    targets = list(lora["target_modules"]) or "all-linear"
     config = LoraConfig(
-        r=int(lora.get("r", 8)),
-        lora_alpha=float(lora.get("alpha", 8)),
-        lora_dropout=float(lora.get("dropout", 0.0)),
+        r=int(lora["r"]),
+        lora_alpha=float(lora["alpha"]),
+        lora_dropout=float(lora["dropout"]),
         target_modules=targets,
         bias="none",
     )

@@ -196,8 +196,10 @@ def pretrained_cell(backbone: str, variant: str = NO_TRAINSET) -> Cell:
 def pretrained_embedding(config: dict, backbone: str, variant: str = NO_TRAINSET) -> tuple[str, str | None]:
     """(pooling, prompt) of a backbone evaluated as downloaded: its own (backbones.<name>), or a
     pretrained variant's, where a key the variant leaves out keeps the backbone's."""
+    from aoe.hparams import backbone_pooling
+
     spec = config["backbones"][backbone]
-    own = {"pooling": spec.get("pooling", "cls"), "prompt": spec.get("prompt")}
+    own = {"pooling": backbone_pooling(config, backbone)[0], "prompt": spec.get("prompt")}
     if variant != NO_TRAINSET:
         own.update(pretrained_variants(config)[variant])
     return own["pooling"], own["prompt"]

@@ -70,6 +70,22 @@ def test_a_retired_enabled_switch_names_the_build_list(tmp_path, override, key, 
     assert message.endswith(f"; the enabled switches gave way to build.{lists}: list what is built there"), message
 
 
+def test_a_retired_objective_overrides_names_its_replacement(tmp_path):
+    """Issue 40: a train set's objective_overrides became its objective_settings.all (one key for one idea)."""
+    message = _check(tmp_path, {"trainsets": {"stsb": {"objective_overrides": {"contrastive_threshold": 0.8}}}})
+    assert message.startswith(f"trainsets.stsb.objective_overrides: unknown key (in {tmp_path / 'override.yaml'}); valid keys: "), message
+    assert message.endswith("; objective_overrides gave way to trainsets.stsb.objective_settings.all: move its keys there"), message
+
+
+def test_no_objective_takes_the_name_of_the_every_objective_entry():
+    from aoe.configcheck import check_objectives
+
+    config = load_config(REPO)
+    config["objectives"]["all"] = {"base": "aoe"}
+    with pytest.raises(ConfigError, match=r"^objectives\.all: reserved name"):
+        check_objectives(config)
+
+
 def test_a_build_list_names_known_figures_and_analyses(tmp_path):
     message = _check(tmp_path, {"build": {"figures": ["fig3", "fig99"]}})
     assert message.startswith("build.figures[1]: 'fig99' is not one of ['fig3', "), message
@@ -95,7 +111,7 @@ def test_unknown_nested_key_and_bad_value(tmp_path):
         # values the same keys under trainsets.*.train refuse
         ({"backbones": {"minilm-l6": {"train_overrides": {"max_steps": -5}}}}, "backbones.minilm-l6.train_overrides.max_steps: -5 is less than the minimum of 0"),
         ({"backbones": {"minilm-l6": {"train_overrides": {"learning_rate": -1.0}}}}, "backbones.minilm-l6.train_overrides.learning_rate: -1.0 is less than or equal to the minimum of 0"),
-        ({"trainsets": {"stsb": {"objective_overrides": {"contrastive_treshold": 0.8}}}}, "trainsets.stsb.objective_overrides.contrastive_treshold: unknown key"),
+        ({"trainsets": {"stsb": {"objective_settings": {"all": {"contrastive_treshold": 0.8}}}}}, "trainsets.stsb.objective_settings.all.contrastive_treshold: unknown key"),
         ({"trainsets": {"stsb": {"objective_settings": {"aoe": {"angle_tau": 0}}}}}, "trainsets.stsb.objective_settings.aoe.angle_tau: 0 is less than or equal to the minimum of 0"),
         ({"backbones": {"minilm-l6": {"objective_settings": {"stsb": {"aoe": {"weights": {"angel": 1}}}}}}}, "backbones.minilm-l6.objective_settings.stsb.aoe.weights.angel: unknown key"),
         ({"objectives": {"sbert": {"by_format": {"pairs": {"cosine_mse": "one"}}}}}, "objectives.sbert.by_format.pairs.cosine_mse: 'one' is not of type 'number'"),

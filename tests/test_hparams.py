@@ -33,13 +33,13 @@ def test_each_layer_wins_over_the_ones_below(grid):
     config["objectives"]["aoe_pool_max"]["angle_tau"] = 5.0
     config["trainsets"]["nli"]["train"]["warmup_steps"] = 7
     config["backbones"]["bert-base-uncased"]["train_overrides"] = {"warmup_steps": 9}
-    config["trainsets"]["nli"]["objective_overrides"] = {"contrastive_tau": 10.0, "angle_tau": 3.0}
+    config["trainsets"]["nli"]["objective_settings"]["all"] = {"contrastive_tau": 10.0, "angle_tau": 3.0, "weights": {"angle": 9.0}}
     s = _settings(resolve_cell(config, "bert-base-uncased", "aoe_pool_max", "nli", 43))
     assert (s["warmup_steps"].value, s["warmup_steps"].set_by) == (9, "backbones.bert-base-uncased.train_overrides.warmup_steps")
     assert (s["learning_rate"].value, s["learning_rate"].set_by) == (5e-5, "trainsets.nli.train.learning_rate")
     assert s["weight_decay"].set_by == "code:aoe.hparams.TrainSettings.weight_decay"
-    # the train set's objective_overrides sit above the variant's own entry
-    assert (s["loss.angle_tau"].value, s["loss.angle_tau"].set_by) == (3.0, "trainsets.nli.objective_overrides.angle_tau")
+    # the train set's settings for every objective sit above the variant's own entry
+    assert (s["loss.angle_tau"].value, s["loss.angle_tau"].set_by) == (3.0, "trainsets.nli.objective_settings.all.angle_tau")
     assert s["loss.weights"].value == {"angle": 1.0, "contrastive": 30.0}
     assert s["loss.weights"].set_by == "trainsets.nli.objective_settings.aoe.weights"
     assert (s["objective"].value, s["objective"].set_by) == ("aoe", "objectives.aoe_pool_max.base")
@@ -195,3 +195,24 @@ def test_the_ledger_summary_says_how_long_a_cell_trains():
     assert " | 200 steps (≈1.1 epochs of ≤5,749 rows) | " in recipe_markdown(recipe)
     grid = build_recipe(load_config(REPO, []), ["config.yaml"])
     assert {c["cell"]: c["length"] for c in grid["cells"]}["bert-base-uncased/aoe/nli/seed42"] == "10 epochs"
+
+
+def test_a_backbone_without_pooling_takes_the_code_default(grid):
+    """Issue 40: CLS is written once, TrainSettings.pooling; config.yaml and the schema leave it out."""
+    from aoe.hparams import TrainSettings, backbone_pooling, train_default
+    from aoe.workflow import pretrained_embedding
+
+    assert "pooling" not in grid["backbones"]["bert-base-uncased"]
+    assert backbone_pooling(grid, "bert-base-uncased") == ("cls", "code:aoe.hparams.TrainSettings.pooling")
+    assert train_default("pooling") == TrainSettings(objective="aoe").pooling == "cls"
+    assert pretrained_embedding(grid, "bert-base-uncased")[0] == "cls"
+    assert backbone_pooling(grid, "llama-2-7b") == ("last", "backbones.llama-2-7b.pooling")
+    s = _settings(resolve_cell(grid, "bert-base-uncased", "aoe", "nli", 42))
+    assert (s["pooling"].value, s["pooling"].set_by) == ("cls", "code:aoe.hparams.TrainSettings.pooling")
+
+
+def test_schema_default_reads_the_schema():
+    from aoe.hparams import schema_default
+
+    assert schema_default("evaluation", "sts", "batch_size") == 64
+    assert schema_default("evaluation", "sts", "max_length") == 512

@@ -157,7 +157,7 @@ def test_left_padding_counts_positions_from_the_first_real_token(llm, tmp_path):
 def test_qlora_base_layers_are_4bit(llm):
     from aoe.lora import build_lora_model
 
-    model = build_lora_model(llm, "qlora", {"r": 4, "alpha": 8}, "no", True, "cpu")
+    model = build_lora_model(llm, "qlora", {"r": 4, "alpha": 8, "dropout": 0.0, "target_modules": []}, "no", True, "cpu")
     linear = [m for n, m in model.named_modules() if n.endswith("q_proj.base_layer")]
     assert linear and all(isinstance(m, bnb.nn.Linear4bit) for m in linear)
     w = linear[0].weight
@@ -268,7 +268,7 @@ def test_a_qlora_run_computes_in_float32_as_the_official_load_kbit_4_unless_conf
         _cfg("qlora", qlora_compute_dtype="half")
     # the BitsAndBytesConfig built reaches every 4-bit layer
     for compute, torch_dtype in [("fp32", torch.float32), ("bf16", torch.bfloat16)]:
-        model = build_lora_model(llm, "qlora", {"r": 4, "alpha": 8}, "no", False, "cpu", compute)
+        model = build_lora_model(llm, "qlora", {"r": 4, "alpha": 8, "dropout": 0.0, "target_modules": []}, "no", False, "cpu", compute)
         layers = [m for m in model.modules() if isinstance(m, bnb.nn.Linear4bit)]
         assert layers and {m.compute_dtype for m in layers} == {torch_dtype}
 

@@ -20,6 +20,8 @@ def _train_fields():
 # name elsewhere is still checked ("*": any name under additionalProperties, "[]": a list item).
 NO_DEFAULT = {
     "config.backbones.*.hf_id", "config.backbones.*.package", "config.backbones.*.gguf_package", "config.backbones.*.path",
+    # absent = aoe.hparams.TrainSettings.pooling (CLS), written there once with its source
+    "config.backbones.*.pooling",
     # absent = "not a variant" / "the backbone's pooling" / "no in-domain evaluation"
     "config.objectives.*.base", "config.objectives.*.pooling", "config.trainsets.*.eval_split",
     "config.objectives.*.weights", "config.objectives.*.by_format",

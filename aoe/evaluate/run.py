@@ -10,8 +10,14 @@ from pathlib import Path
 import pandas as pd
 
 from aoe.evaluate.sts import CAP_SEED, TASKS, capped_tables, evaluate_sts
+from aoe.hparams import schema_default
 from aoe.jsonio import write_json_atomic
 from aoe.provenance import library_versions
+
+# A direct call's encoding batch and truncation: the schema's defaults of evaluation.sts, written
+# there only (every rule passes the config's values).
+BATCH_SIZE = schema_default("evaluation", "sts", "batch_size")
+MAX_LENGTH = schema_default("evaluation", "sts", "max_length")
 
 __all__ = ["run_sts_evaluation", "run_indomain_evaluation", "run_retrieval_evaluation", "run_transfer_evaluation", "run_nli_probe", "cached_encoder"]
 
@@ -23,8 +29,8 @@ def run_sts_evaluation(
     out: str | os.PathLike,
     pooling: str | None = None,
     prompt: str | None = None,
-    batch_size: int = 64,
-    max_length: int = 512,
+    batch_size: int = BATCH_SIZE,
+    max_length: int = MAX_LENGTH,
     cell: dict | None = None,
     device: str | None = None,
     tasks: list[str] | None = None,
@@ -103,8 +109,8 @@ def run_indomain_evaluation(
     evalset: str,
     pooling: str | None = None,
     prompt: str | None = None,
-    batch_size: int = 64,
-    max_length: int = 512,
+    batch_size: int = BATCH_SIZE,
+    max_length: int = MAX_LENGTH,
     cell: dict | None = None,
     device: str | None = None,
     cache_root: str | os.PathLike | None = None,
@@ -276,8 +282,8 @@ def run_retrieval_evaluation(
     out: str | os.PathLike,
     pooling: str | None = None,
     prompt: str | None = None,
-    batch_size: int = 64,
-    max_length: int = 512,
+    batch_size: int = BATCH_SIZE,
+    max_length: int = MAX_LENGTH,
     cell: dict | None = None,
     cache_root: str | os.PathLike | None = None,
     device: str | None = None,
@@ -301,8 +307,8 @@ def run_transfer_evaluation(
     mode: str = "test",
     pooling: str | None = None,
     prompt: str | None = None,
-    batch_size: int = 64,
-    max_length: int = 512,
+    batch_size: int = BATCH_SIZE,
+    max_length: int = MAX_LENGTH,
     cell: dict | None = None,
     cache_root: str | os.PathLike | None = None,
     device: str | None = None,
@@ -365,8 +371,8 @@ def run_nli_probe(
     max_rows: int | None = None,
     pooling: str | None = None,
     prompt: str | None = None,
-    batch_size: int = 64,
-    max_length: int = 512,
+    batch_size: int = BATCH_SIZE,
+    max_length: int = MAX_LENGTH,
     cell: dict | None = None,
     cache_root: str | os.PathLike | None = None,
     device: str | None = None,
