@@ -317,7 +317,7 @@ def check_backbones(config: dict) -> None:
     from aoe.prompts import check_prompt
 
     for name, spec in config["backbones"].items():
-        # the same four sources as aoe.models.materialize_backbone (which imports torch: not while planning)
+        # the same four sources as aoe.backbones.materialize_backbone (which imports torch: not while planning)
         sources = [k for k in ("hf_id", "package", "gguf_package", "path") if k in spec]
         if len(sources) != 1:
             raise ConfigError(
@@ -691,7 +691,7 @@ def check_llm_supervised(config: dict) -> None:
 def check_mteb(config: dict) -> None:
     """``evaluation.mteb.local_tasks`` are tasks aoe.evaluate.mteb_eval defines (the schema's enum
     lists them too: this catches the two drifting apart)."""
-    from aoe.evaluate.mteb_eval import MtebEvalError, local_task_inputs
+    from aoe.evaluate.mteb_local import MtebEvalError, local_task_inputs
 
     try:
         local_task_inputs(config["evaluation"]["mteb"]["local_tasks"])

@@ -206,7 +206,7 @@ def _max_length_error(model_dir: Path, max_length: int, explicit: bool, prompt: 
     from transformers import AutoTokenizer
 
     from aoe.interop import aoe_record
-    from aoe.models import max_length_floor
+    from aoe.tokens import max_length_floor
 
     limit = position_limit(model_dir) if explicit else None  # the default is within it by construction
     if limit is not None and max_length > limit[0]:

@@ -95,7 +95,7 @@ class TrainSettings:
     # LoRA/QLoRA only: the base an adapter is evaluated on; null = as trained (4-bit NF4 for qlora)
     eval_base_dtype: str | None = field(default=None, metadata=source("our choice: the base as it was trained"))  # null | fp16 | bf16 | fp32
     # The pooling of the cell's STS and transfer evaluations (rules evaluate_sts, evaluate_transfer) when it is not the one trained with:
-    # a masked pooling, or an official arithmetic over padded batches (aoe.models.OFFICIAL_POOLINGS,
+    # a masked pooling, or an official arithmetic over padded batches (aoe.pooling.OFFICIAL_POOLINGS,
     # embedded in SentEval's batches as the official script did); null = the trained pooling.
     # Evaluation only: out of the train job (EVAL_ONLY).
     eval_pooling: str | None = field(default=None, metadata=source("our choice: the pooling the model was trained with"))

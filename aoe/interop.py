@@ -16,7 +16,7 @@ Two layouts, chosen from the folder:
   token or padding on the left): the first module is :class:`AoETransformer`, which
   loads the model through :class:`aoe.models.Encoder` (adapter applied on the base
   recorded in ``aoe_config.json``, quantized as in training) and tokenizes through
-  :func:`aoe.models.tokenize_texts` (the template wraps the text on both sides; a long
+  :func:`aoe.tokens.tokenize_texts` (the template wraps the text on both sides; a long
   text is cut, never the template). sentence-transformers >= 6.0 imports a module
   class from outside its own package only when asked to:
   ``SentenceTransformer(str(model_dir), trust_remote_code=True)``, with ``aoe``
@@ -30,10 +30,10 @@ from built-in modules as well, so they need no custom code: ``cls_avg`` and
 ``WeightedLayerPooling`` from layer 1 with weights 1 on the first and the last block
 and 0 between (the hidden states of the first and the top layer, averaged), then the
 ``mean`` mode. Each multiplies by 0, 1 or 0.5, so the results equal
-:func:`aoe.models.pool`'s to the last bit on the same hidden states.
+:func:`aoe.pooling.pool`'s to the last bit on the same hidden states.
 
 One difference is by design: for ``cls`` on a left-padded batch sentence-transformers
-reads the first real token, :func:`aoe.models.pool` position 0 (a pad token for all but
+reads the first real token, :func:`aoe.pooling.pool` position 0 (a pad token for all but
 the longest text). Both agree on right-padded batches, the only ones our ``cls``
 models see.
 """
@@ -48,8 +48,11 @@ from typing import Any
 
 import torch
 
-from aoe.models import POOLINGS, TOKENIZER_FILES, is_adapter_dir, pad_ids, tokenize_texts
+from aoe.backbones import TOKENIZER_FILES
+from aoe.models import is_adapter_dir, pad_ids
+from aoe.pooling import POOLINGS
 from aoe.prompts import check_prompt
+from aoe.tokens import tokenize_texts
 
 try:
     from sentence_transformers.base.modules import InputModule

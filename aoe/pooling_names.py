@@ -1,6 +1,6 @@
 """The pooling names, import-light: the workflow plans with them without importing torch.
 
-:data:`aoe.models.POOLINGS` and :data:`aoe.models.OFFICIAL_POOLINGS` hold the functions under
+:data:`aoe.pooling.POOLINGS` and :data:`aoe.pooling.OFFICIAL_POOLINGS` hold the functions under
 these names (a test keeps the two in step).
 """
 

@@ -21,9 +21,9 @@ import json
 import shutil
 from pathlib import Path
 
+from aoe.backbones import TOKENIZER_FILES, BackboneError, materialize_backbone, tokenizer_fingerprint
 from aoe.data.io import sha256_file
 from aoe.fsutil import atomic_dir
-from aoe.models import TOKENIZER_FILES, BackboneError, materialize_backbone, tokenizer_fingerprint
 
 __all__ = ["ReleasedError", "RELEASED_FILE_PATTERNS", "released_files", "materialize_released", "causal_lm_adapter_to_base_model"]
 

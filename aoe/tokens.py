@@ -11,6 +11,10 @@ tokenizer's fingerprint, max_length, and an LLM backbone's prompt: texts are
 wrapped in it here, by the same function the evaluation Encoder uses). :func:`load_token_cache` refuses a cache
 whose recorded identity differs from the current table or tokenizer, so a
 changed dataset or tokenizer never trains on stale tokens.
+
+The tokenization itself lives here too, shared with :class:`aoe.models.Encoder`:
+:func:`tokenize_texts` (prompt, truncation), :func:`check_max_length`, :func:`ensure_pad_token`,
+and :func:`length_buckets` (rows of similar length for :func:`aoe.models.embed_bucketed`).
 """
 
 from __future__ import annotations
@@ -24,9 +28,23 @@ import pandas as pd
 from aoe.data.io import DataError, sha256_file
 from aoe.formats import TOKEN_CACHE_FORMAT
 from aoe.fsutil import atomic_dir
-from aoe.models import check_max_length, ensure_pad_token, text_overhead, tokenize_texts, tokenizer_fingerprint
+from aoe.backbones import tokenizer_fingerprint
+from aoe.prompts import apply_prompt
 
-__all__ = ["text_columns", "text_identities", "build_token_cache", "load_token_cache", "StaleCacheError", "CACHE_FORMAT"]
+__all__ = [
+    "text_columns",
+    "text_identities",
+    "build_token_cache",
+    "load_token_cache",
+    "StaleCacheError",
+    "CACHE_FORMAT",
+    "tokenize_texts",
+    "check_max_length",
+    "max_length_floor",
+    "text_overhead",
+    "ensure_pad_token",
+    "length_buckets",
+]
 
 CACHE_FORMAT = TOKEN_CACHE_FORMAT  # aoe.formats: the tokenize rule reruns when it changes
 
@@ -127,7 +145,7 @@ def build_token_cache(
     class); the cache gets ``input_ids_k`` and ``text_id_k`` per text column and
     ``score`` (1.0 where the table has none: every triplet is a positive).
     Empty or whitespace-only texts and NaN scores are a :class:`DataError`, as is a
-    ``max_length`` that leaves no room for text (``ValueError``, aoe.models.check_max_length).
+    ``max_length`` that leaves no room for text (``ValueError``, aoe.tokens.check_max_length).
     """
     import datasets
     from transformers import AutoTokenizer
@@ -235,3 +253,124 @@ def load_token_cache(
             f"(a file cut short); delete it and rerun"
         )
     return ds
+
+
+# ---------------------------------------------------------------------------
+# Prompts and tokenization, shared by the token cache (training) and aoe.models.Encoder
+# (every evaluation), so a prompted LLM sees byte-identical inputs in both.
+
+
+def text_overhead(tokenizer, prompt: str | None = None) -> list[int]:
+    """The token ids every text gets whatever its content: the special tokens, and the prompt around it."""
+    return tokenizer(apply_prompt("", prompt) if prompt is not None else "")["input_ids"]
+
+
+def max_length_floor(tokenizer, prompt: str | None = None) -> tuple[int, str]:
+    """The smallest ``max_length`` that keeps a token of text after the special tokens (and the prompt), and why.
+
+    A fast tokenizer asked to truncate below its special tokens does not truncate at all
+    (it logs an error and returns every text whole), so a smaller value would be recorded
+    while texts stay untruncated; exactly the special tokens would make every text the
+    same sequence, which the in-batch losses then drop as identical texts.
+    """
+    overhead = text_overhead(tokenizer, prompt)
+    name = getattr(tokenizer, "name_or_path", "") or type(tokenizer).__name__
+    if prompt is None:
+        tokens = " ".join(tokenizer.convert_ids_to_tokens(overhead)) or "none"
+        why = f"tokenizer {name} adds {len(overhead)} special tokens to every text ({tokens})"
+    else:
+        why = f"prompt {prompt!r} alone needs {len(overhead)} tokens with tokenizer {name} (special tokens included)"
+    return len(overhead) + 1, why
+
+
+def check_max_length(tokenizer, max_length: int, prompt: str | None = None) -> None:
+    """Refuse a ``max_length`` below :func:`max_length_floor`, naming the value, the tokenizer and the minimum."""
+    floor, why = max_length_floor(tokenizer, prompt)
+    if max_length < floor:
+        raise ValueError(f"max_length {max_length} is too small: {why}; use max_length {floor} or more")
+
+
+def tokenize_texts(tokenizer, texts: list[str], max_length: int, prompt: str | None = None) -> list[list[int]]:
+    """Token ids (unpadded) of ``texts``, each wrapped in ``prompt`` and cut to ``max_length``.
+
+    Without a prompt this is the tokenizer's own right truncation. With one, truncation
+    shortens the text, never the prompt: cutting AoE's prompt would drop its closing
+    ``in one word:"``, the tokens last-token pooling reads. (The official angle-emb
+    truncates the prompted string, so its long texts lose the prompt's end.)
+    A ``max_length`` with no room for text is an error (:func:`check_max_length`).
+    """
+    texts = list(texts)
+    check_max_length(tokenizer, max_length, prompt)
+    if prompt is None:
+        ids = tokenizer(texts, truncation=True, max_length=max_length)["input_ids"]
+    else:
+        ids = tokenizer([apply_prompt(t, prompt) for t in texts])["input_ids"]
+        over = [i for i, x in enumerate(ids) if len(x) > max_length]
+        budget = max_length - len(text_overhead(tokenizer, prompt)) if over else 0
+        for i in over:
+            text_ids = tokenizer(texts[i], add_special_tokens=False)["input_ids"]
+            # decoding a cut and re-tokenizing inside the prompt can merge tokens differently at
+            # the seams, so shorten until the prompted text fits
+            for keep in range(min(budget, len(text_ids)), -1, -1):
+                cut = tokenizer.decode(text_ids[:keep])
+                ids[i] = tokenizer(apply_prompt(cut, prompt))["input_ids"]
+                if len(ids[i]) <= max_length:
+                    break
+    # checked, not trusted: a tokenizer that cannot truncate returns texts whole, which
+    # would be recorded as cut to max_length (and can overflow the model's positions)
+    longest = max(map(len, ids), default=0)
+    if longest > max_length:
+        name = getattr(tokenizer, "name_or_path", "") or type(tokenizer).__name__
+        raise ValueError(
+            f"tokenizer {name} returned {longest} tokens for a text with max_length {max_length}; it did not truncate"
+        )
+    return ids
+
+
+def ensure_pad_token(tokenizer):
+    """LLaMA tokenizers ship without a pad token: pad with UNK (as the official angle-emb, id 0) or EOS.
+
+    Padding never reaches an embedding under :data:`aoe.pooling.POOLINGS` (all mask-aware); only the official
+    replicas (:data:`aoe.pooling.OFFICIAL_POOLINGS`) read it, as the official code did.
+    """
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.unk_token if tokenizer.unk_token is not None else tokenizer.eos_token
+    return tokenizer
+
+
+# ---------------------------------------------------------------------------
+# Length bucketing: rows of similar length embedded together (aoe.models.embed_bucketed).
+
+
+def length_buckets(lengths: list[int], n: int) -> list[list[int]]:
+    """Split row indices into at most ``n`` groups of similar length, fewest padded positions first.
+
+    Rows sorted longest first are cut into contiguous runs; a run costs (rows x its longest
+    length), the positions a forward pass over it computes. The cuts minimise the total
+    (dynamic programming over the sorted lengths, numpy, O(n m^2) for m rows).
+    """
+    m = len(lengths)
+    if m == 0:
+        return []
+    order = np.argsort(-np.asarray(lengths), kind="stable")
+    ls = np.asarray(lengths, dtype=np.int64)[order]
+    n = max(1, min(n, m))
+    inf = np.iinfo(np.int64).max // 4
+    # run[i, j]: rows i..j-1 (sorted) as one group, (j - i) * ls[i]; no group where j <= i
+    i, j = np.arange(m + 1)[:, None], np.arange(m + 1)[None, :]
+    run = np.where(j > i, (j - i) * ls[np.minimum(i, m - 1)], inf)
+    best = run[0].copy()  # best[j]: the cheapest split of rows 0..j-1 into the groups allowed so far
+    best[0] = 0
+    starts = [np.zeros(m + 1, dtype=np.int64)]  # starts[k][j]: where the last group of that split begins
+    for _ in range(1, n):
+        total = best[:, None] + run
+        starts.append(total.argmin(axis=0))  # the first minimum: ties keep the longer last group
+        best = np.minimum(best, total.min(axis=0))
+    groups, end = [], m
+    for k in range(n - 1, -1, -1):
+        start = int(starts[k][end])
+        groups.append(order[start:end].tolist())
+        end = start
+        if end == 0:
+            break
+    return groups[::-1]

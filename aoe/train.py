@@ -95,10 +95,11 @@ from aoe.hparams import SELECTION_OFF, TrainSettings
 from aoe.losses import Objective, get_objective
 from aoe.losses.objectives import FORMATS
 from aoe.lora import FINETUNES, QLORA_COMPUTE_DTYPES, build_lora_model, quantization_settings, relative_base, trainable_names
-from aoe.models import EVAL_DTYPES, POOLINGS, avoid_cudnn_attention, embed, embed_bucketed, ensure_pad_token, pad_ids, tokenize_texts
+from aoe.models import EVAL_DTYPES, avoid_cudnn_attention, embed, embed_bucketed, pad_ids
+from aoe.pooling import POOLINGS
 from aoe.prompts import check_prompt
 from aoe.provenance import library_versions
-from aoe.tokens import load_token_cache
+from aoe.tokens import ensure_pad_token, load_token_cache, tokenize_texts
 
 __all__ = ["TrainConfig", "train", "epoch_batches", "checkpoint_dir", "num_warmup_steps"]
 

@@ -96,7 +96,7 @@ def worker_project(args) -> dict:
     import numpy as np
 
     from aoe.evaluate.sts import TASKS, cosine_rows, evaluate_sts, pair_embeddings, unique_texts
-    from aoe.models import tokenize_texts
+    from aoe.tokens import tokenize_texts
 
     torch, encoder, tables, model_load = _worker_setup(args)
     captured = {}
@@ -138,7 +138,8 @@ def worker_naive(args) -> dict:
     import numpy as np
 
     from aoe.evaluate.sts import TASKS, cosine_rows, sts_scores
-    from aoe.models import embed, tokenize_texts
+    from aoe.models import embed
+    from aoe.tokens import tokenize_texts
 
     torch, encoder, tables, model_load = _worker_setup(args)
     tok = encoder.tokenizer

@@ -6,7 +6,7 @@ checkpoint (3) and the LLM evaluation text (6), on MiniLM-L6 and Gemma 3 270M.
 
 Everything goes through the pipeline's own code: the test, dev and train tables are prepared by
 ``aoe.data.prepare.prepare_sts_table`` (rule prepare_sts), the backbones by
-``aoe.models.materialize_backbone`` (rule fetch_backbone), the token caches by
+``aoe.backbones.materialize_backbone`` (rule fetch_backbone), the token caches by
 ``aoe.tokens.build_token_cache``, the models by ``aoe.train.train`` with the cell's ``TrainConfig`` as
 ``aoe.workflow.train_params`` resolves it from config.yaml + a preset, and every score by
 ``aoe.evaluate.run.run_sts_evaluation`` (7 STS tasks, SentEval "all", Spearman x100), all under
@@ -101,7 +101,7 @@ def prepare_tables(mirror: str) -> dict:
 
 def backbone(name: str, config: dict) -> tuple[Path, dict]:
     """The backbone folder as rule fetch_backbone lays it out (built once: Gemma's GGUF dequantization takes a minute)."""
-    from aoe.models import materialize_backbone
+    from aoe.backbones import materialize_backbone
 
     out = WORK / "backbones" / name
     record = out / "fidelity-backbone.json"

@@ -65,7 +65,7 @@ def prepare(bundle: Path, mirror: str) -> None:
     from aoe.data.prepare import prepare_sts_table
     from aoe.data.mirror import resolve_downstream_root
     from aoe.data.sts import sts_files
-    from aoe.models import materialize_backbone
+    from aoe.backbones import materialize_backbone
     from aoe.workflow import train_params
 
     shutil.rmtree(bundle, ignore_errors=True)

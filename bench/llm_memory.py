@@ -32,11 +32,9 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-import yaml
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from aoe.memory import ARCHS, EVAL_TEXTS, GB, Arch, host_need_gb, qlora_gpu_estimate  # noqa: E402
+from aoe.memory import ARCHS, GB, Arch, host_need_gb, qlora_gpu_estimate  # noqa: E402
 
 LLAMA2 = ["llama-2-7b", "llama-2-13b"]
 

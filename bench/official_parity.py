@@ -221,7 +221,8 @@ def build_batches(name: str, resolved: dict, n_engine: int, mirror: str, only: s
     import torch
     from transformers import AutoModel, AutoTokenizer
 
-    from aoe.models import embed, ensure_pad_token, pad_ids
+    from aoe.models import embed, pad_ids
+    from aoe.tokens import ensure_pad_token
     from aoe.tokens import load_token_cache
     from aoe.train import epoch_batches
 

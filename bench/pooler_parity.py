@@ -4,7 +4,7 @@
 
 The official releases pool padded batches without the mask (0.1.1 ``Pooler``) or with a
 batch-wide use of it (0.4.x ``get_pooling``), so an official embedding depends on its batch
-neighbours; ``aoe.models.OFFICIAL_POOLINGS`` replicates that arithmetic
+neighbours; ``aoe.pooling.OFFICIAL_POOLINGS`` replicates that arithmetic
 (``OFFICIAL_POOLING_SOURCES`` names each one's source and the masked pooling it stands in for).
 
 (a) Parity. STS-B test texts in SentEval's batches (``aoe.evaluate.senteval_batches``; STS-B
@@ -66,13 +66,13 @@ EFFECT_ROWS = [
 
 def _cls_max(last, mask):
     """(cls + masked max) / 2: the masked form of 0.4.x's cls_max, which aoe.models does not offer."""
-    from aoe.models import pool
+    from aoe.pooling import pool
 
     return (pool("cls", last, mask) + pool("max", last, mask)) / 2
 
 
 def _pool(name: str, last, mask):
-    from aoe.models import pool
+    from aoe.pooling import pool
 
     return _cls_max(last, mask) if name == "cls_max" else pool(name, last, mask)
 
@@ -81,7 +81,8 @@ def _forward(model, tokenizer, texts: list[str]):
     """One batch as eval would run it: tokenized, padded to its longest on the tokenizer's side, top layer."""
     import torch
 
-    from aoe.models import pad_ids, tokenize_texts
+    from aoe.models import pad_ids
+    from aoe.tokens import tokenize_texts
 
     enc = pad_ids(tokenize_texts(tokenizer, texts, MAX_LENGTH), tokenizer)
     with torch.inference_mode():
@@ -107,7 +108,8 @@ def run_parity(df, model_dir: Path, n: int) -> dict:
     import torch
     from transformers import AutoModel, AutoTokenizer
 
-    from aoe.models import OFFICIAL_POOLING_SOURCES, ensure_pad_token, pool
+    from aoe.pooling import OFFICIAL_POOLING_SOURCES, pool
+    from aoe.tokens import ensure_pad_token
 
     tokenizer = ensure_pad_token(AutoTokenizer.from_pretrained(model_dir))
     models = {"float32": AutoModel.from_pretrained(model_dir).eval()}
@@ -169,12 +171,9 @@ def run_effect(df, model_dir: Path) -> dict:
 
     from aoe.evaluate.senteval_batches import task_batches
     from aoe.evaluate.sts import cosine_rows, sts_scores
-    from aoe.models import (
-        OFFICIAL_POOLING_SOURCES,
-        Encoder,
-        ensure_pad_token,
-        load_base_model,
-    )
+    from aoe.models import Encoder, load_base_model
+    from aoe.pooling import OFFICIAL_POOLING_SOURCES
+    from aoe.tokens import ensure_pad_token
 
     tokenizer = ensure_pad_token(AutoTokenizer.from_pretrained(model_dir))
     model = load_base_model(model_dir).eval()

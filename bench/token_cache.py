@@ -32,7 +32,7 @@ Measured, each in a fresh process (runs alternate load, retokenize, load, ...; `
   bound: training reads the rows batch by batch, not all at start).
 * ``retokenize``: what a training job without a cache would do at start, the same steps as the
   build minus Arrow: read the parquet table, the distinct texts (``pd.unique``), the pipeline's
-  ``aoe.models.tokenize_texts`` (the fast tokenizer's batch call, truncation at max_length),
+  ``aoe.tokens.tokenize_texts`` (the fast tokenizer's batch call, truncation at max_length),
   and per-row id lists for each text column. The tokenizer's ``from_pretrained`` is timed
   apart (``tokenizer_load_s``) and not counted: training loads it for the collator either way.
   Repeat 0 checks, after its clock stops, that its ids equal the cache's row for row.
@@ -49,7 +49,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import sys
 import time
@@ -167,7 +166,7 @@ def worker_retokenize(args) -> dict:
     import pandas as pd
     from transformers import AutoTokenizer
 
-    from aoe.models import ensure_pad_token, tokenize_texts
+    from aoe.tokens import ensure_pad_token, tokenize_texts
     from aoe.tokens import text_columns, text_identities
 
     table = _table_path(args.pairs)

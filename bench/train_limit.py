@@ -77,7 +77,8 @@ def worker_bare(args) -> dict:
     from transformers import AutoModel, AutoTokenizer, get_linear_schedule_with_warmup
 
     from aoe.losses import get_objective
-    from aoe.models import embed_bucketed, ensure_pad_token, length_buckets
+    from aoe.models import embed_bucketed
+    from aoe.tokens import ensure_pad_token, length_buckets
     from aoe.tokens import load_token_cache
     from aoe.train import Collator, epoch_batches, num_warmup_steps
 

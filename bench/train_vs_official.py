@@ -94,7 +94,6 @@ import hashlib
 import json
 import os
 import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -218,7 +217,7 @@ def prepare(args) -> dict:
     import torch
     from transformers import AutoTokenizer
 
-    from aoe.models import ensure_pad_token
+    from aoe.tokens import ensure_pad_token
     from aoe.tokens import load_token_cache
     from aoe.losses import get_objective
     from aoe.train import Collator

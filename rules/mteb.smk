@@ -7,7 +7,7 @@
 # ({embedding_cache}/mteb, not an output: Snakemake deletes a job's outputs before a rerun), so a rerun
 # (a timed-out job's retry) skips the tasks it holds and resumes a cut-short one from its finished subsets.
 
-from aoe.evaluate.mteb_eval import local_task_inputs
+from aoe.evaluate.mteb_local import local_task_inputs
 
 MTEB = config["evaluation"]["mteb"]
 # MTEB(eng, v1)'s 56 datasets from the hub: its retrieval corpora held as text (MS MARCO alone is 8.8M

@@ -36,7 +36,9 @@ from aoe.gis import (
 )
 from aoe.gis.__main__ import main as cli_main
 from aoe.gis.client import cache_namespace
-from aoe.gis.collect import DuplicateReference, RepoHarvest, default_cache_dir
+from aoe.gis.collect import default_cache_dir
+from aoe.gis.harvest import RepoHarvest
+from aoe.gis.references import DuplicateReference
 from aoe.gis.stats import ngram_overlap
 from tests.fake_github import (
     BASE_TIME,
@@ -498,7 +500,7 @@ def test_events_listing_cut_short_falls_back_to_timelines(github: FakeGitHub, tm
     ],
 )
 def test_duplicate_event_shapes(event: dict, on_issue: int | None, expected: tuple) -> None:
-    from aoe.gis.collect import _duplicate_marking
+    from aoe.gis.references import duplicate_marking as _duplicate_marking
 
     dupe, canonical = _duplicate_marking(event, REPO, on_issue)
     assert dupe == DuplicateReference(expected[0])

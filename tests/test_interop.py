@@ -23,7 +23,8 @@ import torch
 from bitsandbytes.functional import has_avx512bf16
 
 from aoe.interop import ST_POOLING_MODES, AoETransformer, default_max_length, write_sentence_transformers_files
-from aoe.models import POOLINGS, Encoder, pool
+from aoe.models import Encoder
+from aoe.pooling import POOLINGS, pool
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 AOE_PROMPT = 'Summarize sentence "{text}" in one word:"'
@@ -228,7 +229,8 @@ def _qlora_embeddings(llm_root: Path, packed: bool | None = None, training: bool
     """Embeddings of TEXTS[:5] by the qlora fixture, one text per forward, and its 4-bit layers."""
     from bitsandbytes.nn import Linear4bit
 
-    from aoe.models import embed, pin_4bit_cpu_path, tokenize_texts
+    from aoe.models import embed, pin_4bit_cpu_path
+    from aoe.tokens import tokenize_texts
 
     encoder = Encoder(_llm(llm_root, "qlora"), device="cpu")
     layers = [m for m in encoder.model.modules() if isinstance(m, Linear4bit)]

@@ -235,7 +235,7 @@ def test_remote_code_generator_loads_as_chatglm_does(tmp_path):
 
 
 def test_fetch_backbone_takes_remote_code_when_asked(tmp_path):
-    from aoe.models import materialize_backbone
+    from aoe.backbones import materialize_backbone
 
     src = build_remote_code_lm(tmp_path / "src")
     record = materialize_backbone("tiny-remote", {"path": str(src), "trust_remote_code": True, "extra_files": ["*.py"]}, tmp_path / "a")

@@ -18,7 +18,8 @@ import torch
 from safetensors.torch import load_file
 
 from aoe.checkpoints import step_dirs
-from aoe.models import Encoder, embed, tokenize_texts
+from aoe.models import Encoder, embed
+from aoe.tokens import tokenize_texts
 from aoe.tokens import StaleCacheError, build_token_cache, load_token_cache
 from aoe.train import TrainConfig, train
 
@@ -94,7 +95,7 @@ def test_prompt_reaches_the_tokenizer_byte_exactly(llm, data, monkeypatch):
     real = type(tok).__call__
     monkeypatch.setattr(type(tok), "__call__", lambda self, text, *a, **k: seen.extend([text] if isinstance(text, str) else text) or real(self, text, *a, **k))
     tokenize_texts(tok, ['a "quoted" {brace} text', "ünïcode"], 64, PROMPT)
-    # the prompt alone is tokenized once too: how many tokens a text has left (aoe.models.max_length_floor)
+    # the prompt alone is tokenized once too: how many tokens a text has left (aoe.tokens.max_length_floor)
     assert seen == ['Summarize sentence "" in one word:"', 'Summarize sentence "a "quoted" {brace} text" in one word:"', 'Summarize sentence "ünïcode" in one word:"']
     # training's token cache holds exactly those ids
     ds = load_token_cache(data["cache"], data["table"], llm, MAX_LENGTH, PROMPT)

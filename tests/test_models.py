@@ -12,7 +12,9 @@ import numpy as np
 import pytest
 import torch
 
-from aoe.models import POOLINGS, BackboneError, Encoder, materialize_backbone, pool, tokenizer_fingerprint
+from aoe.backbones import BackboneError, materialize_backbone, tokenizer_fingerprint
+from aoe.models import Encoder
+from aoe.pooling import POOLINGS, pool
 
 # ---------------------------------------------------------------------------
 # Pooling. Three texts, T = 4, H = 2; padding positions hold junk (100) or zeros.

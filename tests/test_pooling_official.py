@@ -22,15 +22,13 @@ from aoe.evaluate.senteval_batches import (
     senteval_sts_batches,
     task_batches,
 )
-from aoe.models import (
+from aoe.models import Encoder, embed, embed_bucketed
+from aoe.pooling import (
     BATCH_DEPENDENT_POOLINGS,
     EVAL_POOLINGS,
     OFFICIAL_POOLING_SOURCES,
     OFFICIAL_POOLINGS,
     POOLINGS,
-    Encoder,
-    embed,
-    embed_bucketed,
     pool,
 )
 
@@ -305,7 +303,7 @@ def test_the_import_light_pooling_names_are_the_models():
     """The workflow plans with aoe.pooling_names (no torch at planning); the schema's enums list the same."""
     import yaml
 
-    from aoe.models import OFFICIAL_POOLINGS, POOLINGS
+    from aoe.pooling import OFFICIAL_POOLINGS, POOLINGS
     from aoe.pooling_names import EVAL_POOLING_NAMES, OFFICIAL_POOLING_NAMES, TRAIN_POOLINGS
 
     assert tuple(POOLINGS) == TRAIN_POOLINGS and tuple(OFFICIAL_POOLINGS) == OFFICIAL_POOLING_NAMES

@@ -314,8 +314,6 @@ def test_a_batch_dependent_eval_pooling_embeds_in_sentevals_batches(tables, tiny
     scored it: each pair's texts embedded in SentEval's batch of 16 (AnglE's copy: STS12-16 by gold
     score, STS-B and SICK-R in file order), not deduplicated or cached; the result says which pooling
     replaced the trained one."""
-    import json
-
     from aoe.evaluate.run import run_sts_evaluation
     from aoe.evaluate.senteval_batches import task_batches
     from aoe.models import Encoder

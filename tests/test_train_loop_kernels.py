@@ -12,7 +12,8 @@ import pytest
 import torch
 from transformers import AutoTokenizer
 
-from aoe.models import embed_bucketed, length_buckets, pad_ids
+from aoe.models import embed_bucketed, pad_ids
+from aoe.tokens import length_buckets
 from aoe.train import _adamw, _clip_gradients
 
 

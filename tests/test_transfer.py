@@ -27,13 +27,8 @@ from aoe.data.transfer import (
     resolve_transfer_root,
     transfer_files,
 )
-from aoe.evaluate.transfer import (
-    MODES,
-    ClassifierParams,
-    classifier_fits,
-    evaluate_transfer,
-    fit_split_classifier,
-)
+from aoe.evaluate.classifier import MODES, ClassifierParams, classifier_fits, fit_split_classifier
+from aoe.evaluate.transfer import evaluate_transfer
 from tests.senteval_reference import SENTEVAL_MIRROR, SENTEVAL_SYNTHETIC, encoder
 
 

@@ -9,7 +9,7 @@ from aoe.workflow import start_log
 
 start_log(snakemake.log[0])
 
-from aoe.models import materialize_backbone
+from aoe.backbones import materialize_backbone
 
 info = materialize_backbone(snakemake.wildcards.backbone, snakemake.params.spec, snakemake.output[0])
 print(json.dumps(info, indent=2))

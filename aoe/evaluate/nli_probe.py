@@ -2,7 +2,7 @@
 
 Each (premise, hypothesis) is encoded as a single text ``premise [SEP] hypothesis`` (the
 tokenizer adds ``[CLS]`` and the final ``[SEP]``), and SentEval's logistic regression
-(:func:`aoe.evaluate.transfer.fit_split_classifier`: penalty chosen on dev, accuracy on
+(:func:`aoe.evaluate.classifier.fit_split_classifier`: penalty chosen on dev, accuracy on
 test) predicts the 3-way label from the frozen embedding. SNLI = test accuracy;
 MultiNLI = mean of the dev-matched and dev-mismatched accuracies.
 
@@ -67,7 +67,7 @@ def nli_probe(
     classifier fits on stderr with an ETA (:mod:`aoe.progress`; a fit on AllNLI's
     SNLI rows takes minutes, and reports its epochs in between).
     """
-    from aoe.evaluate.transfer import ClassifierParams, classifier_fits, fit_split_classifier
+    from aoe.evaluate.classifier import ClassifierParams, classifier_fits, fit_split_classifier
     from aoe.progress import progress
 
     clf_params = ClassifierParams.from_mode(mode)  # SimCSE's classifier settings, as for the transfer tasks

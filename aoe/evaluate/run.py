@@ -46,7 +46,7 @@ def run_sts_evaluation(
 
     ``eval_pooling``: an evaluation-only pooling (the cell's ``eval_pooling``, or a table's variant
     row), else the one the model was trained with. An official arithmetic that depends on the batch
-    (:data:`aoe.models.BATCH_DEPENDENT_POOLINGS`) embeds in SentEval's batches at the official
+    (:data:`aoe.pooling.BATCH_DEPENDENT_POOLINGS`) embeds in SentEval's batches at the official
     script's batch size (:func:`official_eval_batch_size`), without the cache.
 
     ``max_pairs`` evaluates a seeded random subset of each task's pairs (but those of
@@ -75,7 +75,7 @@ def run_sts_evaluation(
     if missing:
         raise KeyError(f"STS evaluation: no prepared test table for {missing}")
     task_tables = capped_tables({task: by_dataset[TASKS[task]][0] for task in wanted}, max_pairs, uncapped_tasks)
-    from aoe.models import BATCH_DEPENDENT_POOLINGS
+    from aoe.pooling import BATCH_DEPENDENT_POOLINGS
 
     if eval_pooling in BATCH_DEPENDENT_POOLINGS:
         from aoe.evaluate.sts import evaluate_sts_in_senteval_batches
@@ -156,7 +156,7 @@ def official_eval_batch_size(pooling: str, mode: str = "test") -> int:
     SentEval ``mode`` (test: 0.1.1's fcb6223 eval.py 16, 0.4.6's 1c5515b examples/NLI/eval_nli.py 2;
     fasttest: 32 for both; :data:`aoe.evaluate.senteval_batches.OFFICIAL_MODE_BATCH_SIZES`)."""
     from aoe.evaluate.senteval_batches import official_batch_size
-    from aoe.models import OFFICIAL_POOLING_SOURCES
+    from aoe.pooling import OFFICIAL_POOLING_SOURCES
 
     return official_batch_size(OFFICIAL_POOLING_SOURCES[pooling].release, mode)
 
@@ -202,7 +202,8 @@ def _run_senteval_suite(suite, model_dir, downstream, out, tasks, mode, pooling,
     (:mod:`aoe.evaluate.senteval_batches`), SimCSE's STS12-16 loader orders the pairs otherwise, so not on STS.
     """
     from aoe.evaluate import senteval_backend as se
-    from aoe.models import BATCH_DEPENDENT_POOLINGS, Encoder
+    from aoe.models import Encoder
+    from aoe.pooling import BATCH_DEPENDENT_POOLINGS
 
     if downstream is None:
         raise ValueError("evaluation.backend senteval reads SentEval's own data folder: no downstream folder given")
@@ -337,7 +338,7 @@ def run_transfer_evaluation(
     root = resolve_transfer_root(downstream)
     wanted = list(TRANSFER_TASKS) if tasks is None else list(tasks)
     data = {t: read_transfer(root, t) for t in wanted}
-    from aoe.models import BATCH_DEPENDENT_POOLINGS
+    from aoe.pooling import BATCH_DEPENDENT_POOLINGS
 
     if eval_pooling in BATCH_DEPENDENT_POOLINGS:
         from aoe.evaluate.transfer import evaluate_transfer_in_senteval_batches

@@ -62,7 +62,7 @@ def senteval_available() -> bool:
 def senteval_params(task_path: str | os.PathLike, mode: str, batch_size: int | None = None) -> dict:
     """SimCSE evaluation.py's SentEval parameters for ``--mode test`` or ``fasttest``; ``batch_size``: SentEval's
     own (the texts per batcher call; SimCSE leaves SentEval's default, 128), for a batch-dependent pooling."""
-    from aoe.evaluate.transfer import MODES
+    from aoe.evaluate.classifier import MODES
 
     if mode not in MODES:
         raise ValueError(f"unknown SentEval mode {mode!r}; valid: {', '.join(MODES)}")

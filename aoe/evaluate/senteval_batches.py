@@ -1,7 +1,7 @@
 """The batches SentEval hands the batcher on the STS and transfer tasks: which texts the official evaluations embedded together.
 
 With masked pooling a text's embedding does not depend on its batch; with the official
-angle-emb arithmetic (:data:`aoe.models.OFFICIAL_POOLINGS`) it does, so reproducing an
+angle-emb arithmetic (:data:`aoe.pooling.OFFICIAL_POOLINGS`) it does, so reproducing an
 official number needs the official batches (:meth:`aoe.models.Encoder.encode_batches`).
 
 What SentEval does per STS dataset (``STSEval.run``): take the pairs in its order, cut them

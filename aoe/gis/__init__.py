@@ -20,15 +20,10 @@ from aoe.gis.client import (
     RequestFailed,
     TokenRejected,
 )
-from aoe.gis.collect import (
-    PAPER_SPLIT_SIZES,
-    SPLITS,
-    RepositoryNotFound,
-    build_pairs,
-    collect,
-    find_duplicate_references,
-    load_repo_list,
-)
+from aoe.gis.collect import collect, load_repo_list
+from aoe.gis.harvest import RepositoryNotFound
+from aoe.gis.pairs import PAPER_SPLIT_SIZES, SPLITS, build_pairs
+from aoe.gis.references import find_duplicate_references
 
 # Imported on first use, so that ``python -m aoe.gis.stats`` does not find its own
 # module already imported by this package (runpy warns about that).

@@ -18,13 +18,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from aoe.gis.client import GISError
-from aoe.gis.collect import (
-    DEFAULT_LIST_MAX_AGE,
-    collect,
-    default_cache_dir,
-    load_repo_list,
-    parse_when,
-)
+from aoe.gis.collect import collect, default_cache_dir, load_repo_list
+from aoe.gis.harvest import DEFAULT_LIST_MAX_AGE, parse_when
 from aoe.gis.stats import plot_all
 
 
