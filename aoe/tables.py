@@ -35,6 +35,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
+from aoe.data.io import sha256_file
 from aoe.evaluate.sts import TASKS
 from aoe.jsonio import finite_or_none, json_safe
 from aoe.stats import paired_ttest
@@ -339,6 +340,7 @@ class Table:
     missing: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     extra: dict = field(default_factory=dict)  # gis_stats: the body rows
+    sources: list[dict] = field(default_factory=list)  # the files it read (source_files)
 
 
 def spec_rows(spec: dict) -> list[dict]:
@@ -496,7 +498,7 @@ def build_table(
             sel = sel[sel.seed.isin(row.seeds)]
         sel = sel[sel.rerun < row.reruns]
         if "eval_pooling" in sel.columns:  # a frame built by hand has only the cells' own evaluations
-            sel = sel[sel.eval_pooling.fillna("") == row.eval_pooling]
+            sel = sel[sel.eval_pooling.astype(object).fillna("") == row.eval_pooling]
         elif row.eval_pooling:
             sel = sel.iloc[:0]
         for col in col_keys:
@@ -997,19 +999,42 @@ def to_json(table: Table) -> dict:
             "ttests": [t.__dict__ | {"text": t.text()} for t in table.ttests],
             "missing": table.missing,
             "notes": _notes(table, latex=False),
+            "sources": table.sources,
         }
     )
 
 
+def source_files(paths: list[str | Path]) -> list[dict]:
+    """Each file a table read, in input order: its path as given, its sha256 and, for an evaluation
+    result, the cell it scored (``model.cell``: backbone, objective, trainset, seed, eval_pooling), so
+    that a row's number leads to its file in one hop (and the file to its model's aoe_config.json by
+    ``model.aoe_config_sha256``). A model folder (train-time tables) stands for its aoe_config.json."""
+    out = []
+    for path in map(Path, paths):
+        file = path / "aoe_config.json" if path.is_dir() else path
+        entry: dict[str, Any] = {"path": str(file), "sha256": sha256_file(file)}
+        if file.suffix == ".json":
+            record = json.loads(file.read_text())
+            cell = record.get("model", {}).get("cell") if isinstance(record.get("model"), dict) else record.get("cell")
+            if isinstance(cell, dict):
+                entry["cell"] = cell
+        out.append(entry)
+    return out
+
+
 def render_table(name: str, spec: dict, inputs: list[str | Path], rows: list[dict] | None = None,
                  numbers_file: str | Path | None = None) -> Table:
-    """The table a rule renders: its kind's loader on the inputs, then :func:`build_table` (or the GIS table)."""
+    """The table a rule renders: its kind's loader on the inputs, then :func:`build_table` (or the GIS
+    table), with the files it read (:func:`source_files`)."""
     kind = spec["kind"]
     if table_kind(kind).inputs == "gis_stats":
         stats = json.loads(Path(inputs[0]).read_text())
-        return build_gis_table(stats, spec, name, numbers_file)
-    results = load_results(kind, inputs)
-    return build_table(results, spec, kind, numbers_file=numbers_file, rows=rows, name=name)
+        table = build_gis_table(stats, spec, name, numbers_file)
+    else:
+        results = load_results(kind, inputs)
+        table = build_table(results, spec, kind, numbers_file=numbers_file, rows=rows, name=name)
+    table.sources = source_files(inputs)
+    return table
 
 
 def write_table(table: Table, tex: str | Path, csv_path: str | Path, md: str | Path, json_path: str | Path | None = None) -> None:

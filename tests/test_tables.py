@@ -587,6 +587,24 @@ def test_ttest_one_seed_is_na(tmp_path):
     assert "n/a (1 seed)" in to_markdown(table) and "n/a (1 seed)" in to_latex(table)
 
 
+def test_table_json_lists_the_files_it_read_with_sha256_and_cell(tmp_path):
+    import hashlib
+
+    root = tmp_path / "eval"
+    files = [write_sts(root, "b", o, "t", 1, {"STSB": v}) for o, v in (("aoe", 80.0), ("sbert", 78.0))]
+    spec = {"kind": "stsb", "trainset": "t", "backbones": ["b"], "objectives": ["aoe", "sbert"], "include_pretrained": False}
+    sources = to_json(render_table("x", spec, files))["sources"]
+    assert [s["path"] for s in sources] == [str(f) for f in files]
+    assert [s["sha256"] for s in sources] == [hashlib.sha256(f.read_bytes()).hexdigest() for f in files]
+    assert [(s["cell"]["objective"], s["cell"]["seed"]) for s in sources] == [("aoe", "1"), ("sbert", "1")]
+    # a train-time table reads model folders: each stands for its aoe_config.json
+    bench, model = write_train_job(tmp_path, "b", "aoe", "stsb", 1, job_s=130.0, train_s=100.0, steps=50, batch=32, rows=800)
+    tt = {"kind": "train_time", "trainset": "stsb", "backbones": ["b"], "objectives": ["aoe"], "include_pretrained": False}
+    sources = render_table("tt", tt, [str(bench), str(model)]).sources
+    assert [s["path"] for s in sources] == [str(bench), str(model / "aoe_config.json")]
+    assert sources[1]["sha256"] == hashlib.sha256((model / "aoe_config.json").read_bytes()).hexdigest()
+
+
 def test_ttest_treatment_and_disable(results):
     table = build_table(results, {**SPEC, "ttest": {"treatment": "cosent"}})
     assert {t.treatment for t in table.ttests} == {"CoSENT"}
