@@ -28,6 +28,8 @@
 # ├── cards/{backbone}/{objective}/{trainset}/seed{seed}/README.md   model card (hub front matter, evaluation
 #                                             beside the paper, recipe, usage); hub/{...}.json: a push's receipt
 # ├── REPORT.md                                 every reproduced number beside the paper's
+# ├── REPORT.html, RECIPE.html, tables/{table}.html   the same rendered for `snakemake --report`
+# ├── RUNTIMES.tsv, .html                       every job's wall time and max RSS from its benchmark file
 # └── logs/, benchmarks/                        one per job
 
 from snakemake.utils import min_version
@@ -63,6 +65,8 @@ rule all:
         R("results/REPORT.md"),
         R("results/RECIPE.md"),
         CARD_RESULTS,
+        REPORT_PAGES,
+        RUNTIME_RESULTS,
 
 
 rule train:

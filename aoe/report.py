@@ -693,3 +693,50 @@ def build_report(
     if figures:
         lines.append(figures)
     return "\n".join(lines).rstrip() + "\n"
+
+
+# --- Markdown pages as HTML, for Snakemake's report (`snakemake --report`) --------------------------
+# The report shows a Markdown file as plain text with its whitespace collapsed (pipe tables become
+# unreadable) and a LaTeX table as its source; an HTML file it shows rendered. Python-Markdown renders
+# what this package writes (REPORT.md, RECIPE.md, the tables' .md twins, RUNTIMES): pipe tables, fenced
+# code, raw HTML anchors (RECIPE.md's cells, which REPORT.md links to; headings get no id of
+# their own, as a cell's heading slug would repeat its anchor).
+
+_PAGE_STYLE = """
+body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; font-size: 14px; line-height: 1.45;
+       margin: 1.2em 2em; color: #1f2328; max-width: 1400px; }
+h1 { font-size: 1.6em; border-bottom: 1px solid #d0d7de; padding-bottom: .2em; }
+h2 { font-size: 1.3em; margin-top: 1.6em; border-bottom: 1px solid #eaeef2; padding-bottom: .15em; }
+h3 { font-size: 1.1em; margin-top: 1.3em; }
+table { border-collapse: collapse; margin: .6em 0 1em; font-size: 13px; }
+th, td { border: 1px solid #d0d7de; padding: 3px 8px; vertical-align: top; }
+th { background: #f6f8fa; text-align: left; }
+tr:nth-child(even) td { background: #fafbfc; }
+td em { color: #57606a; }
+code { background: #f3f4f6; padding: 0 .25em; border-radius: 3px; font-size: 90%; }
+pre { background: #f6f8fa; padding: .6em; overflow: auto; }
+.source { color: #57606a; font-size: 12px; margin-top: 2em; }
+"""
+
+
+def markdown_html(text: str) -> str:
+    """The body HTML of a Markdown text; a link to a .md file of the results tree points at its .html
+    page (the report holds the pages, not the Markdown)."""
+    import re
+
+    import markdown
+
+    body = markdown.markdown(text, extensions=["tables", "fenced_code"], output_format="html")
+    return re.sub(r'href="([^"#:]+)\.md(#[^"]*)?"', r'href="\1.html\2"', body)
+
+
+def markdown_page(text: str, title: str, source: str | None = None) -> str:
+    """A standalone HTML page (inline style, no external files) rendering ``text``; ``source``: the file
+    it was rendered from, named at the bottom."""
+    import html
+
+    foot = f'<p class="source">Rendered from <code>{html.escape(source)}</code>.</p>' if source else ""
+    return (
+        f'<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>{html.escape(title)}</title>'
+        f"<style>{_PAGE_STYLE}</style></head>\n<body>\n{markdown_html(text)}\n{foot}\n</body></html>\n"
+    )

@@ -110,10 +110,12 @@ rule fig3:
         unpack(lambda wildcards: figure_inputs(config, "fig3")),
         code=library_code("figures/sts_geometry.py", "figures/style.py"),
     output:
+        R(f"results/figures/{FIGURES['fig3']}.pdf"),
         report(
-            multiext(R(f"results/figures/{FIGURES['fig3']}"), ".pdf", ".png"),
+            R(f"results/figures/{FIGURES['fig3']}.png"),
             caption="../report/fig3.rst",
-            category="Figures",
+            category="3. Figures",
+            labels={"figure": "AoE Fig. 3: geometry of the saturation-zone pairs"},
         ),
         json=R(f"results/figures/{FIGURES['fig3']}.json"),
     log:
@@ -133,10 +135,12 @@ rule fig10:
         unpack(lambda wildcards: figure_inputs(config, "fig10")),
         code=library_code("figures/sts_geometry.py", "figures/style.py"),
     output:
+        R(f"results/figures/{FIGURES['fig10']}.pdf"),
         report(
-            multiext(R(f"results/figures/{FIGURES['fig10']}"), ".pdf", ".png"),
+            R(f"results/figures/{FIGURES['fig10']}.png"),
             caption="../report/fig10.rst",
-            category="Figures",
+            category="3. Figures",
+            labels={"figure": "AoE Fig. 10: geometry of all pairs"},
         ),
         json=R(f"results/figures/{FIGURES['fig10']}.json"),
     log:
@@ -156,10 +160,12 @@ rule fig4:
         unpack(lambda wildcards: figure_inputs(config, "fig4")),
         code=library_code("figures/similarity.py", "figures/style.py"),
     output:
+        R(f"results/figures/{FIGURES['fig4']}.pdf"),
         report(
-            multiext(R(f"results/figures/{FIGURES['fig4']}"), ".pdf", ".png"),
+            R(f"results/figures/{FIGURES['fig4']}.png"),
             caption="../report/fig4.rst",
-            category="Figures",
+            category="3. Figures",
+            labels={"figure": "AoE Fig. 4: cosine density per gold group"},
         ),
         json=R(f"results/figures/{FIGURES['fig4']}.json"),
     log:
@@ -179,10 +185,12 @@ rule fig5:
         unpack(lambda wildcards: figure_inputs(config, "fig5")),
         code=library_code("figures/similarity.py", "figures/style.py"),
     output:
+        R(f"results/figures/{FIGURES['fig5']}.pdf"),
         report(
-            multiext(R(f"results/figures/{FIGURES['fig5']}"), ".pdf", ".png"),
+            R(f"results/figures/{FIGURES['fig5']}.png"),
             caption="../report/fig5.rst",
-            category="Figures",
+            category="3. Figures",
+            labels={"figure": "AoE Fig. 5: gold score density"},
         ),
     log:
         R("results/logs/figures/fig5.log"),
@@ -199,10 +207,12 @@ rule fig_gradients:
         unpack(lambda wildcards: figure_inputs(config, "fig_gradients")),
         code=library_code("figures/gradients.py", "figures/style.py"),
     output:
+        R(f"results/figures/{FIGURES['fig_gradients']}.pdf"),
         report(
-            multiext(R(f"results/figures/{FIGURES['fig_gradients']}"), ".pdf", ".png"),
+            R(f"results/figures/{FIGURES['fig_gradients']}.png"),
             caption="../report/fig_gradients.rst",
-            category="Figures",
+            category="3. Figures",
+            labels={"figure": "Score gradient vs cosine (not a paper figure)"},
         ),
         json=R(f"results/figures/{FIGURES['fig_gradients']}.json"),
     log:
@@ -226,11 +236,13 @@ rule training_curves:
         models=lambda wildcards: curve_inputs(config, wildcards.table),
         code=library_code("figures/curves.py", "figures/style.py"),
     output:
+        R("results/figures/training_curves/{table}.pdf"),
         report(
-            multiext(R("results/figures/training_curves/{table}"), ".pdf", ".png"),
+            R("results/figures/training_curves/{table}.png"),
             caption="../report/training_curves.rst",
-            category="Training curves",
+            category="4. Training curves",
             subcategory="{table}",
+            labels={"table": "{table}"},
         ),
         json=R("results/figures/training_curves/{table}.json"),
     log:

@@ -45,15 +45,19 @@ rule gis_figures:
     input:
         R("results/analysis/gis/stats.json"),
     output:
+        R("results/figures/gis_fig8_ngram_overlap.pdf"),
         report(
-            multiext(R("results/figures/gis_fig8_ngram_overlap"), ".pdf", ".png"),
+            R("results/figures/gis_fig8_ngram_overlap.png"),
             caption="../report/gis_figures.rst",
-            category="Figures",
+            category="3. Figures",
+            labels={"figure": "AnglE Fig. 8: GIS n-gram overlap"},
         ),
+        R("results/figures/gis_fig9_token_lengths.pdf"),
         report(
-            multiext(R("results/figures/gis_fig9_token_lengths"), ".pdf", ".png"),
+            R("results/figures/gis_fig9_token_lengths.png"),
             caption="../report/gis_figures.rst",
-            category="Figures",
+            category="3. Figures",
+            labels={"figure": "AnglE Fig. 9: GIS token lengths"},
         ),
     log:
         R("results/logs/gis/figures.log"),

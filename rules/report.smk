@@ -9,7 +9,7 @@ rule report_md:
         analysis=SATURATION_RESULTS + [f for f in GIS_RESULTS if f.endswith(".json")],
         code=library_code("report.py", "tables.py", "table_kinds.py"),
     output:
-        report(R("results/REPORT.md"), caption="../report/report_md.rst", category="Summary"),
+        R("results/REPORT.md"),
     log:
         R("results/logs/report_md.log"),
     conda:
@@ -38,3 +38,68 @@ rule recipe:
         configfiles=RUN_CONFIGFILES,
     script:
         "../workflow_scripts/make_recipe.py"
+
+
+# The Snakemake report (`snakemake --report report.html`) shows a Markdown file as plain text with
+# its whitespace collapsed: REPORT.md and RECIPE.md go into it as HTML pages (aoe.report.markdown_page),
+# under "1. Summary"; the tables' pages are rule table_html (rules/tables.smk). Rule all builds them all.
+SUMMARY_PAGES = {
+    "REPORT": "REPORT: every number beside the paper's",
+    "RECIPE": "RECIPE: every trained cell's settings",
+}
+REPORT_PAGES = [R("results/REPORT.html"), R("results/RECIPE.html")] + expand(
+    R("results/tables/{table}.html"), table=built_tables(config)
+)
+
+
+rule report_page:
+    input:
+        md=R("results/{page}.md"),
+        code=library_code("report.py"),
+    output:
+        html=report(
+            R("results/{page}.html"),
+            caption="../report/summary_page.rst",
+            category="1. Summary",
+            labels=lambda wildcards: {"page": SUMMARY_PAGES[wildcards.page]},
+        ),
+    log:
+        R("results/logs/report_page/{page}.log"),
+    wildcard_constraints:
+        page="REPORT|RECIPE",
+    conda:
+        "../envs/report.yaml"
+    params:
+        source=lambda wildcards: f"{wildcards.page}.md",
+    script:
+        "../workflow_scripts/make_report_page.py"
+
+
+# Every job's runtime: the benchmark file of each benchmarked job of the run (results/benchmarks/**.tsv)
+# -> RUNTIMES.tsv (rule, wildcards, seconds, max RSS) and its HTML page in the report (aoe.runtimes).
+# Its input is every other target of rule all, so it runs after every job of the run and again after any
+# rerun (a job rewrites its benchmark file and the targets downstream of it); it is no input of any
+# job, so it makes no cycle.
+RUNTIME_RESULTS = [R("results/RUNTIMES.tsv"), R("results/RUNTIMES.html")]
+
+
+rule runtimes:
+    input:
+        done=lambda wildcards: [f for f in rules.all.input if f not in RUNTIME_RESULTS],
+        code=library_code("runtimes.py", "report.py"),
+    output:
+        tsv=R("results/RUNTIMES.tsv"),
+        html=report(
+            R("results/RUNTIMES.html"),
+            caption="../report/runtimes.rst",
+            category="5. Runtimes",
+            labels={"page": "RUNTIMES: every job's wall time and memory"},
+        ),
+    log:
+        R("results/logs/runtimes.log"),
+    conda:
+        "../envs/report.yaml"
+    params:
+        benchmarks=R("results/benchmarks"),
+    script:
+        "../workflow_scripts/make_runtimes.py"

@@ -161,8 +161,14 @@ def test_html_report_is_built(ci_run):
     out = snakemake(work, "--report", "results/ci/report.html", "--configfile", "presets/ci.yaml", env=env)
     assert out.returncode == 0, out.stdout[-3000:]
     html = (work / "results/ci" / "report.html").read_text(errors="replace")
+    # tables as rendered HTML pages, REPORT.md and RECIPE.md rendered, every job's runtime (issue 39 item 6)
     for table in ("table1_sts", "table2_indomain", "table3_transfer", "table5_nli"):
-        assert f"{table}.tex" in html, table
+        assert f"{table}.html" in html, table
+    for category in ("1. Summary", "2. Tables", "3. Figures", "4. Training curves", "5. Runtimes"):
+        assert category in html, category
+    assert "REPORT.html" in html and "RECIPE.html" in html and "RUNTIMES.html" in html
+    runtimes = pd.read_csv(work / "results/ci/RUNTIMES.tsv", sep="\t")
+    assert {"train", "evaluate_sts", "tokenize"} <= set(runtimes["rule"]) and (runtimes["seconds"] > 0).all()
     assert len(html) > 100_000  # Snakemake's page embeds its scripts and the results: no external files
 
 
@@ -198,19 +204,19 @@ def test_changing_table_code_reruns_only_tables(ci_run):
     with edited(work / "workflow_scripts" / "make_table.py", "\n# a rendering change\n"):
         out = snakemake(work, "-n", "--configfile", "presets/ci.yaml", env=env)
     assert out.returncode == 0, out.stdout[-3000:]
-    assert set(job_counts(out.stdout)) == {"table", "report_md", "all"}, out.stdout[-3000:]
+    assert set(job_counts(out.stdout)) == {"table", "table_html", "report_md", "report_page", "runtimes", "all"}, out.stdout[-3000:]
     assert "Code has changed since last execution" in out.stdout
     # the package's table code is an input of the table jobs: an edit of it, the same
     with edited(work / "aoe" / "tables.py", "\n# a rendering change\n"):
         out = snakemake(work, "-n", "--configfile", "presets/ci.yaml", env=env)
     assert out.returncode == 0, out.stdout[-3000:]
-    assert set(job_counts(out.stdout)) == {"table", "report_md", "all"}, out.stdout[-3000:]
+    assert set(job_counts(out.stdout)) == {"table", "table_html", "report_md", "report_page", "runtimes", "all"}, out.stdout[-3000:]
     # a caption is a table parameter: the same, and only tables
     # (one more config file: the recipe ledger, which names the file behind each value, is redone too)
     (work / "caption.yaml").write_text("tables:\n  table2_indomain:\n    caption: another caption\n")
     out = snakemake(work, "-n", "--configfile", "presets/ci.yaml", "caption.yaml", env=env)
     assert out.returncode == 0, out.stdout[-3000:]
-    assert set(job_counts(out.stdout)) == {"table", "report_md", "recipe", "all"}, out.stdout[-3000:]
+    assert set(job_counts(out.stdout)) == {"table", "table_html", "report_md", "report_page", "recipe", "runtimes", "all"}, out.stdout[-3000:]
     # every edit undone: nothing to rerun
     out = snakemake(work, "-n", "--configfile", "presets/ci.yaml", env=env)
     assert out.returncode == 0 and "Nothing to be done" in out.stdout, out.stdout[-3000:]

@@ -1,0 +1,16 @@
+"""Rule runtimes: every job's benchmark file -> results/RUNTIMES.tsv and RUNTIMES.html (aoe.runtimes)."""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(snakemake.scriptdir).parent))
+from aoe.workflow import start_log
+
+start_log(snakemake.log[0])
+
+from aoe.report import markdown_page
+from aoe.runtimes import benchmark_rows, runtime_markdown, runtime_tsv
+
+rows = benchmark_rows(snakemake.params.benchmarks)
+Path(snakemake.output.tsv).write_text(runtime_tsv(rows))
+Path(snakemake.output.html).write_text(markdown_page(runtime_markdown(rows), title="Job runtimes", source=snakemake.params.benchmarks))
