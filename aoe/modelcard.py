@@ -378,7 +378,7 @@ def _recipe_md(plan: dict) -> list[str]:
 
 
 def _results_md(plan: dict, read: list[dict], missing: list[str], numbers_file) -> list[str]:
-    from aoe.tables import paper_digits
+    from aoe.table_render import paper_digits
 
     lines = ["## Evaluation", ""]
     if not read and not missing:

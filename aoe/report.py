@@ -1,6 +1,6 @@
 """results/REPORT.md: every reproduced number next to the paper's, from the tables' JSON twins.
 
-One section per table (``aoe.tables.to_json`` output): for each of our rows and each
+One section per table (``aoe.table_render.to_json`` output): for each of our rows and each
 column, our mean ± std and seed count, the paper's number ± its std, Δ = ours − paper,
 and a flag ``⚠`` from :data:`aoe.stats.FLAG_RULE` (:func:`aoe.stats.flag`: two means where ours are reruns of one seed, the
 paper's protocol; one run's prediction interval where ours are different seeds); where
@@ -33,7 +33,8 @@ from aoe.jsonio import finite_or_none
 from aoe.ledger import md_cell
 from aoe.stats import FLAG, FLAG_RULE, FLAG_TEST, ONE_SEED, SPREAD_RERUNS, SPREAD_SEEDS, flag_bound, flag_of, spread_of
 from aoe.table_kinds import table_kind
-from aoe.tables import OBJECTIVE_LABELS, and_join, no_delta_reason, paper_digits, paper_reference
+from aoe.table_render import and_join, no_delta_reason, paper_digits
+from aoe.tables import OBJECTIVE_LABELS, paper_reference
 from aoe.workflow import PRETRAINED, RELEASED
 
 __all__ = ["CLAIMS", "build_report", "claims_section", "figure_section", "git_commit", "table_section", "table_sources"]

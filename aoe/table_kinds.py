@@ -3,7 +3,8 @@ values. One entry per kind in :data:`KINDS`; a new table kind is a new entry her
 the config schema's ``tables.*.kind`` enum, which a test compares with this registry).
 
 Used by the workflow (:func:`aoe.workflow.table_inputs`: the files a table reads), by
-:mod:`aoe.tables` (loading, building, rendering) and by :mod:`aoe.report`.
+:mod:`aoe.table_load` (loading), :mod:`aoe.tables` (building), :mod:`aoe.table_render` (rendering)
+and by :mod:`aoe.report`.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Tables of both papers from result files: LaTeX (booktabs), CSV, Markdown and JSON. Tables never train or embed.
+"""Tables of both papers from result files: the table model and how a table is built. Tables never train or embed.
 
 Each cell is the mean ± sample std over the seeds that exist, with the seed count in
 the row label; the best mean per backbone among our rows is bold. A row with a paper
@@ -14,6 +14,10 @@ group the paper prints them under (paper_numbers.yaml ``group_labels``). The not
 t-test (``scipy.stats.ttest_rel``) compares the treatment row (AoE / AnglE) with every
 other row of its backbone over matched seeds, per column and pooled over the dataset
 columns; the p-values go in a note under the table. A result that does not exist is printed as "–" and logged, never 0.
+
+This module holds the model (:class:`Row`, :class:`TTest`, :class:`Table`), the paper's numbers
+and how a table is built from the long results; :func:`render_table` loads and builds. Loading the
+result files: :mod:`aoe.table_load`; LaTeX, Markdown, CSV and JSON and writing them: :mod:`aoe.table_render`.
 
 Kinds (columns, the files a table reads, how one file becomes values): :data:`aoe.table_kinds.KINDS`.
 """
@@ -37,31 +41,27 @@ import yaml
 
 from aoe.data.io import sha256_file
 from aoe.evaluate.sts import TASKS
-from aoe.jsonio import finite_or_none, json_safe
 from aoe.stats import paired_ttest
-from aoe.table_kinds import KINDS, Column, table_kind
+from aoe.table_kinds import Column, table_kind
+from aoe.table_load import load_results
 from aoe.workflow import NO_TRAINSET, PRETRAINED, parse_run, run_name
 
 __all__ = [
-    "KINDS",
     "OBJECTIVE_LABELS",
-    "Column",
     "Row",
+    "TTest",
     "Table",
-    "and_join",
     "build_gis_table",
     "build_table",
-    "load_results",
-    "load_sts_results",
-    "no_delta_reason",
-    "paper_digits",
+    "kind_columns",
+    "load_paper_numbers",
     "paper_reference",
     "render_table",
+    "row_label",
+    "row_paper_refs",
+    "source_files",
     "spec_rows",
-    "to_frame",
-    "to_json",
-    "to_latex",
-    "to_markdown",
+    "ttests",
 ]
 
 log = logging.getLogger(__name__)
@@ -93,100 +93,6 @@ def kind_columns(kind: str, spec: dict, results: pd.DataFrame | None = None) -> 
     """The columns of a table kind (mteb: the categories found in the results, in MTEB's order)."""
     found = set(results.column) if results is not None and not results.empty else set()
     return table_kind(kind).columns(spec, found)
-
-
-# ---------------------------------------------------------------------------
-# Loading result files into a long table (backbone, objective, trainset, seed, rerun, column, value).
-
-# eval_pooling: "" for a cell's own evaluation, else the evaluation-only pooling of a variant row's file
-RESULT_COLUMNS = ["backbone", "objective", "trainset", "seed", "rerun", "eval_pooling", "column", "value"]
-
-
-def _cell(result: dict, path: Path) -> dict:
-    try:
-        cell = dict(result["model"]["cell"])
-    except (KeyError, TypeError):
-        raise ValueError(f"{path}: no model.cell record") from None
-    # the record's seed is the run of the path: "42", or "42-rerun2"
-    cell["seed"], cell["rerun"] = parse_run(cell["seed"])
-    cell["eval_pooling"] = cell.get("eval_pooling") or ""
-    return cell
-
-
-def load_results(kind: str, paths: list[str | Path]) -> pd.DataFrame:
-    """Long table of every value in the result files of a table kind; null values are left out."""
-    k = table_kind(kind)
-    if k.inputs == "train_time":
-        return load_train_times(paths)
-    if k.read is None:
-        raise ValueError(f"table kind {kind!r} reads no evaluation results")
-    rows = []
-    for path in map(Path, paths):
-        result = json.loads(path.read_text())
-        cell = _cell(result, path)
-        values = k.read(result, path)
-        for column, value in values.items():
-            if value is not None:  # null on purpose (task not evaluated): no row, printed as "–"
-                rows.append({**cell, "column": column, "value": value})
-    return pd.DataFrame(rows, columns=RESULT_COLUMNS)
-
-
-def load_sts_results(paths: list[str | Path]) -> pd.DataFrame:
-    """Long table (backbone, objective, trainset, seed, task, spearman) from sts.json files."""
-    return load_results("sts7", paths).rename(columns={"column": "task", "value": "spearman"})
-
-
-def train_time(benchmark: str | Path, model_dir: str | Path) -> dict[str, Any]:
-    """One training job's times: Snakemake's benchmark ``s`` (the whole job), the training loop's
-    seconds (aoe_config.json summary) and the epochs trained (examples seen / train rows).
-
-    ``sec_per_epoch`` = train-loop seconds / epochs trained, where epochs trained =
-    examples seen (steps x batch size x accumulation, as logged) / rows of the train set.
-    """
-    bench = pd.read_csv(benchmark, sep="\t")
-    job_seconds = float(bench["s"].iloc[-1])
-    config = json.loads((Path(model_dir) / "aoe_config.json").read_text())
-    summary = config.get("summary") or {}
-    train = config.get("train") or {}
-    rows = (config.get("token_cache") or {}).get("n_examples")
-    seen = summary.get("examples_seen")
-    if seen is None and summary.get("steps") is not None:
-        seen = summary["steps"] * train.get("batch_size", 1) * train.get("gradient_accumulation_steps", 1)
-    if seen is None:
-        metrics = Path(model_dir) / "metrics.jsonl"
-        steps = [json.loads(line).get("step", 0) for line in metrics.read_text().splitlines() if line.strip()] if metrics.is_file() else []
-        if steps:
-            seen = max(steps) * train.get("batch_size", 1) * train.get("gradient_accumulation_steps", 1)
-    epochs = seen / rows if seen and rows else None
-    train_seconds = finite_or_none(summary.get("train_seconds"))
-    loop = train_seconds if train_seconds is not None else job_seconds
-    return {
-        "cell": config.get("cell"),
-        "job_seconds": job_seconds,
-        "train_seconds": train_seconds,
-        "epochs": epochs,
-        "sec_per_epoch": loop / epochs if epochs else None,
-    }
-
-
-def load_train_times(paths: list[str | Path]) -> pd.DataFrame:
-    """train_time rows from the inputs of a train_time table: benchmark TSVs and model folders, paired by cell path."""
-    paths = [Path(p) for p in paths]
-    benches = {p.with_suffix("").parts[-4:]: p for p in paths if p.suffix == ".tsv"}
-    models = {p.parts[-4:]: p for p in paths if p.suffix != ".tsv"}
-    rows = []
-    for parts, bench in sorted(benches.items()):
-        model = models.get(parts)
-        if model is None:
-            log.warning("no model folder for benchmark %s: skipped", bench)
-            continue
-        t = train_time(bench, model)
-        cell = t["cell"] or dict(zip(("backbone", "objective", "trainset"), parts[:3]), seed=parts[3].removeprefix("seed"))
-        cell = {**cell, **dict(zip(("seed", "rerun"), parse_run(cell["seed"])))}
-        for column in ("sec_per_epoch", "train_seconds", "job_seconds", "epochs"):
-            if t[column] is not None:
-                rows.append({**cell, "column": column, "value": float(t[column])})
-    return pd.DataFrame(rows, columns=RESULT_COLUMNS)
 
 
 # ---------------------------------------------------------------------------
@@ -664,344 +570,7 @@ def build_gis_table(stats: dict, spec: dict, name: str = "table_gis_stats", numb
 
 
 # ---------------------------------------------------------------------------
-# Rendering.
-
-
-def _digits(table: Table, col: str) -> int:
-    return table_kind(table.kind).digits(col)
-
-
-def _num_text(value: float, digits: int) -> str:
-    return f"{value:.{digits}f}"
-
-
-# characters of labels and notes that pdflatex needs spelled out (no newunicodechar needed)
-_LATEX_CHARS = {"–": "--", "—": "---", "†": "\\textdagger{}", "‡": "\\textdaggerdbl{}", "⋆": "$\\star$",
-                "♢": "$\\diamondsuit$", "±": "$\\pm$", "Δ": "$\\Delta$", "−": "$-$", "×": "$\\times$", "≥": "$\\geq$",
-                "≤": "$\\leq$", "ρ": "$\\rho$", "§": "\\S{}"}
-
-
-def _escape(text: str) -> str:
-    text = str(text).replace("\\", "\\textbackslash{}")
-    text = re.sub(r"([_%&#$])", r"\\\1", text)
-    text = text.replace("~", "\\textasciitilde{}").replace("^", "\\textasciicircum{}")
-    for char, tex in _LATEX_CHARS.items():
-        text = text.replace(char, tex)
-    return text
-
-
-def _best(table: Table, group: list[Row], col: str) -> float | None:
-    k = table_kind(table.kind)
-    if len(group) < 2 or col in k.no_bold or not k.seeded:
-        return None
-    means = [r.mean(col) for r in group if not math.isnan(r.mean(col))]
-    if len(means) < 2:
-        return None
-    return min(means) if col in k.lower_is_better else max(means)
-
-
-def _groups(table: Table) -> list[tuple[str, list[Row]]]:
-    """Rows grouped by backbone (bold within a backbone); ablations: by backbone, sections kept in order."""
-    groups: dict[str, list[Row]] = {}
-    for r in table.rows:
-        groups.setdefault(r.backbone, []).append(r)
-    return list(groups.items())
-
-
-def _row_name(table: Table, row: Row, latex: bool) -> str:
-    esc = _escape if latex else (lambda s: s)
-    k = table_kind(table.kind)
-    if not k.seeded:
-        return esc(row.label)
-    seeds = f"n={row.n}"
-    if row.objective == PRETRAINED:
-        train = ""
-    elif k.column_per_trainset:
-        train = ", in-domain"
-    else:
-        train = f", {','.join(row.trainsets)}" if row.trainsets else ""
-    return f"{esc(row.backbone)} {esc(row.label)}{esc(train)} ({seeds})"
-
-
-def _cell_text(table: Table, row: Row, col: str, bold: bool, latex: bool) -> str:
-    mean = row.mean(col)
-    if math.isnan(mean):
-        return "–"
-    d = _digits(table, col)
-    pm = " $\\pm$ " if latex else " ± "
-    std = row.std(col)
-    text = _num_text(mean, d) if math.isnan(std) else f"{_num_text(mean, d)}{pm}{_num_text(std, d)}"
-    if bold:
-        return f"\\textbf{{{text}}}" if latex else f"**{text}**"
-    return text
-
-
-def paper_digits(value: float, digits: int) -> int:
-    """Decimals to print a paper's number with: the table's, or more where the paper printed more
-    (61.646, 14.35 s), so a paper number is never shown rounded."""
-    text = repr(float(value))
-    decimals = 0 if "e" in text or text.endswith(".0") else len(text.split(".")[1])
-    return max(digits, min(decimals, 4))
-
-
-def _paper_text(table: Table, values: dict, stds: dict, col: str, latex: bool) -> str:
-    if col not in values:
-        return "–"
-    d = _digits(table, col)
-    pm = " $\\pm$ " if latex else " ± "
-    text = _num_text(values[col], paper_digits(values[col], d))
-    return text + (f"{pm}{_num_text(stds[col], paper_digits(stds[col], d))}" if col in stds else "")
-
-
-def _delta_text(table: Table, row: Row, col: str, latex: bool, delta_of=None) -> str:
-    delta = (delta_of or row.delta)(col)
-    if math.isnan(delta):
-        return "–"
-    text = f"{delta:+.{_digits(table, col)}f}"
-    return f"${text}$" if latex else text
-
-
-def _body(table: Table, latex: bool) -> list[tuple[str, list[str], str]]:
-    """Body lines (kind, cells incl. the row name, style) with 'rule' separators between backbones."""
-    out: list[tuple[str, list[str], str]] = []
-    cols = [c.key for c in table.columns]
-    for gi, (backbone, group) in enumerate(_groups(table)):
-        if gi:
-            out.append(("rule", [], ""))
-        best = {c: _best(table, group, c) for c in cols}
-        section = None
-        for row in group:
-            if row.section and row.section != section:
-                section = row.section
-                out.append(("section", [_escape(section) if latex else section], ""))
-            cells = [_cell_text(table, row, c, best[c] is not None and row.mean(c) == best[c], latex) for c in cols]
-            out.append(("row", [_row_name(table, row, latex), *cells], ""))
-            if row.paper:
-                src = row.paper_label
-                out.append(("paper", [("\\quad " + _escape(src)) if latex else f"  {src}",
-                                      *[_paper_text(table, row.paper, row.paper_std, c, latex) for c in cols]], "paper"))
-                out.append(("delta", ["\\quad $\\Delta$ (ours $-$ paper)" if latex else "  Δ (ours − paper)",
-                                      *[_delta_text(table, row, c, latex) for c in cols]], "delta"))
-            if row.repro:
-                out.append(("paper", [("\\quad " + _escape(row.repro_label)) if latex else f"  {row.repro_label}",
-                                      *[_paper_text(table, row.repro, {}, c, latex) for c in cols]], "paper"))
-                out.append(("delta", ["\\quad $\\Delta$ (ours $-$ reproduction)" if latex else "  Δ (ours − reproduction)",
-                                      *[_delta_text(table, row, c, latex, row.repro_delta) for c in cols]], "delta"))
-    if table.references:
-        out.append(("rule", [], ""))
-        for ref in table.references:
-            name = f"\\textit{{{_escape(ref.label)}}}" if latex else f"*{ref.label}*"
-            out.append(("ref", [name, *[_paper_text(table, ref.paper, ref.paper_std, c, latex) for c in cols]], ""))
-    return out
-
-
-def and_join(names: list[str]) -> str:
-    """'a', 'a and b', 'a, b and c'."""
-    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
-
-
-def no_delta_reason(ours: list[str], paper: list[str]) -> str:
-    """Why a table with rows of ours and rows of the paper compares none: the backbones of each side
-    (``paper``: the backbone of ours each paper row stands for, '' for a model we do not train)."""
-    ours = list(dict.fromkeys(b for b in ours if b))
-    paper = list(dict.fromkeys(b for b in paper if b))
-    if not paper:
-        why = "The paper's rows here are models we do not train"
-    elif not set(paper) & set(ours):
-        why = f"The paper's rows are on {and_join(paper)}; ours are on {and_join(ours)}"
-    else:
-        why = f"The paper's rows on {and_join([b for b in paper if b in ours])} are other objectives than ours"
-    return f"{why}: no row of ours is one of the paper's, so no Δ."
-
-
-def _notes(table: Table, latex: bool) -> list[str]:
-    k = table_kind(table.kind)
-    notes = list(table.notes)
-    compared = any(r.paper for r in table.rows)
-    # Δ is defined only where a Δ line is printed: a table whose rows have no paper row (a preset on
-    # another backbone) says why instead
-    delta = "Δ = ours − paper (the line under the paper's); " if compared else ""
-    if k.seeded:
-        notes.insert(0, "Our rows: mean ± sample std over the seeds that exist (n = seed count); bold: best per backbone; "
-                     + ("'paper' lines: the paper's number (± its std where printed); " if compared else "")
-                     + delta
-                     + ("italic rows: the paper's rows that are no row of ours (context only); " if table.references else "")
-                     + "–: no result.")
-        if table.rows and not compared and table.references:
-            notes.insert(1, no_delta_reason([r.backbone for r in table.rows], [r.paper_backbone for r in table.references]))
-    elif compared:
-        notes.insert(0, delta.rstrip("; ") + ".")
-    notes.extend(k.notes)
-    if any(r.repro for r in table.rows):
-        notes.append("'independent reproduction' lines: the reproduction report's number (its own code and recipe, "
-                     "aoe/resources/paper_numbers.yaml reproduction_report) and Δ = ours − reproduction.")
-    if not any(r.paper for r in table.rows) and not table.references and k.seeded:
-        notes.append("No paper numbers for this table (none configured; paper_numbers.yaml lists what was not found in a readable source): no reference rows, no Δ.")
-    if table.ttests:
-        by_pair: dict[tuple[str, str, str], list[TTest]] = {}
-        for t in table.ttests:
-            by_pair.setdefault((t.backbone, t.treatment, t.baseline), []).append(t)
-        headers = {c.key: c.header for c in table.columns} | {"pooled": "pooled"}
-        parts = []
-        for (backbone, treat, base), tests in by_pair.items():
-            cells = "; ".join(f"{headers.get(t.column, t.column)} {t.text()}" for t in tests)
-            parts.append(f"{backbone}: {treat} vs {base}: {cells}")
-        notes.append("Paired t-test (scipy.stats.ttest_rel over matched seeds; 'pooled': over every (seed, dataset) pair; "
-                     "the paper claims p < 0.05): " + " | ".join(parts) + ".")
-    if table.missing:
-        notes.append(f"Missing ({len(table.missing)}): " + "; ".join(table.missing) + ".")
-    if latex:
-        return [_escape(n) for n in notes]
-    return notes
-
-
-def to_latex(table: Table, caption: str | None = None, label: str | None = None) -> str:
-    """A standalone-compilable LaTeX document holding the booktabs table and its notes."""
-    cols = table.columns
-    caption = table.caption if caption is None else caption
-    label = label or table.name
-    width = len(cols) + 1
-    lines = [
-        "\\documentclass{article}",
-        "\\usepackage[T1]{fontenc}",
-        "\\usepackage{booktabs}",
-        "\\usepackage[margin=1cm,landscape]{geometry}",
-        "\\pagestyle{empty}",
-        "\\begin{document}",
-        "\\begin{table}[t]",
-        "\\centering",
-        "\\small",
-        f"\\begin{{tabular}}{{l{'c' * len(cols)}}}",
-        "\\toprule",
-        "Model & " + " & ".join(_escape(c.header) for c in cols) + " \\\\",
-        "\\midrule",
-    ]
-    for kind, cells, _ in _body(table, latex=True):
-        if kind == "rule":
-            lines.append("\\midrule")
-        elif kind == "section":
-            lines.append(f"\\multicolumn{{{width}}}{{l}}{{\\textit{{{cells[0]}}}}} \\\\")
-        else:
-            lines.append(" & ".join(cells) + " \\\\")
-    lines += ["\\bottomrule", "\\end{tabular}"]
-    notes = _notes(table, latex=True)
-    if notes:
-        lines.append("\\par\\smallskip")
-        lines.append("\\parbox{0.95\\linewidth}{\\footnotesize " + " \\\\ ".join(notes) + "}")
-    lines += [
-        f"\\caption{{{_escape(caption)}}}",
-        f"\\label{{tab:{label}}}",  # a name, not text: escaping its underscores breaks LaTeX's .aux file
-        "\\end{table}",
-        "\\end{document}",
-        "",
-    ]
-    return "\n".join(lines)
-
-
-def _md_cell(text: str) -> str:
-    return text.replace("|", "\\|")
-
-
-def to_markdown(table: Table, caption: str | None = None) -> str:
-    """The Markdown twin: the same rows, cells and notes as the LaTeX table."""
-    caption = table.caption if caption is None else caption
-    cols = table.columns
-    lines = [f"### {table.name}", ""]
-    if caption:
-        lines += [caption, ""]
-    lines += ["| Model | " + " | ".join(c.header for c in cols) + " |", "|---" * (len(cols) + 1) + "|"]
-    for kind, cells, _ in _body(table, latex=False):
-        if kind == "rule":
-            continue
-        if kind == "section":
-            lines.append(f"| *{_md_cell(cells[0])}* |" + " |" * len(cols))
-        else:
-            lines.append("| " + " | ".join(_md_cell(c) for c in cells) + " |")
-    lines.append("")
-    for note in _notes(table, latex=False):
-        lines.append(f"- {note}")
-    return "\n".join(lines).rstrip() + "\n"
-
-
-def to_frame(table: Table) -> pd.DataFrame:
-    """The CSV twin: one line per row (ours, then reference rows); per column mean, std, n, paper, paper_std, delta."""
-    records = []
-    for row in [*table.rows, *table.references]:
-        rec: dict[str, Any] = {
-            "section": row.section,
-            "label": row.label,
-            "backbone": row.backbone,
-            "objective": row.objective,
-            "trainset": row.variant if row.objective == PRETRAINED else ",".join(row.trainsets),
-            "reference": row.reference,
-            "n": math.nan if row.reference else row.n,
-            "paper_ref": row.paper_ref or "",
-        }
-        for c in table.columns:
-            k = c.key
-            if row.reference:
-                rec[f"{k}_mean"], rec[f"{k}_std"], rec[f"{k}_n"] = row.paper.get(k, math.nan), row.paper_std.get(k, math.nan), math.nan
-            else:
-                rec[f"{k}_mean"], rec[f"{k}_std"], rec[f"{k}_n"] = row.mean(k), row.std(k), row.count(k)
-            rec[f"{k}_paper"] = row.paper.get(k, math.nan)
-            rec[f"{k}_paper_std"] = row.paper_std.get(k, math.nan)
-            rec[f"{k}_delta"] = math.nan if row.reference else row.delta(k)
-            rec[f"{k}_reproduction"] = row.repro.get(k, math.nan)
-            rec[f"{k}_reproduction_delta"] = math.nan if row.reference else row.repro_delta(k)
-        records.append(rec)
-    frame = pd.DataFrame(records)
-    # no empty Δ columns: a table without a paper (reproduction) row under ours has nothing to subtract
-    keys = [c.key for c in table.columns]
-    drop = [f"{k}_delta" for k in keys] if not any(r.paper for r in table.rows) else []
-    if not any(r.repro for r in table.rows):
-        drop += [f"{k}_{suffix}" for k in keys for suffix in ("reproduction", "reproduction_delta")]
-    return frame.drop(columns=[c for c in drop if c in frame.columns])
-
-
-def to_json(table: Table) -> dict:
-    """Everything the summary report needs: columns, rows (values per seed, paper, Δ), t-tests, notes."""
-    rows = []
-    for row in [*table.rows, *table.references]:
-        rows.append(
-            {
-                "label": row.label,
-                "section": row.section,
-                "backbone": row.backbone,
-                "objective": row.objective,
-                "trainsets": row.trainsets,
-                "eval_pooling": row.eval_pooling,  # "": the cells' own evaluation; else an evaluation-only variant row
-                "reference": row.reference,
-                "paper_backbone": row.paper_backbone,
-                "paper_objective": row.paper_objective,
-                "n": None if row.reference else row.n,
-                "values": {c: {str(s): v for s, v in vals.items()} for c, vals in row.values.items()},
-                "mean": {c.key: row.mean(c.key) for c in table.columns} if not row.reference else {},
-                "std": {c.key: row.std(c.key) for c in table.columns} if not row.reference else {},
-                "count": {c.key: row.count(c.key) for c in table.columns} if not row.reference else {},
-                "paper_ref": row.paper_ref,
-                "paper_label": row.paper_label,
-                "paper": row.paper,
-                "paper_std": row.paper_std,
-                "delta": {c.key: row.delta(c.key) for c in table.columns} if not row.reference else {},
-                "reproduction_ref": row.repro_ref,
-                "reproduction_label": row.repro_label,
-                "reproduction": row.repro,
-                "reproduction_delta": {c.key: row.repro_delta(c.key) for c in table.columns if c.key in row.repro},
-            }
-        )
-    return json_safe(
-        {
-            "name": table.name,
-            "kind": table.kind,
-            "caption": table.caption,
-            "columns": [{"key": c.key, "header": c.header, "summary": c.summary} for c in table.columns],
-            "rows": rows,
-            "ttests": [t.__dict__ | {"text": t.text()} for t in table.ttests],
-            "missing": table.missing,
-            "notes": _notes(table, latex=False),
-            "sources": table.sources,
-        }
-    )
+# A rule's table: its files loaded (aoe.table_load), then built.
 
 
 def source_files(paths: list[str | Path]) -> list[dict]:
@@ -1035,13 +604,3 @@ def render_table(name: str, spec: dict, inputs: list[str | Path], rows: list[dic
         table = build_table(results, spec, kind, numbers_file=numbers_file, rows=rows, name=name)
     table.sources = source_files(inputs)
     return table
-
-
-def write_table(table: Table, tex: str | Path, csv_path: str | Path, md: str | Path, json_path: str | Path | None = None) -> None:
-    Path(tex).write_text(to_latex(table))
-    to_frame(table).to_csv(csv_path, index=False)
-    Path(md).write_text(to_markdown(table))
-    if json_path:
-        Path(json_path).write_text(json.dumps(to_json(table), indent=2, ensure_ascii=False) + "\n")
-
-

@@ -3,7 +3,7 @@
     .venv/bin/python bench/transfer_parity.py                  # test mode: CR, SST2, TREC, MRPC
     .venv/bin/python bench/transfer_parity.py --modes fasttest test
 
-The suite checks the mirror in fasttest mode (tests/test_transfer.py); test mode's 10-fold
+The suite checks the mirror in fasttest mode (tests/test_evaluate_transfer.py); test mode's 10-fold
 cross-validation and larger grids take ~6 minutes on 2 cores, so it is checked here. Every
 (mode, task) runs our ``aoe.evaluate.transfer`` with one torch thread on the hash embeddings
 SentEval was run on, and every number must equal SentEval's (tests/senteval_reference.py)

@@ -7,7 +7,7 @@ rule report_md:
         figures=[f for f in FIGURE_RESULTS if f.endswith(".json")],
         # the analyses behind numbers the paper quotes in its prose (aoe.report.QUOTED)
         analysis=SATURATION_RESULTS + [f for f in GIS_RESULTS if f.endswith(".json")],
-        code=library_code("report.py", "tables.py", "table_kinds.py"),
+        code=library_code("report.py", "table_load.py", "tables.py", "table_render.py", "table_kinds.py"),
     output:
         R("results/REPORT.md"),
     log:
@@ -50,6 +50,13 @@ SUMMARY_PAGES = {
 REPORT_PAGES = [R("results/REPORT.html"), R("results/RECIPE.html")] + expand(
     R("results/tables/{table}.html"), table=built_tables(config)
 )
+
+
+# each takes a second and reads files the run already has: no SLURM job (and queue wait) for them
+localrules:
+    report_page,
+    table_html,
+    runtimes,
 
 
 rule report_page:

@@ -1,7 +1,7 @@
 rule table:
     input:
         results=get_table_inputs,
-        code=library_code("tables.py", "table_kinds.py"),
+        code=library_code("table_load.py", "tables.py", "table_render.py", "table_kinds.py"),
     output:
         tex=R("results/tables/{table}.tex"),
         csv=R("results/tables/{table}.csv"),

@@ -1,4 +1,5 @@
-"""Shared fixtures: the offline MiniLM folder, a tiny random BERT built from its tokenizer, the data mirror.
+"""Shared fixtures: the offline MiniLM folder, a tiny random BERT built from its tokenizer, the data mirror,
+the SentEval transfer tasks read from it and from a synthetic corpus, and one run of the CI preset.
 
 The tiny BERT (hidden 32, 2 layers) runs a forward pass in milliseconds on a CPU,
 so model-level tests (encoder, training loop) stay fast while exercising the real
@@ -7,13 +8,12 @@ transformers code paths and the real MiniLM tokenizer.
 
 from __future__ import annotations
 
-import os
 import shutil
 from pathlib import Path
 
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+from tests.workflow_utils import MIRROR, NO_MIRROR, copy_workflow, snakemake
 
 # Tokenizer files of the MiniLM folder copied next to the tiny BERT's weights.
 _TOKENIZER_FILES = ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
@@ -87,13 +87,29 @@ def one_thread():
 
 @pytest.fixture(scope="session")
 def mirror() -> Path:
-    """The read-only data mirror root ($AOE_DATA_MIRROR, else ../shared/data beside the repo); skip if absent."""
-    configured = os.environ.get("AOE_DATA_MIRROR")
-    root = Path(configured) if configured else REPO_ROOT.parent / "shared" / "data"
-    if not root.is_dir():
-        pytest.skip(f"data mirror not found at {root} (set AOE_DATA_MIRROR to the mirror root)")
-    # absolute: tests hand it to workflows running in other folders (CI sets a relative path)
-    return root.resolve()
+    """The read-only data mirror's root, absolute (tests.workflow_utils.mirror_path); skip if absent."""
+    if MIRROR is None:
+        pytest.skip(NO_MIRROR)
+    return MIRROR
+
+
+@pytest.fixture(scope="module")
+def synthetic(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """Task -> TransferData of the synthetic SentEval corpus (tests.senteval_reference.write_synthetic_senteval)."""
+    from aoe.data.transfer import TRANSFER_TASKS, read_transfer
+    from tests.senteval_reference import write_synthetic_senteval
+
+    root = write_synthetic_senteval(tmp_path_factory.mktemp("senteval") / "downstream")
+    return {task: read_transfer(root, task, expected_rows=None, published=False) for task in TRANSFER_TASKS}
+
+
+@pytest.fixture(scope="module")
+def mirror_data(mirror: Path) -> dict:
+    """Task -> TransferData of the data mirror's SentEval transfer tasks; skip without the mirror."""
+    from aoe.data.transfer import TRANSFER_TASKS, read_transfer, resolve_transfer_root
+
+    downstream = resolve_transfer_root(mirror)
+    return {task: read_transfer(downstream, task) for task in TRANSFER_TASKS}
 
 
 @pytest.fixture(scope="session")
@@ -104,13 +120,10 @@ def ci_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
     rules' (tests/test_figures.py), so the suite pays for the DAG once. Returns the workflow
     copy and the environment it ran with; tests that edit a file of the copy restore it.
     """
-    from tests.workflow_utils import copy_workflow, mirror_path, snakemake
-
-    mirror = mirror_path()
-    if mirror is None:
-        pytest.skip("data mirror (AOE_DATA_MIRROR or ../shared/data) not found")
+    if MIRROR is None:
+        pytest.skip(NO_MIRROR)
     work = copy_workflow(tmp_path_factory.mktemp("e2e") / "wf")
-    env = {"AOE_DATA_MIRROR": str(mirror), "HF_HUB_OFFLINE": "1"}
+    env = {"AOE_DATA_MIRROR": str(MIRROR), "HF_HUB_OFFLINE": "1"}
     # the limit only guards against a hang
     out = snakemake(work, "--cores", "2", "--configfile", "presets/ci.yaml", env=env, timeout=3000)
     assert out.returncode == 0, out.stdout[-5000:]

@@ -1,7 +1,8 @@
 """SimCSE's SentEval on the transfer tasks: the numbers our implementation must equal, and the embedding behind them.
 
-Used by ``tests/test_transfer.py`` (the synthetic corpus in both modes, the real mirror in
-fasttest mode) and ``bench/transfer_parity.py`` (the real mirror in test mode: minutes).
+Used by ``tests/test_evaluate_transfer.py`` (the synthetic corpus in both modes, the real mirror in
+fasttest mode) and ``bench/transfer_parity.py`` (the real mirror in test mode: minutes); the
+synthetic corpus and the mirror's sizes also by the readers' tests (``tests/test_data_transfer.py``).
 
 Expected numbers were obtained on 2026-11-22 by running SimCSE's fork of SentEval
 (princeton-nlp/SimCSE at commit 49fa580, folder SentEval/, extracted to /tmp beside
@@ -18,7 +19,7 @@ batcher returns (float64 where a test says so). SentEval's ``acc``/``devacc``
 (and MRPC's ``f1``) are recorded as it returned them (x100, rounded to 2
 decimals by SentEval), and our implementation must equal them exactly.
 
-Two corpora (tests/test_transfer.py): the real data mirror (tests skip without it) and a small synthetic
+Two corpora: the real data mirror (tests skip without it) and a small synthetic
 corpus in SentEval's layout written by :func:`write_synthetic_senteval`, which
 lets every protocol run in "test" mode within seconds and needs no mirror.
 """
@@ -26,6 +27,8 @@ lets every protocol run in "test" mode within seconds and needs no mirror.
 from __future__ import annotations
 
 import hashlib
+import random
+from pathlib import Path
 
 import numpy as np
 
@@ -119,3 +122,101 @@ SENTEVAL_MIRROR = {
         "MRPC": {"devacc": 69.7, "acc": 69.45, "f1": 79.37},
     },
 }
+
+# The transfer tasks' published sizes on the mirror: split -> samples.
+MIRROR_SIZES = {
+    "MR": {"all": 10662},
+    "CR": {"all": 3775},
+    "SUBJ": {"all": 10000},
+    "MPQA": {"all": 10606},
+    "SST2": {"train": 67349, "dev": 872, "test": 1821},
+    "TREC": {"train": 5452, "test": 500},
+    "MRPC": {"train": 4076, "test": 1725},
+}
+
+
+# --------------------------------------------------------------------------
+# Synthetic corpus in SentEval's layout
+# --------------------------------------------------------------------------
+
+_COMMON = [f"w{i}" for i in range(60)]
+
+
+def _sentence(rng: random.Random, cls: int, n_classes: int) -> list[str]:
+    """1-12 tokens; a quarter are cue words of the class, a few of another class (label noise)."""
+    words = []
+    for _ in range(1 + int(rng.random() * 12)):
+        r = rng.random()
+        if r < 0.25:
+            words.append(f"k{cls}x{int(rng.random() * 8)}")
+        elif r < 0.30:
+            words.append(f"k{int(rng.random() * n_classes)}x{int(rng.random() * 8)}")
+        else:
+            words.append(_COMMON[int(rng.random() * len(_COMMON))])
+    return words
+
+
+def write_synthetic_senteval(root: Path) -> Path:
+    """Write a small deterministic corpus in SentEval's ``downstream`` layout under ``root``.
+
+    Only ``random.Random.random`` is used, whose sequence Python guarantees, so
+    the corpus is the same everywhere. It carries the quirks the readers must
+    reproduce: latin-1 and UTF-8 text, blank lines (kept as empty samples), runs
+    of spaces and tabs inside sentences, a NEL byte (``\\x85``) that
+    ``str.splitlines`` treats as a line break, CRLF line endings, TREC fine
+    labels, the MRPC header with its BOM, and many samples of equal length (so
+    SentEval's stable sort matters). Returns ``root``.
+    """
+    rng = random.Random(20261123)
+
+    def write(rel: str, text: str, encoding: str) -> None:
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(text.encode(encoding))
+
+    def lines(n: int, cls: int, n_classes: int = 2) -> list[str]:
+        return [" ".join(_sentence(rng, cls, n_classes)) for _ in range(n)]
+
+    sizes = {"MR": (60, 60), "CR": (70, 45), "SUBJ": (60, 60), "MPQA": (40, 80)}
+    files = {"MR": ("MR/rt-polarity.pos", "MR/rt-polarity.neg"), "CR": ("CR/custrev.pos", "CR/custrev.neg"),
+             "SUBJ": ("SUBJ/subj.objective", "SUBJ/subj.subjective"), "MPQA": ("MPQA/mpqa.pos", "MPQA/mpqa.neg")}
+    for task, (n_pos, n_neg) in sizes.items():
+        for rel, cls, n in zip(files[task], (1, 0), (n_pos, n_neg)):
+            rows = lines(n, cls)
+            if task == "MR" and cls == 1:
+                rows[3] = "caf\u00e9  au\tlait " + rows[3]  # latin-1 text, a double space and a tab
+            if task == "CR":
+                rows[5] = ""  # blank line: an empty sample in SentEval
+                if cls == 1:
+                    rows[7] = rows[7] + " \x85 " + rows[8]  # NEL: str.splitlines makes two samples of it
+            write(rel, "\n".join(rows) + "\n", "latin-1")
+
+    for split, n in (("train", 240), ("dev", 60), ("test", 80)):
+        rows = []
+        for _ in range(n):
+            label = int(rng.random() * 2)
+            rows.append(f"{' '.join(_sentence(rng, label, 2))} \t{label}")
+        rows[2] = f"na\u00efve {rows[2]}"  # UTF-8 text
+        write(f"SST/binary/sentiment-{split}", "\n".join(rows) + "\n", "utf-8")
+
+    coarse = ("ABBR", "DESC", "ENTY", "HUM", "LOC", "NUM")
+    for rel, n, newline in (("TREC/train_5500.label", 300, "\n"), ("TREC/TREC_10.label", 60, "\r\n")):
+        rows = []
+        for _ in range(n):
+            label = int(rng.random() * 6)
+            rows.append(f"{coarse[label]}:fine{int(rng.random() * 3)} {' '.join(_sentence(rng, label, 6))}")
+        rows[1] = rows[1] + " r\u00e9sum\u00e9"
+        write(rel, newline.join(rows) + newline, "latin-1")
+
+    for rel, n in (("MRPC/msr_paraphrase_train.txt", 200), ("MRPC/msr_paraphrase_test.txt", 80)):
+        rows = ["\ufeffQuality\t#1 ID\t#2 ID\t#1 String\t#2 String"]
+        for i in range(n):
+            label = 1 if rng.random() < 0.6 else 0
+            first = _sentence(rng, 0, 1)
+            if label:  # a paraphrase: the same words with about a fifth replaced
+                second = [w if rng.random() < 0.8 else _COMMON[int(rng.random() * 60)] for w in first]
+            else:
+                second = _sentence(rng, 0, 1)
+            rows.append(f"{label}\t{1000 + i}\t{5000 + i}\t{' '.join(first)}\t{' '.join(second)}")
+        write(rel, "\n".join(rows) + "\n", "utf-8")
+    return root

@@ -25,6 +25,7 @@ from aoe.tokens import build_token_cache
 from aoe.train import TrainConfig, train
 from aoe.workflow import ConfigError
 from tests.train_utils import killed_after_checkpoint, random_pairs_table
+from tests.workflow_utils import REPO
 
 SPLIT = {"dataset": "stsb", "split": "dev"}
 BEST = {"select_checkpoint": "best", "select_split": SPLIT}
@@ -284,7 +285,7 @@ def test_two_processes_select_on_the_main_process_score(data, tmp_path):
               "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
               "-m", "aoe.train", "--cache", str(data["cache"]), "--table", str(data["table"]), "--backbone", str(data["backbone"]),
               "--out", str(out), "--config", str(config), "--select-table", str(data["dev"]), "--select-is-test"]
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1]), "OMP_NUM_THREADS": "1"}
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
     proc = subprocess.run(launch, env=env, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr[-3000:]
     record = _record(out)

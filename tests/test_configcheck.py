@@ -15,7 +15,7 @@ from snakemake.utils import update_config
 
 from aoe.configcheck import CHECKS, check_schema, complete_config, config_sources, load_config
 from aoe.workflow import ConfigError
-from tests.workflow_utils import REPO, copy_workflow, mirror_path, snakemake
+from tests.workflow_utils import MIRROR, REPO, copy_workflow, snakemake
 
 SCHEMA = REPO / "schemas" / "config.schema.yaml"
 # the tables config.yaml builds (build.tables): a list a --configfile replaces whole
@@ -578,7 +578,7 @@ def test_a_dry_run_names_the_file_that_set_the_bad_value(workflow_copy, args, te
     outside = workflow_copy.parent / "outside.yaml"
     for path in (workflow_copy / "override.yaml", outside):
         path.write_text(text or "{}\n")
-    out = snakemake(workflow_copy, "-n", *args, env={"AOE_DATA_MIRROR": str(mirror_path() or "")}, timeout=300)
+    out = snakemake(workflow_copy, "-n", *args, env={"AOE_DATA_MIRROR": str(MIRROR or "")}, timeout=300)
     assert out.returncode != 0
     assert line.format(outside=outside) in out.stdout, out.stdout[-3000:]
 
@@ -593,7 +593,7 @@ def test_a_preset_building_an_undefined_table_is_refused_at_planning(workflow_co
     assert "table9_new" in preset.read_text()
     try:
         out = snakemake(workflow_copy, "-n", "--configfile", "presets/builds-undefined.yaml",
-                        env={"AOE_DATA_MIRROR": str(mirror_path() or "")}, timeout=300)
+                        env={"AOE_DATA_MIRROR": str(MIRROR or "")}, timeout=300)
     finally:
         preset.unlink()
     assert out.returncode != 0

@@ -23,10 +23,7 @@ from aoe.data.mirror import DOWNSTREAM_SUBDIR, TABLE, check_published, mirror_so
 from aoe.data.prepare import prepare_sts_table
 from aoe.data.published import pipeline_files, write_table
 from aoe.data.transfer import read_transfer
-from tests.workflow_utils import copy_workflow, mirror_path, snakemake
-
-MIRROR = mirror_path()
-needs_mirror = pytest.mark.skipif(MIRROR is None, reason="data mirror (AOE_DATA_MIRROR or ../shared/data) not found")
+from tests.workflow_utils import MIRROR, REPO, copy_workflow, dry_run, needs_mirror, snakemake
 
 STSB_TEST = "STS/STSBenchmark/sts-test.csv"
 STSB_TEST_SOURCE = "yan-soares/research_embeddings_fine_tuning@045c5e94572a:data/downstream/STS/STSBenchmark/sts-test.csv"
@@ -76,10 +73,6 @@ def workflow(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return copy_workflow(tmp_path_factory.mktemp("wf") / "wf")
 
 
-def _dry_run(work: Path, mirror: Path | str, *args: str):
-    return snakemake(work, "-n", *args, "--configfile", "presets/ci.yaml", env={"AOE_DATA_MIRROR": str(mirror), **ONLINE})
-
-
 # ---------------------------------------------------------------- the shipped table
 
 
@@ -87,7 +80,7 @@ def _dry_run(work: Path, mirror: Path | str, *args: str):
 def test_the_shipped_table_is_what_the_mirror_regenerates(tmp_path):
     # every file a reader reads is pinned, with the mirror's sha256 and source, and nothing else is
     out = write_table(MIRROR, tmp_path / TABLE)
-    shipped = Path(__file__).resolve().parents[1] / "aoe" / "resources" / TABLE
+    shipped = REPO / "aoe" / "resources" / TABLE
     assert out.read_text(encoding="utf-8") == shipped.read_text(encoding="utf-8")
     assert sorted(mirror_sources()) == pipeline_files()
 
@@ -189,7 +182,7 @@ def test_a_bad_mirror_names_the_setting_it_came_from(tmp_path, monkeypatch):
 def test_a_bad_mirror_variable_fails_planning(workflow, tmp_path):
     """Issue 23 item 10a: it was reported as 'data.mirror: ...'."""
     absent = tmp_path / "no-such-mirror"
-    out = _dry_run(workflow, absent)
+    out = dry_run(workflow, "--configfile", "presets/ci.yaml", mirror=absent, env=ONLINE)
     assert out.returncode == 1
     assert _message_after(out.stdout, "WorkflowError in file") == (
         f"AOE_DATA_MIRROR={absent} does not exist; a data mirror is a folder holding senteval/downstream/STS/ "
@@ -205,7 +198,8 @@ def test_a_bad_mirror_variable_fails_planning(workflow, tmp_path):
 def test_a_missing_sts_file_is_fetched_from_its_source(workflow, tmp_path):
     """Issue 23 item 10b: it was a MissingInputException, though README says such files are fetched."""
     downstream = _downstream_copy(tmp_path, "STS/STSBenchmark/sts-dev.csv")
-    out = _dry_run(workflow, downstream, "results/ci/data/stsb/test.parquet", "results/ci/data/stsb/dev.parquet")
+    out = dry_run(workflow, "results/ci/data/stsb/test.parquet", "results/ci/data/stsb/dev.parquet", "--configfile", "presets/ci.yaml",
+                  mirror=downstream, env=ONLINE)
     assert out.returncode == 0, out.stdout[-3000:]
     # the file the mirror has and the one it lacks: the same job, into the same folder
     for rel in (STSB_TEST, "STS/STSBenchmark/sts-dev.csv"):
@@ -236,7 +230,7 @@ def test_the_plan_does_not_depend_on_the_mirror(tmp_path):
     tokenize and training again ("set of input files has changed")."""
     work = copy_workflow(tmp_path / "wf")
     target = ("results/ci/data/stsb/test.parquet", "results/ci/data/sts12/test.parquet")
-    plans = {name: _planned_jobs(_dry_run(work, mirror, *target).stdout)
+    plans = {name: _planned_jobs(dry_run(work, *target, "--configfile", "presets/ci.yaml", mirror=mirror, env=ONLINE).stdout)
              for name, mirror in (("full mirror", MIRROR), ("SentEval folder", MIRROR / DOWNSTREAM_SUBDIR), ("none", ""))}
     assert len(plans["none"]) == 2 + 1 + 10  # two prepare_sts, STS-B's file and STS12's ten
     assert plans["full mirror"] == plans["SentEval folder"] == plans["none"]
@@ -246,7 +240,7 @@ def test_the_plan_does_not_depend_on_the_mirror(tmp_path):
     log = (work / f"results/ci/logs/download_file/{DOWNSTREAM_SUBDIR}/{STSB_TEST}.log").read_text()
     assert f"copied from the data mirror: {MIRROR / DOWNSTREAM_SUBDIR / STSB_TEST}" in log
     for mirror in ("", MIRROR / DOWNSTREAM_SUBDIR):
-        out = _dry_run(work, mirror, *target)
+        out = dry_run(work, *target, "--configfile", "presets/ci.yaml", mirror=mirror, env=ONLINE)
         assert out.returncode == 0 and "Nothing to be done" in out.stdout, out.stdout[-3000:]
 
 
@@ -299,7 +293,7 @@ def test_a_missing_transfer_file_is_fetched_into_sentevals_folder(workflow, tmp_
     # ones it lacks are laid out together (it was a planning error naming the missing file)
     trec = ("TREC/train_5500.label", "MRPC/msr_paraphrase_train.txt", "MRPC/msr_paraphrase_test.txt")
     downstream = _downstream_copy(tmp_path, STSB_TEST, *trec)
-    out = _dry_run(workflow, downstream)
+    out = dry_run(workflow, "--configfile", "presets/ci.yaml", mirror=downstream, env=ONLINE)
     assert out.returncode == 0, out.stdout[-3000:]
     folder = f"results/ci/downloads/files/{DOWNSTREAM_SUBDIR}"
     for rel in ("TREC/TREC_10.label", "TREC/train_5500.label"):

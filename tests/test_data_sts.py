@@ -18,25 +18,8 @@ import pytest
 from aoe.data import sts
 from aoe.data.io import DataError, sha256_file, write_parquet_atomic
 from aoe.data.mirror import DOWNSTREAM_SUBDIR, resolve_downstream_root, verify_manifest
+from tests.workflow_utils import MIRROR, needs_mirror
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-
-
-def _mirror_root() -> Path | None:
-    configured = os.environ.get("AOE_DATA_MIRROR")
-    root = Path(configured) if configured else REPO_ROOT.parent / "shared" / "data"
-    return root if (root / DOWNSTREAM_SUBDIR / "STS").is_dir() else None
-
-
-MIRROR = _mirror_root()
-needs_mirror = pytest.mark.skipif(
-    MIRROR is None,
-    reason=(
-        f"data mirror with {DOWNSTREAM_SUBDIR}/STS not found at "
-        f"{os.environ.get('AOE_DATA_MIRROR') or REPO_ROOT.parent / 'shared' / 'data'} "
-        "(set AOE_DATA_MIRROR to the mirror root)"
-    ),
-)
 ALL_SPLITS = [(dataset, split) for dataset in sts.STS_DATASETS for split in sts.SPLITS[dataset]]
 
 

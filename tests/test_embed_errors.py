@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+from tests.workflow_utils import REPO
+
 REFETCH = "copy or download the model again, or point MODEL_DIR at a complete model folder"
 POINT = "point MODEL_DIR at a saved model folder (results/models/... or results/backbones/...)"
 
@@ -38,7 +39,7 @@ def _embed(model_dir: Path, texts: Path, *options: str) -> subprocess.CompletedP
     return subprocess.run(
         [sys.executable, "-m", "aoe", "embed", str(model_dir), "--in", str(texts), "--out", str(out), "--pooling", "cls",
          *options],
-        capture_output=True, text=True, cwd=REPO_ROOT, env={**os.environ, "HF_HUB_OFFLINE": "1"}, timeout=300,
+        capture_output=True, text=True, cwd=REPO, env={**os.environ, "HF_HUB_OFFLINE": "1"}, timeout=300,
     )
 
 
@@ -185,7 +186,7 @@ def test_a_complete_folder_still_embeds(model: Path, texts: Path):
 
 
 def test_the_help_documents_the_exit_status():
-    proc = subprocess.run([sys.executable, "-m", "aoe", "embed", "--help"], capture_output=True, text=True, cwd=REPO_ROOT)
+    proc = subprocess.run([sys.executable, "-m", "aoe", "embed", "--help"], capture_output=True, text=True, cwd=REPO)
     assert proc.returncode == 0
     help_text = " ".join(proc.stdout.split())
     assert "exit status: 0 when the embeddings are written; 2 when an option" in help_text

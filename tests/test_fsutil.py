@@ -18,8 +18,7 @@ import pandas as pd
 import pytest
 
 from aoe.fsutil import atomic_dir, exit_on_sigterm, remove_stale_temporaries
-
-REPO_ROOT = Path(__file__).resolve().parents[1]
+from tests.workflow_utils import REPO
 
 # A job that stops inside atomic_dir, after writing part of its output, until it is killed.
 CHILD = """
@@ -54,7 +53,7 @@ def _wait_for(path: Path, proc: subprocess.Popen, timeout: float = 120) -> None:
 
 def _start_child(tmp_path: Path, handler: bool) -> tuple[subprocess.Popen, Path, Path]:
     out, ready = tmp_path / "results" / "train", tmp_path / "ready"
-    code = CHILD.format(repo=str(REPO_ROOT), handler=handler, out=str(out), ready=str(ready))
+    code = CHILD.format(repo=str(REPO), handler=handler, out=str(out), ready=str(ready))
     proc = subprocess.Popen([sys.executable, "-c", textwrap.dedent(code)], stderr=subprocess.PIPE, text=True)
     _wait_for(ready, proc)
     return proc, out, ready
@@ -130,7 +129,7 @@ with atomic_dir({out!r}) as tmp:
 
 def test_a_forked_child_does_not_run_its_parents_cleanups(tmp_path):
     out = tmp_path / "results" / "train"
-    code = FORKED.format(repo=str(REPO_ROOT), out=str(out), ready=str(tmp_path / "ready"))
+    code = FORKED.format(repo=str(REPO), out=str(out), ready=str(tmp_path / "ready"))
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == [str(int(signal.SIGTERM)), "True"]  # killed by the signal; the folder still there
@@ -218,8 +217,8 @@ def test_a_cancelled_tokenize_job_leaves_no_partial_cache(tmp_path, tiny_bert):
     pd.DataFrame({"sentence1": ["a cat", "a dog"], "sentence2": ["a pet", "a pet"], "score": [1.0, 2.0]}).to_parquet(table)
     out, ready, log = tmp_path / "tokens" / "tiny", tmp_path / "ready", tmp_path / "tokenize.log"
     code = TOKENIZE_JOB.format(
-        repo=str(REPO_ROOT), ready=str(ready), scripts=str(REPO_ROOT / "workflow_scripts"), log=str(log), out=str(out),
-        table=str(table), backbone=str(tiny_bert), script=str(REPO_ROOT / "workflow_scripts" / "tokenize.py"),
+        repo=str(REPO), ready=str(ready), scripts=str(REPO / "workflow_scripts"), log=str(log), out=str(out),
+        table=str(table), backbone=str(tiny_bert), script=str(REPO / "workflow_scripts" / "tokenize.py"),
     )
     proc = subprocess.Popen([sys.executable, "-c", code], stderr=subprocess.PIPE, text=True)
     _wait_for(ready, proc)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-from pathlib import Path
 
 import pytest
 import yaml
@@ -14,8 +13,8 @@ from aoe.ledger import DEVIATES, build_recipe, recipe_markdown
 from aoe.recipes import OBJECTIVES
 from aoe.train import TrainConfig
 from aoe.workflow import train_params
+from tests.workflow_utils import REPO
 
-REPO = Path(__file__).resolve().parents[1]
 PRESETS = sorted(p.relative_to(REPO).as_posix() for p in (REPO / "presets").glob("*.yaml"))
 
 

@@ -25,8 +25,8 @@ from bitsandbytes.functional import has_avx512bf16
 from aoe.interop import ST_POOLING_MODES, AoETransformer, default_max_length, write_sentence_transformers_files
 from aoe.models import Encoder
 from aoe.pooling import POOLINGS, pool
+from tests.workflow_utils import REPO
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
 AOE_PROMPT = 'Summarize sentence "{text}" in one word:"'
 TOL = 1e-5
 # short and long texts (the last is cut at the tiny models' 128 positions), a blank one, non-ASCII
@@ -367,7 +367,7 @@ def test_embed_cli_end_to_end_equals_the_encoder(bert_copy: Path, tmp_path: Path
     proc = subprocess.run(
         [sys.executable, "-m", "aoe.embed", str(bert_copy), "--in", str(texts), "--out", str(out), "--batch-size", "2",
          "--device", "cpu"],
-        capture_output=True, text=True, cwd=REPO_ROOT,
+        capture_output=True, text=True, cwd=REPO,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "encode" in proc.stderr  # the progress bar
@@ -378,7 +378,7 @@ def test_embed_cli_end_to_end_equals_the_encoder(bert_copy: Path, tmp_path: Path
 
 
 def test_aoe_console_script_runs_embed(bert_copy: Path, tmp_path: Path):
-    target = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]["scripts"]["aoe"]
+    target = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]["aoe"]
     module, func = target.split(":")
     main = getattr(import_module(module), func)
     texts = tmp_path / "texts.txt"

@@ -14,14 +14,13 @@ import shutil
 import pytest
 import yaml
 
-from tests.workflow_utils import copy_workflow, mirror_path, snakemake
+from tests.workflow_utils import MIRROR, copy_workflow, needs_mirror, snakemake
 
-MIRROR = mirror_path()
 PROMPT = 'Summarize sentence "{text}" in one word:"'
 
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(MIRROR is None, reason="data mirror (AOE_DATA_MIRROR or ../shared/data) not found"),
+    needs_mirror,
 ]
 
 

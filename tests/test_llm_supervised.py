@@ -19,7 +19,7 @@ from aoe.llm_supervised import GENERATED_SPLITS, KINDS, LLM_DATASET, SELF_DATASE
 from aoe.llm_supervised.generate import GenerationCache, GenerationSettings, generate_all
 from aoe.llm_supervised.pairs import build_llm_pairs, build_self_pairs, label_generations, sample_texts, write_texts
 from aoe.llm_supervised.prompts import PAPER_PROMPTS, completed_items, parse_completion, render_prompt
-from tests.workflow_utils import REPO, copy_workflow, job_counts, mirror_path, snakemake
+from tests.workflow_utils import MIRROR, REPO, copy_workflow, job_counts, needs_mirror, snakemake
 from tests.tiny_generators import TEXTS, build_remote_code_lm, build_tiny_lm
 
 @pytest.fixture(scope="module")
@@ -370,10 +370,10 @@ def test_pair_tables_are_prepared_tables(tiny_lm, tmp_path, source_table, minilm
 # ---------------------------------------------------------------------------- workflow
 
 
-@pytest.mark.skipif(mirror_path() is None, reason="data mirror (AOE_DATA_MIRROR or ../shared/data) not found")
+@needs_mirror
 def test_cpu_preset_plans_the_chain(tmp_path):
     work = copy_workflow(tmp_path / "wf")
-    out = snakemake(work, "-n", "--configfile", "presets/llm-supervised-cpu.yaml", env={"AOE_DATA_MIRROR": str(mirror_path())})
+    out = snakemake(work, "-n", "--configfile", "presets/llm-supervised-cpu.yaml", env={"AOE_DATA_MIRROR": str(MIRROR)})
     assert out.returncode == 0, out.stdout[-3000:]
     counts = job_counts(out.stdout)
     assert counts == {
@@ -391,6 +391,9 @@ def test_cpu_preset_plans_the_chain(tmp_path):
         "model_card": 6,  # one per trained cell (rules/cards.smk)
         "report_md": 1,
         "recipe": 1,
+        "table_html": 1,  # the report's pages (rules/report.smk, rules/tables.smk)
+        "report_page": 2,  # REPORT.html, RECIPE.html
+        "runtimes": 1,
         "all": 1,
     }, out.stdout[-3000:]
     # the generation is a GPU job on one node, like every other (rules/common.smk gpu_placement)

@@ -12,13 +12,11 @@ import pandas as pd
 import pytest
 
 from aoe.evaluate.sts import TASKS
-from tests.workflow_utils import edited, job_counts, mirror_path, snakemake
-
-MIRROR = mirror_path()
+from tests.workflow_utils import edited, job_counts, needs_mirror, snakemake
 
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(MIRROR is None, reason="data mirror (AOE_DATA_MIRROR or ../shared/data) not found"),
+    needs_mirror,
 ]
 
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import shutil
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -31,6 +30,7 @@ from aoe.pooling import (
     POOLINGS,
     pool,
 )
+from tests.workflow_utils import REPO
 
 # ---------------------------------------------------------------------------
 # One right-padded batch (the official BERT setting): B = 3, T = 4, H = 2.
@@ -307,7 +307,7 @@ def test_the_import_light_pooling_names_are_the_models():
     from aoe.pooling_names import EVAL_POOLING_NAMES, OFFICIAL_POOLING_NAMES, TRAIN_POOLINGS
 
     assert tuple(POOLINGS) == TRAIN_POOLINGS and tuple(OFFICIAL_POOLINGS) == OFFICIAL_POOLING_NAMES
-    schema = yaml.safe_load((Path(__file__).resolve().parents[1] / "schemas" / "config.schema.yaml").read_text())
+    schema = yaml.safe_load((REPO / "schemas" / "config.schema.yaml").read_text())
     train = schema["$defs"]["train"]["properties"]
     assert [p for p in train["eval_pooling"]["enum"] if p] == list(EVAL_POOLING_NAMES)
     row = schema["properties"]["tables"]["additionalProperties"]["properties"]["rows"]["items"]["properties"]

@@ -12,7 +12,8 @@ import pytest
 
 from aoe.report import build_report, figure_section, table_sources
 from aoe.stats import FLAG, FLAG_RULE, ONE_SEED, SPREAD_RERUNS, SPREAD_SEEDS, flag, flag_bound, spread_of
-from aoe.tables import build_table, to_json
+from aoe.table_render import to_json
+from aoe.tables import build_table
 
 NUMBERS = """\
 paper_t:
@@ -166,7 +167,9 @@ def test_report_lists_every_paper_number_of_the_configured_tables(tmp_path):
     """Every paper number a configured table shows (under a row of ours or as a reference row) is in REPORT.md."""
     import yaml
 
-    from aoe.tables import RESULT_COLUMNS, build_gis_table, paper_digits
+    from aoe.table_load import RESULT_COLUMNS
+    from aoe.table_render import paper_digits
+    from aoe.tables import build_gis_table
     from tests.workflow_utils import REPO
 
     config = yaml.safe_load((REPO / "config.yaml").read_text())
@@ -282,6 +285,7 @@ def test_fig3_ukraine_pair_compares_like_with_like(tmp_path):
     import yaml
 
     from aoe.report import quoted_section
+    from tests.workflow_utils import REPO
 
     fig3 = tmp_path / "results" / "figures" / "fig3_saturation_geometry.json"
     fig3.parent.mkdir(parents=True)
@@ -290,7 +294,7 @@ def test_fig3_ukraine_pair_compares_like_with_like(tmp_path):
         "highlighted_pairs": {"ukraine": {"euclidean_re": 0.09, "euclidean_im": 0.97, "tsne_re": 3.0, "tsne_im": 6.0}},
         "model": {"path": "results/models/minilm-l6/aoe/stsb/seed1", "cell": cell},
     }))
-    config = yaml.safe_load((Path(__file__).resolve().parents[1] / "config.yaml").read_text())
+    config = yaml.safe_load((REPO / "config.yaml").read_text())
     lines = [line for line in quoted_section([fig3], config=config).splitlines() if line.startswith("| Fig. 3")]
     model = "`figures/fig3_saturation_geometry.json` (all-MiniLM-L6-v2 + AoE, trained on STS-B train (seed 1))"
     ratio = [line for line in lines if "imaginary ÷ real" in line]
@@ -405,7 +409,7 @@ def test_prose_gains_beside_the_same_difference_of_ours(tmp_path):
             a, b = (paper_reference(r, columns=["avg"])[1]["avg"] for r in _CLAIM_ROWS[c.ref])
             assert a - b == pytest.approx(claimed, abs=0.005), c.ref
         name, line = re.search(r"([\w-]+\.txt) l\.(\d+)", c.source).groups()
-        path = Path(__file__).resolve().parents[2] / "shared" / "papers" / name
+        path = REPO.parent / "shared" / "papers" / name
         if path.is_file():
             assert f"{claimed:.2f}%" in path.read_text().splitlines()[int(line) - 1], (c.ref, name, line)
     assert {c.ref for c in CLAIMS} - set(_CLAIM_ROWS) == {"angle_arxiv_table3_ablation/text_claims/ibn_without_ISP_detection_drop_percent"}

@@ -20,11 +20,8 @@ from aoe.data.transfer import read_transfer
 from aoe.evaluate import senteval_backend as se
 from aoe.evaluate import transfer
 from aoe.evaluate.sts import TASKS
-from tests.senteval_reference import SENTEVAL_SYNTHETIC, encoder
-from tests.test_transfer import write_synthetic_senteval
-from tests.workflow_utils import REPO, mirror_path
-
-MIRROR = mirror_path()
+from tests.senteval_reference import SENTEVAL_SYNTHETIC, encoder, write_synthetic_senteval
+from tests.workflow_utils import MIRROR, REPO, needs_mirror
 
 
 def _schema_modes() -> list[str]:
@@ -110,7 +107,7 @@ def test_missing_senteval_is_a_clear_error(monkeypatch, tmp_path):
 
 
 @pytest.mark.skipif(not se.senteval_available(), reason="SimCSE's SentEval is not importable (envs/senteval.yaml)")
-@pytest.mark.skipif(MIRROR is None, reason="data mirror not found")
+@needs_mirror
 @pytest.mark.slow
 def test_senteval_backend_equals_builtin_on_the_same_model(tmp_path, tiny_bert):
     from aoe.data.prepare import prepare_sts_table

@@ -19,7 +19,7 @@ import pytest
 from aoe.data.mirror import resolve_downstream_root
 from aoe.data.sts import read_sts
 from aoe.evaluate.sts import TASKS, evaluate_sts
-from tests.workflow_utils import mirror_path
+from tests.workflow_utils import MIRROR, needs_mirror
 
 SENTEVAL_FLOAT64 = {
     "STS12": 33.165043467257476,
@@ -57,10 +57,10 @@ def hash_embed(sentence: str) -> np.ndarray:
     return v
 
 
-@pytest.mark.skipif(mirror_path() is None, reason="data mirror not found")
+@needs_mirror
 @pytest.mark.parametrize("dtype, expected", [(np.float64, SENTEVAL_FLOAT64), (np.float32, SENTEVAL_FLOAT32)])
 def test_sts_protocol_equals_senteval(dtype, expected):
-    root = resolve_downstream_root(str(mirror_path()))
+    root = resolve_downstream_root(str(MIRROR))
     tables = {task: read_sts(root, dataset, "test") for task, dataset in TASKS.items()}
     result = evaluate_sts(lambda texts: np.stack([hash_embed(t) for t in texts]).astype(dtype), tables)
     for task, value in expected.items():

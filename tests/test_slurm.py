@@ -28,9 +28,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.workflow_utils import REPO, SNAKEMAKE, copy_workflow, mirror_path
+from tests.workflow_utils import MIRROR, REPO, SNAKEMAKE, copy_workflow, needs_mirror
 
-MIRROR = mirror_path()
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 PROFILES = ("--profile", str(REPO / "slurm"), "--profile", str(REPO / "profiles" / "slurm-ci"))
 # Hard limit for one snakemake run; past it the whole process group is SIGKILLed.
@@ -44,7 +43,7 @@ SBATCH = re.compile(r"^sbatch call: (sbatch .*?) --wrap=\"(.*)\"$", re.MULTILINE
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.slurm,
-    pytest.mark.skipif(MIRROR is None, reason="data mirror (AOE_DATA_MIRROR or ../shared/data) not found"),
+    needs_mirror,
 ]
 
 

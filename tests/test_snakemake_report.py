@@ -13,8 +13,8 @@ import pytest
 
 from aoe.report import markdown_html, markdown_page
 from aoe.runtimes import COLUMNS, benchmark_rows, read_benchmark, runtime_markdown, runtime_tsv
+from tests.workflow_utils import REPO
 
-REPO = Path(__file__).resolve().parents[1]
 RULE_FILES = sorted((REPO / "rules").glob("*.smk"))
 CATEGORIES = {"1. Summary", "2. Tables", "3. Figures", "4. Training curves", "5. Runtimes"}
 

@@ -18,21 +18,9 @@ from scipy import stats
 
 from aoe.evaluate.sts import TASKS
 from aoe.stats import paired_ttest
-from aoe.tables import (
-    build_gis_table,
-    build_table,
-    load_results,
-    load_sts_results,
-    paper_digits,
-    paper_reference,
-    render_table,
-    to_frame,
-    to_json,
-    to_latex,
-    to_markdown,
-    train_time,
-    write_table,
-)
+from aoe.table_load import load_results, load_sts_results, train_time
+from aoe.table_render import paper_digits, to_frame, to_json, to_latex, to_markdown, write_table
+from aoe.tables import build_gis_table, build_table, paper_reference, render_table
 
 COLUMNS = [*TASKS, "avg"]
 
@@ -501,7 +489,7 @@ def test_no_two_paper_rows_of_a_table_share_a_label():
     names every paper row apart, by the backbone the paper groups it under."""
     import yaml
 
-    from aoe.tables import RESULT_COLUMNS
+    from aoe.table_load import RESULT_COLUMNS
     from tests.workflow_utils import REPO
 
     config = yaml.safe_load((REPO / "config.yaml").read_text())

@@ -29,6 +29,7 @@ from safetensors.torch import load_file
 
 from aoe.tokens import build_token_cache
 from aoe.checkpoints import TRAINER_STATE, checkpoint_dir, step_dirs
+from tests.workflow_utils import REPO
 
 WORDS = "apple river stone cloud quick lazy bright small green heavy old new red blue".split()
 ACCELERATE = str(Path(sys.executable).parent / "accelerate")
@@ -94,7 +95,7 @@ def _losses(out: Path) -> list[tuple[int, float]]:
 
 
 def _env():
-    return {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1]), "OMP_NUM_THREADS": "1"}
+    return {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
 
 
 LAUNCH = [ACCELERATE, "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",

@@ -24,10 +24,7 @@ from aoe.workflow import (
     table_target,
     train_params,
 )
-from tests.workflow_utils import REPO, copy_workflow, dry_run_jobs, job_counts, mirror_path, snakemake
-
-MIRROR = mirror_path()
-needs_mirror = pytest.mark.skipif(MIRROR is None, reason="data mirror (AOE_DATA_MIRROR or ../shared/data) not found")
+from tests.workflow_utils import MIRROR, REPO, copy_workflow, dry_run, dry_run_jobs, job_counts, needs_mirror, snakemake
 
 
 def _validated_config(overrides: dict | None = None) -> dict:
@@ -165,11 +162,11 @@ def test_check_config_names_the_key(overrides, message):
     assert message in str(err.value)
 
 
-def _dry_run(tmp_path, preset_text: str, *targets: str, env: dict | None = None):
+def _ci_with_override(tmp_path, preset_text: str, *targets: str, mirror: Path | str | None = MIRROR):
+    """The dry run of ``targets`` with the CI preset and ``preset_text`` over it, on a fresh copy."""
     work = copy_workflow(tmp_path / "wf")
     (work / "override.yaml").write_text(textwrap.dedent(preset_text))
-    env = {"AOE_DATA_MIRROR": str(MIRROR) if MIRROR else "", **(env or {})}
-    return snakemake(work, *targets, "-n", "--configfile", "presets/ci.yaml", "override.yaml", env=env)
+    return dry_run(work, *targets, "--configfile", "presets/ci.yaml", "override.yaml", mirror=mirror)
 
 
 @pytest.mark.parametrize(
@@ -182,7 +179,7 @@ def _dry_run(tmp_path, preset_text: str, *targets: str, env: dict | None = None)
 )
 def test_schema_errors_are_one_line_before_planning(tmp_path, text, line):
     """The Snakefile checks the schema (aoe.configcheck, cases in tests/test_configcheck.py) before it plans."""
-    out = _dry_run(tmp_path, text)
+    out = _ci_with_override(tmp_path, text)
     assert out.returncode != 0
     assert line in out.stdout, out.stdout[-3000:]
     # the message, not the schema and config after it (3,534 lines before)
@@ -190,14 +187,14 @@ def test_schema_errors_are_one_line_before_planning(tmp_path, text, line):
 
 
 def test_bad_mirror_is_named(tmp_path):
-    out = _dry_run(tmp_path, "{}\n", env={"AOE_DATA_MIRROR": str(tmp_path / "no-such-mirror")})
+    out = _ci_with_override(tmp_path, "{}\n", mirror=tmp_path / "no-such-mirror")
     assert out.returncode != 0
     assert "no-such-mirror" in out.stdout and "does not exist" in out.stdout
 
 
 @needs_mirror
 def test_one_table_plans_only_its_jobs(tmp_path):
-    out = _dry_run(tmp_path, "{}\n", "table2")  # the per-table target: in-domain STS-B in the CI preset
+    out = _ci_with_override(tmp_path, "{}\n", "table2")  # the per-table target: in-domain STS-B in the CI preset
     assert out.returncode == 0, out.stdout[-3000:]
     # STS-B's train, dev and test files laid out, their tables (dev: the preset's select_split); one
     # trained model and the backbone, each scored on STS-B test only
@@ -499,7 +496,7 @@ def test_documented_table_files_are_tables():
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(MIRROR is None, reason="data mirror (AOE_DATA_MIRROR or ../shared/data) not found")
+@needs_mirror
 def test_a_two_stage_cell_trains_from_its_start(tmp_path):
     """init: Snakemake trains the start first and the second stage starts from its weights."""
     import hashlib

@@ -1,4 +1,5 @@
-"""Helpers to run the real Snakemake workflow on a throw-away copy of the repository."""
+"""What the tests share: the repository root, the data mirror (its locator and the skip without it)
+and helpers to run the real Snakemake workflow (a dry run among them) on a throw-away copy of the repository."""
 
 from __future__ import annotations
 
@@ -16,8 +17,30 @@ SNAKEMAKE = [sys.executable, "-m", "snakemake"]
 
 
 def mirror_path() -> Path | None:
+    """The read-only data mirror's root ($AOE_DATA_MIRROR, else ../shared/data beside the repository),
+    absolute (tests hand it to workflows running in other folders; CI sets a relative path); None when
+    that folder is absent.
+
+    Not aoe.data.mirror.resolve_downstream_root: that one reads config data.mirror first, has no
+    default folder, raises on a missing path and returns SentEval's downstream folder, not the root.
+    """
     path = Path(os.environ.get("AOE_DATA_MIRROR") or REPO.parent / "shared" / "data")
     return path.resolve() if path.is_dir() else None
+
+
+# The mirror as found when the tests were collected (a test may change $AOE_DATA_MIRROR for itself).
+MIRROR = mirror_path()
+NO_MIRROR = "data mirror not found: set AOE_DATA_MIRROR to the mirror root (default ../shared/data beside the repository)"
+
+
+def __getattr__(name: str):
+    """``needs_mirror``, the mark that skips a test without the mirror; made on first use, as pytest is
+    the test extra's and bench/ scripts import this module without it."""
+    if name == "needs_mirror":
+        import pytest
+
+        return pytest.mark.skipif(MIRROR is None, reason=NO_MIRROR)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def copy_workflow(dest: Path) -> Path:
@@ -55,6 +78,13 @@ def snakemake(workdir: Path, *args: str, env: dict | None = None, timeout: float
             proc.communicate()
             raise
     return subprocess.CompletedProcess(proc.args, proc.returncode, stdout)
+
+
+def dry_run(workdir: Path, *args: str, mirror: Path | str | None = None, env: dict | None = None,
+            timeout: float = 900) -> subprocess.CompletedProcess:
+    """``snakemake -n *args`` in ``workdir`` with AOE_DATA_MIRROR set to ``mirror`` (None or "": no mirror,
+    the plan downloads); ``env`` goes on top."""
+    return snakemake(workdir, "-n", *args, env={"AOE_DATA_MIRROR": str(mirror or ""), **(env or {})}, timeout=timeout)
 
 
 def job_counts(stdout: str) -> dict[str, int]:

@@ -10,7 +10,8 @@ from aoe.workflow import start_log
 start_log(snakemake.log[0])
 logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(levelname)s %(message)s")
 
-from aoe.tables import render_table, write_table
+from aoe.table_render import write_table
+from aoe.tables import render_table
 
 table = render_table(snakemake.params.name, snakemake.params.spec, list(snakemake.input.results), rows=snakemake.params.rows)
 write_table(table, snakemake.output.tex, snakemake.output.csv, snakemake.output.md, snakemake.output.json)

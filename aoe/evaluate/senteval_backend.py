@@ -1,7 +1,7 @@
 """The real SentEval (SimCSE's fork) through our encoder: ``evaluation.backend: senteval``.
 
 The built-in protocols (:mod:`aoe.evaluate.sts`, :mod:`aoe.evaluate.transfer`) equal
-SentEval's numbers (tests/test_senteval_parity.py, tests/test_transfer.py). This module
+SentEval's numbers (tests/test_senteval_parity.py, tests/test_evaluate_transfer.py). This module
 runs SentEval itself where it is importable, for whoever wants the original code path:
 the conda env ``envs/senteval.yaml`` installs SimCSE's fork at the commit below. SentEval
 is not on PyPI and none of its code is in this repository.

@@ -1,286 +1,36 @@
-"""SentEval transfer tasks: readers, protocol, and parity with SimCSE's SentEval.
+"""SentEval transfer tasks: protocol, SentEval's batches, and parity with SimCSE's SentEval.
 
 The numbers our implementation must equal, and how they were obtained, are in
 ``tests/senteval_reference.py``. Two corpora: the real data mirror (tests skip without
 it) and a small synthetic corpus in SentEval's layout written by
-:func:`write_synthetic_senteval`, which lets every protocol run in "test" mode within
-seconds and needs no mirror. On the mirror the suite checks fasttest mode; test mode
-(10-fold cross-validation, minutes a task) is ``bench/transfer_parity.py``, whose
+:func:`tests.senteval_reference.write_synthetic_senteval`, which lets every protocol run in "test"
+mode within seconds and needs no mirror (fixtures ``mirror_data`` and ``synthetic``, tests/conftest.py;
+the readers' own tests are tests/test_data_transfer.py). On the mirror the suite checks fasttest mode;
+test mode (10-fold cross-validation, minutes a task) is ``bench/transfer_parity.py``, whose
 result is committed in ``bench/results/transfer_parity.json``.
 """
 
 from __future__ import annotations
 
 import json
-import random
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from aoe.data.io import DataError
-from aoe.data.transfer import (
-    EXPECTED_ROWS,
-    TRANSFER_TASKS,
-    TransferData,
-    read_transfer,
-    resolve_transfer_root,
-    transfer_files,
-)
+from aoe.data.transfer import TRANSFER_TASKS, TransferData, read_transfer
 from aoe.evaluate.classifier import MODES, ClassifierParams, classifier_fits, fit_split_classifier
 from aoe.evaluate.transfer import evaluate_transfer
-from tests.senteval_reference import SENTEVAL_MIRROR, SENTEVAL_SYNTHETIC, encoder
-
-
-# --------------------------------------------------------------------------
-# Synthetic corpus in SentEval's layout
-# --------------------------------------------------------------------------
-
-_COMMON = [f"w{i}" for i in range(60)]
-
-
-def _sentence(rng: random.Random, cls: int, n_classes: int) -> list[str]:
-    """1-12 tokens; a quarter are cue words of the class, a few of another class (label noise)."""
-    words = []
-    for _ in range(1 + int(rng.random() * 12)):
-        r = rng.random()
-        if r < 0.25:
-            words.append(f"k{cls}x{int(rng.random() * 8)}")
-        elif r < 0.30:
-            words.append(f"k{int(rng.random() * n_classes)}x{int(rng.random() * 8)}")
-        else:
-            words.append(_COMMON[int(rng.random() * len(_COMMON))])
-    return words
-
-
-def write_synthetic_senteval(root: Path) -> Path:
-    """Write a small deterministic corpus in SentEval's ``downstream`` layout under ``root``.
-
-    Only ``random.Random.random`` is used, whose sequence Python guarantees, so
-    the corpus is the same everywhere. It carries the quirks the readers must
-    reproduce: latin-1 and UTF-8 text, blank lines (kept as empty samples), runs
-    of spaces and tabs inside sentences, a NEL byte (``\\x85``) that
-    ``str.splitlines`` treats as a line break, CRLF line endings, TREC fine
-    labels, the MRPC header with its BOM, and many samples of equal length (so
-    SentEval's stable sort matters). Returns ``root``.
-    """
-    rng = random.Random(20261123)
-
-    def write(rel: str, text: str, encoding: str) -> None:
-        path = root / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(text.encode(encoding))
-
-    def lines(n: int, cls: int, n_classes: int = 2) -> list[str]:
-        return [" ".join(_sentence(rng, cls, n_classes)) for _ in range(n)]
-
-    sizes = {"MR": (60, 60), "CR": (70, 45), "SUBJ": (60, 60), "MPQA": (40, 80)}
-    files = {"MR": ("MR/rt-polarity.pos", "MR/rt-polarity.neg"), "CR": ("CR/custrev.pos", "CR/custrev.neg"),
-             "SUBJ": ("SUBJ/subj.objective", "SUBJ/subj.subjective"), "MPQA": ("MPQA/mpqa.pos", "MPQA/mpqa.neg")}
-    for task, (n_pos, n_neg) in sizes.items():
-        for rel, cls, n in zip(files[task], (1, 0), (n_pos, n_neg)):
-            rows = lines(n, cls)
-            if task == "MR" and cls == 1:
-                rows[3] = "caf\u00e9  au\tlait " + rows[3]  # latin-1 text, a double space and a tab
-            if task == "CR":
-                rows[5] = ""  # blank line: an empty sample in SentEval
-                if cls == 1:
-                    rows[7] = rows[7] + " \x85 " + rows[8]  # NEL: str.splitlines makes two samples of it
-            write(rel, "\n".join(rows) + "\n", "latin-1")
-
-    for split, n in (("train", 240), ("dev", 60), ("test", 80)):
-        rows = []
-        for _ in range(n):
-            label = int(rng.random() * 2)
-            rows.append(f"{' '.join(_sentence(rng, label, 2))} \t{label}")
-        rows[2] = f"na\u00efve {rows[2]}"  # UTF-8 text
-        write(f"SST/binary/sentiment-{split}", "\n".join(rows) + "\n", "utf-8")
-
-    coarse = ("ABBR", "DESC", "ENTY", "HUM", "LOC", "NUM")
-    for rel, n, newline in (("TREC/train_5500.label", 300, "\n"), ("TREC/TREC_10.label", 60, "\r\n")):
-        rows = []
-        for _ in range(n):
-            label = int(rng.random() * 6)
-            rows.append(f"{coarse[label]}:fine{int(rng.random() * 3)} {' '.join(_sentence(rng, label, 6))}")
-        rows[1] = rows[1] + " r\u00e9sum\u00e9"
-        write(rel, newline.join(rows) + newline, "latin-1")
-
-    for rel, n in (("MRPC/msr_paraphrase_train.txt", 200), ("MRPC/msr_paraphrase_test.txt", 80)):
-        rows = ["\ufeffQuality\t#1 ID\t#2 ID\t#1 String\t#2 String"]
-        for i in range(n):
-            label = 1 if rng.random() < 0.6 else 0
-            first = _sentence(rng, 0, 1)
-            if label:  # a paraphrase: the same words with about a fifth replaced
-                second = [w if rng.random() < 0.8 else _COMMON[int(rng.random() * 60)] for w in first]
-            else:
-                second = _sentence(rng, 0, 1)
-            rows.append(f"{label}\t{1000 + i}\t{5000 + i}\t{' '.join(first)}\t{' '.join(second)}")
-        write(rel, "\n".join(rows) + "\n", "utf-8")
-    return root
-
-
-@pytest.fixture(scope="module")
-def synthetic(tmp_path_factory: pytest.TempPathFactory) -> dict[str, TransferData]:
-    root = write_synthetic_senteval(tmp_path_factory.mktemp("senteval") / "downstream")
-    return {task: read_transfer(root, task, expected_rows=None, published=False) for task in TRANSFER_TASKS}
-
+from tests.senteval_reference import MIRROR_SIZES, SENTEVAL_MIRROR, SENTEVAL_SYNTHETIC, encoder, write_synthetic_senteval
+from tests.workflow_utils import REPO
 
 # Seconds on a busy 2-core machine, fasttest: MR/SUBJ/MPQA 15-30 each, SST2 10-37, CR 5, TREC 3, MRPC 2.
 _SLOW_ON_MIRROR = {"MR", "SUBJ", "MPQA"}
-
-# Published sizes: (split -> samples) and (first sentence, its label, second sentence) per task.
-MIRROR_SIZES = {
-    "MR": {"all": 10662},
-    "CR": {"all": 3775},
-    "SUBJ": {"all": 10000},
-    "MPQA": {"all": 10606},
-    "SST2": {"train": 67349, "dev": 872, "test": 1821},
-    "TREC": {"train": 5452, "test": 500},
-    "MRPC": {"train": 4076, "test": 1725},
-}
-MIRROR_FIRST = {
-    "MR": (
-        (
-            "the rock is destined to be the 21st century 's new `` conan `` and that he 's going to make a splash "
-            "even greater than arnold schwarzenegger , jean-claud van damme or steven segal ."
-        ),
-        1,
-        None,
-    ),
-    "CR": ("im a more happier person after discovering the i/p button ! .", 1, None),
-    "SUBJ": ("the movie begins in the past where a young boy named sam attempts to save celebi from a hunter .", 1, None),
-    "MPQA": ("are also being encouraged", 1, None),
-    "SST2": ("hide new secretions from the parental units", 0, None),
-    "TREC": ("How did serfdom develop in and then leave Russia ?", 1, None),
-    "MRPC": (
-        "Amrozi accused his brother , whom he called \" the witness \" , of deliberately distorting his evidence .",
-        1,
-        (
-            "Referring to him as only \" the witness \" , Amrozi accused his brother of deliberately distorting his "
-            "evidence ."
-        ),
-    ),
-}
 
 
 def _check(result: dict, expected: dict) -> None:
     for key, value in expected.items():
         assert result[key] == value, (key, result[key], value)
-
-
-@pytest.fixture(scope="module")
-def downstream(mirror: Path) -> Path:
-    return resolve_transfer_root(mirror)
-
-
-@pytest.fixture(scope="module")
-def mirror_data(downstream: Path) -> dict[str, TransferData]:
-    return {task: read_transfer(downstream, task) for task in TRANSFER_TASKS}
-
-
-# --------------------------------------------------------------------------
-# Readers on the mirror
-# --------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("task", TRANSFER_TASKS)
-def test_mirror_sizes_and_first_rows(mirror_data, task):
-    data = mirror_data[task]
-    assert {split: len(s) for split, s in data.splits.items()} == MIRROR_SIZES[task]
-    first = next(iter(data.splits.values()))
-    sentence, label, second = MIRROR_FIRST[task]
-    assert (first.sentences[0], first.labels[0]) == (sentence, label)
-    assert (first.sentences2[0] if data.pair else None) == second
-    assert data.pair == (task == "MRPC")
-    assert data.n_classes == (6 if task == "TREC" else 2)
-    assert {y for s in data.splits.values() for y in s.labels} == set(range(data.n_classes))
-    assert list(data.files) == transfer_files(task)
-
-
-def test_mirror_quirks(mirror_data):
-    # Blank lines are samples to SentEval (it encodes the empty sentence).
-    assert sum(not s for s in mirror_data["CR"].splits["all"].sentences) == 4
-    assert sum(not s for s in mirror_data["MPQA"].splits["all"].sentences) == 3
-    # Positive file first; SUBJ's objective file plays the positive role.
-    assert mirror_data["MR"].splits["all"].labels[:5331] == [1] * 5331
-    assert sum(mirror_data["SUBJ"].splits["all"].labels[:5000]) == 5000
-
-
-def test_transfer_files_are_in_the_manifest(mirror):
-    from aoe.data.mirror import verify_manifest
-
-    rels = [f"senteval/downstream/{rel}" for task in TRANSFER_TASKS for rel in transfer_files(task)]
-    assert len(rels) == len(EXPECTED_ROWS)
-    provenance = verify_manifest(mirror, rels)
-    assert set(provenance) == set(rels)
-
-
-# --------------------------------------------------------------------------
-# Readers: synthetic quirks and error paths
-# --------------------------------------------------------------------------
-
-
-def test_synthetic_quirks(synthetic):
-    cr = synthetic["CR"].splits["all"]
-    assert len(cr) == 71 + 45  # the NEL byte split one line in two; blank lines kept
-    assert sum(not s for s in cr.sentences) == 2
-    assert synthetic["MR"].splits["all"].sentences[3].startswith("caf\u00e9 au lait ")
-    assert synthetic["SST2"].splits["train"].sentences[2].startswith("na\u00efve ")
-    trec = synthetic["TREC"].splits["test"]
-    assert len(trec) == 60 and not any("\r" in s or "fine" in s for s in trec.sentences)
-    assert synthetic["TREC"].splits["train"].sentences[1].endswith(" r\u00e9sum\u00e9")
-    mrpc = synthetic["MRPC"].splits["train"]
-    assert len(mrpc) == 200 and len(mrpc.sentences2) == 200
-    assert "Quality" not in mrpc.sentences[0]
-
-
-def test_published_row_counts_are_enforced(tmp_path):
-    root = write_synthetic_senteval(tmp_path)
-    with pytest.raises(DataError, match=r"MR/rt-polarity\.pos: expected 5331 samples, got 60"):
-        read_transfer(root, "MR")
-    with pytest.raises(DataError, match=r"TREC/train_5500\.label: expected 5452 samples, got 300"):
-        read_transfer(root, "TREC")
-
-
-def test_missing_file_is_named(tmp_path):
-    root = write_synthetic_senteval(tmp_path)
-    (root / "SST/binary/sentiment-dev").unlink()
-    with pytest.raises(DataError, match=r"missing file\(s\): .*SST/binary/sentiment-dev"):
-        read_transfer(root, "SST2", expected_rows=None)
-
-
-@pytest.mark.parametrize(
-    "rel, text, message",
-    [
-        ("TREC/TREC_10.label", "FOO:bar What is it ?\n", r"TREC_10\.label:1: unknown TREC label 'FOO'"),
-        ("TREC/TREC_10.label", "NUM:dist\n", r"TREC_10\.label:1: expected 'COARSE:fine sentence'"),
-        ("SST/binary/sentiment-test", "a sentence without a label\n", r"sentiment-test:1: expected a sentence and a label"),
-        ("SST/binary/sentiment-test", "a fine film\t3\n", r"sentiment-test:1: label 3 is not 0 or 1"),
-        ("MRPC/msr_paraphrase_test.txt", "1\t1\t2\ta\tb\n", r"msr_paraphrase_test\.txt:1: expected a header"),
-        ("MRPC/msr_paraphrase_test.txt", "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n1\t1\t2\ta\n",
-         r"msr_paraphrase_test\.txt:2: expected at least 5 tab-separated fields, got 4"),
-    ],
-)
-def test_malformed_lines_are_located(tmp_path, rel, text, message):
-    root = write_synthetic_senteval(tmp_path)
-    (root / rel).write_text(text, encoding="utf-8")
-    task = rel.split("/")[0].replace("SST", "SST2")
-    with pytest.raises(DataError, match=message):
-        read_transfer(root, task, expected_rows=None)
-
-
-def test_unknown_task_and_root(tmp_path):
-    with pytest.raises(DataError, match="unknown transfer task 'SST5'"):
-        transfer_files("SST5")
-    with pytest.raises(DataError, match="neither a data mirror"):
-        resolve_transfer_root(tmp_path)
-    root = write_synthetic_senteval(tmp_path / "senteval" / "downstream")
-    assert resolve_transfer_root(tmp_path) == root
-    assert resolve_transfer_root(root) == root
-    # the workflow lays out only the tasks it evaluates (the CI preset: TREC and MRPC)
-    only = tmp_path / "only"
-    (only / "TREC").mkdir(parents=True)
-    assert resolve_transfer_root(only) == only
 
 
 # --------------------------------------------------------------------------
@@ -369,13 +119,13 @@ def test_transfer_log_shows_per_task_progress(tmp_path):
         "from aoe.data.transfer import read_transfer\n"
         "from aoe.evaluate.transfer import evaluate_transfer\n"
         "from tests.senteval_reference import encoder\n"
-        "from tests.test_transfer import write_synthetic_senteval\n"
+        "from tests.senteval_reference import write_synthetic_senteval\n"
         f"root = write_synthetic_senteval(__import__('pathlib').Path({str(tmp_path / 'downstream')!r}))\n"
         "data = {t: read_transfer(root, t, expected_rows=None, published=False) for t in ('TREC', 'MRPC')}\n"
         "r = evaluate_transfer(encoder(), ['TREC', 'MRPC'], mode='fasttest', data=data)\n"
         "print('avg', r['avg'])\n"
     )
-    env = {**os.environ, "AOE_PROGRESS_INTERVAL": "0", "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    env = {**os.environ, "AOE_PROGRESS_INTERVAL": "0", "PYTHONPATH": str(REPO)}
     subprocess.run([sys.executable, "-c", script], check=True, env=env, cwd=tmp_path, timeout=600)
     text = log.read_text()
     assert "\r" not in text
