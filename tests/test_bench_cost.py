@@ -6,6 +6,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from tests.workflow_utils import REPO
 
 
@@ -16,6 +18,7 @@ def _cost(tmp_path, *args: str) -> tuple[subprocess.CompletedProcess, dict | Non
     return out, json.loads(out_json.read_text()) if out_json.is_file() else None
 
 
+@pytest.mark.slow
 def test_cost_of_a_target_and_of_a_preset(tmp_path):
     # table2 of the paper grid trains BERT-base on STS-B and GIS: 3 objectives x 5 seeds x 2 sets, and
     # the NLI AnglE model of each seed they start from

@@ -262,6 +262,7 @@ def test_scoring_leaves_the_training_as_it_was(data, tmp_path, monkeypatch):
 # ---- several processes ---------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_two_processes_select_on_the_main_process_score(data, tmp_path):
     """``accelerate launch`` (2 CPU processes, gloo), through the command line the train rule uses: every
     process keeps the epoch of the main process's score, and the folder holds that epoch's weights.

@@ -236,6 +236,7 @@ def test_an_eval_text_rewrite_needs_a_prompt(tmp_path):
     assert str(err.value).startswith("backbones.minilm-l6.eval_text: official_eval_py rewrites the text a prompt wraps"), str(err.value)
 
 
+@pytest.mark.slow
 def test_load_config_passes_the_shipped_configs():
     for preset in [None, *sorted((REPO / "presets").glob("*.yaml"))]:
         config = load_config(REPO, [preset] if preset else [])

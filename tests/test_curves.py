@@ -203,6 +203,7 @@ def _fake_model(folder: Path, seed: int, steps: int, select: bool) -> Path:
     return folder
 
 
+@pytest.mark.slow
 def test_the_figure_plots_exactly_the_metrics_it_reads(tmp_path):
     from aoe.figures.curves import curves_summary, plot_training_curves
 

@@ -116,6 +116,7 @@ def test_an_intact_file_records_its_published_source(tmp_path):
     assert manifest["source"]["files"] == {STSB_TEST: expected}
 
 
+@pytest.mark.slow
 @needs_mirror
 def test_edited_gold_score_fails_the_pipeline_job(tmp_path):
     """Issue 23 item 2: the edited score went into the parquet with exit 0. The mirror's copy is
@@ -224,6 +225,7 @@ def _planned_jobs(stdout: str) -> list[str]:
     return sorted(" | ".join(job) for job in jobs)
 
 
+@pytest.mark.slow
 @needs_mirror
 def test_the_plan_does_not_depend_on_the_mirror(tmp_path):
     """Issue 38 item 1: after a run with the mirror, planning without it planned download, prepare,
@@ -258,6 +260,7 @@ def file_server(tmp_path):
     thread.join()
 
 
+@pytest.mark.slow
 @needs_mirror
 @pytest.mark.parametrize("tampered", [False, True])
 def test_a_missing_sts_file_is_downloaded_and_checked(tmp_path, file_server, tampered):

@@ -267,6 +267,7 @@ def test_hub_offline_or_missing_repo_is_named(gis_hub, tmp_path, monkeypatch):
 # ---- the DAG: mirror vs download
 
 
+@pytest.mark.slow
 def test_without_a_mirror_the_dag_downloads_each_source(tmp_path):
     wd = copy_workflow(tmp_path / "wf")
     env = {"AOE_DATA_MIRROR": ""}
@@ -280,6 +281,7 @@ def test_without_a_mirror_the_dag_downloads_each_source(tmp_path):
     assert bad.returncode != 0 and "no split 'train'" in bad.stdout
 
 
+@pytest.mark.slow
 def test_with_the_mirror_nothing_is_downloaded(tmp_path, mirror):
     # the files are laid out from the mirror (rule download_file), with downloads switched off
     wd = copy_workflow(tmp_path / "wf")
@@ -290,6 +292,7 @@ def test_with_the_mirror_nothing_is_downloaded(tmp_path, mirror):
     assert f"copied from the data mirror: {mirror / 'nli/snli_1.0_dev.csv'}" in log
 
 
+@pytest.mark.slow
 def test_gis_statistics_and_figures_from_the_hub_through_the_dag(gis_hub, tmp_path, mirror):
     """download_hub -> prepare_pairs -> gis_stats -> gis_figures, against the fake hub."""
     wd = copy_workflow(tmp_path / "wf")

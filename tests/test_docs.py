@@ -222,6 +222,7 @@ def test_docs_show_commands():
         parse_snakemake(["-n", "-q", "rules", "table2"])
 
 
+@pytest.mark.slow
 def test_snakemake_commands_plan(tmp_path):
     """Every snakemake command of the docs plans (dry run, rc 0), with or without the data mirror."""
     groups = _groups()
@@ -262,6 +263,7 @@ def _help_argv(kind: str, argv: list[str]) -> tuple[list[str], list[str]]:
     return [*program, *leading, "--help"], documented
 
 
+@pytest.mark.slow
 def test_python_commands_have_their_options():
     """Every `python -m aoe ...`, `aoe ...` and `python bench/X.py ...` exists, answers --help and takes its options."""
     checks: dict[tuple[str, ...], dict] = {}

@@ -176,6 +176,7 @@ def test_a_weights_file_damaged_after_the_check_is_one_line(model: Path, texts: 
     assert sorted(p.name for p in texts.parent.iterdir()) == ["model", "texts.txt"]  # no output, no temporary file
 
 
+@pytest.mark.slow
 def test_a_complete_folder_still_embeds(model: Path, texts: Path):
     import numpy as np
 
@@ -196,6 +197,7 @@ def test_the_help_documents_the_exit_status():
 # --- --max-length outside what the tokenizer and the model can do ---
 
 
+@pytest.mark.slow
 def test_a_max_length_past_the_models_positions_is_one_line_before_any_loading(minilm_dir: Path, tmp_path: Path):
     # MiniLM has 512 positions: a longer input failed inside BertEmbeddings with a traceback
     # ("The expanded size of the tensor (1502) must match the existing size (512) ...")
@@ -235,6 +237,7 @@ def test_the_max_length_is_checked_before_the_model_loads(model: Path, texts: Pa
     assert sorted(p.name for p in texts.parent.iterdir()) == ["model", "texts.txt"]  # no output, no temporary file
 
 
+@pytest.mark.slow
 def test_a_tokenizer_limit_below_the_positions_is_the_limit(model: Path, texts: Path):
     # RoBERTa's config has 514 positions for 512 tokens; its tokenizer says 512
     config = json.loads((model / "tokenizer_config.json").read_text())
@@ -248,6 +251,7 @@ def test_a_tokenizer_limit_below_the_positions_is_the_limit(model: Path, texts: 
     ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("max_length", ["1", "2"])
 def test_a_max_length_below_the_special_tokens_is_one_line(model: Path, texts: Path, max_length: str):
     # the tokenizer keeps texts whole below its [CLS] [SEP]: "max_length 1" was printed over untruncated embeddings
@@ -277,6 +281,7 @@ def test_a_trained_folders_prompt_counts_in_the_smallest_max_length(model: Path,
     )
 
 
+@pytest.mark.slow
 def test_the_printed_max_length_is_the_truncation_done(model: Path, texts: Path):
     import numpy as np
 

@@ -25,7 +25,7 @@ from tests.senteval_reference import MIRROR_SIZES, SENTEVAL_MIRROR, SENTEVAL_SYN
 from tests.workflow_utils import REPO
 
 # Seconds on a busy 2-core machine, fasttest: MR/SUBJ/MPQA 15-30 each, SST2 10-37, CR 5, TREC 3, MRPC 2.
-_SLOW_ON_MIRROR = {"MR", "SUBJ", "MPQA"}
+_SLOW_ON_MIRROR = {"MR", "SUBJ", "MPQA", "CR", "SST2"}  # over 10 s each on 2 cores: the full suite runs them
 
 
 def _check(result: dict, expected: dict) -> None:
@@ -105,6 +105,7 @@ def test_progress_lines_come_at_a_steady_rate_not_per_fit(synthetic, one_thread,
     assert len(lines) == 2 and lines[0].startswith("transfer MRPC: 0/21") and lines[1].startswith("transfer MRPC: 21/21")
 
 
+@pytest.mark.slow
 def test_transfer_log_shows_per_task_progress(tmp_path):
     """The rule's log (stdout and stderr sent to it by aoe.workflow.start_log, as in
     workflow_scripts/evaluate_transfer.py): per-task progress lines with an ETA, one whole line each."""
@@ -340,6 +341,7 @@ def _unpublished_reader(monkeypatch):
     monkeypatch.setattr(transfer_data, "read_transfer", lambda root, task: read(root, task, expected_rows=None, published=False))
 
 
+@pytest.mark.slow
 def test_run_transfer_evaluation_under_an_evaluation_only_pooling(synthetic_root, trained_cls, tmp_path, one_thread, monkeypatch):
     """Rule evaluate_transfer(_eval_pooling) as it calls the run: a batch-dependent eval_pooling embeds in SentEval's
     batches at the official batch size of the mode (fasttest: 32), uncached, and says which pooling it replaced;
@@ -410,7 +412,7 @@ def test_the_senteval_backend_batches_a_batch_dependent_pooling_as_the_official_
 
 # The four cross-validated binary tasks share one code path; in "test" mode (10 x 41
 # fits each) two of them suffice for the quick suite.
-_SLOW_SYNTHETIC = {("test", "SUBJ"), ("test", "MPQA")}
+_SLOW_SYNTHETIC = {("test", "SUBJ"), ("test", "MPQA"), ("test", "MR"), ("test", "CR")}
 
 
 @pytest.mark.parametrize(

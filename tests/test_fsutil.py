@@ -212,6 +212,7 @@ runpy.run_path({script!r}, init_globals={{"snakemake": snakemake}}, run_name="__
 """
 
 
+@pytest.mark.slow
 def test_a_cancelled_tokenize_job_leaves_no_partial_cache(tmp_path, tiny_bert):
     table = tmp_path / "train.parquet"
     pd.DataFrame({"sentence1": ["a cat", "a dog"], "sentence2": ["a pet", "a pet"], "score": [1.0, 2.0]}).to_parquet(table)

@@ -339,6 +339,7 @@ for path, out in zip(sys.argv[1::2], sys.argv[2::2]):
 """
 
 
+@pytest.mark.slow
 def test_loading_needs_no_network(llm_root: Path, bert_copy: Path, tmp_path: Path):
     (bert_copy / "aoe_config.json").write_text(json.dumps({"pooling": "first_last_avg"}))
     write_sentence_transformers_files(bert_copy)
@@ -358,6 +359,7 @@ def test_loading_needs_no_network(llm_root: Path, bert_copy: Path, tmp_path: Pat
 # aoe embed
 
 
+@pytest.mark.slow
 def test_embed_cli_end_to_end_equals_the_encoder(bert_copy: Path, tmp_path: Path):
     (bert_copy / "aoe_config.json").write_text(json.dumps({"pooling": "cls"}))
     texts = tmp_path / "texts.txt"
@@ -423,6 +425,7 @@ def test_embed_cli_errors_name_the_file(bert_copy: Path, tmp_path: Path, capsys)
     assert not out.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["a_file", "blank.txt", "folder", "model", "texts.txt"]
 
 
+@pytest.mark.slow
 def test_bitsandbytes_kernels_notice_is_not_printed():
     """`aoe embed` and every job import bitsandbytes (through peft): its notice about the optional
     `kernels` package concerns a kernel our loaders never run and is dropped (aoe/__init__.py)."""

@@ -369,6 +369,7 @@ def workflow(tmp_path_factory):
     return copy_workflow(tmp_path_factory.mktemp("cards") / "wf")
 
 
+@pytest.mark.slow
 def test_cards_are_part_of_all_and_a_push_is_planned_only_when_asked(workflow):
     out = snakemake(workflow, "-n", "--configfile", "presets/ci.yaml", env=NO_MIRROR)
     assert out.returncode == 0, out.stdout[-3000:]

@@ -99,6 +99,7 @@ def test_summarize_unknown_type_names_the_task():
         summarize({"X": 1.0}, {"X": "BitextMining"})
 
 
+@pytest.mark.slow
 def test_benchmark_resolves_56_tasks_covered_by_the_categories():
     tasks = benchmark_tasks("MTEB(eng, v1)")  # task metadata ship with mteb: no hub needed
     assert len(tasks) == 56

@@ -39,6 +39,7 @@ def _check(result: dict) -> None:
     assert result["pass"], f"ours vs official beyond {P.TOLERANCE} or other examples kept: {bad}"
 
 
+@pytest.mark.slow
 def test_aoe_nli_cell_matches_angle_emb_046(official_venvs, mirror):
     result = P.run_case("nli-aoe-bert", 1, str(mirror), only={"engine-0", "crafted", "case-variants"})
     _check(result)
@@ -55,6 +56,7 @@ def test_aoe_nli_cell_matches_angle_emb_046(official_venvs, mirror):
     assert result["official"]["versions"]["angle_emb"] == "0.4.6"
 
 
+@pytest.mark.slow
 def test_angle_stsb_cell_matches_angle_emb_011(official_venvs, mirror):
     result = P.run_case("stsb-angle-bert", 1, str(mirror), only={"engine-0", "crafted"})
     _check(result)

@@ -29,6 +29,7 @@ def _schema_modes() -> list[str]:
     return schema["properties"]["evaluation"]["properties"]["transfer"]["properties"]["mode"]["enum"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", _schema_modes())
 def test_params_reproduce_sentevals_recorded_numbers(tmp_path, one_thread, mode):
     # The truth is SentEval's own output under SimCSE evaluation.py's settings (tests/senteval_reference.py),

@@ -57,6 +57,7 @@ def hash_embed(sentence: str) -> np.ndarray:
     return v
 
 
+@pytest.mark.slow
 @needs_mirror
 @pytest.mark.parametrize("dtype, expected", [(np.float64, SENTEVAL_FLOAT64), (np.float32, SENTEVAL_FLOAT32)])
 def test_sts_protocol_equals_senteval(dtype, expected):

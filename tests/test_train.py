@@ -354,6 +354,7 @@ def test_length_grouped_batches_hold_similar_lengths():
     assert spread(grouped) < spread(plain) / 5
 
 
+@pytest.mark.slow
 def test_bf16_mixed_precision_runs_on_cpu(data, tmp_path):
     # accelerate's state is per process and cannot change precision once set: a fresh process
     import subprocess

@@ -102,6 +102,7 @@ LAUNCH = [ACCELERATE, "launch", "--multi_gpu", "--num_processes", "2", "--num_ma
           "--mixed_precision", "no", "--dynamo_backend", "no"]
 
 
+@pytest.mark.slow
 def test_two_processes_follow_the_one_process_trajectory(setup):
     root = setup["root"]
     one, two = root / "one", root / "two"
@@ -163,6 +164,7 @@ def _first_steps_by_hand(setup, halves: int, steps: int, objective: str = "aoe",
     return losses
 
 
+@pytest.mark.slow
 def test_process_pool_computes_each_loss_on_its_own_half(setup):
     """in_batch_pool: process, 2 processes: the logged loss is the mean of the two halves' losses and
     the update is that of their mean; the whole batch's loss (global) is another number."""
@@ -180,6 +182,7 @@ def test_process_pool_computes_each_loss_on_its_own_half(setup):
     assert abs(whole_batch - by_hand[0]) > 1e-2 * abs(whole_batch)
 
 
+@pytest.mark.slow
 def test_process_pool_averages_the_head_outside_ddp(setup):
     """SBERT's classifier runs after forward, out of DDP's sight: 2 processes train it (they stopped
     with "mark a variable ready only once" before) and its gradients are the mean of both halves'."""
@@ -230,6 +233,7 @@ def _run_and_kill(setup, dropout: float, out: Path, checkpoint: int, more: int, 
     return json.loads((newest / TRAINER_STATE).read_text())["state"]["step"]
 
 
+@pytest.mark.slow
 def test_killed_run_resumes_to_the_uninterrupted_result(setup):
     root = setup["root"]
     full, killed = root / "full", root / "killed"
@@ -254,6 +258,7 @@ def _rerun_resumes_to(setup, out: Path, full: Path, step: int, **cfg) -> None:
         torch.testing.assert_close(wo[k], wf[k], rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_checkpoint_of_another_config_is_not_resumed(setup):
     root = setup["root"]
     out = root / "other"
@@ -296,6 +301,7 @@ def _run_signalled(setup, dropout: float, out: Path, at: int, how: str, **cfg) -
     return subprocess.run([sys.executable, "-c", _SIGNAL, str(at), how, *argv], env=_env(), capture_output=True, text=True)
 
 
+@pytest.mark.slow
 def test_sigterm_at_a_time_limit_saves_a_checkpoint_and_the_rerun_resumes_from_it(setup):
     root = setup["root"]
     full, cut = root / "full_term", root / "term"
@@ -309,6 +315,7 @@ def test_sigterm_at_a_time_limit_saves_a_checkpoint_and_the_rerun_resumes_from_i
     _rerun_resumes_to(setup, cut, full, step=7, **cfg)
 
 
+@pytest.mark.slow
 def test_sigkill_after_training_costs_seconds_not_the_training(setup):
     root = setup["root"]
     out = root / "kill_after"
@@ -326,6 +333,7 @@ def test_sigkill_after_training_costs_seconds_not_the_training(setup):
     assert [p.name for p in out.parent.iterdir() if p.name.startswith(".kill_after")] == []  # the killed run's partial folder went
 
 
+@pytest.mark.slow
 def test_ctrl_c_saves_a_checkpoint_like_sigterm(setup):
     # Ctrl-C reaches the job too (Snakemake's process group): it raised KeyboardInterrupt mid-step,
     # and every step since the last checkpoint_every was lost

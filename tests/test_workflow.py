@@ -240,6 +240,7 @@ def test_a_table_added_to_config_yaml_is_built_only_by_configurations_that_name_
         assert "table9_new" in built_tables(config)
 
 
+@pytest.mark.slow
 @needs_mirror
 def test_a_table_added_to_config_yaml_is_not_planned_by_a_preset(tmp_path):
     """The real `snakemake -n`: the CPU demo plans the same jobs after config.yaml gained a table."""
@@ -268,6 +269,7 @@ def paper_grid_plan(tmp_path_factory):
     return work, out.stdout
 
 
+@pytest.mark.slow
 def test_full_paper_config_plans(paper_grid_plan):
     work, stdout = paper_grid_plan
     counts = job_counts(stdout)
@@ -342,6 +344,7 @@ def test_the_llm_evaluations_rewrite_texts_as_the_official_eval_py_and_bert_ones
     assert evaluation_text(config, "llama-2-7b", "aoe", "nli") == "raw"
 
 
+@pytest.mark.slow
 def test_angle_transfer_sts_plans_the_unprompted_llama_rows(paper_grid_plan):
     """The arXiv v2 rows cost three STS evaluations of the one downloaded LLaMA-2 7B, on its evaluation resources."""
     work, _ = paper_grid_plan
@@ -356,6 +359,7 @@ def test_angle_transfer_sts_plans_the_unprompted_llama_rows(paper_grid_plan):
     assert [j["wildcards"]["backbone"] for j in jobs if j["rule"] == "fetch_backbone"].count("llama-2-7b") == 1
 
 
+@pytest.mark.slow
 def test_released_checkpoint_tables_plan(paper_grid_plan):
     """AoE Table 8's checkpoints: fetched once each by a local rule, evaluated as downloaded (no training),
     an adapter's evaluation on its base's backbone resources; UAE-Large-V1 through MTEB with its query prompt."""
@@ -380,6 +384,7 @@ def test_released_checkpoint_tables_plan(paper_grid_plan):
     assert sorted(j["wildcards"]["checkpoint"] for j in fetches) == sorted(_validated_config()["released"]["checkpoints"])
 
 
+@pytest.mark.slow
 def test_llm_supervised_table_plans_one_chain_per_generator(paper_grid_plan):
     """AnglE Table 4: LLaMA-2 7B and ChatGLM-6B each label the same sampled texts into their own table
     (one GPU job each, sized by the generator), BERT-base trains on each and on the self pairs."""
@@ -423,6 +428,7 @@ def test_every_job_of_all_requests_the_memory_it_needs(paper_grid_plan):
     assert requested[("evaluate_sts", "llama-2-13b")] > requested[("evaluate_sts", "bert-base-uncased")]
 
 
+@pytest.mark.slow
 def test_workflow_passes_snakemake_lint(tmp_path):
     work = copy_workflow(tmp_path / "wf")
     out = snakemake(work, "--lint", env={"AOE_DATA_MIRROR": ""})
@@ -460,6 +466,7 @@ def test_llama_cells_train_through_qlora_with_their_own_recipe():
     assert train_params(config, "bert-base-uncased", "aoe", "nli", 42)["finetune"] == "full"
 
 
+@pytest.mark.slow
 def test_a_llama_cell_plans_a_4_gpu_training_job(tmp_path):
     work = copy_workflow(tmp_path / "wf")
     out = snakemake(work, "-n", "results/models/llama-2-7b/aoe/nli/seed42", env={"AOE_DATA_MIRROR": ""})
@@ -528,6 +535,7 @@ def test_a_two_stage_cell_trains_from_its_start(tmp_path):
     assert "init" not in json.loads((start / "aoe_config.json").read_text())
 
 
+@pytest.mark.slow
 def test_gpu_jobs_ask_for_one_node_a_backbones_partition_and_a_capped_runtime(tmp_path):
     """SLURM placement (issue 6, docs/cluster.md): the 4-GPU LLaMA training asks for one node (its one
     accelerate launch spans one node's GPUs; the plugin writes sbatch --nodes=1), a backbone's
@@ -658,6 +666,7 @@ def test_a_transfer_evaluation_pooling_is_the_cells_or_a_variant_rows():
     assert "eval_pooling" not in train_params(config, "bert-base-uncased", "aoe", "nli", 42)
 
 
+@pytest.mark.slow
 def test_planning_the_paper_grid_imports_no_heavy_library():
     """Planning runs on every snakemake call (and on the cluster's login node): the paper grid's plan
     imports none of torch, transformers, matplotlib or scipy.stats (scipy.stats alone took ~1 s)."""
