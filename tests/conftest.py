@@ -8,6 +8,7 @@ transformers code paths and the real MiniLM tokenizer.
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -57,6 +58,15 @@ def tiny_bert(tmp_path_factory: pytest.TempPathFactory, minilm_dir: Path) -> Pat
     from transformers import BertConfig, BertModel
 
     return _tiny_model(tmp_path_factory.mktemp("tiny_bert"), minilm_dir, BertConfig, BertModel)
+
+
+@pytest.fixture
+def trained_cls(tiny_bert: Path, tmp_path: Path) -> Path:
+    """The tiny BERT as a model trained with CLS pooling (its aoe_config.json)."""
+    model_dir = tmp_path / "trained"
+    shutil.copytree(tiny_bert, model_dir)
+    (model_dir / "aoe_config.json").write_text(json.dumps({"pooling": "cls"}))
+    return model_dir
 
 
 @pytest.fixture(scope="session")

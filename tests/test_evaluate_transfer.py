@@ -286,17 +286,6 @@ def test_senteval_batches_give_the_deduplicated_numbers_for_a_batch_independent_
         evaluate_transfer_in_senteval_batches(lambda batches: np.zeros(3), 16, ["TREC"], data=synthetic)
 
 
-@pytest.fixture
-def trained_cls(tiny_bert, tmp_path):
-    """The tiny BERT as a model trained with CLS pooling (its aoe_config.json)."""
-    import shutil
-
-    model_dir = tmp_path / "trained"
-    shutil.copytree(tiny_bert, model_dir)
-    (model_dir / "aoe_config.json").write_text(json.dumps({"pooling": "cls"}))
-    return model_dir
-
-
 def test_a_batch_dependent_pooling_differs_on_padded_batches_and_cls_does_not(synthetic, trained_cls):
     """0.1.1's padded cls_avg (the official eval.py's) in SentEval's transfer batches: a text padded in its batch
     embeds otherwise than under the masked cls_avg, the longest of its batch alike; CLS is the same in any batch."""

@@ -6,8 +6,6 @@ bench/pooler_parity.py checks the same replicas against the official code itself
 
 from __future__ import annotations
 
-import json
-import shutil
 
 import numpy as np
 import pandas as pd
@@ -155,14 +153,6 @@ def test_unknown_pooling_names_the_official_ones():
 # Encoder: eval_pooling, exact batches
 
 TEXTS = ["a short one", "a somewhat longer sentence than the first", "mid length text", "x"]
-
-
-@pytest.fixture
-def trained_cls(tiny_bert, tmp_path):
-    model_dir = tmp_path / "trained"
-    shutil.copytree(tiny_bert, model_dir)
-    (model_dir / "aoe_config.json").write_text(json.dumps({"pooling": "cls"}))
-    return model_dir
 
 
 def _by_hand(model_dir, pooling: str, batch: list[str]) -> np.ndarray:
