@@ -73,6 +73,7 @@ __all__ = [
     "check_runs",
     "check_saturation",
     "check_schema",
+    "check_senteval_caps",
     "check_table_targets",
     "check_tables",
     "check_eval_pooling_backend",
@@ -496,6 +497,19 @@ def check_saturation(config: dict) -> None:
         raise ConfigError(f"analysis.saturation: {problem}")
 
 
+def check_senteval_caps(config: dict) -> None:
+    """SimCSE's SentEval (evaluation.backend senteval) scores every STS pair and transfer sample: a CPU cap
+    on them would be silently ignored there (and the STS figures, which honour it, would embed other texts)."""
+    if config["evaluation"]["backend"] != "senteval":
+        return
+    for key, value in (("sts.max_pairs", config["evaluation"]["sts"]["max_pairs"]),
+                       ("transfer.max_rows", config["evaluation"]["transfer"]["max_rows"])):
+        if value is not None:
+            raise ConfigError(f"evaluation.{key}: {value} caps what the builtin protocol scores, and evaluation.backend "
+                              f"senteval (SimCSE's SentEval) scores every pair and sample; set evaluation.{key} null "
+                              "or evaluation.backend builtin")
+
+
 def check_table_targets(config: dict) -> None:
     """Each built table's target rule (aoe.workflow.table_target) is its own and no workflow rule's."""
     targets: dict[str, str] = {}
@@ -740,6 +754,7 @@ CHECKS = (
     check_trainsets,
     check_inits,
     check_batch_sizes,
+    check_senteval_caps,
     check_saturation,
     check_table_targets,
     check_released,

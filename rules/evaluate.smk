@@ -166,6 +166,7 @@ rule evaluate_transfer:
         downstream=str(DOWNSTREAM),
         tasks=config["evaluation"]["transfer"]["tasks"],
         mode=config["evaluation"]["transfer"]["mode"],
+        max_rows=config["evaluation"]["transfer"]["max_rows"],
         pooling=get_eval_pooling,
         eval_pooling=get_cell_eval_pooling,  # as evaluate_sts's: the cell's, or a variant row's
         prompt=get_prompt,

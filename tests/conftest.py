@@ -9,12 +9,15 @@ transformers code paths and the real MiniLM tokenizer.
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import signal
+import subprocess
 from pathlib import Path
 
 import pytest
 
-from tests.workflow_utils import MIRROR, NO_MIRROR, copy_workflow, snakemake
+from tests.workflow_utils import MIRROR, NO_MIRROR, SNAKEMAKE, copy_workflow, snakemake
 
 # Tokenizer files of the MiniLM folder copied next to the tiny BERT's weights.
 _TOKENIZER_FILES = ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
@@ -122,6 +125,44 @@ def mirror_data(mirror: Path) -> dict:
     return {task: read_transfer(downstream, task) for task in TRANSFER_TASKS}
 
 
+# The CI preset's run (fixture ci_run) starts in the background when the tests are collected, on one core
+# (its jobs then get one thread: Snakemake sets OMP_NUM_THREADS to a job's threads), and the tests that read
+# it run last: the rest of the suite, mostly one process on one core, runs beside it instead of after it.
+_CI_ENV = {"AOE_DATA_MIRROR": str(MIRROR), "HF_HUB_OFFLINE": "1"}
+_CI_ARGS = ("--configfile", "presets/ci.yaml")
+_CI_TIMEOUT_S = 3000  # only guards against a hang
+_background: dict = {}
+
+
+def _uses_ci_run(item: pytest.Item) -> bool:
+    return "ci_run" in getattr(item, "fixturenames", ())
+
+
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The tests of the shared CI run go last (in their collected order), so the run overlaps the others."""
+    items[:] = [i for i in items if not _uses_ci_run(i)] + [i for i in items if _uses_ci_run(i)]
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    if MIRROR is None or session.config.option.collectonly or not any(_uses_ci_run(i) for i in session.items):
+        return
+    if not any(not _uses_ci_run(i) for i in session.items):
+        return  # nothing to overlap: the fixture runs it on both cores
+    work = copy_workflow(session.config._tmp_path_factory.mktemp("e2e") / "wf")
+    out = (work / "snakemake.out").open("w")
+    proc = subprocess.Popen([*SNAKEMAKE, "--cores", "1", *_CI_ARGS], cwd=work, env={**os.environ, **_CI_ENV},
+                            stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    _background.update(work=work, proc=proc, out=out)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """A background run still going (the session stopped early: -x, Ctrl-C) is killed with its jobs."""
+    proc = _background.get("proc")
+    if proc is not None and proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
 @pytest.fixture(scope="session")
 def ci_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
     """One real run of ``presets/ci.yaml`` (real data, offline MiniLM-L6), shared by every end-to-end check.
@@ -129,12 +170,22 @@ def ci_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
     Its results tree serves the pipeline checks (tests/test_pipeline_e2e.py) and the figure
     rules' (tests/test_figures.py), so the suite pays for the DAG once. Returns the workflow
     copy and the environment it ran with; tests that edit a file of the copy restore it.
+    Started at collection in the background where other tests run beside it (above).
     """
     if MIRROR is None:
         pytest.skip(NO_MIRROR)
+    if "proc" in _background:
+        work, proc = _background["work"], _background["proc"]
+        try:
+            returncode = proc.wait(timeout=_CI_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            raise
+        _background["out"].close()
+        assert returncode == 0, (work / "snakemake.out").read_text(errors="replace")[-5000:]
+        return work, dict(_CI_ENV)
     work = copy_workflow(tmp_path_factory.mktemp("e2e") / "wf")
-    env = {"AOE_DATA_MIRROR": str(MIRROR), "HF_HUB_OFFLINE": "1"}
-    # the limit only guards against a hang
-    out = snakemake(work, "--cores", "2", "--configfile", "presets/ci.yaml", env=env, timeout=3000)
+    out = snakemake(work, "--cores", "2", *_CI_ARGS, env=_CI_ENV, timeout=_CI_TIMEOUT_S)
     assert out.returncode == 0, out.stdout[-5000:]
-    return work, env
+    return work, dict(_CI_ENV)

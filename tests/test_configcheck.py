@@ -173,6 +173,11 @@ CROSS_KEY_CASES = {
         {"evaluation": {"backend": "senteval"}, **_building(without=("table1_sts", "released"))},
         "trainsets.nli.objective_train.angle_arxiv.eval_pooling: 'cls_avg_padded' (cell bert-base-uncased/angle_arxiv/nli/seed42's",
     ),
+    # SimCSE's SentEval scores every pair and sample: a CPU cap would be ignored there
+    "check_senteval_caps": (
+        {"evaluation": {"backend": "senteval", "transfer": {"max_rows": 500}}},
+        "evaluation.transfer.max_rows: 500 caps what the builtin protocol scores, and evaluation.backend senteval",
+    ),
     "check_llm_supervised": (
         {"llm_supervised": {"generators": {"stsb_llm": {"backbone": "no-such-model"}}}},
         "llm_supervised.generators.stsb_llm.backbone: unknown backbone 'no-such-model'",

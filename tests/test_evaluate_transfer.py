@@ -367,6 +367,42 @@ def test_run_transfer_evaluation_under_an_evaluation_only_pooling(synthetic_root
     assert masked["embedding"]["cache"]["dir"] != own["embedding"]["cache"]["dir"]
 
 
+def test_cap_transfer_keeps_a_seeded_subset_of_each_split_in_file_order(synthetic):
+    from aoe.evaluate.transfer import cap_transfer
+
+    mrpc = synthetic["MRPC"]
+    capped = cap_transfer(mrpc, 30)
+    assert capped is not mrpc and capped.task == "MRPC" and capped.files == mrpc.files
+    for name, split in mrpc.splits.items():
+        kept = capped.splits[name]
+        assert len(kept) == min(30, len(split))
+        # the pairs stay pairs, with their labels, in the order of the file
+        rows = [(a, b, y) for a, b, y in zip(split.sentences, split.sentences2, split.labels)]
+        at = [rows.index(r) for r in zip(kept.sentences, kept.sentences2, kept.labels)]
+        assert at == sorted(at)
+    assert cap_transfer(mrpc, 30) == capped  # the same rows for every model
+    assert cap_transfer(mrpc, 30, seed=1) != capped
+    assert cap_transfer(mrpc, 10**6).splits == mrpc.splits  # a split that small stays whole
+    with pytest.raises(ValueError, match="at least 1"):
+        cap_transfer(mrpc, 0)
+
+
+def test_run_transfer_evaluation_records_its_cap(synthetic_root, trained_cls, tmp_path, one_thread, monkeypatch):
+    """evaluation.transfer.max_rows: each split capped, the rows scored written in transfer.json's protocol;
+    SimCSE's SentEval reads every sample, so the senteval backend refuses a cap."""
+    from aoe.evaluate.run import run_transfer_evaluation
+
+    _unpublished_reader(monkeypatch)
+    out = run_transfer_evaluation(trained_cls, synthetic_root, tmp_path / "t.json", tasks=["TREC"], mode="fasttest",
+                                  max_length=32, device="cpu", batch_size=8, max_rows=40)
+    full = read_transfer(synthetic_root, "TREC", expected_rows=None, published=False)
+    assert out["protocol"]["subsample"] == {"max_rows_per_split": 40, "seed": 0,
+                                            "rows": {"TREC": {name: min(40, len(split)) for name, split in full.splits.items()}}}
+    assert out["tasks"]["TREC"]["ntest"] == min(40, len(full.splits["test"]))
+    with pytest.raises(ValueError, match="SimCSE's SentEval .* reads every sample"):
+        run_transfer_evaluation(trained_cls, synthetic_root, tmp_path / "s.json", tasks=["TREC"], backend="senteval", max_rows=40)
+
+
 def test_the_senteval_backend_batches_a_batch_dependent_pooling_as_the_official_script(trained_cls, tmp_path, monkeypatch):
     """evaluation.backend senteval: SentEval's own batcher calls, at the official batch size, each one forward pass;
     on STS (SimCSE's copy orders STS12-16 otherwise than AnglE's) a clear error instead of other batches."""

@@ -136,9 +136,13 @@ def test_transfer_tasks(ci_run):
         result = json.loads((work / f"results/ci/eval/{cell}/transfer.json").read_text())
         assert set(result["tasks"]) == {"MR", "CR", "SUBJ", "MPQA", "SST2", "TREC", "MRPC"}
         assert result["tasks"]["MR"] is None and result["avg"] is None  # not requested: null, not 0
-        assert result["tasks"]["TREC"]["ntest"] == 500 and result["tasks"]["MRPC"]["ntest"] == 1725
-        # far above chance (TREC: 6 classes; MRPC: 66.5% positives)
-        assert result["tasks"]["TREC"]["acc"] > 50 and result["tasks"]["MRPC"]["acc"] > 66.5
+        # the preset's seeded 1,000 of each split: TREC's 500 test questions whole, 1,000 of MRPC's 1,725 test pairs
+        assert result["protocol"]["subsample"]["rows"] == {"TREC": {"train": 1000, "test": 500}, "MRPC": {"train": 1000, "test": 1000}}
+        assert result["tasks"]["TREC"]["ntest"] == 500 and result["tasks"]["MRPC"]["ntest"] == 1000
+        # TREC far above chance (6 classes, the largest 27.6% of the test set); measured at this cap: the backbone
+        # 58.2 (73.4 on all 5,452 training questions). MRPC on 1,000 training pairs stays near its 67.1% positives
+        # (the backbone 66.4), so it checks the pair features run, not their quality
+        assert result["tasks"]["TREC"]["acc"] > 45 and result["tasks"]["MRPC"]["acc"] > 60
         assert result["protocol"]["mode"] == "fasttest"
 
 
@@ -146,10 +150,10 @@ def test_nli_probe(ci_run):
     work, _ = ci_run
     result = json.loads((work / "results/ci/eval/minilm-l6/pretrained/none/seed0/nli_probe.json").read_text())
     assert set(result["sets"]) == {"SNLI", "MNLI-m", "MNLI-mm"}
-    assert result["protocol"]["max_rows"] == 2000 and sum(s["ntest"] for s in result["sets"].values()) < 1500
+    assert result["protocol"]["max_rows"] == 1000 and sum(s["ntest"] for s in result["sets"].values()) < 750
     assert result["protocol"]["split_protocol"] == "heldout" and result["protocol"]["text"] == "premise [SEP] hypothesis"
-    # 3 balanced-ish classes, ~1,200 training rows, fasttest: MiniLM's CLS carries a little NLI signal
-    # (measured: SNLI 43.6, MultiNLI 36.8); chance is 33.3
+    # 3 balanced-ish classes, ~600 training rows, fasttest: MiniLM's CLS carries a little NLI signal
+    # (measured: SNLI 43.2, MultiNLI 35.6; 43.6 and 36.8 with 2,000 rows); chance is 33.3
     assert 36 < result["summary"]["SNLI"] < 90 and 30 < result["summary"]["MultiNLI"] < 90
 
 

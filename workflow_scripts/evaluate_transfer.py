@@ -17,6 +17,7 @@ run_transfer_evaluation(
     out=snakemake.output[0],
     tasks=p.tasks,
     mode=p.mode,
+    max_rows=p.max_rows,
     pooling=p.pooling,
     prompt=p.prompt,
     eval_text=p.eval_text,

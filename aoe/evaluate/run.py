@@ -316,8 +316,12 @@ def run_transfer_evaluation(
     backend: str = "builtin",
     eval_text: str = "raw",
     eval_pooling: str | None = None,
+    max_rows: int | None = None,
 ) -> dict:
     """SentEval transfer tasks (aoe.evaluate.transfer) on ``model_dir``, written to ``out`` (transfer.json).
+
+    ``max_rows`` keeps a seeded subset of each task's splits (:func:`aoe.evaluate.transfer.cap_transfer`):
+    a CPU budget, recorded in the protocol; the paper's protocol reads every sample (None).
 
     ``eval_text``: as :func:`run_sts_evaluation` (the official eval.py rewrites the transfer tasks' texts too).
     ``eval_pooling``: as :func:`run_sts_evaluation`; a batch-dependent one embeds each text in SentEval's
@@ -327,9 +331,12 @@ def run_transfer_evaluation(
     from aoe.data.io import sha256_file
     from aoe.data.transfer import read_transfer, resolve_transfer_root
     from aoe.evaluate.transfer import TASKS as TRANSFER_TASKS
-    from aoe.evaluate.transfer import evaluate_transfer
+    from aoe.evaluate.transfer import cap_transfer, evaluate_transfer
 
     start = time.perf_counter()
+    if backend == "senteval" and max_rows is not None:
+        raise ValueError("evaluation.transfer.max_rows: SimCSE's SentEval (evaluation.backend senteval) reads every sample; "
+                         "set max_rows null or evaluation.backend builtin")
     if backend == "senteval":
         return _run_senteval_suite("transfer", model_dir, downstream, out, tasks, mode, pooling, batch_size, max_length, cell, device, start, prompt,
                                    eval_text, eval_pooling)
@@ -338,6 +345,8 @@ def run_transfer_evaluation(
     root = resolve_transfer_root(downstream)
     wanted = list(TRANSFER_TASKS) if tasks is None else list(tasks)
     data = {t: read_transfer(root, t) for t in wanted}
+    if max_rows is not None:
+        data = {t: cap_transfer(d, max_rows, CAP_SEED) for t, d in data.items()}
     from aoe.pooling import BATCH_DEPENDENT_POOLINGS
 
     if eval_pooling in BATCH_DEPENDENT_POOLINGS:
@@ -351,6 +360,12 @@ def run_transfer_evaluation(
         encoder, encode, cache = cached_encoder(model_dir, pooling, batch_size, max_length, cache_root, device, prompt=prompt,
                                                 eval_text=eval_text, eval_pooling=eval_pooling)
         result = evaluate_transfer(encode, wanted, mode=mode, data=data)
+    if max_rows is not None:
+        result["protocol"]["subsample"] = {
+            "max_rows_per_split": int(max_rows),
+            "seed": CAP_SEED,
+            "rows": {t: {name: len(split) for name, split in data[t].splits.items()} for t in wanted},
+        }
     # tasks left out on purpose are explicit nulls, and then so is the average of all seven
     for t in TRANSFER_TASKS:
         result["tasks"].setdefault(t, None)

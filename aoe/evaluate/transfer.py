@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, replace
 
 import numpy as np
 from sklearn.metrics import f1_score
@@ -63,12 +63,33 @@ from aoe.progress import Progress, progress
 
 __all__ = [
     "TASKS",
+    "cap_transfer",
     "embed_in_senteval_batches",
     "evaluate_transfer",
     "evaluate_transfer_in_senteval_batches",
 ]
 
 TASKS: tuple[str, ...] = TRANSFER_TASKS
+
+def cap_transfer(data: TransferData, max_rows: int, seed: int = 0) -> TransferData:
+    """``data`` with at most ``max_rows`` samples in each split: a seeded random subset in file order
+    (the same rows for every model; a split that small already stays whole).
+
+    A CPU budget (``evaluation.transfer.max_rows``), recorded in transfer.json; the paper's
+    protocol reads every sample (SentEval has no such cap).
+    """
+    if max_rows < 1:
+        raise ValueError(f"max_rows must be at least 1, got {max_rows}")
+
+    def cap(split: TransferSplit) -> TransferSplit:
+        if len(split) <= max_rows:
+            return split
+        keep = np.sort(np.random.RandomState(seed).choice(len(split), size=max_rows, replace=False))
+        pick = lambda xs: [xs[i] for i in keep]  # noqa: E731
+        return TransferSplit(pick(split.sentences), pick(split.labels), None if split.sentences2 is None else pick(split.sentences2))
+
+    return replace(data, splits={name: cap(split) for name, split in data.splits.items()})
+
 
 def _sentevals_order(split: TransferSplit) -> np.ndarray:
     """Sample order after SentEval's stable sort by token count(s), then label
