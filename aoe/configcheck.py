@@ -499,7 +499,7 @@ def check_saturation(config: dict) -> None:
 
 def check_senteval_caps(config: dict) -> None:
     """SimCSE's SentEval (evaluation.backend senteval) scores every STS pair and transfer sample: a CPU cap
-    on them would be silently ignored there (and the STS figures, which honour it, would embed other texts)."""
+    on them would be silently ignored there (and the STS figures, which honour it, would draw other pairs)."""
     if config["evaluation"]["backend"] != "senteval":
         return
     for key, value in (("sts.max_pairs", config["evaluation"]["sts"]["max_pairs"]),

@@ -41,6 +41,7 @@ def _check(tmp_path, override: dict) -> str:
     return message
 
 
+@pytest.mark.slow
 def test_the_shipped_configs_pass():
     for preset in [None, *sorted((REPO / "presets").glob("*.yaml"))]:
         config = yaml.safe_load((REPO / "config.yaml").read_text())
@@ -565,6 +566,7 @@ def workflow_copy(tmp_path_factory):
     return copy_workflow(tmp_path_factory.mktemp("configcheck") / "wf")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "args, text, line",
     [
@@ -589,6 +591,7 @@ def test_a_dry_run_names_the_file_that_set_the_bad_value(workflow_copy, args, te
     assert line.format(outside=outside) in out.stdout, out.stdout[-3000:]
 
 
+@pytest.mark.slow
 def test_a_preset_building_an_undefined_table_is_refused_at_planning(workflow_copy):
     """Issue 40: a preset's build.tables names a table neither it nor config.yaml defines: `snakemake -n`
     stops before planning with one line naming the preset and the key (not a KeyError, nor a silent skip)."""

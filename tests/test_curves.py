@@ -307,6 +307,7 @@ def test_planning_the_curves_imports_neither_torch_nor_matplotlib():
     assert int(n) > 0 and n.isdigit() and int(n) % 3 == 0 and torch_loaded == "False" and mpl_loaded == "False"
 
 
+@pytest.mark.slow
 def test_the_ci_preset_plans_the_curves_in_its_default_target(tmp_path):
     work = copy_workflow(tmp_path / "wf")
     out = snakemake(work, "-n", "--configfile", "presets/ci.yaml", env={"AOE_DATA_MIRROR": ""})

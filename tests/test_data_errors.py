@@ -180,6 +180,7 @@ def test_a_bad_mirror_names_the_setting_it_came_from(tmp_path, monkeypatch):
     assert str(info.value).startswith(f"AOE_DATA_MIRROR=absent ({absent}) does not exist;")
 
 
+@pytest.mark.slow
 def test_a_bad_mirror_variable_fails_planning(workflow, tmp_path):
     """Issue 23 item 10a: it was reported as 'data.mirror: ...'."""
     absent = tmp_path / "no-such-mirror"
@@ -195,6 +196,7 @@ def test_a_bad_mirror_variable_fails_planning(workflow, tmp_path):
 # ---------------------------------------------------------------- a file the mirror lacks
 
 
+@pytest.mark.slow
 @needs_mirror
 def test_a_missing_sts_file_is_fetched_from_its_source(workflow, tmp_path):
     """Issue 23 item 10b: it was a MissingInputException, though README says such files are fetched."""
@@ -290,6 +292,7 @@ def test_a_missing_sts_file_is_downloaded_and_checked(tmp_path, file_server, tam
     )
 
 
+@pytest.mark.slow
 @needs_mirror
 def test_a_missing_transfer_file_is_fetched_into_sentevals_folder(workflow, tmp_path):
     # the transfer evaluation reads SentEval's folder as a whole: the files the mirror has and the
@@ -316,6 +319,7 @@ def test_pair_table_problem_lists_the_valid_values():
     assert "flickr30k (" not in problem and "stsb (train, dev, test)" in problem
 
 
+@pytest.mark.slow
 def test_saturation_dataset_written_with_its_split_fails_planning(workflow, tmp_path):
     """Issue 23 item 10c: it said "dataset 'snli_dev' has no split 'dev'"."""
     (workflow / "sat.yaml").write_text("analysis:\n  saturation:\n    dataset: snli_dev\n")

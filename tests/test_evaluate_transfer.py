@@ -25,7 +25,7 @@ from tests.senteval_reference import MIRROR_SIZES, SENTEVAL_MIRROR, SENTEVAL_SYN
 from tests.workflow_utils import REPO
 
 # Seconds on a busy 2-core machine, fasttest: MR/SUBJ/MPQA 15-30 each, SST2 10-37, CR 5, TREC 3, MRPC 2.
-_SLOW_ON_MIRROR = {"MR", "SUBJ", "MPQA", "CR", "SST2"}  # over 10 s each on 2 cores: the full suite runs them
+_SLOW_ON_MIRROR = {"MR", "SUBJ", "MPQA", "CR", "SST2", "TREC", "MRPC"}  # over 5 s each on 2 cores: the full suite runs them
 
 
 def _check(result: dict, expected: dict) -> None:
@@ -437,7 +437,7 @@ def test_the_senteval_backend_batches_a_batch_dependent_pooling_as_the_official_
 
 # The four cross-validated binary tasks share one code path; in "test" mode (10 x 41
 # fits each) two of them suffice for the quick suite.
-_SLOW_SYNTHETIC = {("test", "SUBJ"), ("test", "MPQA"), ("test", "MR"), ("test", "CR")}
+_SLOW_SYNTHETIC = {("test", "SUBJ"), ("test", "MPQA"), ("test", "MR"), ("test", "CR"), ("test", "TREC")}
 
 
 @pytest.mark.parametrize(

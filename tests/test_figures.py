@@ -91,6 +91,7 @@ def test_tsne_is_deterministic_given_config():
     assert few.shape == (3, 2) and used["method"] == "pca"
 
 
+@pytest.mark.slow
 def test_geometry_stats_and_plot(tmp_path):
     data = _pairs()
     cfg = {

@@ -370,6 +370,7 @@ def test_pair_tables_are_prepared_tables(tiny_lm, tmp_path, source_table, minilm
 # ---------------------------------------------------------------------------- workflow
 
 
+@pytest.mark.slow
 @needs_mirror
 def test_cpu_preset_plans_the_chain(tmp_path):
     work = copy_workflow(tmp_path / "wf")

@@ -117,6 +117,7 @@ def test_benchmark_resolves_56_tasks_covered_by_the_categories():
     assert set(CATEGORIES.values()) == set(s["categories"])
 
 
+@pytest.mark.slow
 def test_unknown_benchmark_and_local_task_are_clear_errors():
     with pytest.raises(MtebEvalError, match="NoSuchBench"):
         benchmark_tasks("NoSuchBench")

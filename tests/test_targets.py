@@ -66,6 +66,7 @@ def test_requested_targets_reads_the_command_line():
     assert requested_targets(["snakemake", "--target-jobs", "train_model:seed=1", "--mode", "remote"]) == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "args, line",
     [

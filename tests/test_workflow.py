@@ -169,6 +169,7 @@ def _ci_with_override(tmp_path, preset_text: str, *targets: str, mirror: Path | 
     return dry_run(work, *targets, "--configfile", "presets/ci.yaml", "override.yaml", mirror=mirror)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "text, line",
     [
@@ -192,6 +193,7 @@ def test_bad_mirror_is_named(tmp_path):
     assert "no-such-mirror" in out.stdout and "does not exist" in out.stdout
 
 
+@pytest.mark.slow
 @needs_mirror
 def test_one_table_plans_only_its_jobs(tmp_path):
     out = _ci_with_override(tmp_path, "{}\n", "table2")  # the per-table target: in-domain STS-B in the CI preset
@@ -404,6 +406,7 @@ def test_llm_supervised_table_plans_one_chain_per_generator(paper_grid_plan):
     assert trained == {(o, t) for o in ("aoe", "angle_arxiv") for t in ("stsb_llm", "stsb_llm_chatglm")} | {("simcse_sup", "stsb_self")}
 
 
+@pytest.mark.slow
 def test_every_job_of_all_requests_the_memory_it_needs(paper_grid_plan):
     """SLURM's --mem of every model-loading job of the paper grid covers aoe.memory's host need,
     and each scales with its backbone (a LLaMA-2-13B STS job once asked for BERT's 16 GB)."""
