@@ -71,6 +71,7 @@ __all__ = [
 
 TASKS: tuple[str, ...] = TRANSFER_TASKS
 
+
 def cap_transfer(data: TransferData, max_rows: int, seed: int = 0) -> TransferData:
     """``data`` with at most ``max_rows`` samples in each split: a seeded random subset in file order
     (the same rows for every model; a split that small already stays whole).
