@@ -6,7 +6,6 @@ bench/pooler_parity.py checks the same replicas against the official code itself
 
 from __future__ import annotations
 
-
 import numpy as np
 import pandas as pd
 import pytest
