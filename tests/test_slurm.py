@@ -1,4 +1,4 @@
-"""The CI preset through a real SLURM scheduler: ``snakemake --profile slurm`` (about 2 min).
+"""The CI preset through a real SLURM scheduler: ``snakemake --profile slurm`` (about 5 min, in the background).
 
 Needs a cluster with a GPU GRES on this machine: ``.ci/slurm/setup.sh`` (root) makes a single-node
 one with a fake GPU, and ``.ci/run`` calls it before the tests. Without a cluster these tests skip,
@@ -21,14 +21,14 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from tests.workflow_utils import MIRROR, REPO, SNAKEMAKE, copy_workflow, needs_mirror
+from tests import background
+from tests.workflow_utils import MIRROR, REPO, SNAKEMAKE, copy_workflow, needs_mirror, wait_or_kill
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 PROFILES = ("--profile", str(REPO / "slurm"), "--profile", str(REPO / "profiles" / "slurm-ci"))
@@ -82,35 +82,31 @@ def default_partition() -> str:
     return next(p.rstrip("*") for p in out.stdout.split() if p.endswith("*"))
 
 
+def _slurm_env(env: dict[str, str]) -> dict[str, str]:
+    """This process's environment less its own SLURM variables (a test run inside a SLURM job), plus ``env``."""
+    return {**{k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "SBATCH_", "SRUN_"))}, **env}
+
+
+def cancel_jobs(text: str) -> None:
+    """Cancel the SLURM jobs of the run whose output is ``text`` (the plugin names each job by its run ID)."""
+    run_id = re.search(r"SLURM run ID: (\S+)", text)
+    if run_id:
+        subprocess.run(["scancel", "--name", run_id.group(1)], capture_output=True, timeout=30)
+
+
 def run_slurm_snakemake(work: Path, *args: str, env: dict[str, str], timeout: float = TIMEOUT_S) -> tuple[int, str]:
     """Run snakemake with the SLURM profiles in ``work``; output also goes to work/snakemake.out.
 
-    A run still going after ``timeout`` seconds is killed with SIGKILL (its whole process
-    group) and its SLURM jobs cancelled, then the test fails with the output's tail.
+    A run still going after ``timeout`` seconds is killed (its whole process group) and its SLURM
+    jobs cancelled, then the test fails with the output's tail.
     """
-    full_env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "SBATCH_", "SRUN_"))}
-    full_env.update(env)
     out_path = work / "snakemake.out"
     with out_path.open("w") as out:
-        proc = subprocess.Popen(
-            [*SNAKEMAKE, *PROFILES, "--verbose", *args],
-            cwd=work,
-            env=full_env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        try:
-            proc.wait(timeout=timeout)
-            hung = False
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-            hung = True
+        proc = subprocess.Popen([*SNAKEMAKE, *PROFILES, "--verbose", *args], cwd=work, env=_slurm_env(env),
+                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        hung = wait_or_kill(proc, timeout)
     text = out_path.read_text(errors="replace")
-    run_id = re.search(r"SLURM run ID: (\S+)", text)
-    if run_id:  # the plugin names every job of a run by its run ID
-        subprocess.run(["scancel", "--name", run_id.group(1)], capture_output=True, timeout=30)
+    cancel_jobs(text)
     if hung:
         pytest.fail(f"snakemake still running after {timeout:.0f}s, killed; output tail:\n{text[-6000:]}")
     return proc.returncode, text
@@ -137,10 +133,12 @@ def submissions(text: str) -> list[dict[str, str]]:
     return jobs
 
 
-@pytest.fixture(scope="module")
-def slurm_run(cluster, tmp_path_factory):
-    work = copy_workflow(tmp_path_factory.mktemp("slurm") / "wf")
-    env = {"AOE_DATA_MIRROR": str(MIRROR), "HF_HUB_OFFLINE": "1"}
+def _slurm_setup(root: Path, cores: int) -> background.Launch | str:
+    """The CI preset, lightened, through the SLURM profiles: the background run of fixture slurm_run."""
+    problem = "data mirror not found" if MIRROR is None else cluster_problem()
+    if problem is not None:
+        return problem  # the fixture cluster fails (CI) or skips with it first
+    work = copy_workflow(root / "wf")
     # The scheduling is under test here; the CI preset's other evaluations and its six other
     # STS tasks are the shared end-to-end run's business (tests/conftest.py::ci_run), and each
     # would only add a queued job (~10 s of start-up apiece on this single node, whose one GPU
@@ -153,9 +151,29 @@ def slurm_run(cluster, tmp_path_factory):
         "evaluation: {suites: [sts], sts: {tasks: [STSB]}}\n"
         "build: {tables: [table1_sts, table2_indomain], figures: [], analyses: []}\n"
     )
-    rc, text = run_slurm_snakemake(work, "--configfile", "presets/ci.yaml", "slurm-light.yaml", env=env)
-    assert rc == 0, f"snakemake --profile slurm failed (rc {rc}):\n{text[-8000:]}"
-    return work, text, submissions(text)
+    env = _slurm_env({"AOE_DATA_MIRROR": str(MIRROR), "HF_HUB_OFFLINE": "1"})
+    cmd = [*SNAKEMAKE, *PROFILES, "--verbose", "--configfile", "presets/ci.yaml", "slurm-light.yaml"]
+    return background.Launch(cmd, work, env, TIMEOUT_S)
+
+
+# Started at collection after the CI preset's run (tests/background.py); the failure test waits for it
+# (fixture slurm_idle) rather than queue its job behind it on the one node.
+background.register("slurm_run", _slurm_setup, also=("slurm_idle",))
+
+
+@pytest.fixture(scope="module")
+def slurm_run(cluster):
+    run = background.result("slurm_run")
+    if run is not None:
+        cancel_jobs(run.output)  # after a hang or a failure, nothing of it stays queued
+    run = background.checked(run)
+    return run.launch.cwd, run.output, submissions(run.output)
+
+
+@pytest.fixture
+def slurm_idle() -> None:
+    """The background SLURM run, if one was started, has finished."""
+    background.result("slurm_run")
 
 
 def test_all_outputs_built_on_slurm(slurm_run):
@@ -228,7 +246,7 @@ def test_jobs_ran_under_slurm_with_this_python(slurm_run):
     assert "'CUDA_VISIBLE_DEVICES': '0'" in log
 
 
-def test_failed_slurm_job_is_reported_with_its_logs(cluster, tmp_path):
+def test_failed_slurm_job_is_reported_with_its_logs(cluster, slurm_idle, tmp_path):
     # STS-B test's laid-out copy damaged after it was fetched: prepare_sts fails inside its SLURM job
     # (a damaged mirror copy fails before, in the local download_file job)
     work = copy_workflow(tmp_path / "wf")

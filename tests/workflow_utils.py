@@ -10,6 +10,7 @@ import signal
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -55,29 +56,35 @@ def copy_workflow(dest: Path) -> Path:
     return dest
 
 
+def wait_or_kill(proc: subprocess.Popen, timeout: float) -> bool:
+    """Wait up to ``timeout`` seconds for ``proc`` (started with start_new_session=True); past it SIGKILL
+    its whole process group (a job's script would otherwise go on running, orphaned, and slow every
+    later test). True when it was killed."""
+    try:
+        proc.wait(timeout=timeout)
+        return False
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        return True
+
+
 def snakemake(workdir: Path, *args: str, env: dict | None = None, timeout: float = 900) -> subprocess.CompletedProcess:
     """Run snakemake in ``workdir``; stdout and stderr merged into .stdout.
 
-    Past ``timeout`` its whole process group is killed (a job's script would otherwise go on
-    running, orphaned, and slow every later test), then TimeoutExpired is raised.
+    Past ``timeout`` its whole process group is killed (wait_or_kill), then TimeoutExpired is raised.
     """
     full_env = {**os.environ, **(env or {})}
-    with subprocess.Popen(
-        [*SNAKEMAKE, *args],
-        cwd=workdir,
-        env=full_env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    ) as proc:
-        try:
-            stdout, _ = proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.communicate()
-            raise
-    return subprocess.CompletedProcess(proc.args, proc.returncode, stdout)
+    cmd = [*SNAKEMAKE, *args]
+    # a file, not a pipe: nothing has to drain it while waiting
+    with tempfile.TemporaryFile() as out:
+        proc = subprocess.Popen(cmd, cwd=workdir, env=full_env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        killed = wait_or_kill(proc, timeout)
+        out.seek(0)
+        stdout = out.read().decode(errors="replace")
+    if killed:
+        raise subprocess.TimeoutExpired(cmd, timeout, output=stdout)
+    return subprocess.CompletedProcess(cmd, proc.returncode, stdout)
 
 
 def dry_run(workdir: Path, *args: str, mirror: Path | str | None = None, env: dict | None = None,
@@ -136,3 +143,32 @@ def edited(path: Path, text: str, replace: str | None = None):
     finally:
         path.write_bytes(original)
         os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+
+
+# Tokenizer files of the MiniLM folder copied next to a tiny model's weights.
+TOKENIZER_FILES = ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
+
+
+def write_tiny_model(out: Path, minilm_dir: Path, arch: str, hidden: int = 32, heads: int = 2, **extra) -> Path:
+    """A randomly initialised transformers ``arch`` ("Bert", "Llama": hidden ``hidden``, 2 layers, seed 0)
+    saved in ``out`` beside MiniLM's tokenizer files."""
+    import torch
+    import transformers
+
+    out.mkdir(parents=True, exist_ok=True)
+    for name in TOKENIZER_FILES:
+        if (minilm_dir / name).is_file():
+            shutil.copy2(minilm_dir / name, out / name)
+    vocab_size = sum(1 for _ in (minilm_dir / "vocab.txt").open(encoding="utf-8"))
+    config = getattr(transformers, f"{arch}Config")(
+        vocab_size=vocab_size,
+        hidden_size=hidden,
+        num_hidden_layers=2,
+        num_attention_heads=heads,
+        intermediate_size=2 * hidden,
+        max_position_embeddings=128,
+        **extra,
+    )
+    torch.manual_seed(0)
+    getattr(transformers, f"{arch}Model")(config).save_pretrained(out, safe_serialization=True)
+    return out

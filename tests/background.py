@@ -1,0 +1,136 @@
+"""Workflow runs that start in the background when the tests are collected, one after another on one core,
+while the rest of the suite runs beside them; the tests that read a run go last, in the chain's order.
+
+A test module registers a run with :func:`register` (its name is the fixture that returns it);
+``tests/conftest.py`` starts the chain of the runs whose fixtures the selected tests use, orders those
+tests, and kills what is still running when the session ends. The fixture itself returns
+``checked(result(name))``: the finished run, or the test's skip or failure.
+Run in the background, a run gets one core (Snakemake then gives each job one thread, as it sets
+OMP_NUM_THREADS to a job's threads); with nothing else selected it gets both, as in the foreground.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import threading
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import pytest
+
+from tests.workflow_utils import wait_or_kill
+
+
+@dataclass
+class Launch:
+    """What a set-up returns: the command, its folder and full environment, and its time limit.
+    Its stdout and stderr go to ``cwd/snakemake.out``."""
+
+    cmd: list[str]
+    cwd: Path
+    env: dict[str, str]
+    timeout: float
+
+
+@dataclass
+class Run:
+    name: str
+    setup: Callable[[Path, int], Launch | str]  # (a fresh folder, cores) -> Launch, or why it cannot start
+    fixtures: tuple[str, ...]  # the fixture names whose tests wait for it
+    launch: Launch | None = None
+    proc: subprocess.Popen | None = None
+    skipped: str | None = None  # why the set-up did not start it (a missing mirror, cluster, package)
+    error: str | None = None  # its set-up raised, or the session ended before it started
+    hung: bool = False
+    done: threading.Event = field(default_factory=threading.Event)
+
+    @property
+    def output(self) -> str:
+        return (self.launch.cwd / "snakemake.out").read_text(errors="replace") if self.launch else ""
+
+
+_REGISTRY: dict[str, Run] = {}
+_chain: list[Run] = []
+_stopping = threading.Event()
+
+
+def register(name: str, setup: Callable[[Path, int], Launch | str], *, also: tuple[str, ...] = ()) -> None:
+    """Register the background run ``name`` (also its fixture's name); tests using a fixture in ``also``
+    are ordered after it too (they need it finished, not its result)."""
+    _REGISTRY[name] = Run(name, setup, (name, *also))
+
+
+def position(fixturenames) -> int:
+    """0 for a test that waits for no background run, else 1 + the index in the chain of the last it waits for."""
+    names = set(fixturenames)
+    order = [run for run in _REGISTRY.values() if names & set(run.fixtures)]
+    return max((list(_REGISTRY).index(run.name) + 1 for run in order), default=0)
+
+
+def start(used: set[str], tmp_path_factory, cores: int) -> None:
+    """Start the registered runs whose fixture is in ``used``, in registration order, one at a time
+    (in a daemon thread), each in a fresh folder of ``tmp_path_factory``."""
+    _chain[:] = [run for name, run in _REGISTRY.items() if name in used]
+    roots = {run.name: tmp_path_factory.mktemp(run.name) for run in _chain}  # here: mktemp is not for threads
+
+    def chain() -> None:
+        for run in _chain:
+            if _stopping.is_set():
+                run.error = "the test session ended before it started"
+                run.done.set()
+            else:
+                execute(run, roots[run.name], cores)
+
+    if _chain:
+        threading.Thread(target=chain, name="background-runs", daemon=True).start()
+
+
+def execute(run: Run, root: Path, cores: int) -> None:
+    """Set ``run`` up in ``root`` and run it to its end or its time limit; then mark it done."""
+    try:
+        launch = run.setup(root, cores)
+        if isinstance(launch, str):
+            run.skipped = launch
+            return
+        run.launch = launch
+        with (launch.cwd / "snakemake.out").open("w") as out:
+            run.proc = subprocess.Popen(launch.cmd, cwd=launch.cwd, env=launch.env, stdout=out,
+                                        stderr=subprocess.STDOUT, start_new_session=True)
+            run.hung = wait_or_kill(run.proc, launch.timeout)
+    except Exception:
+        run.error = f"its set-up failed:\n{traceback.format_exc()}"
+    finally:
+        run.done.set()
+
+
+def result(name: str) -> Run | None:
+    """The background run ``name`` once finished (waits for it), or None when it was not started."""
+    run = next((run for run in _chain if run.name == name), None)
+    if run is not None:
+        run.done.wait()
+    return run
+
+
+def checked(run: Run | None) -> Run:
+    """``run`` if it ran and succeeded; else the test skips (the set-up's reason) or fails (the output's tail)."""
+    if run is None:
+        pytest.fail("not started at collection: its fixture must be a parameter of the test", pytrace=False)
+    if run.skipped:
+        pytest.skip(run.skipped)
+    if run.error:
+        pytest.fail(f"background run {run.name}: {run.error}", pytrace=False)
+    if run.hung:
+        pytest.fail(f"background run {run.name} still going after {run.launch.timeout:.0f} s, killed; "
+                    f"output tail:\n{run.output[-6000:]}", pytrace=False)
+    assert run.proc.returncode == 0, f"background run {run.name} failed (rc {run.proc.returncode}):\n{run.output[-8000:]}"
+    return run
+
+
+def stop() -> None:
+    """Start nothing more; kill the run going, with its jobs."""
+    _stopping.set()
+    for run in _chain:
+        if run.proc is not None and run.proc.poll() is None:
+            wait_or_kill(run.proc, 0)

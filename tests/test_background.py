@@ -1,0 +1,81 @@
+"""The test suite's own machinery: background runs (tests/background.py) and the kill past a time limit."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from tests import background
+from tests.workflow_utils import wait_or_kill
+
+
+def test_a_process_past_its_limit_is_killed_with_its_children(tmp_path):
+    pid_file = tmp_path / "child.pid"
+    script = f"import subprocess, time; p = subprocess.Popen(['sleep', '60']); open({str(pid_file)!r}, 'w').write(str(p.pid)); time.sleep(60)"
+    proc = subprocess.Popen([sys.executable, "-c", script], start_new_session=True)
+    while not pid_file.is_file() or not pid_file.read_text():
+        assert proc.poll() is None
+        threading.Event().wait(0.05)
+    assert wait_or_kill(proc, 0.5) is True
+    child = Path(f"/proc/{pid_file.read_text()}/stat")
+
+    def gone() -> bool:  # or a zombie until init reaps it
+        try:
+            return child.read_text().rsplit(")", 1)[1].split()[0] == "Z"
+        except FileNotFoundError:
+            return True
+
+    for _ in range(100):  # SIGKILL is delivered at once, the exit takes a moment
+        if gone():
+            break
+        threading.Event().wait(0.02)
+    assert gone(), "the grandchild survived the group's SIGKILL"
+    assert wait_or_kill(subprocess.Popen(["true"], start_new_session=True), 30) is False
+
+
+def test_readers_of_a_background_run_are_ordered_after_it():
+    # conftest registers ci_run first; the test modules register theirs as they are collected
+    import tests.test_llm_e2e  # noqa: F401
+    import tests.test_slurm  # noqa: F401
+
+    names = list(background._REGISTRY)
+    assert names[0] == "ci_run" and {"llm_run", "slurm_run"} <= set(names)
+    assert background.position(["tmp_path"]) == 0
+    assert background.position(["ci_run", "tmp_path"]) == 1
+    slurm = names.index("slurm_run") + 1
+    assert background.position(["cluster", "slurm_idle"]) == slurm == background.position(["ci_run", "slurm_run"])
+
+
+@pytest.mark.parametrize(
+    ("code", "timeout", "expected"),
+    [
+        ("print('the output'); raise SystemExit(3)", 30, r"(?s)failing failed \(rc 3\).*the output"),
+        ("import time; print('the output', flush=True); time.sleep(60)", 1, r"(?s)still going after 1 s, killed.*the output"),
+    ],
+    ids=["exit-3", "hung"],
+)
+def test_a_run_that_failed_fails_its_readers_with_its_output(tmp_path, code, timeout, expected):
+    def setup(root, cores):
+        return background.Launch([sys.executable, "-c", code], root, dict(os.environ), timeout)
+
+    run = background.Run("failing", setup, ("failing",))
+    background.execute(run, tmp_path, 1)
+    assert run.done.is_set()
+    with pytest.raises((AssertionError, pytest.fail.Exception), match=expected):
+        background.checked(run)
+
+
+def test_a_run_whose_setup_declines_skips_and_one_that_raises_fails(tmp_path):
+    declined = background.Run("declined", lambda root, cores: "no cluster here", ())
+    background.execute(declined, tmp_path, 1)
+    with pytest.raises(pytest.skip.Exception, match="no cluster here"):
+        background.checked(declined)
+    broken = background.Run("broken", lambda root, cores: 1 / 0, ())
+    background.execute(broken, tmp_path, 1)
+    with pytest.raises(pytest.fail.Exception, match="(?s)its set-up failed.*ZeroDivisionError"):
+        background.checked(broken)
