@@ -54,6 +54,7 @@ class Run:
 _REGISTRY: dict[str, Run] = {}
 _chain: list[Run] = []
 _stopping = threading.Event()
+_lock = threading.Lock()
 
 
 def register(name: str, setup: Callable[[Path, int], Launch | str], *, also: tuple[str, ...] = ()) -> None:
@@ -96,8 +97,12 @@ def execute(run: Run, root: Path, cores: int) -> None:
             return
         run.launch = launch
         with (launch.cwd / "snakemake.out").open("w") as out:
-            run.proc = subprocess.Popen(launch.cmd, cwd=launch.cwd, env=launch.env, stdout=out,
-                                        stderr=subprocess.STDOUT, start_new_session=True)
+            with _lock:  # a session ending during the set-up starts nothing that would outlive it
+                if _stopping.is_set():
+                    run.error = "the test session ended before it started"
+                    return
+                run.proc = subprocess.Popen(launch.cmd, cwd=launch.cwd, env=launch.env, stdout=out,
+                                            stderr=subprocess.STDOUT, start_new_session=True)
             run.hung = wait_or_kill(run.proc, launch.timeout)
     except Exception:
         run.error = f"its set-up failed:\n{traceback.format_exc()}"
@@ -130,7 +135,8 @@ def checked(run: Run | None) -> Run:
 
 def stop() -> None:
     """Start nothing more; kill the run going, with its jobs."""
-    _stopping.set()
+    with _lock:
+        _stopping.set()
     for run in _chain:
         if run.proc is not None and run.proc.poll() is None:
             wait_or_kill(run.proc, 0)
