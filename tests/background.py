@@ -11,6 +11,9 @@ OMP_NUM_THREADS to a job's threads); with nothing else selected it gets both, as
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 import subprocess
 import threading
 import traceback
@@ -20,7 +23,7 @@ from typing import Callable
 
 import pytest
 
-from tests.workflow_utils import wait_or_kill
+from tests.cputime import wait4_or_kill
 
 
 @dataclass
@@ -103,7 +106,7 @@ def execute(run: Run, root: Path, cores: int) -> None:
                     return
                 run.proc = subprocess.Popen(launch.cmd, cwd=launch.cwd, env=launch.env, stdout=out,
                                             stderr=subprocess.STDOUT, start_new_session=True)
-            run.hung = wait_or_kill(run.proc, launch.timeout)
+            run.hung = wait4_or_kill(run.proc, launch.timeout, run.name)
     except Exception:
         run.error = f"its set-up failed:\n{traceback.format_exc()}"
     finally:
@@ -138,5 +141,7 @@ def stop() -> None:
     with _lock:
         _stopping.set()
     for run in _chain:
-        if run.proc is not None and run.proc.poll() is None:
-            wait_or_kill(run.proc, 0)
+        if run.proc is not None and run.proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(run.proc.pid, signal.SIGKILL)
+            run.done.wait(timeout=30)  # its thread reaps it (and counts its CPU)

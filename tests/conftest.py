@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests import background
+from tests import background, cputime
 from tests.workflow_utils import MIRROR, NO_MIRROR, SNAKEMAKE, copy_workflow, write_tiny_model
 
 
@@ -128,6 +128,31 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """A background run still going (the session stopped early: -x, Ctrl-C) is killed with its jobs."""
     background.stop()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem):
+    """Each test's CPU-seconds, set-up and tear-down included (tests/cputime.py)."""
+    with cputime.measure(item.nodeid):
+        return (yield)
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if report.when == "call" or report.outcome != "passed":
+        _OUTCOMES[report.nodeid] = report.outcome
+
+
+_OUTCOMES: dict[str, str] = {}
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    """The 30 largest CPU costs, and every test's in a JSON file ($AOE_TEST_CPU_JSON)."""
+    if not cputime.tests:
+        return
+    path = Path(os.environ.get("AOE_TEST_CPU_JSON") or config.rootpath / ".pytest_cache" / "test-cpu.json")
+    terminalreporter.section("CPU-seconds (own + children; tests/cputime.py)")
+    for line in cputime.report(path, _OUTCOMES):
+        terminalreporter.write_line(line)
 
 
 @pytest.fixture(scope="session")

@@ -1,0 +1,116 @@
+"""CPU-seconds per test and per background run, the measure of the CI budget (wall time lies when both
+cores are busy): the pytest process's own plus its waited-for children's (``resource.getrusage``).
+
+``tests/conftest.py`` wraps each test's protocol (set-up, call, tear-down) with :func:`measure`; a
+background run's CPU comes from ``os.wait4`` on its process (:func:`wait4_or_kill`) and is taken off
+the test during which it was reaped, so it is counted once, under its own name. At the session's end
+the 30 largest are printed and everything is written to ``$AOE_TEST_CPU_JSON`` (default
+``.pytest_cache/test-cpu.json``): each test's CPU-s, wall-s, start and end (seconds from the session's
+start) and outcome; the background runs' likewise; sums by test file; the session's totals.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import signal
+import subprocess
+import threading
+import time
+from collections import defaultdict
+from pathlib import Path
+
+T0 = time.monotonic()
+_lock = threading.Lock()
+_reaped = 0.0  # CPU-s of background runs already reaped (they are in RUSAGE_CHILDREN from then on)
+tests: list[dict] = []
+background: list[dict] = []
+
+
+def process_cpu() -> float:
+    """CPU-s of this process and of its children it has waited for."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def foreground_cpu() -> float:
+    """process_cpu() less the background runs reaped so far."""
+    with _lock:
+        return process_cpu() - _reaped
+
+
+def wait4_or_kill(proc: subprocess.Popen, timeout: float, name: str) -> bool:
+    """Wait up to ``timeout`` s for ``proc`` (its own session), reaping it with ``os.wait4`` to read its
+    CPU (its own and its waited-for descendants'); past the limit SIGKILL its process group. Records
+    the run under ``name``; True when it was killed."""
+    global _reaped
+    start, deadline, killed = time.monotonic(), time.monotonic() + timeout, False
+    while True:
+        with _lock:  # the reaping and the counter move together: a test's measure never sees one alone
+            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+            if pid:
+                cpu = usage.ru_utime + usage.ru_stime
+                _reaped += cpu
+                proc.returncode = os.waitstatus_to_exitcode(status)
+                break
+        if time.monotonic() > deadline and not killed:
+            os.killpg(proc.pid, signal.SIGKILL)
+            killed = True
+        time.sleep(0.2)
+    background.append({"name": name, "cpu_s": round(cpu, 1), "wall_s": round(time.monotonic() - start, 1),
+                       "start_s": round(start - T0, 1), "end_s": round(time.monotonic() - T0, 1),
+                       "returncode": proc.returncode, "killed": killed})
+    return killed
+
+
+class measure:
+    """Context manager around one test's protocol: appends its record to ``tests``."""
+
+    def __init__(self, nodeid: str):
+        self.nodeid = nodeid
+
+    def __enter__(self):
+        self.cpu, self.wall = foreground_cpu(), time.monotonic()
+        return self
+
+    def __exit__(self, *exc):
+        end = time.monotonic()
+        tests.append({"nodeid": self.nodeid, "cpu_s": round(foreground_cpu() - self.cpu, 2),
+                      "wall_s": round(end - self.wall, 2), "start_s": round(self.wall - T0, 1),
+                      "end_s": round(end - T0, 1)})
+        return False
+
+
+def by_file() -> dict[str, dict]:
+    """Test file -> {cpu_s, wall_s, tests, start_s, end_s}."""
+    out: dict[str, dict] = defaultdict(lambda: {"cpu_s": 0.0, "wall_s": 0.0, "tests": 0, "start_s": None, "end_s": 0.0})
+    for t in tests:
+        f = out[t["nodeid"].split("::")[0]]
+        f["cpu_s"] += t["cpu_s"]
+        f["wall_s"] += t["wall_s"]
+        f["tests"] += 1
+        f["start_s"] = t["start_s"] if f["start_s"] is None else min(f["start_s"], t["start_s"])
+        f["end_s"] = max(f["end_s"], t["end_s"])
+    return {k: {**v, "cpu_s": round(v["cpu_s"], 1), "wall_s": round(v["wall_s"], 1)}
+            for k, v in sorted(out.items(), key=lambda kv: -kv[1]["cpu_s"])}
+
+
+def report(path: Path, outcomes: dict[str, str]) -> list[str]:
+    """Write the JSON; return the lines to print (the 30 largest tests and the background runs)."""
+    for t in tests:
+        t["outcome"] = outcomes.get(t["nodeid"], "?")
+    total = process_cpu()
+    summary = {"session_cpu_s": round(total, 1), "session_wall_s": round(time.monotonic() - T0, 1),
+               "tests_cpu_s": round(sum(t["cpu_s"] for t in tests), 1),
+               "background_cpu_s": round(sum(b["cpu_s"] for b in background), 1), "tests": len(tests)}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"summary": summary, "background": background, "files": by_file(),
+                                "tests": sorted(tests, key=lambda t: -t["cpu_s"])}, indent=1))
+    lines = [f"session: {summary['session_cpu_s']:.0f} CPU-s in {summary['session_wall_s']:.0f} s wall "
+             f"(tests {summary['tests_cpu_s']:.0f}, background runs {summary['background_cpu_s']:.0f}); {path}"]
+    lines += [f"{b['cpu_s']:8.1f} CPU-s {b['wall_s']:7.1f} s wall  background {b['name']} "
+              f"({b['start_s']:.0f}-{b['end_s']:.0f} s)" for b in background]
+    lines += [f"{t['cpu_s']:8.1f} CPU-s {t['wall_s']:7.1f} s wall  {t['nodeid']}"
+              for t in sorted(tests, key=lambda t: -t["cpu_s"])[:30]]
+    return lines
