@@ -27,7 +27,7 @@ from aoe.figures.sts_geometry import (
     tsne_coords,
 )
 from aoe.workflow import ConfigError
-from tests.workflow_utils import REPO, edited, snakemake
+from tests.workflow_utils import CI_CONFIGFILES, REPO, edited, snakemake
 
 FIG_DEFAULTS = yaml.safe_load((REPO / "config.yaml").read_text())["figures"]
 
@@ -324,7 +324,7 @@ def test_figure_rules_end_to_end(ci_run):
     assert "'hit': True" in log
     # a plotting change reruns only that figure
     with edited(work / "workflow_scripts" / "figure_gradients.py", "\n# a plotting change\n"):
-        out = snakemake(work, "figures", "-n", "--configfile", "presets/ci.yaml", env=env)
+        out = snakemake(work, "figures", "-n", "--configfile", *CI_CONFIGFILES, env=env)
     assert out.returncode == 0 and "fig_gradients" in out.stdout and "figure_pairs" not in out.stdout, out.stdout[-3000:]
 
 

@@ -1,6 +1,8 @@
-"""End to end: the CI preset through the real workflow, real data and the offline MiniLM-L6.
+"""End to end: the CI preset through the real workflow and real data, a tiny random BERT in MiniLM-L6's place.
 
-The run itself is the session fixture ``ci_run`` (tests/conftest.py), shared with the figure checks.
+The run itself is the session fixture ``ci_run`` (tests/conftest.py), shared with the figure checks. What
+only real weights show (a trained model beats its backbone, probes above chance) is checked on MiniLM-L6
+itself in tests/test_real_model.py.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import pandas as pd
 import pytest
 
 from aoe.evaluate.sts import TASKS
-from tests.workflow_utils import edited, job_counts, needs_mirror, snakemake
+from tests.workflow_utils import CI_CONFIGFILES, edited, job_counts, needs_mirror, snakemake
 
 pytestmark = [
     pytest.mark.slow,
@@ -66,7 +68,7 @@ def test_recipe_ledger_and_report_links(ci_run):
     assert "AnglE-BERT (paper: AnglE arXiv, results image in the official repository)" in (res / "tables" / "angle_transfer_sts.md").read_text()
 
 
-def test_trained_model_beats_pretrained_backbone(ci_run):
+def test_trained_and_pretrained_models_are_scored_on_the_same_pairs(ci_run):
     work, _ = ci_run
     ev = work / "results/ci" / "eval" / "minilm-l6"
     trained = json.loads((ev / "aoe" / "stsb" / "seed1" / "sts.json").read_text())
@@ -78,14 +80,13 @@ def test_trained_model_beats_pretrained_backbone(ci_run):
         assert result["tasks"]["STSB"]["n"] == 1379 and result["protocol"]["subsample"]["uncapped_tasks"] == ["STSB"]
         assert result["protocol"]["name"] == "senteval-sts-all" and result["protocol"]["pooling"] == "cls"
     assert trained["protocol"]["subsample"]["pairs"] == pretrained["protocol"]["subsample"]["pairs"]
-    assert trained["tasks"]["STSB"]["spearman"] > pretrained["tasks"]["STSB"]["spearman"] + 2
+    # that training helped: tests/test_real_model.py::test_trained_model_beats_pretrained_backbone (real weights)
+    assert trained["tasks"]["STSB"]["spearman"] != pretrained["tasks"]["STSB"]["spearman"]
 
 
 def test_pretrained_variant_embeds_the_backbone_another_way(ci_run):
     # presets/ci.yaml's angle_transfer_sts row {objective: pretrained, variant: no_prompt_avg}: the same
-    # weights under average pooling. all-MiniLM-L6-v2 was trained on its mean-pooled embedding, so that
-    # pooling scores well above its CLS token on average (79.54 vs 75.85 at f2df7aa; STS-B 82.03 vs 73.50),
-    # though not on every task (STS12: 71.03 vs 77.66).
+    # weights under average pooling (that it scores above CLS on MiniLM-L6: tests/test_real_model.py)
     work, _ = ci_run
     ev = work / "results/ci" / "eval" / "minilm-l6" / "pretrained"
     cls = json.loads((ev / "none" / "seed0" / "sts.json").read_text())
@@ -93,7 +94,7 @@ def test_pretrained_variant_embeds_the_backbone_another_way(ci_run):
     assert (cls["protocol"]["pooling"], avg["protocol"]["pooling"]) == ("cls", "avg")
     assert avg["protocol"]["prompt"] is None and avg["model"]["cell"]["trainset"] == "no_prompt_avg"
     assert avg["protocol"]["subsample"]["pairs"] == cls["protocol"]["subsample"]["pairs"]
-    assert avg["avg"] > cls["avg"] + 2 and avg["tasks"]["STSB"]["spearman"] > cls["tasks"]["STSB"]["spearman"] + 5
+    assert avg["avg"] != cls["avg"] and avg["tasks"]["STSB"]["spearman"] != cls["tasks"]["STSB"]["spearman"]
     table = (work / "results/ci" / "tables" / "angle_transfer_sts.md").read_text()
     assert f"{avg['avg']:.2f}" in table and "as downloaded, average pooling" in table
 
@@ -126,8 +127,8 @@ def test_saturation_statistics(ci_run):
     assert result["all"]["pairs"] == 2000 and result["data"]["max_pairs"] == 2000 and set(result["by_label"]) == {"0", "1"}
     shares = result["all"]["share_above"]
     assert 0 <= shares["0.95"] <= shares["0.9"] <= shares["0.8"] <= 1
-    # entailed hypotheses are closer to their premise than contradictions, under any sane encoder
-    assert result["by_label"]["1"]["mean"] > result["by_label"]["0"]["mean"]
+    # entailment closer than contradiction under a real encoder: tests/test_real_model.py
+    assert all(-1 <= result["by_label"][label]["mean"] <= 1 for label in ("0", "1"))
 
 
 def test_transfer_tasks(ci_run):
@@ -139,10 +140,8 @@ def test_transfer_tasks(ci_run):
         # the preset's seeded 1,000 of each split: TREC's 500 test questions whole, 1,000 of MRPC's 1,725 test pairs
         assert result["protocol"]["subsample"]["rows"] == {"TREC": {"train": 1000, "test": 500}, "MRPC": {"train": 1000, "test": 1000}}
         assert result["tasks"]["TREC"]["ntest"] == 500 and result["tasks"]["MRPC"]["ntest"] == 1000
-        # TREC far above chance (6 classes, the largest 27.6% of the test set); measured at this cap: the backbone
-        # 58.2 (73.4 on all 5,452 training questions). MRPC on 1,000 training pairs stays near its 67.1% positives
-        # (the backbone 66.4), so it checks the pair features run, not their quality
-        assert result["tasks"]["TREC"]["acc"] > 45 and result["tasks"]["MRPC"]["acc"] > 60
+        # the floors real weights reach: tests/test_real_model.py::test_transfer_tasks_above_their_floors
+        assert all(0 <= result["tasks"][t]["acc"] <= 100 for t in ("TREC", "MRPC"))
         assert result["protocol"]["mode"] == "fasttest"
 
 
@@ -152,15 +151,14 @@ def test_nli_probe(ci_run):
     assert set(result["sets"]) == {"SNLI", "MNLI-m", "MNLI-mm"}
     assert result["protocol"]["max_rows"] == 1000 and sum(s["ntest"] for s in result["sets"].values()) < 750
     assert result["protocol"]["split_protocol"] == "heldout" and result["protocol"]["text"] == "premise [SEP] hypothesis"
-    # 3 balanced-ish classes, ~600 training rows, fasttest: MiniLM's CLS carries a little NLI signal
-    # (measured: SNLI 43.2, MultiNLI 35.6; 43.6 and 36.8 with 2,000 rows); chance is 33.3
-    assert 36 < result["summary"]["SNLI"] < 90 and 30 < result["summary"]["MultiNLI"] < 90
+    # above chance with real weights: tests/test_real_model.py::test_nli_probe_above_chance
+    assert all(0 <= result["summary"][s] <= 100 for s in ("SNLI", "MultiNLI"))
 
 
 def test_html_report_is_built(ci_run):
     """`snakemake --report`: one self-contained HTML page with every table and figure and its caption."""
     work, env = ci_run
-    out = snakemake(work, "--report", "results/ci/report.html", "--configfile", "presets/ci.yaml", env=env)
+    out = snakemake(work, "--report", "results/ci/report.html", "--configfile", *CI_CONFIGFILES, env=env)
     assert out.returncode == 0, out.stdout[-3000:]
     html = (work / "results/ci" / "report.html").read_text(errors="replace")
     # tables as rendered HTML pages, REPORT.md and RECIPE.md rendered, every job's runtime (issue 39 item 6)
@@ -176,7 +174,7 @@ def test_html_report_is_built(ci_run):
 
 def test_rerun_has_nothing_to_do(ci_run):
     work, env = ci_run
-    out = snakemake(work, "-n", "--configfile", "presets/ci.yaml", env=env)
+    out = snakemake(work, "-n", "--configfile", *CI_CONFIGFILES, env=env)
     assert out.returncode == 0 and "Nothing to be done" in out.stdout, out.stdout[-3000:]
     # every trained model records the settings the config gives (aoe.workflow.settings_changed)
     assert "record other settings" not in out.stdout, out.stdout[-3000:]
@@ -196,7 +194,7 @@ def test_the_paper_grid_writes_into_its_own_tree(ci_run):
     report = (work / "results/ci/REPORT.md").read_text()
     anchors = set(re.findall(r"\]\(RECIPE\.md#([^)]+)\)", report))
     assert anchors and all(f'id="{a}"' in before.decode() for a in anchors), anchors
-    out = snakemake(work, "-n", "--configfile", "presets/ci.yaml", env=env)
+    out = snakemake(work, "-n", "--configfile", *CI_CONFIGFILES, env=env)
     assert out.returncode == 0 and "Nothing to be done" in out.stdout, out.stdout[-3000:]
 
 
@@ -204,23 +202,23 @@ def test_changing_table_code_reruns_only_tables(ci_run):
     """Snakemake's code and params rerun triggers: rendering changes never retrain or re-embed."""
     work, env = ci_run
     with edited(work / "workflow_scripts" / "make_table.py", "\n# a rendering change\n"):
-        out = snakemake(work, "-n", "--configfile", "presets/ci.yaml", env=env)
+        out = snakemake(work, "-n", "--configfile", *CI_CONFIGFILES, env=env)
     assert out.returncode == 0, out.stdout[-3000:]
     assert set(job_counts(out.stdout)) == {"table", "table_html", "report_md", "report_page", "runtimes", "all"}, out.stdout[-3000:]
     assert "Code has changed since last execution" in out.stdout
     # the package's table code is an input of the table jobs: an edit of it, the same
     with edited(work / "aoe" / "tables.py", "\n# a rendering change\n"):
-        out = snakemake(work, "-n", "--configfile", "presets/ci.yaml", env=env)
+        out = snakemake(work, "-n", "--configfile", *CI_CONFIGFILES, env=env)
     assert out.returncode == 0, out.stdout[-3000:]
     assert set(job_counts(out.stdout)) == {"table", "table_html", "report_md", "report_page", "runtimes", "all"}, out.stdout[-3000:]
     # a caption is a table parameter: the same, and only tables
     # (one more config file: the recipe ledger, which names the file behind each value, is redone too)
     (work / "caption.yaml").write_text("tables:\n  table2_indomain:\n    caption: another caption\n")
-    out = snakemake(work, "-n", "--configfile", "presets/ci.yaml", "caption.yaml", env=env)
+    out = snakemake(work, "-n", "--configfile", *CI_CONFIGFILES, "caption.yaml", env=env)
     assert out.returncode == 0, out.stdout[-3000:]
     assert set(job_counts(out.stdout)) == {"table", "table_html", "report_md", "report_page", "recipe", "runtimes", "all"}, out.stdout[-3000:]
     # every edit undone: nothing to rerun
-    out = snakemake(work, "-n", "--configfile", "presets/ci.yaml", env=env)
+    out = snakemake(work, "-n", "--configfile", *CI_CONFIGFILES, env=env)
     assert out.returncode == 0 and "Nothing to be done" in out.stdout, out.stdout[-3000:]
 
 
@@ -230,11 +228,11 @@ def test_a_code_default_reruns_what_it_changes_and_a_run_only_setting_nothing(ci
     work, env = ci_run
     tau = 'angle_tau: float = field(default=20.0,'
     with edited(work / "aoe" / "recipes.py", tau.replace("20.0", "10.0"), replace=tau):
-        out = snakemake(work, "-n", "--configfile", "presets/ci.yaml", env=env)
+        out = snakemake(work, "-n", "--configfile", *CI_CONFIGFILES, env=env)
     assert out.returncode == 0, out.stdout[-3000:]
     assert job_counts(out.stdout).get("train_model") == 1, out.stdout[-3000:]
     assert "Params have changed since last execution" in out.stdout
     (work / "cadence.yaml").write_text("trainsets: {stsb: {train: {log_every: 3, checkpoint_every: 7}}}\n")
-    out = snakemake(work, "-n", "--configfile", "presets/ci.yaml", "cadence.yaml", env=env)
+    out = snakemake(work, "-n", "--configfile", *CI_CONFIGFILES, "cadence.yaml", env=env)
     assert out.returncode == 0, out.stdout[-3000:]
     assert "train_model" not in job_counts(out.stdout), out.stdout[-3000:]

@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 
 from tests import background
-from tests.workflow_utils import MIRROR, REPO, SNAKEMAKE, copy_workflow, needs_mirror, wait_or_kill
+from tests.workflow_utils import MIRROR, REPO, SNAKEMAKE, TINY_OVERLAY, copy_workflow, needs_mirror, tiny_backbone_overlay, wait_or_kill
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 PROFILES = ("--profile", str(REPO / "slurm"), "--profile", str(REPO / "profiles" / "slurm-ci"))
@@ -139,20 +139,23 @@ def _slurm_setup(root: Path, cores: int) -> background.Launch | str:
     if problem is not None:
         return problem  # the fixture cluster fails (CI) or skips with it first
     work = copy_workflow(root / "wf")
-    # The scheduling is under test here; the CI preset's other evaluations and its six other
-    # STS tasks are the shared end-to-end run's business (tests/conftest.py::ci_run), and each
-    # would only add a queued job (~10 s of start-up apiece on this single node, whose one GPU
-    # runs the GPU jobs one at a time). STS-B alone and 12 training steps keep every rule kind
-    # (prepare_sts, tokenize, train_model, evaluate_sts, evaluate_indomain, table).
+    # What a scheduler changes is under test here (sbatch lines, resources, job ids, logs), not scores:
+    # the tiny random BERT in MiniLM-L6's place (tests/workflow_utils.py::tiny_backbone_overlay), the
+    # last weights kept (no STS-B dev scoring) and 250 STS-B test pairs. The CI preset's other
+    # evaluations and its six other STS tasks are the shared end-to-end run's business
+    # (tests/conftest.py::ci_run), and each would only add a queued job (~10 s of start-up apiece on
+    # this single node, whose one GPU runs the GPU jobs one at a time). STS-B alone and 12 training
+    # steps keep every rule kind (prepare_sts, tokenize, train_model, evaluate_sts, evaluate_indomain, table).
     # MiniLM's GPU jobs name their partition, as a backbone's resources.partition does (docs/cluster.md)
+    tiny_backbone_overlay(work, root.parent / "tiny-bert")
     (work / "slurm-light.yaml").write_text(
         f"backbones: {{minilm-l6: {{resources: {{partition: {default_partition()}}}}}}}\n"
-        "trainsets: {stsb: {train: {max_steps: 12}}}\n"
-        "evaluation: {suites: [sts], sts: {tasks: [STSB]}}\n"
+        "trainsets: {stsb: {train: {max_steps: 12, select_checkpoint: last, select_split: null}}}\n"
+        "evaluation: {suites: [sts], sts: {tasks: [STSB], max_pairs: 250, uncapped_tasks: []}}\n"
         "build: {tables: [table1_sts, table2_indomain], figures: [], analyses: []}\n"
     )
     env = _slurm_env({"AOE_DATA_MIRROR": str(MIRROR), "HF_HUB_OFFLINE": "1"})
-    cmd = [*SNAKEMAKE, *PROFILES, "--verbose", "--configfile", "presets/ci.yaml", "slurm-light.yaml"]
+    cmd = [*SNAKEMAKE, *PROFILES, "--verbose", "--configfile", "presets/ci.yaml", TINY_OVERLAY, "slurm-light.yaml"]
     return background.Launch(cmd, work, env, TIMEOUT_S)
 
 

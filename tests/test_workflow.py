@@ -24,7 +24,8 @@ from aoe.workflow import (
     table_target,
     train_params,
 )
-from tests.workflow_utils import MIRROR, REPO, copy_workflow, dry_run, dry_run_jobs, job_counts, needs_mirror, snakemake
+from tests.workflow_utils import (MIRROR, REPO, TINY_OVERLAY, copy_workflow, dry_run, dry_run_jobs, job_counts, needs_mirror, snakemake,
+                                  tiny_backbone_overlay)
 
 
 def _validated_config(overrides: dict | None = None) -> dict:
@@ -513,10 +514,12 @@ def test_a_two_stage_cell_trains_from_its_start(tmp_path):
     import json
 
     work = copy_workflow(tmp_path / "wf")
+    # the chain, not the weights, is under test: a tiny random BERT, the last weights kept (no dev scoring)
+    tiny_backbone_overlay(work, tmp_path / "tiny-bert")
     (work / "override.yaml").write_text(textwrap.dedent("""\
         trainsets:
           stsb:
-            train: {max_steps: 2, batch_size: 8, checkpoint_every: 0}
+            train: {max_steps: 2, batch_size: 8, checkpoint_every: 0, select_checkpoint: last, select_split: null}
           stsb_second:
             dataset: stsb
             split: train
@@ -524,7 +527,7 @@ def test_a_two_stage_cell_trains_from_its_start(tmp_path):
             train: {init: {trainset: stsb, objective: aoe}, max_steps: 2, batch_size: 8, max_length: 64}
         """))
     target = "results/ci/models/minilm-l6/aoe/stsb_second/seed1"
-    out = snakemake(work, "--cores", "2", target, "--configfile", "presets/ci.yaml", "override.yaml",
+    out = snakemake(work, "--cores", "2", target, "--configfile", "presets/ci.yaml", TINY_OVERLAY, "override.yaml",
                     env={"AOE_DATA_MIRROR": str(MIRROR)})
     assert out.returncode == 0, out.stdout[-3000:]
     start = work / "results/ci/models/minilm-l6/aoe/stsb/seed1"

