@@ -70,7 +70,7 @@ def materialize_backbone(name: str, spec: dict, out_dir: str | Path) -> dict:
     """
     out_dir = Path(out_dir)
     patterns = [*HF_FILE_PATTERNS, *spec.get("extra_files", [])]
-    sources = [k for k in SOURCES if spec.get(k) is not None]  # null: switched off by a layered config file
+    sources = [k for k in SOURCES if spec.get(k)]
     if len(sources) != 1:
         raise BackboneError(f"backbone {name!r}: give exactly one of {', '.join(SOURCES)} (got {sources or 'none'})")
     with atomic_dir(out_dir) as tmp:

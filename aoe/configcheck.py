@@ -319,8 +319,8 @@ def check_backbones(config: dict) -> None:
 
     for name, spec in config["backbones"].items():
         # the same four sources as aoe.backbones.materialize_backbone (which imports torch: not while planning)
-        # a source set null by a layered config file is no source (schema backbones.<name>.<source>)
-        sources = [k for k in ("hf_id", "package", "gguf_package", "path") if spec.get(k) is not None]
+        # a source set null (a layered config file switching sources) or empty is none, as materialize_backbone reads it
+        sources = [k for k in ("hf_id", "package", "gguf_package", "path") if spec.get(k)]
         if len(sources) != 1:
             raise ConfigError(
                 f"backbones.{name}: give exactly one of hf_id, package, gguf_package, path (got {sources or 'none'})"

@@ -184,7 +184,7 @@ def cell_ledger(config: dict, cell, files: ConfigFiles) -> tuple[str | None, lis
     # the starting weights: a trained cell's model (a two-stage run), else the backbone's
     start = start_cell(cell, settings["init"].value)
     bb = config["backbones"][cell.backbone]
-    init_key = next((k for k in ("hf_id", "package", "gguf_package") if bb.get(k) is not None), None)
+    init_key = next((k for k in ("hf_id", "package", "gguf_package") if bb.get(k)), None)
     if start:
         add("init", f"results/models/{start.path}", settings["init"].set_by)
     elif init_key:

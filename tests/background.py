@@ -73,9 +73,9 @@ def position(fixturenames) -> int:
     return max((list(_REGISTRY).index(run.name) + 1 for run in order), default=0)
 
 
-def start(used: set[str], tmp_path_factory, cores: int) -> None:
+def start(used: set[str], tmp_path_factory, cores: int) -> bool:
     """Start the registered runs whose fixture is in ``used``, in registration order, one at a time
-    (in a daemon thread), each in a fresh folder of ``tmp_path_factory``."""
+    (in a daemon thread), each in a fresh folder of ``tmp_path_factory``; True when any was started."""
     _chain[:] = [run for name, run in _REGISTRY.items() if name in used]
     roots = {run.name: tmp_path_factory.mktemp(run.name) for run in _chain}  # here: mktemp is not for threads
 
@@ -89,6 +89,7 @@ def start(used: set[str], tmp_path_factory, cores: int) -> None:
 
     if _chain:
         threading.Thread(target=chain, name="background-runs", daemon=True).start()
+    return bool(_chain)
 
 
 def execute(run: Run, root: Path, cores: int) -> None:

@@ -124,7 +124,19 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         return
     used = {name for item in session.items for name in getattr(item, "fixturenames", ())}
     overlap = any(background.position(getattr(item, "fixturenames", ())) == 0 for item in session.items)
-    background.start(used, session.config._tmp_path_factory, cores=1 if overlap else 2)
+    if background.start(used, session.config._tmp_path_factory, cores=1 if overlap else 2) and overlap:
+        one_thread_each()
+
+
+def one_thread_each() -> None:
+    """One torch thread here and in every process the tests start, while the background runs hold the
+    other core: with two cores for three streams, OpenMP's worker threads spin-wait on a busy core and
+    a tiny model's test costs several times its CPU-seconds alone (11 s alone, 73 s beside the runs,
+    tests/test_best_checkpoint.py at 060a9dc)."""
+    import torch
+
+    os.environ["OMP_NUM_THREADS"] = "1"
+    torch.set_num_threads(1)
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
@@ -168,6 +180,17 @@ def ci_run() -> tuple[Path, dict]:
     """
     run = background.checked(background.result("ci_run"))
     return run.launch.cwd, dict(_CI_ENV)
+
+
+@pytest.fixture(scope="session")
+def ci_report(ci_run) -> Path:
+    """``snakemake --report`` of the CI preset's run, built once for the tests that read it."""
+    from tests.workflow_utils import snakemake
+
+    work, env = ci_run
+    out = snakemake(work, "--report", "results/ci/report.html", "--configfile", *CI_CONFIGFILES, env=env)
+    assert out.returncode == 0, out.stdout[-3000:]
+    return work / "results/ci/report.html"
 
 
 def _real_model_setup(root: Path, cores: int) -> background.Launch | str:

@@ -296,7 +296,8 @@ def test_paper_grid_density_figure_has_the_angle_panel():
 
 @pytest.mark.slow
 def test_figure_rules_end_to_end(ci_run):
-    """Every figure of the CI preset's shared run: the trained MiniLM-L6 and MiniLM-L6 as downloaded, STS-B test."""
+    """Every figure of the CI preset's shared run (a tiny random BERT in MiniLM-L6's place, trained and as
+    downloaded), STS-B test."""
     work, env = ci_run
     figs = work / "results/ci" / "figures"
     for stem in ("fig3_saturation_geometry", "fig10_all_pairs_geometry", "fig4_similarity_density", "fig5_gold_density", "fig_gradient_magnitude"):
@@ -309,7 +310,9 @@ def test_figure_rules_end_to_end(ci_run):
     assert fig10["tsne"]["pairs"] in (300, 301) and "ukraine" in fig10["highlighted_pairs"]
     assert fig10["pairs"] == fig10["pairs_total"] == 1379 and fig10["AVG_re"] > 0 and fig10["AVG_im"] > 0
     threshold = FIG_DEFAULTS["sts_geometry"]["saturation_threshold"]
-    assert fig3["zone"] == "saturation" and 0 < fig3["pairs"] < 1379 and fig3["cos"]["min"] > threshold
+    # the tiny random BERT of the run puts most pairs, or all, in the zone; that real trained weights leave some
+    # out: tests/test_real_model.py::test_the_trained_models_saturation_zone_holds_some_pairs_not_all
+    assert fig3["zone"] == "saturation" and 0 < fig3["pairs"] <= 1379 and fig3["cos"]["min"] > threshold
     # the paper's §5.3 pair is drawn first and measured, in the zone or not
     ukraine = fig3["highlighted_pairs"]["ukraine"]
     assert ukraine["sentence1"].lower() == "ukraine to implement unilateral ceasefire" and ukraine["gold"] == 4.8

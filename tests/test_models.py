@@ -143,6 +143,17 @@ def test_materialize_from_package(minilm_dir, tmp_path):
     assert _entries(tmp_path) == ["minilm"]
 
 
+def test_a_source_set_null_is_no_source(tiny_bert, tmp_path):
+    # a config file layered on a preset switches MiniLM-L6 to a local folder (tests/workflow_utils.py::tiny_backbone_overlay)
+    prov = materialize_backbone("minilm-l6", {"package": None, "path": str(tiny_bert)}, tmp_path / "out")
+    assert (prov["source"], prov["from"]) == ("path", str(tiny_bert))
+    from aoe.configcheck import ConfigError, check_backbones
+
+    check_backbones({"backbones": {"minilm-l6": {"package": None, "path": str(tiny_bert)}}})
+    with pytest.raises(ConfigError, match=r"backbones.minilm-l6: give exactly one of .* \(got none\)"):
+        check_backbones({"backbones": {"minilm-l6": {"package": None}}})
+
+
 @pytest.mark.parametrize(
     "spec",
     [{}, {"path": "x", "package": "y"}, {"hf_id": "bert-base-uncased", "path": "x"}, {"path": ""}],
