@@ -7,6 +7,10 @@ tests, and kills what is still running when the session ends. The fixture itself
 ``checked(result(name))``: the finished run, or the test's skip or failure.
 Run in the background, a run gets one core (Snakemake then gives each job one thread, as it sets
 OMP_NUM_THREADS to a job's threads); with nothing else selected it gets both, as in the foreground.
+
+Under pytest-xdist every worker collects the same tests and would start the same chain: the first to
+claim the session's shared folder (its base temporary folder's parent) runs it, and writes each run's
+outcome there as ``<name>.json`` when it ends; a reader on another worker waits for that file.
 """
 
 from __future__ import annotations
@@ -47,6 +51,7 @@ class Run:
     skipped: str | None = None  # why the set-up did not start it (a missing mirror, cluster, package)
     error: str | None = None  # its set-up raised, or the session ended before it started
     hung: bool = False
+    returncode: int | None = None
     done: threading.Event = field(default_factory=threading.Event)
 
     @property
@@ -56,8 +61,11 @@ class Run:
 
 _REGISTRY: dict[str, Run] = {}
 _chain: list[Run] = []
+_elsewhere: dict[str, Path] = {}  # run name -> its outcome file, for runs another worker runs
 _stopping = threading.Event()
 _lock = threading.Lock()
+_OWNER = "background-owner"
+_shared: list[Path] = []  # the session's shared folder, once known (_shared_folder)
 
 
 def register(name: str, setup: Callable[[Path, int], Launch | str], *, also: tuple[str, ...] = ()) -> None:
@@ -75,8 +83,20 @@ def position(fixturenames) -> int:
 
 def start(used: set[str], tmp_path_factory, cores: int) -> bool:
     """Start the registered runs whose fixture is in ``used``, in registration order, one at a time
-    (in a daemon thread), each in a fresh folder of ``tmp_path_factory``; True when any was started."""
-    _chain[:] = [run for name, run in _REGISTRY.items() if name in used]
+    (in a daemon thread), each in a fresh folder of ``tmp_path_factory``; True when any is started,
+    here or, under pytest-xdist, by the worker that claimed them."""
+    wanted = [run for name, run in _REGISTRY.items() if name in used]
+    if not wanted:
+        return False
+    shared = _shared_folder(tmp_path_factory)
+    try:
+        fd = os.open(shared / _OWNER, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+    except FileExistsError:  # another worker runs them
+        _elsewhere.update({run.name: shared / f"{run.name}.json" for run in wanted})
+        return True
+    with os.fdopen(fd, "w") as fh:
+        fh.write(str(os.getpid()))
+    _chain[:] = wanted
     roots = {run.name: tmp_path_factory.mktemp(run.name) for run in _chain}  # here: mktemp is not for threads
 
     def chain() -> None:
@@ -86,10 +106,50 @@ def start(used: set[str], tmp_path_factory, cores: int) -> bool:
                 run.done.set()
             else:
                 execute(run, roots[run.name], cores)
+            _publish(run, shared / f"{run.name}.json")
 
-    if _chain:
-        threading.Thread(target=chain, name="background-runs", daemon=True).start()
-    return bool(_chain)
+    threading.Thread(target=chain, name="background-runs", daemon=True).start()
+    return True
+
+
+def _shared_folder(tmp_path_factory) -> Path:
+    """The folder all workers of this session share: the controller's base temporary folder under
+    pytest-xdist (a worker's is inside it), else this session's own."""
+    base = tmp_path_factory.getbasetemp()
+    shared = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "background"
+    shared.mkdir(exist_ok=True)
+    _shared[:] = [shared]
+    return shared
+
+
+def _publish(run: Run, path: Path) -> None:
+    """Write ``run``'s outcome for the readers on other workers (atomically: they poll for the file)."""
+    import json
+
+    record = {"skipped": run.skipped, "error": run.error, "hung": run.hung, "returncode": run.returncode,
+              "cwd": str(run.launch.cwd) if run.launch else None, "timeout": run.launch.timeout if run.launch else None}
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(record))
+    tmp.replace(path)
+
+
+def _read_published(name: str, path: Path) -> Run:
+    """Wait for the outcome of run ``name`` that another worker runs; a Run with what it published."""
+    import json
+    import time
+
+    owner = path.parent / _OWNER
+    while not path.is_file():
+        pid = owner.read_text().strip() if owner.is_file() else ""
+        if pid and not Path(f"/proc/{pid}").exists():
+            return Run(name, None, (), error=f"the worker running it (pid {pid}) ended before it finished")
+        time.sleep(1)
+    record = json.loads(path.read_text())
+    launch = Launch([], Path(record["cwd"]), {}, record["timeout"]) if record["cwd"] else None
+    run = Run(name, None, (), launch=launch, skipped=record["skipped"], error=record["error"], hung=record["hung"],
+              returncode=record["returncode"])
+    run.done.set()
+    return run
 
 
 def execute(run: Run, root: Path, cores: int) -> None:
@@ -108,6 +168,7 @@ def execute(run: Run, root: Path, cores: int) -> None:
                 run.proc = subprocess.Popen(launch.cmd, cwd=launch.cwd, env=launch.env, stdout=out,
                                             stderr=subprocess.STDOUT, start_new_session=True)
             run.hung = wait4_or_kill(run.proc, launch.timeout, run.name)
+            run.returncode = run.proc.returncode
     except Exception:
         run.error = f"its set-up failed:\n{traceback.format_exc()}"
     finally:
@@ -116,6 +177,8 @@ def execute(run: Run, root: Path, cores: int) -> None:
 
 def result(name: str) -> Run | None:
     """The background run ``name`` once finished (waits for it), or None when it was not started."""
+    if name in _elsewhere:
+        return _read_published(name, _elsewhere[name])
     run = next((run for run in _chain if run.name == name), None)
     if run is not None:
         run.done.wait()
@@ -133,12 +196,29 @@ def checked(run: Run | None) -> Run:
     if run.hung:
         pytest.fail(f"background run {run.name} still going after {run.launch.timeout:.0f} s, killed; "
                     f"output tail:\n{run.output[-6000:]}", pytrace=False)
-    assert run.proc.returncode == 0, f"background run {run.name} failed (rc {run.proc.returncode}):\n{run.output[-8000:]}"
+    assert run.returncode == 0, f"background run {run.name} failed (rc {run.returncode}):\n{run.output[-8000:]}"
     return run
 
 
-def stop() -> None:
-    """Start nothing more; kill the run going, with its jobs."""
+def announce(tmp_path_factory) -> None:
+    """Mark this process as one of the session's (under pytest-xdist the worker running the runs waits,
+    at its end, while another lives: that one may still read them)."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        (_shared_folder(tmp_path_factory) / f"alive-{os.getpid()}").touch()
+
+
+def _others_alive() -> bool:
+    pids = [f.name.removeprefix("alive-") for shared in _shared for f in shared.glob("alive-*")]
+    return any(pid != str(os.getpid()) and Path(f"/proc/{pid}").exists() for pid in pids)
+
+
+def stop(finished: bool = False) -> None:
+    """Start nothing more; kill the run going, with its jobs. ``finished``: this session ran its tests to
+    their end, and another worker of it that may still read the runs is waited for first."""
+    import time
+
+    while finished and any(not run.done.is_set() for run in _chain) and _others_alive():
+        time.sleep(1)
     with _lock:
         _stopping.set()
     for run in _chain:
@@ -146,3 +226,6 @@ def stop() -> None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(run.proc.pid, signal.SIGKILL)
             run.done.wait(timeout=30)  # its thread reaps it (and counts its CPU)
+    for shared in _shared:
+        with contextlib.suppress(FileNotFoundError):
+            (shared / f"alive-{os.getpid()}").unlink()

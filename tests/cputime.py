@@ -6,7 +6,11 @@ background run's CPU comes from ``os.wait4`` on its process (:func:`wait4_or_kil
 the test during which it was reaped, so it is counted once, under its own name. At the session's end
 the 30 largest are printed and everything is written to ``$AOE_TEST_CPU_JSON`` (default
 ``.pytest_cache/test-cpu.json``): each test's CPU-s, wall-s, start and end (seconds from the session's
-start) and outcome; the background runs' likewise; sums by test file; the session's totals.
+start) and outcome; the background runs' likewise; sums by test file; the session's totals. Under
+pytest-xdist each worker measures its own tests and hands them to the controller (:func:`payload`,
+:func:`absorb`), which reports them all; a record's ``worker`` says where it ran.
+
+A scheduler's jobs (the SLURM run's) are children of slurmd, not of the tests: their CPU is not here.
 """
 
 from __future__ import annotations
@@ -21,11 +25,13 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-T0 = time.monotonic()
+T0 = time.time()  # epoch seconds: the workers' records share one clock with the controller's
+WORKER = os.environ.get("PYTEST_XDIST_WORKER", "main")
 _lock = threading.Lock()
 _reaped = 0.0  # CPU-s of background runs already reaped (they are in RUSAGE_CHILDREN from then on)
 tests: list[dict] = []
 background: list[dict] = []
+workers: dict[str, float] = {}  # worker -> its process CPU-s (own and children), as it reported at its end
 
 
 def process_cpu() -> float:
@@ -45,7 +51,7 @@ def wait4_or_kill(proc: subprocess.Popen, timeout: float, name: str) -> bool:
     CPU (its own and its waited-for descendants'); past the limit SIGKILL its process group. Records
     the run under ``name``; True when it was killed."""
     global _reaped
-    start, deadline, killed = time.monotonic(), time.monotonic() + timeout, False
+    start, deadline, killed = time.time(), time.monotonic() + timeout, False
     while True:
         with _lock:  # the reaping and the counter move together: a test's measure never sees one alone
             pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
@@ -58,9 +64,8 @@ def wait4_or_kill(proc: subprocess.Popen, timeout: float, name: str) -> bool:
             os.killpg(proc.pid, signal.SIGKILL)
             killed = True
         time.sleep(0.2)
-    background.append({"name": name, "cpu_s": round(cpu, 1), "wall_s": round(time.monotonic() - start, 1),
-                       "start_s": round(start - T0, 1), "end_s": round(time.monotonic() - T0, 1),
-                       "returncode": proc.returncode, "killed": killed})
+    background.append({"name": name, "cpu_s": round(cpu, 1), "wall_s": round(time.time() - start, 1), "start": start,
+                       "end": time.time(), "returncode": proc.returncode, "killed": killed, "worker": WORKER})
     return killed
 
 
@@ -71,21 +76,38 @@ class measure:
         self.nodeid = nodeid
 
     def __enter__(self):
-        self.cpu, self.wall = foreground_cpu(), time.monotonic()
+        self.cpu, self.wall = foreground_cpu(), time.time()
         return self
 
     def __exit__(self, *exc):
-        end = time.monotonic()
+        end = time.time()
         tests.append({"nodeid": self.nodeid, "cpu_s": round(foreground_cpu() - self.cpu, 2),
-                      "wall_s": round(end - self.wall, 2), "start_s": round(self.wall - T0, 1),
-                      "end_s": round(end - T0, 1)})
+                      "wall_s": round(end - self.wall, 2), "start": self.wall, "end": end, "worker": WORKER})
         return False
+
+
+def payload() -> dict:
+    """What a pytest-xdist worker hands to the controller at its end."""
+    return {"worker": WORKER, "tests": tests, "background": background, "process_cpu": process_cpu()}
+
+
+def absorb(data: dict | None) -> None:
+    """Take a worker's :func:`payload` into this (the controller's) records."""
+    if data:
+        tests.extend(data["tests"])
+        background.extend(data["background"])
+        workers[data["worker"]] = data["process_cpu"]
+
+
+def _relative(record: dict) -> dict:
+    out = {k: v for k, v in record.items() if k not in ("start", "end")}
+    return {**out, "start_s": round(record["start"] - T0, 1), "end_s": round(record["end"] - T0, 1)}
 
 
 def by_file() -> dict[str, dict]:
     """Test file -> {cpu_s, wall_s, tests, start_s, end_s}."""
     out: dict[str, dict] = defaultdict(lambda: {"cpu_s": 0.0, "wall_s": 0.0, "tests": 0, "start_s": None, "end_s": 0.0})
-    for t in tests:
+    for t in map(_relative, tests):
         f = out[t["nodeid"].split("::")[0]]
         f["cpu_s"] += t["cpu_s"]
         f["wall_s"] += t["wall_s"]
@@ -100,17 +122,20 @@ def report(path: Path, outcomes: dict[str, str]) -> list[str]:
     """Write the JSON; return the lines to print (the 30 largest tests and the background runs)."""
     for t in tests:
         t["outcome"] = outcomes.get(t["nodeid"], "?")
-    total = process_cpu()
-    summary = {"session_cpu_s": round(total, 1), "session_wall_s": round(time.monotonic() - T0, 1),
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    # with workers: the controller's own and what each worker reported (its tests' children included)
+    total = own.ru_utime + own.ru_stime + sum(workers.values()) if workers else process_cpu()
+    summary = {"session_cpu_s": round(total, 1), "session_wall_s": round(time.time() - T0, 1),
                "tests_cpu_s": round(sum(t["cpu_s"] for t in tests), 1),
-               "background_cpu_s": round(sum(b["cpu_s"] for b in background), 1), "tests": len(tests)}
+               "background_cpu_s": round(sum(b["cpu_s"] for b in background), 1), "tests": len(tests),
+               "workers": {w: round(c, 1) for w, c in sorted(workers.items())}}
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"summary": summary, "background": background, "files": by_file(),
-                                "tests": sorted(tests, key=lambda t: -t["cpu_s"])}, indent=1))
+    path.write_text(json.dumps({"summary": summary, "background": [_relative(b) for b in background], "files": by_file(),
+                                "tests": sorted(map(_relative, tests), key=lambda t: -t["cpu_s"])}, indent=1))
     lines = [f"session: {summary['session_cpu_s']:.0f} CPU-s in {summary['session_wall_s']:.0f} s wall "
              f"(tests {summary['tests_cpu_s']:.0f}, background runs {summary['background_cpu_s']:.0f}); {path}"]
     lines += [f"{b['cpu_s']:8.1f} CPU-s {b['wall_s']:7.1f} s wall  background {b['name']} "
-              f"({b['start_s']:.0f}-{b['end_s']:.0f} s)" for b in background]
+              f"({b['start'] - T0:.0f}-{b['end'] - T0:.0f} s)" for b in background]
     lines += [f"{t['cpu_s']:8.1f} CPU-s {t['wall_s']:7.1f} s wall  {t['nodeid']}"
               for t in sorted(tests, key=lambda t: -t["cpu_s"])[:30]]
     return lines

@@ -79,3 +79,43 @@ def test_a_run_whose_setup_declines_skips_and_one_that_raises_fails(tmp_path):
     background.execute(broken, tmp_path, 1)
     with pytest.raises(pytest.fail.Exception, match="(?s)its set-up failed.*ZeroDivisionError"):
         background.checked(broken)
+
+
+@pytest.mark.parametrize(("code", "ok"), [("print('the output')", True), ("print('the output'); raise SystemExit(3)", False)],
+                         ids=["passed", "exit-3"])
+def test_a_run_published_by_one_worker_reads_the_same_on_another(tmp_path, code, ok):
+    # under pytest-xdist the worker that claimed the chain writes <name>.json; a reader elsewhere waits for it
+    def setup(root, cores):
+        return background.Launch([sys.executable, "-c", code], root, dict(os.environ), 30)
+
+    run = background.Run("published", setup, ("published",))
+    background.execute(run, tmp_path, 1)
+    background._publish(run, tmp_path / "published.json")
+    read = background._read_published("published", tmp_path / "published.json")
+    assert (read.returncode, read.launch.cwd, read.output) == (run.returncode, run.launch.cwd, run.output)
+    if ok:
+        assert background.checked(read) is read
+    else:
+        with pytest.raises(AssertionError, match=r"(?s)published failed \(rc 3\).*the output"):
+            background.checked(read)
+
+
+def test_a_reader_stops_waiting_when_the_worker_running_the_chain_is_gone(tmp_path):
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    (tmp_path / background._OWNER).write_text(str(gone.pid))
+    run = background._read_published("never", tmp_path / "never.json")
+    with pytest.raises(pytest.fail.Exception, match=rf"the worker running it \(pid {gone.pid}\) ended before it finished"):
+        background.checked(run)
+
+
+def test_a_background_runs_cpu_is_its_own_not_the_tests(tmp_path):
+    from tests import cputime
+
+    burn = "import time; t = time.process_time(); exec('while time.process_time() - t < 0.5: pass')"
+    run = background.Run("burner", lambda root, cores: background.Launch([sys.executable, "-c", burn], root, dict(os.environ), 30), ())
+    before = cputime.foreground_cpu()
+    background.execute(run, tmp_path, 1)
+    assert cputime.foreground_cpu() - before < 0.3  # its half second went to its own record
+    (record,) = [b for b in cputime.background if b["name"] == "burner"]
+    assert record["cpu_s"] >= 0.5 and record["returncode"] == 0

@@ -318,23 +318,3 @@ def test_the_ci_preset_plans_the_curves_in_its_default_target(tmp_path):
     assert job["input"][0] == "results/ci/models/minilm-l6/aoe/stsb/seed1"
     assert "aoe/figures/curves.py" in " ".join(job["input"])
     assert "results/ci/figures/training_curves/table1_sts.png" in out.stdout
-
-
-# ---- the CI preset's real run (shared with tests/test_pipeline_e2e.py) ---------------------------
-
-
-@pytest.mark.slow
-def test_the_ci_run_draws_its_curves_and_reports_them(ci_run, ci_report):
-    work, _ = ci_run
-    model = work / "results/ci/models/minilm-l6/aoe/stsb/seed1"
-    metrics = _metrics(model)
-    _assert_mirrors(model / CURVES_DIR, metrics)
-    assert not (model.parent / "seed1.ckpt" / CURVES_DIR).exists()
-    figs = work / "results/ci/figures/training_curves"
-    assert (figs / "table1_sts.png").stat().st_size > 1000 and (figs / "table1_sts.pdf").stat().st_size > 1000
-    saved = json.loads((figs / "table1_sts.json").read_text())
-    (run,) = saved["panels"][0]["runs"]
-    assert run["loss"]["step"] == [m["step"] for m in metrics if "select_split" not in m]
-    assert run["select_spearman"]["value"] == [m["select_spearman"] for m in metrics if m.get("select_spearman") is not None]
-    html = ci_report.read_text(errors="replace")
-    assert "Training curves" in html and "table1_sts.png" in html

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import json
 
 import numpy as np
 import pandas as pd
@@ -27,7 +26,7 @@ from aoe.figures.sts_geometry import (
     tsne_coords,
 )
 from aoe.workflow import ConfigError
-from tests.workflow_utils import CI_CONFIGFILES, REPO, edited, snakemake
+from tests.workflow_utils import REPO
 
 FIG_DEFAULTS = yaml.safe_load((REPO / "config.yaml").read_text())["figures"]
 
@@ -294,41 +293,6 @@ def test_paper_grid_density_figure_has_the_angle_panel():
 
 # -- the rules, end to end ------------------------------------------------------------------
 
-@pytest.mark.slow
-def test_figure_rules_end_to_end(ci_run):
-    """Every figure of the CI preset's shared run (a tiny random BERT in MiniLM-L6's place, trained and as
-    downloaded), STS-B test."""
-    work, env = ci_run
-    figs = work / "results/ci" / "figures"
-    for stem in ("fig3_saturation_geometry", "fig10_all_pairs_geometry", "fig4_similarity_density", "fig5_gold_density", "fig_gradient_magnitude"):
-        for ext in ("pdf", "png"):
-            assert (figs / f"{stem}.{ext}").stat().st_size > 1000, stem
-    fig3 = json.loads((figs / "fig3_saturation_geometry.json").read_text())
-    fig10 = json.loads((figs / "fig10_all_pairs_geometry.json").read_text())
-    # presets/ci.yaml: t-SNE on a 300-pair sample, plus the highlighted Ukraine pair when the draw missed it;
-    # the distances over every STS-B test pair
-    assert fig10["tsne"]["pairs"] in (300, 301) and "ukraine" in fig10["highlighted_pairs"]
-    assert fig10["pairs"] == fig10["pairs_total"] == 1379 and fig10["AVG_re"] > 0 and fig10["AVG_im"] > 0
-    threshold = FIG_DEFAULTS["sts_geometry"]["saturation_threshold"]
-    # the tiny random BERT of the run puts most pairs, or all, in the zone; that real trained weights leave some
-    # out: tests/test_real_model.py::test_the_trained_models_saturation_zone_holds_some_pairs_not_all
-    assert fig3["zone"] == "saturation" and 0 < fig3["pairs"] <= 1379 and fig3["cos"]["min"] > threshold
-    # the paper's §5.3 pair is drawn first and measured, in the zone or not
-    ukraine = fig3["highlighted_pairs"]["ukraine"]
-    assert ukraine["sentence1"].lower() == "ukraine to implement unilateral ceasefire" and ukraine["gold"] == 4.8
-    assert fig3["sample_pairs"][0]["sentence2"] == ukraine["sentence2"] and ukraine["tsne_re"] > 0 and ukraine["euclidean_im"] > 0
-    assert "Fig. 3 Ukraine pair: imaginary ÷ real distance, length of the pair's line in the t-SNE plots" in (work / "results/ci" / "REPORT.md").read_text()
-    fig4 = json.loads((figs / "fig4_similarity_density.json").read_text())
-    assert len(fig4["models"]) == 2 and all(m["distance_to_gold"] > 0 for m in fig4["models"].values())
-    grads = json.loads((figs / "fig_gradient_magnitude.json").read_text())
-    assert grads["pairs"] == 1379 and len(grads["objectives"]["angle"]["bins"]) == 20
-    # the figure job read the embeddings an evaluation of the same model had cached
-    log = (work / "results/ci/logs/figures/pairs/minilm-l6/aoe/stsb/seed1/stsb.log").read_text()
-    assert "'hit': True" in log
-    # a plotting change reruns only that figure
-    with edited(work / "workflow_scripts" / "figure_gradients.py", "\n# a plotting change\n"):
-        out = snakemake(work, "figures", "-n", "--configfile", *CI_CONFIGFILES, env=env)
-    assert out.returncode == 0 and "fig_gradients" in out.stdout and "figure_pairs" not in out.stdout, out.stdout[-3000:]
 
 
 def test_figure_text_set_is_the_capped_evaluations():

@@ -417,20 +417,3 @@ def test_a_card_job_reruns_nothing(workflow, plan):
     assert yaml.safe_load((workflow / CARD).read_text().split("---")[1])["pipeline_tag"] == "sentence-similarity"
     out = snakemake(workflow, "-n", CARD, *upstream, "--configfile", "presets/ci.yaml", env=NO_MIRROR)
     assert out.returncode == 0 and "Nothing to be done" in out.stdout, out.stdout[-3000:]
-
-
-@pytest.mark.slow
-def test_the_ci_runs_card_is_its_model_and_results(ci_run):
-    """The CI preset's real run (tests/conftest.py): its card parses, names its folder, and holds its STS numbers."""
-    from huggingface_hub import ModelCard
-
-    from aoe.data.sts import STS_TASKS
-
-    work, _ = ci_run
-    card = ModelCard.load(work / CARD)
-    assert card.data.pipeline_tag == "sentence-similarity" and card.data.base_model == "sentence-transformers/all-MiniLM-L6-v2"
-    sts = json.loads((work / "results/ci/eval/minilm-l6/aoe/stsb/seed1/sts.json").read_text())
-    got = {e.dataset_name: e.metric_value for e in card.data.eval_results if e.task_name == "Semantic Textual Similarity"}
-    assert got and got == {t: v for t in STS_TASKS if (v := (sts["tasks"].get(t) or {}).get("spearman")) is not None}
-    assert f"python -m aoe embed {MODEL} --in" in card.text and (work / MODEL / "modules.json").is_file()
-    assert not (work / MODEL / "README.md").exists()  # the card is beside the folder, never in it

@@ -1,8 +1,9 @@
 """End to end: the CI preset through the real workflow and real data, a tiny random BERT in MiniLM-L6's place.
 
-The run itself is the session fixture ``ci_run`` (tests/conftest.py), shared with the figure checks. What
-only real weights show (a trained model beats its backbone, probes above chance) is checked on MiniLM-L6
-itself in tests/test_real_model.py.
+The run itself is the session fixture ``ci_run`` (tests/conftest.py); every test that reads it is here (the
+pipeline's tables and ledger, its figures, training curves and model card), so that under pytest-xdist one
+worker takes them all, after its other files. What only real weights show (a trained model beats its
+backbone, probes above chance) is checked on MiniLM-L6 itself in tests/test_real_model.py.
 """
 
 from __future__ import annotations
@@ -13,8 +14,16 @@ import re
 import pandas as pd
 import pytest
 
+import yaml
+
 from aoe.evaluate.sts import TASKS
-from tests.workflow_utils import CI_CONFIGFILES, edited, job_counts, needs_mirror, snakemake
+from aoe.train import CURVES_DIR
+from tests.test_curves import _assert_mirrors, _metrics
+from tests.workflow_utils import CI_CONFIGFILES, REPO, edited, job_counts, needs_mirror, snakemake
+
+# the CI preset's one trained model and its card
+MODEL = "results/ci/models/minilm-l6/aoe/stsb/seed1"
+CARD = "results/ci/cards/minilm-l6/aoe/stsb/seed1/README.md"
 
 pytestmark = [
     pytest.mark.slow,
@@ -234,3 +243,74 @@ def test_a_code_default_reruns_what_it_changes_and_a_run_only_setting_nothing(ci
     out = snakemake(work, "-n", "--configfile", *CI_CONFIGFILES, "cadence.yaml", env=env)
     assert out.returncode == 0, out.stdout[-3000:]
     assert "train_model" not in job_counts(out.stdout), out.stdout[-3000:]
+
+
+# ---- the figures, training curves and model card of the run ----------------------------------------------
+
+
+def test_figure_rules_end_to_end(ci_run):
+    """Every figure of the CI preset's shared run (a tiny random BERT in MiniLM-L6's place, trained and as
+    downloaded), STS-B test."""
+    work, env = ci_run
+    figs = work / "results/ci" / "figures"
+    for stem in ("fig3_saturation_geometry", "fig10_all_pairs_geometry", "fig4_similarity_density", "fig5_gold_density", "fig_gradient_magnitude"):
+        for ext in ("pdf", "png"):
+            assert (figs / f"{stem}.{ext}").stat().st_size > 1000, stem
+    fig3 = json.loads((figs / "fig3_saturation_geometry.json").read_text())
+    fig10 = json.loads((figs / "fig10_all_pairs_geometry.json").read_text())
+    # presets/ci.yaml: t-SNE on a 300-pair sample, plus the highlighted Ukraine pair when the draw missed it;
+    # the distances over every STS-B test pair
+    assert fig10["tsne"]["pairs"] in (300, 301) and "ukraine" in fig10["highlighted_pairs"]
+    assert fig10["pairs"] == fig10["pairs_total"] == 1379 and fig10["AVG_re"] > 0 and fig10["AVG_im"] > 0
+    threshold = yaml.safe_load((REPO / "config.yaml").read_text())["figures"]["sts_geometry"]["saturation_threshold"]
+    # the tiny random BERT of the run puts most pairs, or all, in the zone; that real trained weights leave some
+    # out: tests/test_real_model.py::test_the_trained_models_saturation_zone_holds_some_pairs_not_all
+    assert fig3["zone"] == "saturation" and 0 < fig3["pairs"] <= 1379 and fig3["cos"]["min"] > threshold
+    # the paper's §5.3 pair is drawn first and measured, in the zone or not
+    ukraine = fig3["highlighted_pairs"]["ukraine"]
+    assert ukraine["sentence1"].lower() == "ukraine to implement unilateral ceasefire" and ukraine["gold"] == 4.8
+    assert fig3["sample_pairs"][0]["sentence2"] == ukraine["sentence2"] and ukraine["tsne_re"] > 0 and ukraine["euclidean_im"] > 0
+    assert "Fig. 3 Ukraine pair: imaginary ÷ real distance, length of the pair's line in the t-SNE plots" in (work / "results/ci" / "REPORT.md").read_text()
+    fig4 = json.loads((figs / "fig4_similarity_density.json").read_text())
+    assert len(fig4["models"]) == 2 and all(m["distance_to_gold"] > 0 for m in fig4["models"].values())
+    grads = json.loads((figs / "fig_gradient_magnitude.json").read_text())
+    assert grads["pairs"] == 1379 and len(grads["objectives"]["angle"]["bins"]) == 20
+    # the figure job read the embeddings an evaluation of the same model had cached
+    log = (work / "results/ci/logs/figures/pairs/minilm-l6/aoe/stsb/seed1/stsb.log").read_text()
+    assert "'hit': True" in log
+    # a plotting change reruns only that figure
+    with edited(work / "workflow_scripts" / "figure_gradients.py", "\n# a plotting change\n"):
+        out = snakemake(work, "figures", "-n", "--configfile", *CI_CONFIGFILES, env=env)
+    assert out.returncode == 0 and "fig_gradients" in out.stdout and "figure_pairs" not in out.stdout, out.stdout[-3000:]
+
+
+def test_the_ci_run_draws_its_curves_and_reports_them(ci_run, ci_report):
+    work, _ = ci_run
+    model = work / MODEL
+    metrics = _metrics(model)
+    _assert_mirrors(model / CURVES_DIR, metrics)
+    assert not (model.parent / "seed1.ckpt" / CURVES_DIR).exists()
+    figs = work / "results/ci/figures/training_curves"
+    assert (figs / "table1_sts.png").stat().st_size > 1000 and (figs / "table1_sts.pdf").stat().st_size > 1000
+    saved = json.loads((figs / "table1_sts.json").read_text())
+    (run,) = saved["panels"][0]["runs"]
+    assert run["loss"]["step"] == [m["step"] for m in metrics if "select_split" not in m]
+    assert run["select_spearman"]["value"] == [m["select_spearman"] for m in metrics if m.get("select_spearman") is not None]
+    html = ci_report.read_text(errors="replace")
+    assert "Training curves" in html and "table1_sts.png" in html
+
+
+def test_the_ci_runs_card_is_its_model_and_results(ci_run):
+    """The CI preset's run (tests/conftest.py): its card parses, names its folder, and holds its STS numbers."""
+    from huggingface_hub import ModelCard
+
+    from aoe.data.sts import STS_TASKS
+
+    work, _ = ci_run
+    card = ModelCard.load(work / CARD)
+    assert card.data.pipeline_tag == "sentence-similarity" and card.data.base_model == "sentence-transformers/all-MiniLM-L6-v2"
+    sts = json.loads((work / "results/ci/eval/minilm-l6/aoe/stsb/seed1/sts.json").read_text())
+    got = {e.dataset_name: e.metric_value for e in card.data.eval_results if e.task_name == "Semantic Textual Similarity"}
+    assert got and got == {t: v for t in STS_TASKS if (v := (sts["tasks"].get(t) or {}).get("spearman")) is not None}
+    assert f"python -m aoe embed {MODEL} --in" in card.text and (work / MODEL / "modules.json").is_file()
+    assert not (work / MODEL / "README.md").exists()  # the card is beside the folder, never in it
