@@ -1,5 +1,6 @@
-"""Workflow runs that start in the background when the tests are collected, one after another on one core,
-while the rest of the suite runs beside them; the tests that read a run go last, in the chain's order.
+"""Workflow runs that start in the background when the tests are collected, in chains (a run that reads
+another's results after it, one at a time on one core; the chains side by side), while the rest of the
+suite runs beside them; the tests that read a run go last, in the order the runs were registered.
 
 A test module registers a run with :func:`register` (its name is the fixture that returns it);
 ``tests/conftest.py`` starts the chain of the runs whose fixtures the selected tests use, orders those
@@ -46,6 +47,7 @@ class Run:
     name: str
     setup: Callable[[Path, int], Launch | str]  # (a fresh folder, cores) -> Launch, or why it cannot start
     fixtures: tuple[str, ...]  # the fixture names whose tests wait for it
+    after: str | None = None  # the run it follows in one chain (it reads that one's results); None: a chain of its own
     launch: Launch | None = None
     proc: subprocess.Popen | None = None
     skipped: str | None = None  # why the set-up did not start it (a missing mirror, cluster, package)
@@ -68,10 +70,12 @@ _OWNER = "background-owner"
 _shared: list[Path] = []  # the session's shared folder, once known (_shared_folder)
 
 
-def register(name: str, setup: Callable[[Path, int], Launch | str], *, also: tuple[str, ...] = ()) -> None:
+def register(name: str, setup: Callable[[Path, int], Launch | str], *, also: tuple[str, ...] = (),
+             after: str | None = None) -> None:
     """Register the background run ``name`` (also its fixture's name); tests using a fixture in ``also``
-    are ordered after it too (they need it finished, not its result)."""
-    _REGISTRY[name] = Run(name, setup, (name, *also))
+    are ordered after it too (they need it finished, not its result). ``after``: a registered run it
+    starts after, in the same chain; without it the run heads a chain of its own, beside the others."""
+    _REGISTRY[name] = Run(name, setup, (name, *also), after)
 
 
 def position(fixturenames) -> int:
@@ -99,8 +103,8 @@ def start(used: set[str], tmp_path_factory, cores: int) -> bool:
     _chain[:] = wanted
     roots = {run.name: tmp_path_factory.mktemp(run.name) for run in _chain}  # here: mktemp is not for threads
 
-    def chain() -> None:
-        for run in _chain:
+    def chain(runs: list[Run]) -> None:
+        for run in runs:
             if _stopping.is_set():
                 run.error = "the test session ended before it started"
                 run.done.set()
@@ -108,7 +112,11 @@ def start(used: set[str], tmp_path_factory, cores: int) -> bool:
                 execute(run, roots[run.name], cores)
             _publish(run, shared / f"{run.name}.json")
 
-    threading.Thread(target=chain, name="background-runs", daemon=True).start()
+    for head in [run for run in _chain if run.after not in roots]:  # (an `after` run not selected heads one too)
+        runs, follower = [head], head
+        while follower := next((r for r in _chain if r.after == follower.name), None):
+            runs.append(follower)
+        threading.Thread(target=chain, args=(runs,), name=f"background-{head.name}", daemon=True).start()
     return True
 
 

@@ -232,7 +232,7 @@ def _real_model_setup(root: Path, cores: int) -> background.Launch | str:
     return background.Launch(cmd, root, env, 1800)
 
 
-background.register("real_model", _real_model_setup)
+background.register("real_model", _real_model_setup, after="ci_run")
 
 
 @pytest.fixture(scope="session")

@@ -139,3 +139,35 @@ def report(path: Path, outcomes: dict[str, str]) -> list[str]:
     lines += [f"{t['cpu_s']:8.1f} CPU-s {t['wall_s']:7.1f} s wall  {t['nodeid']}"
               for t in sorted(tests, key=lambda t: -t["cpu_s"])[:30]]
     return lines
+
+
+def _blocks(path: Path) -> dict[str, dict]:
+    """Block -> {cpu_s, tests, start_s, end_s} of one JSON file: each test file, each background run."""
+    data = json.loads(Path(path).read_text())
+    blocks = {f"`{name}`": {k: v[k] for k in ("cpu_s", "tests", "start_s", "end_s")} for name, v in data["files"].items()}
+    for b in data["background"]:
+        if b["cpu_s"] >= 1:  # tests/test_background.py's own runs are not blocks
+            blocks[f"background `{b['name']}`"] = {"cpu_s": b["cpu_s"], "tests": 0, "start_s": b["start_s"], "end_s": b["end_s"]}
+    return blocks
+
+
+def compare(before: Path, after: Path) -> str:
+    """A Markdown table of each block's CPU-s in two runs' JSON files, the largest first."""
+    a, b = _blocks(before), _blocks(after)
+    rows = ["| block | CPU-s before | CPU-s after | after: span (s from start) |", "|---|---:|---:|---|"]
+    for name in sorted(set(a) | set(b), key=lambda n: -max(a.get(n, {}).get("cpu_s", 0), b.get(n, {}).get("cpu_s", 0))):
+        x, y = a.get(name), b.get(name)
+        span = f"{y['start_s']:.0f}-{y['end_s']:.0f}" if y else "-"
+        rows.append(f"| {name} | {x['cpu_s']:.1f} | {y['cpu_s']:.1f} | {span} |" if x and y else
+                    f"| {name} | {x['cpu_s']:.1f} | - | - |" if x else f"| {name} | - | {y['cpu_s']:.1f} | {span} |")
+    totals = [json.loads(Path(p).read_text())["summary"] for p in (before, after)]
+    rows.append(f"| **session** (tests + background runs) | {totals[0]['session_cpu_s']:.0f} | {totals[1]['session_cpu_s']:.0f} | "
+                f"0-{totals[1]['session_wall_s']:.0f} |")
+    return "\n".join(rows)
+
+
+if __name__ == "__main__":
+    # python -m tests.cputime BEFORE.json AFTER.json: the block table of docs/testing.md
+    import sys
+
+    print(compare(Path(sys.argv[1]), Path(sys.argv[2])))

@@ -159,9 +159,9 @@ def _slurm_setup(root: Path, cores: int) -> background.Launch | str:
     return background.Launch(cmd, work, env, TIMEOUT_S)
 
 
-# Started at collection after the CI preset's run (tests/background.py); the failure test waits for it
+# Started at collection after the QLoRA cell's run, beside the CI preset's (tests/background.py); the failure test waits for it
 # (fixture slurm_idle) rather than queue its job behind it on the one node.
-background.register("slurm_run", _slurm_setup, also=("slurm_idle",))
+background.register("slurm_run", _slurm_setup, also=("slurm_idle",), after="llm_run")
 
 
 @pytest.fixture(scope="module")

