@@ -2,7 +2,10 @@
 
 Each broken folder is a copy of the tiny random BERT (conftest.tiny_bert) damaged the
 way downloads and copies go wrong: weights missing, config.json cut or hand-edited,
-model.safetensors cut short. The command runs as a user runs it, in a subprocess.
+model.safetensors cut short. The refusals run the command's own entry point in this process
+(``_embed_here``); what only a fresh process shows runs as a user runs it, in a subprocess (``_embed``):
+the command's wiring (a complete folder embeds, ``--help``), and that nothing is printed before the
+message when it comes before any loading.
 """
 
 from __future__ import annotations
@@ -41,6 +44,20 @@ def _embed(model_dir: Path, texts: Path, *options: str) -> subprocess.CompletedP
          *options],
         capture_output=True, text=True, cwd=REPO, env={**os.environ, "HF_HUB_OFFLINE": "1"}, timeout=300,
     )
+
+
+def _embed_here(capsys, model_dir: Path, texts: Path, *options: str) -> subprocess.CompletedProcess:
+    """``_embed``'s command through ``aoe.__main__.main`` in this process, its output from ``capsys``."""
+    import aoe.__main__
+
+    argv = ["embed", str(model_dir), "--in", str(texts), "--out", str(texts.parent / "emb.npy"), "--pooling", "cls", *options]
+    capsys.readouterr()
+    try:
+        rc = aoe.__main__.main(argv)
+    except SystemExit as exc:
+        rc = exc.code
+    out = capsys.readouterr()
+    return subprocess.CompletedProcess(argv, rc, out.out, out.err)
 
 
 def _remove_weights(m: Path) -> None:
@@ -91,20 +108,20 @@ FOLDER_CASES = {
 
 
 @pytest.mark.parametrize("case", FOLDER_CASES)
-def test_a_broken_model_folder_is_one_line_naming_the_file_and_the_fix(case: str, model: Path, texts: Path):
+def test_a_broken_model_folder_is_one_line_naming_the_file_and_the_fix(case: str, model: Path, texts: Path, capsys):
     damage, expected = FOLDER_CASES[case]
     damage(model)
-    proc = _embed(model, texts, "--device", "cpu")
+    proc = _embed_here(capsys, model, texts, "--device", "cpu")
     assert proc.returncode == 2, proc.stderr[-3000:]
     assert proc.stderr.splitlines()[0].startswith(expected.format(m=model)), proc.stderr[-3000:]
     assert "Traceback" not in proc.stderr + proc.stdout
     assert not (texts.parent / "emb.npy").exists()
 
 
-def test_a_truncated_safetensors_file_says_how_short_it_is_and_the_fix(model: Path, texts: Path):
+def test_a_truncated_safetensors_file_says_how_short_it_is_and_the_fix(model: Path, texts: Path, capsys):
     _truncate(model)
     size = (model / "model.safetensors").stat().st_size
-    first = _embed(model, texts, "--device", "cpu").stderr.splitlines()[0]
+    first = _embed_here(capsys, model, texts, "--device", "cpu").stderr.splitlines()[0]
     assert f"({size} bytes; Error while deserializing header: " in first
     assert first.endswith("it was cut short or damaged, as by an interrupted copy or download: " + REFETCH)
 
@@ -128,8 +145,8 @@ def test_a_cuda_device_without_cuda_is_one_line_before_any_loading(model: Path, 
     assert "Traceback" not in proc.stderr + proc.stdout
 
 
-def test_an_unknown_device_is_one_line(model: Path, texts: Path):
-    proc = _embed(model, texts, "--device", "gpu")
+def test_an_unknown_device_is_one_line(model: Path, texts: Path, capsys):
+    proc = _embed_here(capsys, model, texts, "--device", "gpu")
     assert proc.returncode == 2
     assert proc.stderr.splitlines() == [
         "aoe embed: --device gpu: not a torch device; use cpu, cuda or cuda:N (or leave --device out)"
@@ -238,12 +255,12 @@ def test_the_max_length_is_checked_before_the_model_loads(model: Path, texts: Pa
 
 
 @pytest.mark.slow
-def test_a_tokenizer_limit_below_the_positions_is_the_limit(model: Path, texts: Path):
+def test_a_tokenizer_limit_below_the_positions_is_the_limit(model: Path, texts: Path, capsys):
     # RoBERTa's config has 514 positions for 512 tokens; its tokenizer says 512
     config = json.loads((model / "tokenizer_config.json").read_text())
     config["model_max_length"] = 100
     (model / "tokenizer_config.json").write_text(json.dumps(config))
-    proc = _embed(model, texts, "--device", "cpu", "--max-length", "101")
+    proc = _embed_here(capsys, model, texts, "--device", "cpu", "--max-length", "101")
     assert proc.returncode == 2, proc.stderr[-3000:]
     assert proc.stderr.splitlines() == [
         f"aoe embed: --max-length 101: {model} takes at most 100 tokens (model_max_length 100 in its tokenizer_config.json); "
@@ -253,9 +270,9 @@ def test_a_tokenizer_limit_below_the_positions_is_the_limit(model: Path, texts: 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("max_length", ["1", "2"])
-def test_a_max_length_below_the_special_tokens_is_one_line(model: Path, texts: Path, max_length: str):
+def test_a_max_length_below_the_special_tokens_is_one_line(model: Path, texts: Path, max_length: str, capsys):
     # the tokenizer keeps texts whole below its [CLS] [SEP]: "max_length 1" was printed over untruncated embeddings
-    proc = _embed(model, texts, "--device", "cpu", "--max-length", max_length)
+    proc = _embed_here(capsys, model, texts, "--device", "cpu", "--max-length", max_length)
     assert proc.returncode == 2, proc.stderr[-3000:]
     assert proc.stderr.splitlines() == [
         f"aoe embed: --max-length {max_length} is too small: tokenizer {model} adds 2 special tokens to every text "
