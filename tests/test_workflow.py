@@ -188,12 +188,6 @@ def test_schema_errors_are_one_line_before_planning(tmp_path, text, line):
     assert len(out.stdout.splitlines()) < 30, out.stdout[-3000:]
 
 
-def test_bad_mirror_is_named(tmp_path):
-    out = _ci_with_override(tmp_path, "{}\n", mirror=tmp_path / "no-such-mirror")
-    assert out.returncode != 0
-    assert "no-such-mirror" in out.stdout and "does not exist" in out.stdout
-
-
 @pytest.mark.slow
 @needs_mirror
 def test_one_table_plans_only_its_jobs(tmp_path):
