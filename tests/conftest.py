@@ -138,7 +138,8 @@ def one_thread_each() -> None:
     pytest-xdist worker hold the other core: with two cores for three streams, OpenMP's worker threads spin-wait on a busy core and
     a tiny model's test costs several times its CPU-seconds alone (11 s alone, 73 s beside the runs,
     tests/test_best_checkpoint.py at 060a9dc). NumPy's BLAS spins the same way (SentEval's classifier
-    fits: 17 -> 64 CPU-s), so its pools get one thread too."""
+    fits: SUBJ's test-mode parity 64.7 CPU-s with torch at one thread and BLAS at two, 1.6 with both at one,
+    in CI runs of 5ba8aaf and e3d69cb), so its pools get one thread too."""
     import torch
     from threadpoolctl import threadpool_limits
 
