@@ -86,10 +86,10 @@ def position(fixturenames) -> int:
 
 
 def start(used: set[str], tmp_path_factory, cores: int) -> bool:
-    """Start the registered runs whose fixture is in ``used``, in registration order, one at a time
-    (in a daemon thread), each in a fresh folder of ``tmp_path_factory``; True when any is started,
+    """Start the registered runs whose fixture is in ``used``, and the runs they are ``after``: each chain (a run, then those ``after`` it)
+    in a daemon thread of its own, each run in a fresh folder of ``tmp_path_factory``; True when any is started,
     here or, under pytest-xdist, by the worker that claimed them."""
-    wanted = [run for name, run in _REGISTRY.items() if name in used]
+    wanted = selected(used)
     if not wanted:
         return False
     shared = _shared_folder(tmp_path_factory)
@@ -118,6 +118,15 @@ def start(used: set[str], tmp_path_factory, cores: int) -> bool:
             runs.append(follower)
         threading.Thread(target=chain, args=(runs,), name=f"background-{head.name}", daemon=True).start()
     return True
+
+
+def selected(used: set[str]) -> list[Run]:
+    """The registered runs whose fixture is in ``used`` and the runs they are ``after`` (they read their
+    results), in registration order."""
+    names = {name for name in _REGISTRY if name in used}
+    while missing := {_REGISTRY[n].after for n in names if _REGISTRY[n].after} - names:
+        names |= missing
+    return [run for name, run in _REGISTRY.items() if name in names]
 
 
 def _shared_folder(tmp_path_factory) -> Path:

@@ -195,8 +195,8 @@ def ci_run() -> tuple[Path, dict]:
     """One real run of ``presets/ci.yaml`` (real data, a tiny random BERT in MiniLM-L6's place:
     ``CI_CONFIGFILES``), shared by every end-to-end check; what needs real weights is ``real_model``'s.
 
-    Its results tree serves the pipeline checks (tests/test_pipeline_e2e.py) and the figure
-    rules' (tests/test_figures.py), so the suite pays for the DAG once. Returns the workflow
+    Its results tree serves every end-to-end check (tests/test_pipeline_e2e.py: tables, ledger,
+    figures, curves, model card) and the real-model cell's data, so the suite pays for the DAG once. Returns the workflow
     copy and the environment it ran with; tests that edit a file of the copy restore it.
     """
     run = background.checked(background.result("ci_run"))

@@ -119,3 +119,9 @@ def test_a_background_runs_cpu_is_its_own_not_the_tests(tmp_path):
     assert cputime.foreground_cpu() - before < 0.3  # its half second went to its own record
     (record,) = [b for b in cputime.background if b["name"] == "burner"]
     assert record["cpu_s"] >= 0.5 and record["returncode"] == 0
+
+
+def test_a_run_selected_alone_brings_the_run_it_reads():
+    # tests/test_real_model.py selected alone: real_model reads ci_run's data, so ci_run starts too
+    assert [run.name for run in background.selected({"real_model"})] == ["ci_run", "real_model"]
+    assert [run.name for run in background.selected({"tmp_path"})] == []

