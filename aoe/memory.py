@@ -121,31 +121,109 @@ def nf4_bytes_per_weight() -> float:
     return 0.5 + 1 / 64 + 4 / (64 * 256)
 
 
-def qlora_gpu_estimate(name: str, a: Arch, tokens: int, r: int = 32) -> dict:
-    """GPU memory of one QLoRA training process: ``tokens`` per micro-batch, LoRA ``r`` on every linear
-    layer, bf16 compute, gradient checkpointing (bench/llm_memory.py's docstring has the terms)."""
+DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
+# The GPU runs these constants come from (speed and memory do not depend on the weights' values, so they
+# ran random weights of the published shapes): ../shared/measurements/gpu-2026-11-27/ (one H200, the cells
+# through aoe.train.train at 060a9dc) and bench/results/gpu/llama_cells.json (bench/gpu_check.py --parts llama).
+GPU_MEASUREMENTS = ("shared/measurements/gpu-2026-11-27/llama-2-*-shape-qlora.json", "bench/results/gpu/llama_cells.json")
+# Bytes the recomputed decoder layer holds per token x intermediate unit during its backward (gradient
+# checkpointing recomputes one layer at a time): its MLP's gate and up outputs, the activation and the
+# product in fp16 under the cells' fp16 autocast, and the down projection's LoRA dropout copy and mask.
+# Calibrated by least squares on the three measured shapes (7B with 8 and 32 layers, 13B); the terms beside it
+# are counted, not fitted.
+RECOMPUTE_BYTES_PER_INTERMEDIATE = 9.0
+# torch's caching allocator holds more than the tensors alive at the peak: the length-grouped micro-batches
+# give every step new shapes, and freed blocks of one size serve the next only in part. Measured
+# max_memory_reserved / max_memory_allocated over a training run: 1.51, 1.51 and 1.51 (H200, the three shapes).
+ALLOCATOR_RESERVE = 1.51
+# The CUDA context, cuBLAS and the kernels' modules: outside torch's allocator, on the GPU all the same
+# (nvidia-smi's process memory minus max_memory_reserved; about 0.5 GB on the H200 with torch 2.11).
+CUDA_CONTEXT_GB = 0.5
+
+
+def _lora_params(a: Arch, r: int) -> int:
+    return a.layers * sum(r * (i + o) for i, o in a.linear_shapes())
+
+
+def qlora_gpu_estimate(name: str, a: Arch, tokens: int, r: int = 32, compute_dtype: str = "fp32") -> dict:
+    """GPU memory of one QLoRA training process as the grid's cells run it (:func:`aoe.models.load_base_model`
+    with bitsandbytes NF4, ``compute_dtype`` = the cell's ``qlora_compute_dtype``, fp16 autocast, gradient
+    checkpointing, LoRA ``r`` on every linear layer of the block), ``tokens`` per micro-batch (pairs x 2 x max_length).
+
+    * 4-bit weights: the linear layers in NF4; the embedding and the norms stay in float32, the dtype
+      load_base_model loads a 4-bit model in.
+    * LoRA: the float32 adapters, their gradients and AdamW's two moments: 16 bytes a parameter.
+    * checkpointed activations: every layer's input, tokens x hidden, float32 (the residual stream adds the
+      fp16 block outputs to the float32 embedding, so it stays float32).
+    * recomputed layer: :data:`RECOMPUTE_BYTES_PER_INTERMEDIATE` per token and intermediate unit, plus the
+      largest linear weight dequantized to ``compute_dtype`` and cast to fp16 for the matmul.
+    * allocated = the sum (``torch.cuda.max_memory_allocated``); reserved = allocated x :data:`ALLOCATOR_RESERVE`;
+      on the GPU = reserved + :data:`CUDA_CONTEXT_GB`, the number to compare with a card's memory.
+    """
+    if compute_dtype not in DTYPE_BYTES:
+        raise ValueError(f"compute_dtype must be one of {sorted(DTYPE_BYTES)}, got {compute_dtype!r}")
     shapes = a.linear_shapes()
     linear_params = a.layers * sum(i * o for i, o in shapes)
-    weights = linear_params * nf4_bytes_per_weight() + a.vocab * a.hidden * 2
-    lora_params = a.layers * sum(r * (i + o) for i, o in shapes)
+    weights = linear_params * nf4_bytes_per_weight() + (a.vocab * a.hidden + (2 * a.layers + 1) * a.hidden) * 4
+    lora_params = _lora_params(a, r)
     lora = lora_params * 16
-    kept = tokens * a.hidden * 2 * a.layers
-    one_layer = (
-        tokens * a.intermediate * 2 * 3  # gate, up, activation
-        + tokens * (a.heads + 2 * a.kv_heads) * a.head_dim * 2 * 2  # q, k, v and the attention output
-        + tokens * a.hidden * 2 * 4  # norms, residuals, o_proj output
-        + sum(i * o for i, o in shapes) * 2  # the block's weights dequantized to bf16
-    )
-    total = weights + lora + kept + one_layer
+    kept = tokens * a.hidden * 4 * a.layers
+    one_layer = tokens * a.intermediate * RECOMPUTE_BYTES_PER_INTERMEDIATE + max(i * o for i, o in shapes) * (DTYPE_BYTES[compute_dtype] + 2)
+    allocated = weights + lora + kept + one_layer
+    on_gpu = allocated * ALLOCATOR_RESERVE + CUDA_CONTEXT_GB * GB
     return {
         "backbone": name,
         "tokens_per_micro_batch": tokens,
+        "compute_dtype": compute_dtype,
         "weights_4bit_gb": weights / GB,
         "lora_params_m": lora_params / 1e6,
         "lora_with_adamw_gb": lora / GB,
         "checkpointed_activations_gb": kept / GB,
         "recomputed_layer_gb": one_layer / GB,
-        "total_gb": total / GB,
-        "fits_40gb": total < 40 * GB * 0.9,
-        "fits_80gb": total < 80 * GB * 0.9,
+        "allocated_gb": allocated / GB,
+        "reserved_gb": allocated * ALLOCATOR_RESERVE / GB,
+        "on_gpu_gb": on_gpu / GB,
+        **{f"fits_{c}gb": on_gpu <= CARD_USABLE * c * 2**30 for c in GPU_CARDS_GB},
+    }
+
+
+# The cards the docs' advice names, as sold (24: RTX 3090/4090, A10; 40 and 80: A100; 48: A6000, L40S; 80: H100),
+# which is GiB; a process fits when it needs at most CARD_USABLE of it (room for the driver and a shape's spike)
+GPU_CARDS_GB = (24, 40, 48, 80)
+CARD_USABLE = 0.95
+# Bytes the evaluation's forward pass holds per token of a batch and intermediate unit (inference mode: one
+# layer's MLP tensors at a time, fp16). Calibrated on bench/results/gpu/llama_cells.json (evaluation peaks).
+EVAL_BYTES_PER_INTERMEDIATE = 8.0
+
+
+def eval_gpu_estimate(name: str, a: Arch, batch_tokens: int, r: int = 32, base_dtype: str = "fp16", kv_cache: bool = False) -> dict:
+    """GPU memory of an evaluation job of a LoRA model (``aoe.models.Encoder``): the base unquantized in
+    ``base_dtype`` (the cells' ``eval_base_dtype``; the official eval.py --load_kbit 16), the adapters in float32,
+    and one batch's forward pass of ``batch_tokens`` (texts x padded length: the longest batch decides).
+
+    ``kv_cache``: the decoder's key/value cache of every layer, which a forward pass with transformers'
+    default ``use_cache`` builds and :func:`aoe.models.embed` no longer asks for (before: 2 x layers x
+    tokens x kv width in fp16, held until the pass returns).
+    """
+    if base_dtype not in DTYPE_BYTES:
+        raise ValueError(f"base_dtype must be one of {sorted(DTYPE_BYTES)}, got {base_dtype!r}")
+    base = a.params() * DTYPE_BYTES[base_dtype]
+    if not a.tied_embeddings:  # AutoModel loads the decoder without its output matrix
+        base -= a.vocab * a.hidden * DTYPE_BYTES[base_dtype]
+    adapters = _lora_params(a, r) * 4
+    forward = batch_tokens * a.intermediate * EVAL_BYTES_PER_INTERMEDIATE
+    cache = 2 * a.layers * batch_tokens * a.kv_heads * a.head_dim * 2 if kv_cache else 0
+    allocated = base + adapters + forward + cache
+    on_gpu = allocated * ALLOCATOR_RESERVE + CUDA_CONTEXT_GB * GB
+    return {
+        "backbone": name,
+        "batch_tokens": batch_tokens,
+        "base_dtype": base_dtype,
+        "base_gb": base / GB,
+        "adapters_gb": adapters / GB,
+        "forward_gb": forward / GB,
+        "kv_cache_gb": cache / GB,
+        "allocated_gb": allocated / GB,
+        "on_gpu_gb": on_gpu / GB,
+        **{f"fits_{c}gb": on_gpu <= CARD_USABLE * c * 2**30 for c in GPU_CARDS_GB},
     }

@@ -48,12 +48,26 @@ MINILM, BERT = "minilm-l6", "bert-base-uncased"
 NLI_CELLS = ("aoe", "angle_arxiv")
 # optimizer steps timed per NLI cell: 8 x 2,048 and 200 x 50 examples
 NLI_STEPS = "aoe=8,angle_arxiv=200"
+PARTS = ("minilm", "bert-nli", "llama")
+LLAMA_CELLS = ("llama-2-7b", "llama-2-13b")
+# Part ``llama``: the grid's llama-2-* / aoe / nli cells on random weights of the published shapes
+# (aoe.memory.ARCHS), one micro-batch a process: the cell's global batch over its resources.gpus processes.
+# "7b-8": the 7B shape with 8 of its 32 layers (a third point for the memory model's per-layer terms);
+# "tiny": a 2-layer shape for the CPU (the fast lane runs it, tests/test_bench_gpu_check.py)
+LLAMA_SHAPES = {
+    "7b-8": ("llama-2-7b", {"num_hidden_layers": 8}),
+    "7b": ("llama-2-7b", {}),
+    "13b": ("llama-2-13b", {}),
+    "tiny": ("llama-2-7b", {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
+                            "num_key_value_heads": 4}),
+}
+LLAMA_STEPS = 12
 
 
 # --------------------------------------------------------------------------- prepare (here)
 
 
-def prepare(bundle: Path, mirror: str) -> None:
+def prepare(bundle: Path, mirror: str, parts: list[str] = PARTS) -> None:
     import torch
     from safetensors.torch import load_file, save_file
 
@@ -85,20 +99,27 @@ def prepare(bundle: Path, mirror: str) -> None:
     work = REPO / "results" / "bench" / "work" / "gpu_check" / MINILM
     shutil.rmtree(work, ignore_errors=True)
     provenance = materialize_backbone(MINILM, demo["backbones"][MINILM], work)
-    out = bundle / MINILM
-    shutil.copytree(work, out, ignore=shutil.ignore_patterns("*.safetensors"))
-    weights = load_file(str(work / "model.safetensors"))
-    save_file({k: v.to(torch.float16).contiguous() for k, v in weights.items()}, str(out / "model.safetensors"))
-    record = {
-        "minilm_provenance": provenance,
-        "minilm_weights": "rounded to float16 for transport; both devices train from the same float32 copy of them",
-        "train": {
-            MINILM: train_params(demo, MINILM, "aoe", "stsb", 1),
-            **{f"{BERT}/{o}": train_params(grid, BERT, o, "nli", 42) for o in NLI_CELLS},
-        },
-        "snli_from": str(snli),
-        "prepared_at_commit": C.git_commit(),
-    }
+    record = {"parts": parts, "minilm_provenance": provenance, "snli_from": str(snli), "prepared_at_commit": C.git_commit(), "train": {}}
+    if {"minilm", "bert-nli"} & set(parts):
+        out = bundle / MINILM
+        shutil.copytree(work, out, ignore=shutil.ignore_patterns("*.safetensors"))
+        weights = load_file(str(work / "model.safetensors"))
+        save_file({k: v.to(torch.float16).contiguous() for k, v in weights.items()}, str(out / "model.safetensors"))
+        record["minilm_weights"] = "rounded to float16 for transport; both devices train from the same float32 copy of them"
+        record["train"] = {MINILM: train_params(demo, MINILM, "aoe", "stsb", 1),
+                           **{f"{BERT}/{o}": train_params(grid, BERT, o, "nli", 42) for o in NLI_CELLS}}
+    if "llama" in parts:
+        # the LLaMA shapes get MiniLM's tokenizer (no LLaMA tokenizer is offline; speed and memory depend on
+        # the token counts, which the cell's max_length caps in training)
+        (bundle / "tokenizer").mkdir()
+        for f in work.iterdir():
+            if f.name.startswith(("tokenizer", "vocab", "special_tokens")):
+                shutil.copy2(f, bundle / "tokenizer" / f.name)
+        record["llama"] = {name: {"train": train_params(grid, name, "aoe", "nli", 42),
+                                  "eval_text": grid["backbones"][name].get("eval_text", "raw"),
+                                  "eval": {k: grid["evaluation"]["sts"][k] for k in ("batch_size", "max_length")},
+                                  "processes": grid["backbones"][name]["resources"]["gpus"]}
+                           for name in LLAMA_CELLS}
     (bundle / "bundle.json").write_text(json.dumps(record, indent=2, default=str))
     size = sum(f.stat().st_size for f in bundle.rglob("*") if f.is_file())
     print(f"wrote {bundle} ({size / 2**20:.1f} MiB)")
@@ -159,7 +180,8 @@ def train_one(table: Path, backbone: Path, out: Path, params: dict, tag: str) ->
     return rec
 
 
-def run(bundle: Path, device: str, parts: list[str], out_json: Path, nli_steps: dict[str, int], precisions: list[str]) -> None:
+def run(bundle: Path, device: str, parts: list[str], out_json: Path, nli_steps: dict[str, int], precisions: list[str],
+        llama_shapes: list[str] = ("7b-8", "7b", "13b"), llama_steps: int = LLAMA_STEPS, llama_variants: list[str] = ()) -> None:
     import torch
 
     from aoe.evaluate.run import run_sts_evaluation
@@ -171,11 +193,11 @@ def run(bundle: Path, device: str, parts: list[str], out_json: Path, nli_steps: 
         # accelerate picks the GPU whenever there is one
         import os
 
-        os.environ["CUDA_VISIBLE_DEVICES"] = ""
+        os.environ["CUDA_VISIBLE_DEVICES"] = ""  # inherited by the parts' child processes
     meta = json.loads((bundle / "bundle.json").read_text())
     work = Path("/tmp/aoe-gpu-check") / device
     work.mkdir(parents=True, exist_ok=True)
-    minilm = fp32_copy(bundle / MINILM, work / "backbone-minilm-fp32")
+    minilm = fp32_copy(bundle / MINILM, work / "backbone-minilm-fp32") if {"minilm", "bert-nli"} & set(parts) else None
     result: dict = {"device": device, "parts": parts, "versions": {k: library_versions().get(k) for k in ("torch", "transformers", "accelerate", "python")},
                     "cuda_device": torch.cuda.get_device_name(0) if device == "cuda" else None,
                     "cpu": platform.processor() or platform.machine(), "torch_threads": torch.get_num_threads()}
@@ -204,6 +226,8 @@ def run(bundle: Path, device: str, parts: list[str], out_json: Path, nli_steps: 
                 result["bert_nli"][tag] = rec
                 print(f"bert-base {tag}: {rec['steady_pairs_per_s']:.1f} examples/s, "
                       f"peak {rec.get('peak_gpu_memory_gib', float('nan')):.1f} GiB", flush=True)
+    if "llama" in parts:
+        result["llama"] = run_llama(bundle, device, llama_shapes, llama_steps, llama_variants, work)
     out_json.parent.mkdir(parents=True, exist_ok=True)
     out_json.write_text(json.dumps(result, indent=2, default=str))
     print(f"wrote {out_json}")
@@ -253,6 +277,180 @@ def parse_profile(text: str) -> dict:
             # Name, Self CPU %, Self CPU, CPU total %, CPU total, CPU time avg, Self CUDA, Self CUDA %, CUDA total, CUDA avg, calls
             rows[cols[0]] = {"cpu_total": cols[4], "cpu_avg": cols[5], "self_cuda": cols[6] if len(cols) > 10 else None, "calls": cols[-1]}
     return {"first_line": text.splitlines()[0], "self_time_total": totals, "attention_ops": rows}
+
+
+# --------------------------------------------------------------------------- part llama (on each device)
+
+
+def _gpu_memory(torch) -> dict:
+    """Peaks since the last reset, and what the process holds on the GPU outside torch's allocator now."""
+    if not torch.cuda.is_available():
+        return {}
+    free, total = torch.cuda.mem_get_info()
+    return {"peak_allocated_gb": torch.cuda.max_memory_allocated() / 1e9, "peak_reserved_gb": torch.cuda.max_memory_reserved() / 1e9,
+            "outside_allocator_gb": (total - free - torch.cuda.memory_reserved()) / 1e9}
+
+
+def llama_backbone(shape: str, tokenizer: Path, dst: Path, device: str) -> Path:
+    """Random weights (seed 0, bf16) of ``shape`` saved with MiniLM's tokenizer; built on ``device``."""
+    import torch
+    from transformers import LlamaConfig, LlamaModel
+
+    from aoe.memory import ARCHS
+
+    if (dst / "config.json").is_file():  # the shape's second training (another compute dtype)
+        return dst
+    name, override = LLAMA_SHAPES[shape]
+    a = ARCHS[name]
+    vocab = sum(1 for _ in (tokenizer / "vocab.txt").open(encoding="utf-8"))
+    config = LlamaConfig(**{"hidden_size": a.hidden, "intermediate_size": a.intermediate, "num_hidden_layers": a.layers,
+                            "num_attention_heads": a.heads, "num_key_value_heads": a.kv_heads, "max_position_embeddings": 4096,
+                            # the published 32,000 ids hold MiniLM's 30,522; the tiny shape takes the tokenizer's own
+                            "vocab_size": vocab if shape == "tiny" else a.vocab, "pad_token_id": 0, **override})
+    torch.manual_seed(0)
+    default = torch.get_default_dtype()
+    torch.set_default_dtype(torch.bfloat16)  # built in bf16: 13B in float32 would take 52 GB
+    try:
+        with torch.device(device):
+            model = LlamaModel(config)
+    finally:
+        torch.set_default_dtype(default)
+    model.save_pretrained(dst)
+    for f in tokenizer.iterdir():
+        shutil.copy2(f, dst / f.name)
+    del model
+    return dst
+
+
+def llama_train(bundle: Path, shape: str, device: str, work: Path, steps: int, compute_dtype: str, out: Path) -> None:
+    """One process: build the shape, train the cell ``steps`` steps through aoe.train.train, measure the GPU."""
+    import dataclasses
+
+    import torch
+
+    from aoe.memory import ARCHS, qlora_gpu_estimate
+    from aoe.train import TrainConfig, train
+
+    name, override = LLAMA_SHAPES[shape]
+    meta = json.loads((bundle / "bundle.json").read_text())["llama"][name]
+    start = time.perf_counter()
+    backbone = llama_backbone(shape, bundle / "tokenizer", work / f"backbone-{shape}", device)
+    built = time.perf_counter() - start
+    if device == "cuda":
+        torch.cuda.empty_cache()
+    params = {**meta["train"], "batch_size": meta["train"]["batch_size"] // meta["processes"], "max_steps": steps,
+              "log_every": 2, "checkpoint_every": 10_000, "qlora_compute_dtype": compute_dtype, "init": None}
+    if shape == "tiny":  # the CPU: a few pairs, and the dtype a CPU's autocast has
+        params.update(batch_size=8, mixed_precision="no")
+    table = bundle / "tables" / f"snli-test-{params['format']}.parquet"
+    from aoe.tokens import build_token_cache
+
+    cache = work / f"tokens-{shape}"
+    build_token_cache(table, backbone, params["max_length"], cache, prompt=params["prompt"])
+    model_out = work / f"model-{shape}-{compute_dtype}"
+    for d in (model_out, model_out.with_name(model_out.name + ".ckpt")):
+        shutil.rmtree(d, ignore_errors=True)
+    if device == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+    start = time.perf_counter()
+    summary = train(cache, table, backbone, model_out, TrainConfig(**params), extra_record={"cell": {"bench": "gpu_check", "shape": shape}})
+    wall = time.perf_counter() - start
+    memory = _gpu_memory(torch)
+    lines = [json.loads(x) for x in (model_out / "metrics.jsonl").read_text().splitlines() if x.strip()]
+    speeds = [x["pairs_per_s"] for x in lines if "pairs_per_s" in x]
+    a = ARCHS[name]
+    cfg = json.loads((backbone / "config.json").read_text())
+    a = dataclasses.replace(a, hidden=cfg["hidden_size"], intermediate=cfg["intermediate_size"], layers=cfg["num_hidden_layers"],
+                            heads=cfg["num_attention_heads"], kv_heads=cfg["num_key_value_heads"],
+                            head_dim=cfg["hidden_size"] // cfg["num_attention_heads"], vocab=cfg["vocab_size"])
+    tokens = params["batch_size"] * 2 * params["max_length"]
+    out.write_text(json.dumps({
+        "shape": shape, "backbone": name, "layers": a.layers, "device": device, "compute_dtype": compute_dtype,
+        "build_and_save_s": round(built, 1), "train_wall_s": round(wall, 1), "summary": summary,
+        "pairs_per_s_logged": speeds, "params": params, **memory,
+        "estimate": qlora_gpu_estimate(name, a, tokens, r=params["lora"]["r"], compute_dtype=compute_dtype),
+        "model_dir": str(model_out), "arch": dataclasses.asdict(a),
+    }, indent=2, default=str))
+
+
+def llama_eval(bundle: Path, model_dir: Path, device: str, kv_cache: bool, out: Path) -> None:
+    """One process: the STS-B test evaluation of a trained adapter (aoe.evaluate.run.run_sts_evaluation, as the
+    evaluate rule runs it), the GPU's peak while the model loads and while it embeds; ``kv_cache``: with the
+    decoder's key/value cache, as before aoe.models.no_cache."""
+    import dataclasses
+
+    import torch
+
+    import aoe.models
+    from aoe.evaluate.run import run_sts_evaluation
+    from aoe.memory import Arch, eval_gpu_estimate
+
+    train_rec = json.loads((model_dir.parent / f"{model_dir.name}.train.json").read_text())
+    meta = json.loads((bundle / "bundle.json").read_text())["llama"][train_rec["backbone"]]
+    if kv_cache:
+        aoe.models.no_cache = lambda model: {}
+    seen = {"batch_tokens": 0}
+    real_pad, real_init = aoe.models.pad_ids, aoe.models.Encoder.__init__
+
+    def pad_and_count(ids, tokenizer):
+        enc = real_pad(ids, tokenizer)
+        seen["batch_tokens"] = max(seen["batch_tokens"], enc["input_ids"].numel())
+        return enc
+
+    def init_and_measure(self, *a, **kw):
+        real_init(self, *a, **kw)
+        seen["load"] = _gpu_memory(torch)
+        if torch.cuda.is_available():
+            torch.cuda.reset_peak_memory_stats()
+
+    aoe.models.pad_ids, aoe.models.Encoder.__init__ = pad_and_count, init_and_measure
+    tables = bundle / "tables"
+    start = time.perf_counter()
+    sts = run_sts_evaluation(model_dir, [str(tables / "stsb-test.parquet")], [str(tables / "stsb-test.manifest.json")],
+                             out.with_suffix(".sts.json"), device=device, tasks=["STSB"], batch_size=meta["eval"]["batch_size"],
+                             max_length=meta["eval"]["max_length"], eval_text=meta["eval_text"])
+    wall = time.perf_counter() - start
+    a = Arch(**train_rec["arch"])
+    base_dtype = train_rec["params"]["eval_base_dtype"] or "fp32"
+    out.write_text(json.dumps({
+        "shape": train_rec["shape"], "kv_cache": kv_cache, "wall_s": round(wall, 1), "stsb_spearman_random_weights": sts["tasks"]["STSB"]["spearman"],
+        "batch_tokens_max": seen["batch_tokens"], "load": seen.get("load", {}), "embed": _gpu_memory(torch),
+        "estimate": eval_gpu_estimate(train_rec["backbone"], a, seen["batch_tokens"], r=train_rec["params"]["lora"]["r"],
+                                      base_dtype=base_dtype, kv_cache=kv_cache),
+    }, indent=2, default=str))
+
+
+def run_llama(bundle: Path, device: str, shapes: list[str], steps: int, variants: list[str], work: Path) -> dict:
+    """Each shape's training, then its evaluation, each in a process of its own (its own peaks, the GPU freed
+    between); ``variants``: also train with ``compute=bf16`` (the memory model's dtype term) and evaluate with
+    ``kv_cache`` (the cache aoe.models.no_cache leaves out), on the first shape."""
+    result = {}
+    for i, shape in enumerate(shapes):
+        computes = ["fp32"] + (["bf16"] if "compute=bf16" in variants and i == 0 else [])
+        for compute in computes:
+            tag = f"{shape}-{compute}"
+            rec_path = work / f"model-{tag}.train.json"
+            subprocess.run([sys.executable, __file__, "_llama_train", "--bundle", str(bundle), "--shape", shape, "--device", device,
+                            "--steps", str(steps), "--compute", compute, "--out", str(rec_path)], check=True)
+            rec = json.loads(rec_path.read_text())
+            rec["eval"] = {}
+            if compute == "fp32":
+                for kv in [False] + ([True] if "kv_cache" in variants and i == 0 else []):
+                    ev = work / f"eval-{tag}-{'kv' if kv else 'nokv'}.json"
+                    subprocess.run([sys.executable, __file__, "_llama_eval", "--bundle", str(bundle), "--model", rec["model_dir"],
+                                    "--device", device, *(["--kv-cache"] if kv else []), "--out", str(ev)], check=True)
+                    rec["eval"]["kv_cache" if kv else "default"] = json.loads(ev.read_text())
+            result[tag] = rec
+            shutil.rmtree(rec["model_dir"], ignore_errors=True)
+            t, e = rec, rec["estimate"]
+            print(f"llama {tag}: {t['summary']['pairs_per_s']:.1f} pairs/s, peak allocated "
+                  f"{t.get('peak_allocated_gb', float('nan')):.2f} GB (model {e['allocated_gb']:.2f}), reserved "
+                  f"{t.get('peak_reserved_gb', float('nan')):.2f} GB (model {e['reserved_gb']:.2f})"
+                  + "".join(f"; eval {k} {v['embed'].get('peak_allocated_gb', float('nan')):.2f} GB (model {v['estimate']['allocated_gb']:.2f})"
+                            for k, v in rec["eval"].items()), flush=True)
+        # the next shape's weights need the disk (13B in bf16: 26 GB)
+        shutil.rmtree(work / f"backbone-{shape}", ignore_errors=True)
+    return result
 
 
 # --------------------------------------------------------------------------- report (here)
@@ -343,6 +541,7 @@ def main() -> None:
     p = sub.add_parser("prepare")
     p.add_argument("--bundle", default=".gpu")
     p.add_argument("--mirror", default=None)
+    p.add_argument("--parts", default=",".join(PARTS), help="what the bundle serves (llama alone needs no MiniLM weights)")
     r = sub.add_parser("run")
     r.add_argument("--bundle", default=".gpu")
     r.add_argument("--device", choices=["cuda", "cpu"], required=True)
@@ -350,6 +549,18 @@ def main() -> None:
     r.add_argument("--out", required=True)
     r.add_argument("--precisions", default="no,bf16,fp16", help="mixed_precision values of the BERT-base NLI runs")
     r.add_argument("--nli-steps", default=NLI_STEPS, help="CELL=STEPS,...: the NLI cells trained and their optimizer steps")
+    r.add_argument("--llama-shapes", default="7b-8,7b,13b", help=f"part llama: shapes among {sorted(LLAMA_SHAPES)}")
+    r.add_argument("--llama-steps", type=int, default=LLAMA_STEPS)
+    r.add_argument("--llama-variants", default="compute=bf16,kv_cache",
+                   help="part llama, first shape only: compute=bf16 (a second training), kv_cache (a second evaluation); '' for none")
+    lt = sub.add_parser("_llama_train", help="part llama: one shape's training (run's child process)")
+    for a in ("--bundle", "--shape", "--device", "--compute", "--out"):
+        lt.add_argument(a, required=True)
+    lt.add_argument("--steps", type=int, required=True)
+    le = sub.add_parser("_llama_eval", help="part llama: one trained shape's evaluation (run's child process)")
+    for a in ("--bundle", "--model", "--device", "--out"):
+        le.add_argument(a, required=True)
+    le.add_argument("--kv-cache", action="store_true")
     one = sub.add_parser("_one", help="one BERT-base NLI run (run's child process)")
     for a in ("--bundle", "--backbone", "--cell", "--precision", "--out"):
         one.add_argument(a, required=True)
@@ -370,13 +581,21 @@ def main() -> None:
         sys.path.insert(0, str(REPO / "bench"))
         import _common as C
 
-        prepare(Path(args.bundle), args.mirror or C.default_mirror())
+        prepare(Path(args.bundle), args.mirror or C.default_mirror(), [x.strip() for x in args.parts.split(",") if x.strip()])
     elif args.cmd == "run":
         steps = dict(x.split("=") for x in args.nli_steps.split(",") if x.strip())
         if set(steps) - set(NLI_CELLS):
             raise SystemExit(f"--nli-steps: cells among {NLI_CELLS}, got {args.nli_steps!r}")
+        shapes = [x.strip() for x in args.llama_shapes.split(",") if x.strip()]
+        if set(shapes) - set(LLAMA_SHAPES):
+            raise SystemExit(f"--llama-shapes: shapes among {sorted(LLAMA_SHAPES)}, got {args.llama_shapes!r}")
         run(Path(args.bundle), args.device, [x.strip() for x in args.parts.split(",") if x.strip()], Path(args.out),
-            {k: int(v) for k, v in steps.items()}, [x.strip() for x in args.precisions.split(",") if x.strip()])
+            {k: int(v) for k, v in steps.items()}, [x.strip() for x in args.precisions.split(",") if x.strip()],
+            shapes, args.llama_steps, [x.strip() for x in args.llama_variants.split(",") if x.strip()])
+    elif args.cmd == "_llama_train":
+        llama_train(Path(args.bundle), args.shape, args.device, Path(args.out).parent, args.steps, args.compute, Path(args.out))
+    elif args.cmd == "_llama_eval":
+        llama_eval(Path(args.bundle), Path(args.model), args.device, args.kv_cache, Path(args.out))
     elif args.cmd == "profile":
         profile_nli(Path(args.bundle), args.precision, args.steps, Path(args.out))
     elif args.cmd == "_one":

@@ -56,6 +56,25 @@ def tiny_llama(tmp_path_factory: pytest.TempPathFactory, minilm_dir: Path) -> Pa
     return write_tiny_model(tmp_path_factory.mktemp("tiny_llama"), minilm_dir, "Llama", hidden=64, num_key_value_heads=2, pad_token_id=0)
 
 
+def _fresh_accelerate_state() -> None:
+    from accelerate.state import AcceleratorState, GradientState
+
+    AcceleratorState._reset_state(reset_partial_state=True)
+    GradientState._reset_state()
+
+
+@pytest.fixture
+def cpu_accelerator():
+    """``Accelerator(cpu=True)`` in a fresh state, which the test leaves fresh: accelerate keeps one state a
+    process, and on a GPU machine an earlier test's training has set it to the GPU (and a CPU state would
+    then refuse the GPU to a later training)."""
+    from accelerate import Accelerator
+
+    _fresh_accelerate_state()
+    yield Accelerator(cpu=True)
+    _fresh_accelerate_state()
+
+
 @pytest.fixture
 def one_thread():
     """One torch thread, as SentEval's recorded runs used (tests/senteval_reference.py); restored afterwards."""

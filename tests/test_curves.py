@@ -107,10 +107,8 @@ def test_event_files_hold_the_metrics_lines_tags_and_steps(data, tmp_path):
     assert not (root / FINAL / CURVES_DIR).exists()
 
 
-def test_the_logged_gradient_norm_is_the_pre_clip_total_norm():
-    from accelerate import Accelerator
-
-    accelerator = Accelerator(cpu=True)
+def test_the_logged_gradient_norm_is_the_pre_clip_total_norm(cpu_accelerator):
+    accelerator = cpu_accelerator
     torch.manual_seed(0)
     module = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Linear(8, 2))
     grads = [torch.randn_like(p) * 3 for p in module.parameters()]

@@ -323,3 +323,33 @@ def test_gpu_processes_keep_attention_off_cudnn():
         assert not torch.backends.cuda.cudnn_sdp_enabled()
     finally:
         torch.backends.cuda.enable_cudnn_sdp(before)
+
+
+def test_a_decoder_embeds_without_building_its_key_value_cache(tiny_llama, tiny_bert):
+    """embed asks a decoder for no cache (aoe.models.no_cache: it held every layer's keys and values to the end of
+    the pass); the embeddings are those of a pass with the cache, and an encoder is asked the same harmlessly."""
+    from transformers import AutoModel
+
+    from aoe.models import embed, no_cache
+
+    ids = torch.tensor([[5, 6, 7, 8], [9, 10, 11, 0]])
+    mask = torch.tensor([[1, 1, 1, 1], [1, 1, 1, 0]])
+    for folder, pooling in ((tiny_llama, "last"), (tiny_bert, "cls")):
+        model = AutoModel.from_pretrained(folder).eval()
+        seen = []
+        real = model.forward
+
+        def forward(*a, **kw):
+            out = real(*a, **kw)
+            seen.append((kw.get("use_cache"), getattr(out, "past_key_values", None)))
+            return out
+
+        model.forward = forward
+        with torch.inference_mode():
+            pooled = embed(model, pooling, ids, mask)
+            cached = real(input_ids=ids, attention_mask=mask)
+        assert no_cache(model) == {"use_cache": False} and seen == [(False, None)]
+        if pooling == "last":
+            assert cached.past_key_values is not None  # what the default did
+        ref = cached.last_hidden_state[:, 0] if pooling == "cls" else cached.last_hidden_state[[0, 1], [3, 2]]
+        torch.testing.assert_close(pooled, ref)

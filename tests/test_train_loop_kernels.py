@@ -69,10 +69,8 @@ def test_adamw_falls_back_where_fused_is_refused(monkeypatch):
     assert isinstance(opt, real) and not opt.defaults.get("fused")
 
 
-def test_clip_gradients_equals_torch_clip_grad_norm():
-    from accelerate import Accelerator
-
-    accelerator = Accelerator(cpu=True)
+def test_clip_gradients_equals_torch_clip_grad_norm(cpu_accelerator):
+    accelerator = cpu_accelerator
     a, grads = _model_and_grads(1)
     b = copy.deepcopy(a)
     for m in (a, b):
