@@ -14,5 +14,7 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upg
 export PYTHONPATH="$site:$PWD" PYTHONUNBUFFERED=1
 python3 bench/gpu_carry.py standin-minilm | tee "$out/pytest.txt"
 python3 -c "import torch, transformers, bitsandbytes, peft; print('torch', torch.__version__, 'cuda', torch.cuda.is_available(), torch.cuda.get_device_name(0) if torch.cuda.is_available() else '-', 'transformers', transformers.__version__, 'bitsandbytes', bitsandbytes.__version__, 'peft', peft.__version__)" | tee -a "$out/pytest.txt"
-# 8 workers: 16 cores; each test file whole on one worker, as the CPU lane runs them
-python3 -m pytest -m "not slow" -n 8 -p no:cacheprovider --junitxml="$out/fastlane.xml" -o junit_family=xunit2 2>&1 | tee -a "$out/pytest.txt"
+# 8 workers: 16 cores; each test file whole on one worker, as the CPU lane runs them. The image's own pytest
+# plugins (benchmark, cov, mock, timeout) are written for its pytest, not the carried one: only xdist is loaded
+export PYTEST_DISABLE_PLUGIN_AUTOLOAD=1
+python3 -m pytest -p xdist.plugin -m "not slow" -n 8 -p no:cacheprovider --junitxml="$out/fastlane.xml" -o junit_family=xunit2 2>&1 | tee -a "$out/pytest.txt"
