@@ -122,66 +122,70 @@ def nf4_bytes_per_weight() -> float:
 
 
 DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
-# The GPU runs these constants come from (speed and memory do not depend on the weights' values, so they
-# ran random weights of the published shapes): ../shared/measurements/gpu-2026-11-27/ (one H200, the cells
-# through aoe.train.train at 060a9dc) and bench/results/gpu/llama_cells.json (bench/gpu_check.py --parts llama).
-GPU_MEASUREMENTS = ("shared/measurements/gpu-2026-11-27/llama-2-*-shape-qlora.json", "bench/results/gpu/llama_cells.json")
+# The GPU runs the constants below come from, random weights of the published shapes (speed and memory do not
+# depend on the values), the grid's cell through aoe.train.train and the evaluation through
+# aoe.evaluate.run.run_sts_evaluation: bench/results/gpu/llama_cells.json (one H100, bench/gpu_check.py --parts
+# llama). ../shared/measurements/gpu-2026-11-27 (one H200) measured the same shapes before aoe.models.no_cache:
+# the 7B shape with 8 layers reproduces its numbers to the byte with the cache on the H100 (5.31 GB allocated).
+GPU_RUNS = "bench/results/gpu/llama_cells.json"
+# Bytes a checkpointed layer input keeps per token x hidden unit: the fp16 hidden state (2) and a third of a
+# byte more; fitted with the next constant by least squares on the three shapes (7B with 8 and 32 layers, 13B)
+KEPT_BYTES_PER_HIDDEN = 2.33
 # Bytes the recomputed decoder layer holds per token x intermediate unit during its backward (gradient
-# checkpointing recomputes one layer at a time): its MLP's gate and up outputs, the activation and the
-# product in fp16 under the cells' fp16 autocast, and the down projection's LoRA dropout copy and mask.
-# Calibrated by least squares on the three measured shapes (7B with 8 and 32 layers, 13B); the terms beside it
-# are counted, not fitted.
-RECOMPUTE_BYTES_PER_INTERMEDIATE = 9.0
-# torch's caching allocator holds more than the tensors alive at the peak: the length-grouped micro-batches
-# give every step new shapes, and freed blocks of one size serve the next only in part. Measured
-# max_memory_reserved / max_memory_allocated over a training run: 1.51, 1.51 and 1.51 (H200, the three shapes).
-ALLOCATOR_RESERVE = 1.51
-# The CUDA context, cuBLAS and the kernels' modules: outside torch's allocator, on the GPU all the same
-# (nvidia-smi's process memory minus max_memory_reserved; about 0.5 GB on the H200 with torch 2.11).
-CUDA_CONTEXT_GB = 0.5
+# checkpointing recomputes one layer at a time): its MLP's gate and up outputs, the activation and the product
+# in fp16 under the cells' fp16 autocast, the LoRA branches' float32 copies and dropout masks
+RECOMPUTE_BYTES_PER_INTERMEDIATE = 11.0
+# torch's caching allocator holds more than the tensors alive at the peak (length-grouped micro-batches give
+# each step new shapes): about a second recomputed layer of freed blocks and a third more of the checkpointed
+# inputs' (max_memory_reserved - max_memory_allocated, fitted on the three shapes: within 0.21 GB)
+RESERVE_RECOMPUTED_LAYERS = 1.0
+RESERVE_PER_KEPT = 0.36
+# What a process holds on the GPU outside torch's allocator (CUDA context, cuBLAS, the kernels' modules):
+# measured 0.79 GB while training and 0.72 GB while evaluating (torch 2.11, CUDA 13.0, H100)
+CUDA_CONTEXT_GB = 0.8
 
 
 def _lora_params(a: Arch, r: int) -> int:
     return a.layers * sum(r * (i + o) for i, o in a.linear_shapes())
 
 
-def qlora_gpu_estimate(name: str, a: Arch, tokens: int, r: int = 32, compute_dtype: str = "fp32") -> dict:
+def qlora_gpu_estimate(name: str, a: Arch, tokens: int, r: int = 32) -> dict:
     """GPU memory of one QLoRA training process as the grid's cells run it (:func:`aoe.models.load_base_model`
-    with bitsandbytes NF4, ``compute_dtype`` = the cell's ``qlora_compute_dtype``, fp16 autocast, gradient
-    checkpointing, LoRA ``r`` on every linear layer of the block), ``tokens`` per micro-batch (pairs x 2 x max_length).
+    with bitsandbytes NF4, fp16 autocast, gradient checkpointing, LoRA ``r`` on every linear layer of the
+    block), ``tokens`` per micro-batch (pairs x 2 x max_length).
 
     * 4-bit weights: the linear layers in NF4; the embedding and the norms stay in float32, the dtype
       load_base_model loads a 4-bit model in.
     * LoRA: the float32 adapters, their gradients and AdamW's two moments: 16 bytes a parameter.
-    * checkpointed activations: every layer's input, tokens x hidden, float32 (the residual stream adds the
-      fp16 block outputs to the float32 embedding, so it stays float32).
-    * recomputed layer: :data:`RECOMPUTE_BYTES_PER_INTERMEDIATE` per token and intermediate unit, plus the
-      largest linear weight dequantized to ``compute_dtype`` and cast to fp16 for the matmul.
-    * allocated = the sum (``torch.cuda.max_memory_allocated``); reserved = allocated x :data:`ALLOCATOR_RESERVE`;
-      on the GPU = reserved + :data:`CUDA_CONTEXT_GB`, the number to compare with a card's memory.
+    * checkpointed activations: every layer's input, :data:`KEPT_BYTES_PER_HIDDEN` per token and hidden unit.
+    * recomputed layer: :data:`RECOMPUTE_BYTES_PER_INTERMEDIATE` per token and intermediate unit, and the
+      largest linear weight dequantized for its matmul (fp16).
+    * allocated = the sum (``torch.cuda.max_memory_allocated``); reserved (``max_memory_reserved``) adds the
+      allocator's cached blocks; on the GPU = reserved + :data:`CUDA_CONTEXT_GB`, the number to set beside a card.
+
+    The cells' ``qlora_compute_dtype`` is not a term: fp32 and bf16 peaked at 4.61 and 4.59 GB
+    (the 7B shape with 8 layers, GPU_RUNS).
     """
-    if compute_dtype not in DTYPE_BYTES:
-        raise ValueError(f"compute_dtype must be one of {sorted(DTYPE_BYTES)}, got {compute_dtype!r}")
     shapes = a.linear_shapes()
     linear_params = a.layers * sum(i * o for i, o in shapes)
     weights = linear_params * nf4_bytes_per_weight() + (a.vocab * a.hidden + (2 * a.layers + 1) * a.hidden) * 4
     lora_params = _lora_params(a, r)
     lora = lora_params * 16
-    kept = tokens * a.hidden * 4 * a.layers
-    one_layer = tokens * a.intermediate * RECOMPUTE_BYTES_PER_INTERMEDIATE + max(i * o for i, o in shapes) * (DTYPE_BYTES[compute_dtype] + 2)
+    kept = tokens * a.hidden * KEPT_BYTES_PER_HIDDEN * a.layers
+    one_layer = tokens * a.intermediate * RECOMPUTE_BYTES_PER_INTERMEDIATE + max(i * o for i, o in shapes) * 2
     allocated = weights + lora + kept + one_layer
-    on_gpu = allocated * ALLOCATOR_RESERVE + CUDA_CONTEXT_GB * GB
+    reserved = allocated + RESERVE_RECOMPUTED_LAYERS * one_layer + RESERVE_PER_KEPT * kept
+    on_gpu = reserved + CUDA_CONTEXT_GB * GB
     return {
         "backbone": name,
         "tokens_per_micro_batch": tokens,
-        "compute_dtype": compute_dtype,
         "weights_4bit_gb": weights / GB,
         "lora_params_m": lora_params / 1e6,
         "lora_with_adamw_gb": lora / GB,
         "checkpointed_activations_gb": kept / GB,
         "recomputed_layer_gb": one_layer / GB,
         "allocated_gb": allocated / GB,
-        "reserved_gb": allocated * ALLOCATOR_RESERVE / GB,
+        "reserved_gb": reserved / GB,
         "on_gpu_gb": on_gpu / GB,
         **{f"fits_{c}gb": on_gpu <= CARD_USABLE * c * 2**30 for c in GPU_CARDS_GB},
     }
@@ -191,9 +195,12 @@ def qlora_gpu_estimate(name: str, a: Arch, tokens: int, r: int = 32, compute_dty
 # which is GiB; a process fits when it needs at most CARD_USABLE of it (room for the driver and a shape's spike)
 GPU_CARDS_GB = (24, 40, 48, 80)
 CARD_USABLE = 0.95
-# Bytes the evaluation's forward pass holds per token of a batch and intermediate unit (inference mode: one
-# layer's MLP tensors at a time, fp16). Calibrated on bench/results/gpu/llama_cells.json (evaluation peaks).
-EVAL_BYTES_PER_INTERMEDIATE = 8.0
+# Bytes the evaluation's forward pass holds per token of a batch and intermediate unit (inference mode, one
+# layer at a time): the MLP's fp16 tensors and the float32 copies the LoRA branches of gate, up and down make.
+# Fitted on the evaluations of GPU_RUNS (7B with 8 and 32 layers, 13B; with and without the cache: within 0.1 GB)
+EVAL_BYTES_PER_INTERMEDIATE = 18.0
+# max_memory_reserved / max_memory_allocated of the evaluations: 1.05 (13B), 1.07 (7B), 1.17 (7B with 8 layers)
+EVAL_RESERVE = 1.1
 
 
 def eval_gpu_estimate(name: str, a: Arch, batch_tokens: int, r: int = 32, base_dtype: str = "fp16", kv_cache: bool = False) -> dict:
@@ -214,7 +221,8 @@ def eval_gpu_estimate(name: str, a: Arch, batch_tokens: int, r: int = 32, base_d
     forward = batch_tokens * a.intermediate * EVAL_BYTES_PER_INTERMEDIATE
     cache = 2 * a.layers * batch_tokens * a.kv_heads * a.head_dim * 2 if kv_cache else 0
     allocated = base + adapters + forward + cache
-    on_gpu = allocated * ALLOCATOR_RESERVE + CUDA_CONTEXT_GB * GB
+    # inference frees one layer's tensors as the next needs the same sizes: the allocator keeps little more
+    on_gpu = allocated * EVAL_RESERVE + CUDA_CONTEXT_GB * GB
     return {
         "backbone": name,
         "batch_tokens": batch_tokens,
@@ -224,6 +232,7 @@ def eval_gpu_estimate(name: str, a: Arch, batch_tokens: int, r: int = 32, base_d
         "forward_gb": forward / GB,
         "kv_cache_gb": cache / GB,
         "allocated_gb": allocated / GB,
+        "reserved_gb": allocated * EVAL_RESERVE / GB,
         "on_gpu_gb": on_gpu / GB,
         **{f"fits_{c}gb": on_gpu <= CARD_USABLE * c * 2**30 for c in GPU_CARDS_GB},
     }

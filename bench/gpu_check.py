@@ -227,7 +227,8 @@ def run(bundle: Path, device: str, parts: list[str], out_json: Path, nli_steps: 
                 print(f"bert-base {tag}: {rec['steady_pairs_per_s']:.1f} examples/s, "
                       f"peak {rec.get('peak_gpu_memory_gib', float('nan')):.1f} GiB", flush=True)
     if "llama" in parts:
-        result["llama"] = run_llama(bundle, device, llama_shapes, llama_steps, llama_variants, work)
+        out_json.parent.mkdir(parents=True, exist_ok=True)
+        result["llama"] = run_llama(bundle, device, llama_shapes, llama_steps, llama_variants, work, out_json.with_suffix(".partial.json"))
     out_json.parent.mkdir(parents=True, exist_ok=True)
     out_json.write_text(json.dumps(result, indent=2, default=str))
     print(f"wrote {out_json}")
@@ -368,7 +369,7 @@ def llama_train(bundle: Path, shape: str, device: str, work: Path, steps: int, c
         "shape": shape, "backbone": name, "layers": a.layers, "device": device, "compute_dtype": compute_dtype,
         "build_and_save_s": round(built, 1), "train_wall_s": round(wall, 1), "summary": summary,
         "pairs_per_s_logged": speeds, "params": params, **memory,
-        "estimate": qlora_gpu_estimate(name, a, tokens, r=params["lora"]["r"], compute_dtype=compute_dtype),
+        "estimate": qlora_gpu_estimate(name, a, tokens, r=params["lora"]["r"]),
         "model_dir": str(model_out), "arch": dataclasses.asdict(a),
     }, indent=2, default=str))
 
@@ -420,10 +421,12 @@ def llama_eval(bundle: Path, model_dir: Path, device: str, kv_cache: bool, out: 
     }, indent=2, default=str))
 
 
-def run_llama(bundle: Path, device: str, shapes: list[str], steps: int, variants: list[str], work: Path) -> dict:
+def run_llama(bundle: Path, device: str, shapes: list[str], steps: int, variants: list[str], work: Path,
+              partial: Path | None = None) -> dict:
     """Each shape's training, then its evaluation, each in a process of its own (its own peaks, the GPU freed
-    between); ``variants``: also train with ``compute=bf16`` (the memory model's dtype term) and evaluate with
-    ``kv_cache`` (the cache aoe.models.no_cache leaves out), on the first shape."""
+    between); ``variants``: also train with ``compute=bf16`` and evaluate with ``kv_cache`` (the cache
+    aoe.models.no_cache leaves out), on the first shape. ``partial``: rewritten after each shape, so a run cut
+    short by a time limit keeps the shapes it finished."""
     result = {}
     for i, shape in enumerate(shapes):
         computes = ["fp32"] + (["bf16"] if "compute=bf16" in variants and i == 0 else [])
@@ -450,6 +453,8 @@ def run_llama(bundle: Path, device: str, shapes: list[str], steps: int, variants
                             for k, v in rec["eval"].items()), flush=True)
         # the next shape's weights need the disk (13B in bf16: 26 GB)
         shutil.rmtree(work / f"backbone-{shape}", ignore_errors=True)
+        if partial is not None:
+            partial.write_text(json.dumps({"llama": result, "finished": False}, indent=2, default=str))
     return result
 
 
@@ -535,6 +540,90 @@ def report(cuda_json: Path, cpu_json: Path, out: Path, profiles: list[str], nli_
     print(f"wrote {path}")
 
 
+def _collect_shapes(folder: Path) -> dict:
+    """The records a part-llama run leaves in its work folder (model-TAG.train.json, eval-TAG-{nokv,kv}.json),
+    as run_llama returns them: for a run cut short before it wrote its JSON."""
+    out = {}
+    for train_json in sorted(folder.glob("model-*.train.json")):
+        rec = json.loads(train_json.read_text())
+        tag = train_json.name[len("model-"):-len(".train.json")]
+        rec["eval"] = {("kv_cache" if kind == "kv" else "default"): json.loads((folder / f"eval-{tag}-{kind}.json").read_text())
+                       for kind in ("nokv", "kv") if (folder / f"eval-{tag}-{kind}.json").is_file()}
+        out[tag] = rec
+    return out
+
+
+def report_llama(runs: list[Path], shape_dirs: list[Path], with_cache: list[Path], fast_lane: Path | None, out: Path) -> None:
+    """bench/results/gpu/llama_cells.json: part llama's records (later runs' shapes replace earlier ones'), the
+    training runs with the key/value cache (before aoe.models.no_cache), the H200 measurements of
+    ../shared/measurements/gpu-2026-11-27 beside them, and the fast lane's JUnit summary."""
+    import xml.etree.ElementTree as ET
+
+    sys.path.insert(0, str(REPO / "bench"))
+    import _common as C
+
+    shapes, meta = {}, {}
+    for d in shape_dirs:
+        shapes.update(_collect_shapes(d))
+    for r in runs:
+        rec = json.loads(r.read_text())
+        shapes.update(rec["llama"])
+        meta = meta or {k: rec[k] for k in ("versions", "cuda_device", "torch_threads") if k in rec}
+    from aoe.memory import Arch, eval_gpu_estimate, qlora_gpu_estimate
+
+    for r in shapes.values():  # the model as it stands now, at each run's own shape and token counts
+        a, p = Arch(**r["arch"]), r["params"]
+        r["estimate"] = qlora_gpu_estimate(r["backbone"], a, p["batch_size"] * 2 * p["max_length"], r=p["lora"]["r"])
+        for ev in r["eval"].values():
+            ev["estimate"] = eval_gpu_estimate(r["backbone"], a, ev["batch_tokens_max"], r=p["lora"]["r"],
+                                               base_dtype=p["eval_base_dtype"] or "fp32", kv_cache=ev["kv_cache"])
+    h200 = {}
+    shared = REPO.parent / "shared" / "measurements" / "gpu-2026-11-27"
+    for f in sorted(shared.glob("llama-2-*-qlora.json")):
+        m = json.loads(f.read_text())
+        h200[f.name] = {"layers": m["layers"], "peak_allocated_gb": m["peak_allocated_gib"] * 2**30 / 1e9,
+                        "peak_reserved_gb": m["peak_reserved_gib"] * 2**30 / 1e9, "pairs_per_s": m["summary"]["pairs_per_s"],
+                        "eval_peak_allocated_gb": m["eval_peak_allocated_gib"] * 2**30 / 1e9}
+    before = [json.loads(p.read_text()) for p in with_cache]
+    record = {
+        "command": "python bench/gpu_check.py report-llama " + " ".join(sys.argv[2:]),
+        "gpu": meta.get("cuda_device"), "versions": meta.get("versions"),
+        "method": "the grid's llama-2-* / aoe / nli cell (aoe.workflow.train_params; 160 pairs a process = 640 over 4 GPUs, "
+                  "max_length 45) through aoe.train.train on random weights of the published shapes, 12 steps on SNLI "
+                  "test pairs; then aoe.evaluate.run.run_sts_evaluation of the adapter on STS-B test (fp16 base), each in a "
+                  "process of its own; peaks: torch.cuda.max_memory_allocated / max_memory_reserved",
+        "estimates": "aoe.memory as of this report, at each run's shape and token counts",
+        "cuda": {"llama": shapes},
+        "training_with_key_value_cache": {
+            "note": "the same cell before aoe.models.no_cache (the decoder's default use_cache), same GPU and session",
+            "runs": [{k: r.get(k) for k in ("shape", "layers", "peak_allocated_gb", "peak_reserved_gb", "outside_allocator_gb")}
+                     | {"pairs_per_s": r["summary"]["pairs_per_s"]} for r in before]},
+        "h200_2026_11_27_before_no_cache": h200,
+    }
+    if fast_lane is not None:
+        root = ET.parse(fast_lane).getroot()
+        counts = {k: sum(int(s.get(k, 0)) for s in root.iter("testsuite")) for k in ("tests", "failures", "errors", "skipped")}
+        failed = [{"test": f"{c.get('classname')}::{c.get('name')}", "message": (c.find("failure") if c.find("failure") is not None
+                   else c.find("error")).get("message", "")[:300]}
+                  for c in root.iter("testcase") if c.find("failure") is not None or c.find("error") is not None]
+        record["fast_lane"] = {**counts, "failed": failed}
+    path = C.write_json("llama_cells", record, str(out))
+    rows = []
+    for tag, r in shapes.items():
+        e = r["estimate"]
+        rows.append([tag, f"{r['peak_allocated_gb']:.2f}", f"{e['allocated_gb']:.2f}", f"{r['peak_reserved_gb']:.2f}",
+                     f"{e['reserved_gb']:.2f}", f"{r['summary']['pairs_per_s']:.1f}"]
+                    + [(lambda v: f"{max(v['load']['peak_allocated_gb'], v['embed']['peak_allocated_gb']):.2f} / "
+                                  f"{v['estimate']['allocated_gb']:.2f}")(r["eval"][k]) if k in r["eval"] else "-"
+                       for k in ("default", "kv_cache")])
+    C.print_table(f"LLaMA-2 cells on {record['gpu']}: measured / aoe.memory (GB)",
+                  ["shape-compute", "train allocated", "model", "reserved", "model", "pairs/s", "eval", "eval with kv cache"], rows)
+    for b in record["training_with_key_value_cache"]["runs"]:
+        print(f"  before aoe.models.no_cache, {b['shape']}: training allocated {b['peak_allocated_gb']:.2f} GB, reserved "
+              f"{b['peak_reserved_gb']:.2f} GB, {b['pairs_per_s']:.1f} pairs/s")
+    print(f"wrote {path}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -571,6 +660,12 @@ def main() -> None:
     rep.add_argument("--out", default=str(RESULT))
     rep.add_argument("--profile", action="append", default=[], help="PRECISION=PATH of a profile subcommand's output")
     rep.add_argument("--nli-json", default=None, help="a later `run --parts bert-nli` output whose NLI cells replace CUDA_JSON's")
+    rl = sub.add_parser("report-llama", help="bench/results/gpu/llama_cells.json from part llama's outputs")
+    rl.add_argument("runs", nargs="*", type=Path, help="run JSONs (their shapes replace those of --shapes-dir)")
+    rl.add_argument("--shapes-dir", action="append", default=[], type=Path, help="a run's work folder, for a run cut short")
+    rl.add_argument("--with-cache", action="append", default=[], type=Path, help="_llama_train records with the cache on")
+    rl.add_argument("--fast-lane", type=Path, help="the fast lane's JUnit XML (bench/gpu_fast_lane.sh)")
+    rl.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "gpu" / "llama_cells.json")
     prof = sub.add_parser("profile", help="torch.profiler over the BERT-base AoE NLI cell")
     prof.add_argument("--bundle", default=".gpu")
     prof.add_argument("--precision", choices=["no", "bf16", "fp16"], required=True)
@@ -592,6 +687,8 @@ def main() -> None:
         run(Path(args.bundle), args.device, [x.strip() for x in args.parts.split(",") if x.strip()], Path(args.out),
             {k: int(v) for k, v in steps.items()}, [x.strip() for x in args.precisions.split(",") if x.strip()],
             shapes, args.llama_steps, [x.strip() for x in args.llama_variants.split(",") if x.strip()])
+    elif args.cmd == "report-llama":
+        report_llama(args.runs, args.shapes_dir, args.with_cache, args.fast_lane, args.out)
     elif args.cmd == "_llama_train":
         llama_train(Path(args.bundle), args.shape, args.device, Path(args.out).parent, args.steps, args.compute, Path(args.out))
     elif args.cmd == "_llama_eval":

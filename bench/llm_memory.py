@@ -6,18 +6,13 @@ The formulas live in aoe/memory.py; the host table puts each backbone's training
 evaluation need beside what its ``resources`` request (tests/test_workflow.py asserts the
 request covers the need for every job of ``snakemake -n all``).
 
-The LLaMA-2 rows are computed (no GPU needed) from the architecture and the
-recipe of config.yaml (micro-batch 160 pairs = 320 texts x 45 tokens per GPU,
-LoRA r 32 on every linear layer, 16-bit compute, gradient checkpointing):
-
-- 4-bit weights: NF4 is 4 bits a weight plus, with double quantization, an 8-bit
-  scale per 64 weights and a float32 scale per 256 scales; the embedding matrix
-  stays in bf16 (bitsandbytes quantizes linear layers only).
-- LoRA: r x (in + out) parameters per adapted linear layer, float32, with their
-  gradient and AdamW's two moments: 16 bytes a parameter.
-- Activations with checkpointing: every layer's input (tokens x hidden, bf16) is
-  kept; one layer is recomputed at a time during backward (its MLP intermediates,
-  attention projections and its weights dequantized to bf16).
+The LLaMA-2 rows are computed (no GPU needed) by aoe.memory's GPU model (its docstrings have the terms;
+tests/test_memory.py holds it to the committed GPU runs, bench/results/gpu/llama_cells.json, within 10%)
+for the recipe of config.yaml: a training process at micro-batch 160 pairs = 320 texts x 45 tokens, LoRA r 32
+on every linear layer, NF4 weights, fp16 autocast, gradient checkpointing; an evaluation of the fp16 base
+under the adapter at the STS batches (64 texts; 3,648 tokens in STS-B test's longest batch with MiniLM's
+tokenizer, the measured runs') and at a full batch of 64 x 512 tokens (the evaluation's max_length: an
+upper bound). "on GPU" adds the allocator's cached blocks and the CUDA context; a card fits at 95% of it.
 
 ``--measure`` loads a real backbone in 4-bit on the CPU and compares the formula's
 weight bytes and LoRA parameter count with bitsandbytes' and peft's own numbers.
@@ -34,13 +29,21 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from aoe.memory import ARCHS, GB, Arch, host_need_gb, qlora_gpu_estimate  # noqa: E402
+from aoe.memory import ARCHS, GB, GPU_CARDS_GB, Arch, eval_gpu_estimate, host_need_gb, nf4_bytes_per_weight, qlora_gpu_estimate  # noqa: E402
 
 LLAMA2 = ["llama-2-7b", "llama-2-13b"]
 
 
+STS_BATCH_TOKENS = 3648  # STS-B test's longest batch of 64 texts (bench/results/gpu/llama_cells.json batch_tokens_max)
+FULL_BATCH_TOKENS = 64 * 512  # evaluation.sts batch_size x max_length (config.yaml): every text at the limit
+
+
 def estimate(name: str, tokens: int, r: int = 32) -> dict:
     return qlora_gpu_estimate(name, ARCHS[name], tokens, r)
+
+
+def eval_estimates(name: str, r: int = 32) -> dict:
+    return {k: eval_gpu_estimate(name, ARCHS[name], t, r) for k, t in (("sts_b", STS_BATCH_TOKENS), ("full_batch", FULL_BATCH_TOKENS))}
 
 
 def host_table(config: dict) -> list[dict]:
@@ -78,7 +81,7 @@ def measure(backbone: Path) -> dict:
     embed_bytes = sum(p.numel() * p.element_size() for n, p in model.named_parameters() if "embed" in n)
     quantized = model.get_memory_footprint() - embed_bytes
     formula = qlora_gpu_estimate(backbone.name, arch, tokens=1)
-    formula_linear = formula["weights_4bit_gb"] * GB - arch.vocab * arch.hidden * 2
+    formula_linear = arch.layers * sum(i * o for i, o in arch.linear_shapes()) * nf4_bytes_per_weight()
     peft_model = get_peft_model(model, LoraConfig(r=32, lora_alpha=32, target_modules="all-linear"))
     trainable = sum(p.numel() for p in peft_model.parameters() if p.requires_grad)
     return {
@@ -102,14 +105,24 @@ def main() -> None:
     args = parser.parse_args()
     tokens = args.micro_batch_pairs * 2 * args.max_length
     rows = [estimate(name, tokens) for name in LLAMA2]
-    print(f"QLoRA training memory per GPU, {args.micro_batch_pairs} pairs x 2 texts x {args.max_length} tokens a micro-batch")
-    print(f"{'backbone':<12} {'4-bit W':>8} {'LoRA M':>7} {'LoRA+Adam':>9} {'ckpt act':>8} {'layer':>6} {'total':>6}  40GB  80GB")
+    evals = {name: eval_estimates(name) for name in LLAMA2}
+    cards = " ".join(f"{c:>4}" for c in GPU_CARDS_GB)
+    print(f"QLoRA training memory per GPU process, {args.micro_batch_pairs} pairs x 2 texts x {args.max_length} tokens a micro-batch (GB)")
+    print(f"{'backbone':<12} {'4-bit W':>8} {'LoRA M':>7} {'LoRA+Adam':>9} {'ckpt act':>8} {'layer':>6} {'alloc':>6} {'reserv':>6} {'on GPU':>6}  fits {cards}")
     for r in rows:
-        print(f"{r['backbone']:<12} {r['weights_4bit_gb']:>7.2f}G {r['lora_params_m']:>7.1f} {r['lora_with_adamw_gb']:>8.2f}G "
-              f"{r['checkpointed_activations_gb']:>7.2f}G {r['recomputed_layer_gb']:>5.2f}G {r['total_gb']:>5.1f}G  "
-              f"{'yes' if r['fits_40gb'] else 'no':>4}  {'yes' if r['fits_80gb'] else 'no':>4}")
-    record = {"estimates": rows, "assumptions": {"micro_batch_pairs": args.micro_batch_pairs, "max_length": args.max_length,
-                                                 "lora_r": 32, "archs": {n: asdict(ARCHS[n]) for n in LLAMA2}}}
+        print(f"{r['backbone']:<12} {r['weights_4bit_gb']:>8.2f} {r['lora_params_m']:>7.1f} {r['lora_with_adamw_gb']:>9.2f} "
+              f"{r['checkpointed_activations_gb']:>8.2f} {r['recomputed_layer_gb']:>6.2f} {r['allocated_gb']:>6.1f} {r['reserved_gb']:>6.1f} "
+              f"{r['on_gpu_gb']:>6.1f}       " + " ".join(f"{'yes' if r[f'fits_{c}gb'] else 'no':>4}" for c in GPU_CARDS_GB))
+    print("\nEvaluation of the fp16 base under the adapter, one process (GB)")
+    print(f"{'backbone':<12} {'batch':<10} {'tokens':>6} {'base':>6} {'forward':>7} {'alloc':>6} {'on GPU':>6}  fits {cards}")
+    for name, ev in evals.items():
+        for batch, e in ev.items():
+            print(f"{name:<12} {batch:<10} {e['batch_tokens']:>6} {e['base_gb']:>6.1f} {e['forward_gb']:>7.2f} {e['allocated_gb']:>6.1f} "
+                  f"{e['on_gpu_gb']:>6.1f}       " + " ".join(f"{'yes' if e[f'fits_{c}gb'] else 'no':>4}" for c in GPU_CARDS_GB))
+    record = {"estimates": rows, "evaluation": evals,
+              "assumptions": {"micro_batch_pairs": args.micro_batch_pairs, "max_length": args.max_length, "lora_r": 32,
+                              "eval_batch_tokens": {"sts_b": STS_BATCH_TOKENS, "full_batch": FULL_BATCH_TOKENS},
+                              "archs": {n: asdict(ARCHS[n]) for n in LLAMA2}}}
     from aoe.configcheck import load_config
 
     host = host_table(load_config(Path(__file__).resolve().parents[1], args.configfile))
