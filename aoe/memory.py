@@ -1,10 +1,12 @@
-"""Memory the grid's jobs need: a QLoRA training process's GPU memory, and every model-loading job's
-host memory (what SLURM's ``--mem`` requests, ``mem_mb`` in the rules).
+"""Memory the grid's jobs need: a QLoRA training process's and an evaluation's GPU memory, and every
+model-loading job's host memory (what SLURM's ``--mem`` requests, ``mem_mb`` in the rules).
 
-Both are computed from the backbone's architecture (:data:`ARCHS`, the numbers of each model's
-published ``config.json``), never measured here. ``bench/llm_memory.py`` prints them and checks the
-weight formula on a real 4-bit model; ``tests/test_resources.py`` asserts that every job of
-``snakemake -n all`` requests at least :func:`host_need_gb`.
+All are computed from the backbone's architecture (:data:`ARCHS`, the numbers of each model's published
+``config.json``). The GPU terms that are not counted bytes (activations, the allocator's cached blocks, the CUDA
+context) are fitted on GPU runs of the LLaMA-2 shapes (:data:`GPU_RUNS`), and tests/test_memory.py holds the
+model to each run within 10%. ``bench/llm_memory.py`` prints them and checks the weight formula on a real
+4-bit model; ``tests/test_resources.py`` asserts that every job of ``snakemake -n all`` requests at least
+:func:`host_need_gb`.
 
 Host memory of one job, in GB (a lower bound; a request should leave headroom above it):
 

@@ -86,3 +86,17 @@ def test_the_evaluation_counts_the_fp16_base_without_the_output_matrix_and_the_c
     assert kv["kv_cache_gb"] * GB == 2 * a.layers * 1000 * a.kv_heads * a.head_dim * 2
     with pytest.raises(ValueError, match="base_dtype must be one of"):
         eval_gpu_estimate("llama-2-7b", a, 1000, base_dtype="nf4")
+
+
+def test_the_docs_card_tables_print_what_the_model_computes():
+    """docs/cluster.md's and docs/llm.md's memory numbers are aoe.memory's (bench/llm_memory.py prints them)."""
+    llm, cluster = ((REPO / "docs" / f).read_text() for f in ("llm.md", "cluster.md"))
+    for name in ("llama-2-7b", "llama-2-13b"):
+        a = ARCHS[name]
+        t = qlora_gpu_estimate(name, a, TOKENS)
+        sts, full = (eval_gpu_estimate(name, a, n) for n in (3648, 64 * 512))
+        assert f"| {t['on_gpu_gb']:.1f} GB |" in cluster and f"| {t['on_gpu_gb']:.1f} GB |" in llm
+        assert f"| {sts['on_gpu_gb']:.1f} GB; {full['on_gpu_gb']:.1f} GB |" in cluster
+        assert f"| {t['allocated_gb']:.1f} GB (" in llm  # beside the measured peak
+        for e in (sts, full):
+            assert f"| {e['forward_gb']:.2f} GB | {e['allocated_gb']:.1f} GB" in llm
