@@ -32,9 +32,18 @@
 # ├── RUNTIMES.tsv, .html                       every job's wall time and max RSS from its benchmark file
 # └── logs/, benchmarks/                        one per job
 
+from snakemake.exceptions import WorkflowError
 from snakemake.utils import min_version
 
 min_version("9.0")
+
+
+# config.yaml and every relative path are read from the working directory: a run started elsewhere
+# (`snakemake -s ../Snakefile`) would read the preset alone and blame it for what config.yaml holds
+from aoe.targets import explain_workdir
+
+if explain_workdir(workflow.basedir):
+    raise WorkflowError(explain_workdir(workflow.basedir))
 
 
 configfile: "config.yaml"
@@ -110,9 +119,14 @@ for _table in built_tables(config):
 
 # Snakemake says only "No rule to produce X" for a target no rule matches: name the unknown part
 # (backbone, objective, train set, seed, dataset, split, table) or the config file not building it.
-from aoe.targets import explain_target, requested_targets
+from aoe.targets import explain_report, explain_target, requested_report, requested_targets
 
 for _target in requested_targets(sys.argv):
     _why = explain_target(_target, config, rule_names=[r.name for r in workflow.rules], configfiles=CONFIGFILES)
     if _why:
         raise WorkflowError(f"target {_why}")
+# `snakemake --report` without the run's --configfile files plans another configuration and prints a
+# "Missing metadata" line for each of its outputs: say which configuration the report needs
+_report = requested_report(sys.argv) if not requested_targets(sys.argv) else None
+if _report and explain_report(_report, config, CONFIGFILES):
+    raise WorkflowError(explain_report(_report, config, CONFIGFILES))

@@ -1,23 +1,31 @@
-"""Why a requested target cannot be built, in one line, before Snakemake plans.
+"""Why a requested target, report or working directory cannot work, in one line, before Snakemake plans.
 
 For a target no rule matches, Snakemake says only "No rule to produce X". The usual causes are a
 typo in one part of a results path (a backbone, objective, train set, seed, dataset or split the
-config does not have) or a table the active config does not build; :func:`explain_target` names that
-part and the valid values, or the table and the config file whose build.tables leaves it out. It returns None for
-anything else, so Snakemake's own planning decides as before.
+config does not have), a misspelled target name, a path of another configuration's tree, or a table
+the active config does not build; :func:`explain_target` names that part and the valid values (the
+closest names first), the preset whose tree the path is in, or the table and the config file whose
+build.tables leaves it out. It returns None for anything else, so Snakemake's own planning decides as
+before. :func:`explain_report` does the same for ``--report``, :func:`explain_workdir` for a run
+started outside the repository root.
 """
 
 from __future__ import annotations
 
+import difflib
 import re
 from pathlib import Path
 from typing import Iterable
+
+import yaml
 
 from aoe.configcheck import key_source
 from aoe.data.catalog import dataset_splits
 from aoe.workflow import built_tables, cell_parts, results_path, table_target
 
-__all__ = ["explain_target", "requested_targets"]
+__all__ = ["explain_report", "explain_target", "explain_workdir", "preset_trees", "requested_report", "requested_targets"]
+
+PRESETS = Path(__file__).resolve().parents[1] / "presets"
 
 # results roots whose next four folders are a cell: backbone/objective/trainset/seed<N>
 _CELL_ROOTS = ("results/models/", "results/eval/", "results/analysis/figures/")
@@ -35,6 +43,47 @@ def requested_targets(argv: list[str]) -> list[str]:
     except SystemExit:  # Snakemake reports its own usage errors
         return []
     return list(args.targets or [])
+
+
+def requested_report(argv: list[str]) -> str | None:
+    """The ``--report`` path of a `snakemake` command line, None without one."""
+    from snakemake.cli import get_argument_parser
+
+    try:
+        args, _ = get_argument_parser().parse_known_args(argv[1:])
+    except SystemExit:
+        return None
+    report = getattr(args, "report", None)
+    return str(report) if report else None
+
+
+def preset_trees(presets: Path = PRESETS) -> dict[str, str]:
+    """{results root: preset file} of the repository's presets (their top-level ``results`` key)."""
+    trees = {}
+    for f in sorted(presets.glob("*.yaml")):
+        try:
+            root = (yaml.safe_load(f.read_text()) or {}).get("results")
+        except yaml.YAMLError:
+            continue  # a broken preset is reported when it is used
+        if isinstance(root, str):
+            trees[root.rstrip("/")] = f"presets/{f.name}"
+    return trees
+
+
+def _tree_of(path: str, root: str, presets: Path = PRESETS) -> tuple[str, str] | None:
+    """(results root, config file) of the other configuration whose tree ``path`` lies in, if any."""
+    trees = {**preset_trees(presets), "results": "config.yaml alone (the paper grid: no --configfile)"}
+    hits = [t for t in trees if t != root and (path == t or path.startswith(f"{t}/"))]
+    if not hits:
+        return None
+    best = max(hits, key=len)  # results/cpu-demo/... is the demo's, not the grid's results/
+    if root.startswith(f"{best}/") and not any(path.startswith(f"{t}/") for t in trees if t.startswith(f"{root}/")):
+        return None  # the path is under this configuration's own root after all
+    return best, trees[best]
+
+
+def _give(files: str) -> str:
+    return "run without --configfile" if files.startswith("config.yaml") else f"give --configfile {files}"
 
 
 def _valid(values: Iterable[str]) -> str:
@@ -70,6 +119,11 @@ def explain_target(
     configfiles = list(configfiles)
     path = target[2:] if target.startswith("./") else target
     root = config["results"]
+    other = _tree_of(path, root) if path.startswith("results/") else None
+    if other is not None:
+        tree, files = other
+        return (f"{target} is in the tree of {files} ({tree}/), not of this configuration (which writes under {root}/): "
+                f"{_give(files)} to build it there")
     if path.startswith(f"{root}/"):
         path = "results/" + path.removeprefix(f"{root}/")  # the checks below read paths as results/...
     elif path.startswith("results/"):
@@ -87,7 +141,9 @@ def explain_target(
         if named:
             return f"{target}: " + _unbuilt(config, named[0], configfiles)
         targets = {r for r in rule_names if not r.startswith(("download_", "prepare_"))}
-        return f"{target}: no rule or output of that name; named targets: {_valid(targets)} (or a results/ path)"
+        close = difflib.get_close_matches(path, sorted(targets), n=3, cutoff=0.6)
+        hint = f"did you mean {' or '.join(close)}? " if close else ""
+        return f"{target}: no rule or output of that name; {hint}named targets: {_valid(targets)} (or a results/ path)"
     if path.startswith("results/tables/"):
         name = Path(path).name.split(".")[0]
         if name not in tables:
@@ -111,3 +167,39 @@ def explain_target(
         if split not in datasets[dataset]:
             return f"{target}: dataset {dataset!r} has no split {split!r}; its splits: {_valid(datasets[dataset])}"
     return None
+
+
+def explain_report(report: str, config: dict, configfiles: Iterable[str | Path] = ()) -> str | None:
+    """One line on why ``snakemake --report REPORT`` with ``config`` would not report the run meant; None if fine.
+
+    Snakemake builds a report from the configuration given on its command line: without the run's own
+    ``--configfile`` files it plans the paper grid and prints a "Missing metadata" line for each of its
+    thousand outputs.
+    """
+    root = config["results"]
+    path = report[2:] if report.startswith("./") else report
+    other = _tree_of(path, root) if path.startswith("results/") else None
+    import os
+
+    given = ", ".join(os.path.relpath(f) for f in configfiles if Path(f).name != "config.yaml") or "config.yaml alone (the paper grid)"
+    if other is not None:
+        tree, files = other
+        return (f"--report {report}: that is the run of {files} ({tree}/), this command's configuration is {given} "
+                f"(under {root}/): {_give(files)}, the files the run was given")
+    if not any((Path(root) / part).exists() for part in ("REPORT.md", "tables", "models", "eval")):
+        finished = [f"{files} ({tree}/)" for tree, files in {**preset_trees(), "results": "config.yaml alone"}.items()
+                    if (Path(tree) / "REPORT.md").is_file()]  # the runs `all` finished here
+        return (f"--report {report}: this command's configuration, {given}, has no run under {root}/ "
+                f"(no REPORT.md, tables, models or eval there); a report needs the --configfile files of the run it reports"
+                + (f"; finished here: {', '.join(finished)}" if finished else ""))
+    return None
+
+
+def explain_workdir(basedir: str | Path, cwd: str | Path | None = None) -> str | None:
+    """One line when Snakemake runs from another folder than the repository root, where config.yaml and every
+    relative path the rules name are read; None there."""
+    basedir, cwd = Path(basedir).resolve(), Path(cwd or Path.cwd()).resolve()
+    if cwd == basedir or (cwd / "config.yaml").is_file():
+        return None
+    return (f"snakemake runs in {cwd}, which has no config.yaml: run it from the repository root ({basedir}), "
+            f"where config.yaml and the rules' relative paths are read (cd {basedir}; the -s option does not change that)")

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from aoe.targets import explain_target, requested_targets
+from aoe.targets import explain_report, explain_target, explain_workdir, preset_trees, requested_report, requested_targets
 from tests.workflow_utils import REPO, copy_workflow, snakemake
 
 RULES = ["all", "train", "table2", "train_model", "evaluate_sts", "download_file"]
@@ -31,7 +31,8 @@ def config():
         ("results/data/stsbx/test.parquet", "results/data/stsbx/test.parquet: unknown dataset 'stsbx'; valid: allnli, "),
         ("results/tables/table9.tex", "results/tables/table9.tex: unknown table 'table9'; valid: "),
         ("results/backbones/bert-large", "results/backbones/bert-large: unknown backbone 'bert-large'; valid: "),
-        ("tabel2", "tabel2: no rule or output of that name; named targets: all, evaluate_sts, table2, train, train_model (or a results/ path)"),
+        ("tabel2", "tabel2: no rule or output of that name; did you mean table2? named targets: all, evaluate_sts, table2, train, train_model (or a results/ path)"),
+        ("trian", "trian: no rule or output of that name; did you mean train? named targets: "),
     ],
 )
 def test_unknown_part_is_named(config, target, line):
@@ -58,6 +59,55 @@ def test_a_table_not_built_names_the_file(tmp_path, config):
     # its file, in the configuration's tree, the same
     why = explain_target("results/tables/table3_transfer.tex", config, rule_names=RULES, configfiles=[REPO / "config.yaml", preset])
     assert why == f"results/tables/table3_transfer.tex: {line}"
+
+
+@pytest.fixture(scope="module")
+def demo_config():
+    from aoe.configcheck import load_config
+
+    return load_config(REPO, [REPO / "presets" / "cpu-demo.yaml"])
+
+
+def test_a_path_of_another_presets_tree_names_that_preset(config, demo_config):
+    """Issue 54: results/ci/... asked of the demo was answered "ask for results/cpu-demo/ci/...", which fails too;
+    results/cpu-demo/... asked without --configfile got Snakemake's bare MissingRuleException."""
+    assert explain_target("results/ci/tables/table1_sts.md", demo_config, rule_names=RULES) == (
+        "results/ci/tables/table1_sts.md is in the tree of presets/ci.yaml (results/ci/), not of this configuration "
+        "(which writes under results/cpu-demo/): give --configfile presets/ci.yaml to build it there")
+    assert explain_target("results/cpu-demo/tables/table1_sts.md", config, rule_names=RULES) == (
+        "results/cpu-demo/tables/table1_sts.md is in the tree of presets/cpu-demo.yaml (results/cpu-demo/), not of this "
+        "configuration (which writes under results/): give --configfile presets/cpu-demo.yaml to build it there")
+    # the demo's own tree, and the grid's tree asked of the demo (its file in the demo's tree is named) stay as they were
+    assert explain_target("results/cpu-demo/tables/table1_sts.md", demo_config, rule_names=RULES) is None
+    assert explain_target("results/tables/table1_sts.md", demo_config, rule_names=RULES).endswith(
+        "ask for results/cpu-demo/tables/table1_sts.md")
+    assert preset_trees()["results/ci"] == "presets/ci.yaml" and len(preset_trees()) == len(list((REPO / "presets").glob("*.yaml")))
+
+
+def test_a_report_names_the_configuration_it_needs(config, demo_config, tmp_path, monkeypatch):
+    """`snakemake --report` without the run's --configfile printed 1,039 "Missing metadata" lines (issue 54)."""
+    monkeypatch.chdir(tmp_path)  # no results/ here: no run of any configuration
+    demo = [REPO / "config.yaml", REPO / "presets" / "cpu-demo.yaml"]
+    assert explain_report("results/cpu-demo/report.html", config, [REPO / "config.yaml"]) == (
+        "--report results/cpu-demo/report.html: that is the run of presets/cpu-demo.yaml (results/cpu-demo/), this command's "
+        "configuration is config.yaml alone (the paper grid) (under results/): give --configfile presets/cpu-demo.yaml, "
+        "the files the run was given")
+    why = explain_report("report.html", demo_config, demo)
+    assert why.startswith("--report report.html: this command's configuration, ") and "has no run under results/cpu-demo/" in why
+    (tmp_path / "results" / "cpu-demo" / "tables").mkdir(parents=True)
+    assert explain_report("results/cpu-demo/report.html", demo_config, demo) is None
+    (tmp_path / "results" / "cpu-demo" / "REPORT.md").write_text("")
+    assert explain_report("report.html", config, [REPO / "config.yaml"]).endswith(
+        "finished here: presets/cpu-demo.yaml (results/cpu-demo/)")
+    assert requested_report(["snakemake", "--report", "r.html", "--configfile", "presets/ci.yaml"]) == "r.html"
+    assert requested_report(["snakemake", "-n", "all"]) is None
+
+
+def test_a_run_outside_the_repository_root_says_where_to_run(tmp_path):
+    why = explain_workdir(REPO, tmp_path)
+    assert why == (f"snakemake runs in {tmp_path.resolve()}, which has no config.yaml: run it from the repository root ({REPO}), "
+                   f"where config.yaml and the rules' relative paths are read (cd {REPO}; the -s option does not change that)")
+    assert explain_workdir(REPO, REPO) is None
 
 
 def test_requested_targets_reads_the_command_line():
@@ -90,6 +140,19 @@ def test_snakemake_names_the_reason_before_planning(tmp_path, args, line):
     at = next(i for i, text in enumerate(lines) if text.startswith("WorkflowError"))
     assert lines[at + 1] == line, out.stdout[-2000:]
     assert "Building DAG" not in out.stdout and "MissingRuleException" not in out.stdout
+
+
+@pytest.mark.slow
+def test_snakemake_from_a_subfolder_and_a_report_without_its_preset_are_named(tmp_path):
+    """The Snakefile says these before Snakemake plans (issue 54): was "'backbones' is a required property
+    (in presets/ci.yaml)" from a subfolder, and a thousand "Missing metadata" lines for the report."""
+    work = copy_workflow(tmp_path / "wf")
+    (work / "docs").mkdir(exist_ok=True)
+    out = snakemake(work / "docs", "-n", "-s", "../Snakefile", "--configfile", "../presets/ci.yaml", env={"AOE_DATA_MIRROR": ""})
+    assert out.returncode == 1 and f"snakemake runs in {(work / 'docs').resolve()}, which has no config.yaml" in out.stdout, out.stdout[-2000:]
+    out = snakemake(work, "--report", "results/ci/report.html", env={"AOE_DATA_MIRROR": ""})
+    assert out.returncode == 1 and "give --configfile presets/ci.yaml, the files the run was given" in out.stdout, out.stdout[-2000:]
+    assert "Missing metadata" not in out.stdout
 
 
 def test_every_configuration_has_its_own_results_tree():
