@@ -4,8 +4,7 @@
 #   snakemake --profile slurm all                              # the paper's grid on a SLURM cluster
 #
 # results/                                      (the workflow's API: every rule writes one of these)
-# ├── downloads/senteval/                       SentEval data archive, when no mirror is given
-# ├── downloads/files/, downloads/hub/          other raw sources (upstream files, hub datasets), when not mirrored
+# ├── downloads/files/, downloads/hub/          raw sources (SentEval's files, upstream files, hub datasets), when not mirrored
 # ├── data/{dataset}/{split}.parquet            sentence1, sentence2, score, split, subset
 # │        {split}.manifest.json                source files, sha256, row counts
 # │        {split}.triplets.parquet, .nli3.parquet   NLI in the other training formats

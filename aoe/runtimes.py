@@ -81,16 +81,16 @@ def _hms(seconds: float) -> str:
     return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
 
 
-def runtime_markdown(rows: list[dict], title: str = "Job runtimes") -> str:
+def runtime_markdown(rows: list[dict], title: str = "Job runtimes", root: str = "results/benchmarks") -> str:
     """A Markdown page: the run's total, one line per rule (jobs, total and slowest wall time, peak
-    RSS), then one line per job, slowest first."""
+    RSS), then one line per job, slowest first; ``root``: the benchmark folder read, as the page names it."""
     total = sum(r["seconds"] for r in rows if not math.isnan(r["seconds"]))
     lines = [
         f"# {title}",
         "",
         f"Wall time of every job that has a Snakemake `benchmark:` file ({len(rows)} jobs, "
         f"{_hms(total)} h:m:s in all when run one after another); max RSS: the job's peak resident memory (MB). "
-        "Read from `results/benchmarks/<rule>/<wildcards>.tsv`; the same numbers are in `RUNTIMES.tsv`.",
+        f"Read from `{root}/<rule>/<wildcards>.tsv` (this configuration's tree); the same numbers are in `RUNTIMES.tsv`.",
         "",
         "## Per rule",
         "",

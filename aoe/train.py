@@ -14,8 +14,9 @@ Each run writes, into ``results/models/{backbone}/{objective}/{trainset}/seed{se
     aoe_config.json                                   resolved training config (pooling, objective, data identity, summary,
                                                       and ``init``: the trained model it started from, if any)
     versions.json                                     library versions and git commit
-    metrics.jsonl                                     loss components, lr, gradient norm and pairs/s every ``log_every``
-                                                      steps (select_checkpoint best: each epoch end's validation Spearman)
+    metrics.jsonl                                     every ``log_every`` steps: the loss and its components (means
+                                                      over those steps), lr, gradient norm and pairs/s
+                                                      (select_checkpoint best: each epoch end's validation Spearman)
     tensorboard/events.out.tfevents.*                 the same numbers as TensorBoard curves (:func:`curve_scalars`)
     modules.json, sentence_bert_config.json, ...      sentence-transformers files (aoe.interop)
 
@@ -478,7 +479,8 @@ def train(
 
     run = _build(cfg, objective, cache_dir, table, backbone_dir, init_dir, select_table, select_is_test, project_dir=ckpt_root)
     out_dir.parent.mkdir(parents=True, exist_ok=True)  # checkpoints and the model go here
-    state = {"step": 0, "epoch": 0, "batch": 0, "examples_seen": 0, "train_seconds": 0.0, "zero_loss_steps": 0}
+    state = {"step": 0, "epoch": 0, "batch": 0, "examples_seen": 0, "train_seconds": 0.0, "zero_loss_steps": 0,
+             "interval": {"n": 0, "sums": {}}}
     metrics_lines: list[str] = []
     resumed_from = checkpoints.resume(run.accelerator, ckpt_root, identity, state, metrics_lines, partial=run.finetuning.partial_resume)
     with _stop_on_signals() as arrived, _Curves.opened(run.accelerator, ckpt_root, metrics_lines) as curves:
@@ -639,7 +641,7 @@ def curve_scalars(record: dict) -> dict[str, float]:
         tagged = {
             ("loss/total" if k == "loss" else f"train/{k}" if k in _TRAIN_TAGS else f"loss/{k}"): v
             for k, v in record.items()
-            if k != "step"
+            if k not in ("step", "steps_averaged")  # how many steps a mean covers: the line's, not a curve
         }
     return {k: float(v) for k, v in tagged.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
 
@@ -792,6 +794,7 @@ def _train_steps(run: _Run, state: dict, ckpt_root: Path, identity: dict, metric
             for b_idx in range(state["batch"], len(batches)):
                 rows = run.data[batches[b_idx]]
                 logged = _step(run, [dict(zip(rows, vals)) for vals in zip(*rows.values())], state, b_idx)
+                interval = _add_to_interval(state, logged)
                 state["step"] += 1
                 state["batch"] = b_idx + 1
                 state["examples_seen"] += cfg.batch_size
@@ -801,11 +804,15 @@ def _train_steps(run: _Run, state: dict, ckpt_root: Path, identity: dict, metric
                     record = {
                         "step": state["step"],
                         "epoch": state["epoch"],
+                        # the loss and its parts: means over the steps since the last line, as the HF Trainer logs
                         **logged,
+                        **{k: v / interval["n"] for k, v in interval["sums"].items()},
+                        "steps_averaged": interval["n"],
                         "lr": run.scheduler.get_last_lr()[0],
                         "pairs_per_s": cfg.batch_size * (state["step"] - tick_step) / max(now - tick, 1e-9),
                     }
                     tick, tick_step = now, state["step"]
+                    state["interval"] = {"n": 0, "sums": {}}
                     bar.set_postfix({k: f"{record[k]:.4g}" for k in (*logged, "pairs_per_s")})
                     metrics_lines.append(json.dumps(record))
                     if curves is not None:
@@ -919,6 +926,17 @@ def _keep_best(run: _Run) -> None:
     run.accelerator.print(
         f"select_checkpoint best: epoch {sel.best['epoch']} (step {sel.best['step']}), Spearman {sel.best['spearman']:.2f} on {sel.name}"
     )
+
+
+def _add_to_interval(state: dict, logged: dict[str, float]) -> dict:
+    """Add one step's loss and parts to the running sums of the logging interval (kept in ``state``, so a
+    checkpoint between two lines carries them); the interval so far."""
+    interval = state.setdefault("interval", {"n": 0, "sums": {}})
+    interval["n"] += 1
+    for k, v in logged.items():
+        if k != "grad_norm":  # measured at the logged step only
+            interval["sums"][k] = interval["sums"].get(k, 0.0) + v
+    return interval
 
 
 def _logs(run: _Run, step: int) -> bool:

@@ -107,6 +107,25 @@ def test_event_files_hold_the_metrics_lines_tags_and_steps(data, tmp_path):
     assert not (root / FINAL / CURVES_DIR).exists()
 
 
+def test_a_line_holds_the_mean_loss_of_the_steps_since_the_last(data, tmp_path):
+    """Each metrics line's loss and parts are means over its interval (issue 54: the demo's curve showed one
+    batch's loss every 50 steps); logging changes no weight, so the same run logged every step gives the terms."""
+    every = [m for m in _metrics_of(_train(data, tmp_path / "one", select=False), tmp_path / "one")]
+    _train(data, tmp_path / "three", select=False, log_every=3)
+    three = _metrics(tmp_path / "three")
+    assert [m["step"] for m in three] == [3, 6, 9, 10] and [m["steps_averaged"] for m in three] == [3, 3, 3, 1]
+    for line in three:
+        terms = [m for m in every if line["step"] - line["steps_averaged"] < m["step"] <= line["step"]]
+        for key in ("loss", "angle", "contrastive"):
+            assert line[key] == pytest.approx(np.mean([m[key] for m in terms]), rel=1e-6), (line["step"], key)
+    assert "steps_averaged" not in curve_scalars(three[0]) and "loss/steps_averaged" not in curve_scalars(three[0])
+
+
+def _metrics_of(summary: dict, out: Path) -> list[dict]:
+    assert summary["steps"] == 2 * STEPS_PER_EPOCH
+    return _metrics(out)
+
+
 def test_the_logged_gradient_norm_is_the_pre_clip_total_norm(cpu_accelerator):
     accelerator = cpu_accelerator
     torch.manual_seed(0)

@@ -488,3 +488,36 @@ def test_titles_use_the_names_readers_know():
     )
     assert display_label({"backbone": "llama-2-7b", "objective": "pretrained", "trainset": "none", "seed": 0}, cfg) == "Llama-2-7b-hf (as downloaded)"
     assert dataset_name("stsb", "test") == "STS-B test"
+
+
+def test_fig3s_pair_numbers_stay_inside_their_panel(tmp_path, monkeypatch):
+    """A sampled pair at the top of a t-SNE panel drew its number over the panel's title (issue 54, AoE Fig. 3's "5")."""
+    import aoe.figures.style as style
+
+    data = _pairs(n=12)
+    idx = np.arange(8)
+    rng = np.random.default_rng(0)
+    xy = rng.normal(size=(16, 2))
+    for j in (3, 7):  # two sampled pairs at the very top
+        xy[j, 1] = xy[8 + j, 1] = xy[:, 1].max() + 0.5
+    geo = {"idx": idx, "sample": np.array([0, 3, 5, 7]), "re_xy": xy, "im_xy": xy[::-1].copy()}
+    stats = {"distance": "euclidean", "AVG_re": 1.0, "AVG_im": 0.8}
+    drawn = {}
+    real_save = style.save_figure
+
+    def keep(fig, pdf, png=None):
+        drawn["fig"] = fig
+        return real_save(fig, pdf, png)
+
+    monkeypatch.setattr(style, "save_figure", keep)
+    plot_geometry(data, geo, stats, tmp_path / "g.pdf", title="Fig. 3")
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    fig = drawn["fig"]
+    renderer = FigureCanvasAgg(fig).get_renderer()
+    fig.draw(renderer)  # the constrained layout, as savefig placed it
+    for ax in fig.axes[:2]:
+        top = ax.get_window_extent(renderer).y1
+        labels = [t for t in ax.texts if t.get_text().isdigit()]
+        assert len(labels) == 4
+        assert all(t.get_window_extent(renderer).y1 <= top + 0.5 for t in labels), ax.get_title()

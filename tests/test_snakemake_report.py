@@ -131,6 +131,8 @@ def test_benchmark_rows_name_the_rule_and_wildcards_and_render(tmp_path):
     # per job, slowest first
     assert md.index("| `train` | `minilm-l6/aoe/stsb/seed1` | 712.3 | 0:11:52 | 1584 | 650.1 |") < md.index("| `gis` | `stats`")
     assert benchmark_rows(tmp_path / "none") == [] and "No benchmark files" in runtime_markdown([])
+    # the page names the tree it read (a preset's, not the paper grid's results/benchmarks)
+    assert "Read from `results/cpu-demo/benchmarks/<rule>/<wildcards>.tsv`" in runtime_markdown(rows, root="results/cpu-demo/benchmarks")
 
 
 def test_markdown_page_renders_tables_lists_links_and_escapes():

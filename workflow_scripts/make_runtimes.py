@@ -13,4 +13,4 @@ from aoe.runtimes import benchmark_rows, runtime_markdown, runtime_tsv
 
 rows = benchmark_rows(snakemake.params.benchmarks)
 Path(snakemake.output.tsv).write_text(runtime_tsv(rows))
-Path(snakemake.output.html).write_text(markdown_page(runtime_markdown(rows), title="Job runtimes", source=snakemake.params.benchmarks))
+Path(snakemake.output.html).write_text(markdown_page(runtime_markdown(rows, root=snakemake.params.benchmarks), title="Job runtimes", source=snakemake.params.benchmarks))

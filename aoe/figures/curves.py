@@ -169,7 +169,7 @@ def plot_training_curves(summary: dict, pdf: str | Path, png: str | Path | None 
                 ax.plot(run["loss"]["step"], run["loss"]["value"], color=style["color"], linestyle=style["linestyle"],
                         linewidth=0.9, label=_run_label(run))
             ax.set_title(literal(panel["title"]))
-            ax.set_ylabel("training loss")
+            ax.set_ylabel("training loss\n(mean since the last point)")
             ax.legend(loc="upper right")
             splits = sorted({run["select_split"] for run in panel["runs"] if run.get("select_split")})
             if splits:  # the epoch ends' validation Spearman below the loss, on the same steps

@@ -239,6 +239,10 @@ def compute_geometry(data: dict, zone: str, cfg: dict) -> dict[str, np.ndarray |
     }
 
 
+# points above a pair's midpoint its number takes (6.5 pt bold digit, its box and the 1.5 pt lift)
+LABEL_ROOM_PT = 12.0
+
+
 def _short(text: str, n: int) -> str:
     text = " ".join(str(text).split())
     return text if len(text) <= n else text[: n - 1] + "…"
@@ -282,13 +286,17 @@ def plot_geometry(
             if mids:
                 # the pairs' numbers, moved apart where pairs lie close (Fig. 10: hundreds of points)
                 mids = np.asarray(mids)
-                ax.set_xlim(ax.get_xlim())
-                ax.set_ylim(ax.get_ylim())
                 bbox = ax.get_position()
                 w_pt, h_pt = bbox.width * fig.get_figwidth() * 72, bbox.height * fig.get_figheight() * 72
                 (x0, x1), (y0, y1) = ax.get_xlim(), ax.get_ylim()
+                # room above the highest point for a number drawn above it (it met the panel's title, issue 54)
+                y1 += (y1 - y0) * LABEL_ROOM_PT / max(h_pt - LABEL_ROOM_PT, 1.0)
+                ax.set_xlim(x0, x1)
+                ax.set_ylim(y0, y1)
                 pts = np.column_stack([(mids[:, 0] - x0) / (x1 - x0) * w_pt, (mids[:, 1] - y0) / (y1 - y0) * h_pt])
                 offsets = spread_labels(pts, 10.0)  # points: a 6.5 pt digit in its box
+                # a number moved apart stays inside the axes, below the title
+                offsets[:, 1] = np.minimum(offsets[:, 1], h_pt - LABEL_ROOM_PT - pts[:, 1])
                 for k, (mid, off) in enumerate(zip(mids, offsets)):
                     moved = bool(np.any(off))
                     ax.annotate(
