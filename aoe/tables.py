@@ -592,9 +592,11 @@ def source_files(paths: list[str | Path]) -> list[dict]:
 
 
 def render_table(name: str, spec: dict, inputs: list[str | Path], rows: list[dict] | None = None,
-                 numbers_file: str | Path | None = None) -> Table:
+                 numbers_file: str | Path | None = None, differences: list[str] | None = None) -> Table:
     """The table a rule renders: its kind's loader on the inputs, then :func:`build_table` (or the GIS
-    table), with the files it read (:func:`source_files`)."""
+    table), with the files it read (:func:`source_files`); ``differences``
+    (:func:`aoe.workflow.protocol_differences`): a first note naming each way its rows are trained otherwise
+    than the paper's."""
     kind = spec["kind"]
     if table_kind(kind).inputs == "gis_stats":
         stats = json.loads(Path(inputs[0]).read_text())
@@ -603,4 +605,6 @@ def render_table(name: str, spec: dict, inputs: list[str | Path], rows: list[dic
         results = load_results(kind, inputs)
         table = build_table(results, spec, kind, numbers_file=numbers_file, rows=rows, name=name)
     table.sources = source_files(inputs)
+    if differences:
+        table.notes.insert(0, "Not the paper's protocol, so a Δ measures the protocol too: " + "; ".join(differences) + ".")
     return table

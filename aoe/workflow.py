@@ -36,6 +36,7 @@ __all__ = [
     "ANALYSIS_NAMES",
     "TableRow",
     "table_rows",
+    "protocol_differences",
     "row_entries",
     "table_inputs",
     "suite_results",
@@ -393,6 +394,38 @@ def eval_cells(config: dict) -> list[Cell]:
     for table in built_tables(config):
         cells.update(table_cells(config, table))
     return sorted(cells)
+
+
+def _training_length(config: dict, row: TableRow) -> str:
+    trainset = row.trainsets[0]
+    p = train_params(config, row.backbone, row.objective, trainset, row.seeds[0] if row.seeds else 42)
+    span = f"{p['max_steps']} steps" if p["max_steps"] > 0 else f"{p['epochs']} epoch{'s' if p['epochs'] != 1 else ''}"
+    return f"{span} of {p['batch_size']} {p['format']}"
+
+
+def protocol_differences(config: dict, grid: dict, table: str) -> list[str]:
+    """How this configuration's ``table`` trains its rows otherwise than the paper grid's (``grid``: config.yaml
+    alone): the train sets, the backbones, the training length of its trained rows; [] where they agree or
+    the grid has no such table. A preset's table set beside the paper's numbers says so (issue 54: the demo's
+    in-domain STS-B model stood in AoE Table 1, which trains on NLI)."""
+    if table not in grid.get("tables", {}) or config is grid:
+        return []
+    ours = [r for r in table_rows(config, table) if r.objective != PRETRAINED]
+    theirs = [r for r in table_rows(grid, table) if r.objective != PRETRAINED]
+    if not ours or not theirs:
+        return []
+    out = []
+    sets = lambda rows: sorted({t for r in rows for t in r.trainsets})
+    if sets(ours) != sets(theirs):
+        out.append(f"trained on {', '.join(sets(ours))} (paper: {', '.join(sets(theirs))})")
+    backbones = lambda rows: sorted({r.backbone for r in rows})
+    if not set(backbones(ours)) <= set(backbones(theirs)):
+        out.append(f"backbone {', '.join(backbones(ours))} (paper: {', '.join(backbones(theirs))})")
+    match = next((r for r in theirs if r.objective == ours[0].objective), theirs[0])
+    length, paper_length = _training_length(config, ours[0]), _training_length(grid, match)
+    if length != paper_length:
+        out.append(f"{length} (paper: {paper_length})")
+    return out
 
 
 def train_params(config: dict, backbone: str, objective: str, trainset: str, seed: int, job: bool = False) -> dict:

@@ -5,7 +5,7 @@ from snakemake.logging import logger
 # The package lives beside the Snakefile: importable with or without `pip install -e .`.
 sys.path.insert(0, workflow.basedir)
 
-from aoe.configcheck import complete_config, config_sources
+from aoe.configcheck import complete_config, config_sources, load_config
 from aoe.hparams import freeze_for_planning
 from aoe.workflow import (
     PRETRAINED,
@@ -26,6 +26,7 @@ from aoe.workflow import (
     run_cells,
     settings_changed,
     suite_results,
+    protocol_differences,
     table_inputs,
     table_rows,
     table_target,
@@ -55,6 +56,8 @@ try:
 except ConfigError as err:
     raise WorkflowError(f"config: {err}") from None
 freeze_for_planning(config)
+# the paper grid (config.yaml alone), which a preset's tables are compared with (protocol_differences)
+GRID_CONFIG = config if len(CONFIGFILES) == 1 and not CONFIG_OVERRIDES else load_config(workflow.basedir, [])
 
 
 def R(path):

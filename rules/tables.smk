@@ -15,6 +15,8 @@ rule table:
         spec=lambda wildcards: config["tables"][wildcards.table],
         rows=lambda wildcards: [r.as_dict() for r in table_rows(config, wildcards.table)],
         name=lambda wildcards: wildcards.table,
+        # how this configuration trains the table's rows otherwise than the paper grid: a note of the table
+        differences=lambda wildcards: protocol_differences(config, GRID_CONFIG, wildcards.table),
     script:
         "../workflow_scripts/make_table.py"
 

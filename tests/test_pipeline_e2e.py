@@ -127,6 +127,10 @@ def test_tables_written_with_measured_numbers(ci_run):
     assert (pooled["protocol"]["pooling"], pooled["protocol"]["trained_pooling"], pooled["protocol"]["batch_size"]) == ("cls_avg_padded", "cls", 16)
     variant = csv[csv.label == "AoE (evaluated cls_avg_padded)"].iloc[0]
     assert variant["STSB_mean"] == pytest.approx(pooled["tasks"]["STSB"]["spearman"]) != pytest.approx(ours["STSB_mean"])
+    # a preset's rows trained otherwise than the paper's table: one note names each difference (issue 54)
+    md = (tables / "table1_sts.md").read_text()
+    assert ("- Not the paper's protocol, so a Δ measures the protocol too: trained on stsb (paper: nli); backbone minilm-l6 "
+            "(paper: bert-base-uncased, llama-2-13b, llama-2-7b); 60 steps of 32 pairs (paper: 10 epochs of 2048 pairs).") in md
 
 
 def test_saturation_statistics(ci_run):

@@ -685,3 +685,18 @@ def test_planning_the_paper_grid_imports_no_heavy_library():
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
     assert "HEAVY []" in out.stderr, out.stderr[-2000:]
     assert job_counts(out.stdout)["train_model"] > 200
+
+
+def test_protocol_differences_name_how_a_presets_rows_train_otherwise():
+    """Issue 54: the demo's in-domain STS-B model stood in AoE Table 1 (NLI-trained) without a word."""
+    from aoe.configcheck import load_config
+    from aoe.workflow import protocol_differences
+
+    grid, demo = load_config(REPO), load_config(REPO, [REPO / "presets" / "cpu-demo.yaml"])
+    assert protocol_differences(demo, grid, "table1_sts") == [
+        "trained on stsb (paper: nli)", "backbone minilm-l6 (paper: bert-base-uncased, llama-2-13b, llama-2-7b)",
+        "200 steps of 32 pairs (paper: 10 epochs of 2048 pairs)"]
+    # Table 2 is the in-domain protocol: the train set agrees (the demo trains one of its two)
+    assert protocol_differences(demo, grid, "table2_indomain")[1:] == [
+        "backbone minilm-l6 (paper: bert-base-uncased)", "200 steps of 32 pairs (paper: 5 epochs of 32 pairs)"]
+    assert protocol_differences(grid, grid, "table1_sts") == []

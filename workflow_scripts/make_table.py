@@ -13,7 +13,8 @@ logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(levelname)s
 from aoe.table_render import write_table
 from aoe.tables import render_table
 
-table = render_table(snakemake.params.name, snakemake.params.spec, list(snakemake.input.results), rows=snakemake.params.rows)
+table = render_table(snakemake.params.name, snakemake.params.spec, list(snakemake.input.results), rows=snakemake.params.rows,
+                     differences=snakemake.params.differences)
 write_table(table, snakemake.output.tex, snakemake.output.csv, snakemake.output.md, snakemake.output.json)
 logging.getLogger("aoe.tables").info("%s: %d rows, %d reference rows, %d t-tests, %d missing cells", table.name, len(table.rows),
              len(table.references), len(table.ttests), len(table.missing))
