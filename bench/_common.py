@@ -1,6 +1,6 @@
 """Shared helpers of the issue-13 benchmarks: data preparation, statistics, machine record, table output.
 
-Every benchmark writes its JSON under ``results/bench/`` (ignored by git) and prints a table.
+Every benchmark writes its JSON under ``bench/out/`` (ignored by git) and prints a table.
 Timings on a shared machine are noisy: the scripts alternate the compared variants
 (A, B, A, B, ...), repeat them, and record ``os.getloadavg()`` before and after each run.
 """
@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-OUT_DIR = REPO / "results" / "bench"
+OUT_DIR = REPO / "bench" / "out"
 WORK_DIR = OUT_DIR / "work"
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
@@ -39,7 +39,7 @@ def backbone_dir() -> Path:
 
 
 def stsb_table(split: str, mirror: str | None = None) -> Path:
-    """results/bench/work/stsb-{split}.parquet from the mirror, through the pipeline's own reader (built once)."""
+    """bench/out/work/stsb-{split}.parquet from the mirror, through the pipeline's own reader (built once)."""
     from aoe.data.io import write_parquet_atomic
     from aoe.data.mirror import resolve_downstream_root
     from aoe.data.sts import read_sts
@@ -140,7 +140,7 @@ def run_worker(argv: list[str], env: dict | None = None, timeout: float | None =
 
 # --------------------------------------------------------------------------- official angle-emb venvs
 #
-# Each official version runs in its own venv under results/bench/angle-venvs/, built from the
+# Each official version runs in its own venv under bench/out/angle-venvs/, built from the
 # package index pip is configured with (pip.conf, PIP_* variables; nothing else), with this venv's
 # torch release and the pins below, and reused while its key (version, pins, torch, Python) holds.
 # uv builds one in seconds (measured, bench/README.md); without uv, pip does it in about a minute.

@@ -1,6 +1,6 @@
 """GPU-hours of a Snakemake target on a cluster, per backbone, from the paper's training speed and from ours measured on H200/H100 GPUs.
 
-    .venv/bin/python bench/cluster_cost.py [TARGET ...] [--configfile PRESET ...] [--engine-over-bare 0.95] [--out results/bench/cluster_cost.json]
+    .venv/bin/python bench/cluster_cost.py [TARGET ...] [--configfile PRESET ...] [--engine-over-bare 0.95] [--out bench/out/cluster_cost.json]
 
 TARGET (default ``all``) and the presets are what ``snakemake -n --forceall TARGET --configfile
 PRESET ...`` is given: the cells costed are the ``train_model`` and ``evaluate_sts`` jobs of that

@@ -36,7 +36,7 @@ Each run is a fresh process; model loading and reading the tables are outside th
 runs alternate (project, naive, project, ...). Recorded: wall seconds of the whole
 evaluation (embedding + scoring), texts embedded (project: distinct; naive: two per pair),
 tokens through the model including padding (computed after the clock stops), load averages
-before and after every run. JSON: results/bench/eval_dedup.json.
+before and after every run. JSON: bench/out/eval_dedup.json.
 """
 
 from __future__ import annotations
@@ -204,7 +204,7 @@ def main() -> None:
     ap.add_argument("--pooling", default="cls")
     ap.add_argument("--naive-order", choices=["file", "senteval"], default="file")
     ap.add_argument("--mirror", default=C.default_mirror())
-    ap.add_argument("--out", default=None, help="JSON path (default results/bench/eval_dedup.json)")
+    ap.add_argument("--out", default=None, help="JSON path (default bench/out/eval_dedup.json)")
     ap.add_argument("--worker", choices=["project", "naive"], help=argparse.SUPPRESS)
     ap.add_argument("--sims", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()

@@ -10,7 +10,7 @@ Everything goes through the pipeline's own code: the test, dev and train tables 
 ``aoe.tokens.build_token_cache``, the models by ``aoe.train.train`` with the cell's ``TrainConfig`` as
 ``aoe.workflow.train_params`` resolves it from config.yaml + a preset, and every score by
 ``aoe.evaluate.run.run_sts_evaluation`` (7 STS tasks, SentEval "all", Spearman x100), all under
-``results/bench/work/fidelity/``. Nothing is reused between runs but the prepared tables and the
+``bench/out/work/fidelity/``. Nothing is reused between runs but the prepared tables and the
 materialized backbones (their preparation time is recorded apart); every model is trained again.
 
 1. MiniLM-L6 trained with AoE on STS-B train as the CPU demo's cell (presets/cpu-demo.yaml: seed 1,

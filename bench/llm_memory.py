@@ -1,6 +1,6 @@
 """GPU memory of a QLoRA training process for LLaMA-2 7B / 13B, each job's host memory, and the check of the formula on a real model.
 
-    python bench/llm_memory.py [--configfile PRESET ...] [--measure results/backbones/gemma3-270m] [--out results/bench/llm_memory.json]
+    python bench/llm_memory.py [--configfile PRESET ...] [--measure results/backbones/gemma3-270m] [--out bench/out/llm_memory.json]
 
 The formulas live in aoe/memory.py; the host table puts each backbone's training and STS
 evaluation need beside what its ``resources`` request (tests/test_workflow.py asserts the
@@ -101,7 +101,7 @@ def main() -> None:
     parser.add_argument("--max-length", type=int, default=45, help="tokens per text (the official Oct-2023 command: 45)")
     parser.add_argument("--measure", type=Path, help="a backbone folder to load in 4-bit and check the formula on")
     parser.add_argument("--configfile", nargs="*", default=[], help="presets merged over config.yaml, as snakemake --configfile")
-    parser.add_argument("--out", type=Path, default=Path("results/bench/llm_memory.json"))
+    parser.add_argument("--out", type=Path, default=Path("bench/out/llm_memory.json"))
     args = parser.parse_args()
     tokens = args.micro_batch_pairs * 2 * args.max_length
     rows = [estimate(name, tokens) for name in LLAMA2]

@@ -129,7 +129,7 @@ def resolve_case(name: str) -> dict:
 
 
 def _table(data: str, mirror: str) -> Path:
-    """The case's pair table (sentence1, sentence2, score) under results/bench/work/."""
+    """The case's pair table (sentence1, sentence2, score) under bench/out/work/."""
     if data == "stsb-train":
         return C.stsb_table("train", mirror)
     from aoe.data.io import write_parquet_atomic
@@ -490,7 +490,7 @@ STEP_CASES = ("stsb-angle-bert", "nli-aoe-bert")
 
 
 def nodropout_backbone() -> Path:
-    """MiniLM-L6 with hidden and attention dropout 0 (a copy under results/bench/work/): both trainers deterministic."""
+    """MiniLM-L6 with hidden and attention dropout 0 (a copy under bench/out/work/): both trainers deterministic."""
     import shutil
 
     from aoe.fsutil import atomic_dir

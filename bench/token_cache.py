@@ -11,7 +11,7 @@ rows; copy r >= 1 has `` r`` (a space and the copy number) appended to both sent
 ``#r`` to pair_id), so every copy's texts are distinct from every other copy's while the
 sharing inside a copy (a premise has about three hypotheses, as in SNLI train) is kept.
 Copy 0 is the original text. The table is written as parquet under
-``results/bench/work/`` (built once per ``--pairs``).
+``bench/out/work/`` (built once per ``--pairs``).
 
 Tokenizer: the offline MiniLM-L6 (``_common.backbone_dir()``) fast tokenizer, ``--max-length``
 (default 64), no prompt. ``--threads`` sets torch's threads and the tokenizers library's
@@ -42,7 +42,7 @@ The OS page cache is warm for both sides (the table and cache were just written 
 a cold disk would slow the load (and the table read) by the disk's read time.
 
 Sizes: the cache folder (all files) vs the parquet table and the texts' UTF-8 bytes.
-JSON: results/bench/token_cache.json (command, settings, machine, load averages per run).
+JSON: bench/out/token_cache.json (command, settings, machine, load averages per run).
 """
 
 from __future__ import annotations
@@ -222,7 +222,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2, help="torch and tokenizer (rayon) threads")
     ap.add_argument("--mirror", default=C.default_mirror())
     ap.add_argument("--keep", action="store_true", help="keep the benchmark's cache folder afterwards")
-    ap.add_argument("--out", default=None, help="JSON path (default results/bench/token_cache.json)")
+    ap.add_argument("--out", default=None, help="JSON path (default bench/out/token_cache.json)")
     ap.add_argument("--worker", choices=["build", "load", "retokenize"], help=argparse.SUPPRESS)
     ap.add_argument("--verify", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()

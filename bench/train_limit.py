@@ -18,7 +18,7 @@ linear warm-up, gradient clipping at 1.0, seed 1, fp32, ``--threads`` torch thre
   over the batch padded to its longest text), so both sides compute the same thing.
 
 Each run is a fresh process; runs alternate (engine, bare, engine, bare, ...). The JSON
-(results/bench/train_limit.json) has every run's pairs/s, the load average before and
+(bench/out/train_limit.json) has every run's pairs/s, the load average before and
 after it, and the loss of both sides at the engine's logged steps (they must agree to float
 tolerance: same seed, same batches, same dropout masks). ``--profile`` adds one cProfile'd
 engine run and lists where its loop time goes.
@@ -191,7 +191,7 @@ def main() -> None:
     ap.add_argument("--length-buckets", type=int, default=None,
                     help="forward passes per batch on both sides (default: the engine's TrainConfig default)")
     ap.add_argument("--profile", action="store_true", help="add one cProfile'd engine run")
-    ap.add_argument("--out", default=None, help="JSON path (default results/bench/train_limit.json)")
+    ap.add_argument("--out", default=None, help="JSON path (default bench/out/train_limit.json)")
     ap.add_argument("--worker", choices=["engine", "bare", "profile"], help=argparse.SUPPRESS)
     args = ap.parse_args()
 

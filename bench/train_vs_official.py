@@ -14,7 +14,7 @@ seed 42, ``--threads`` torch threads (``OMP_NUM_THREADS`` and ``torch.set_num_th
   steps). pairs/s from its run summary: the training loop's wall time, model loading and
   saving excluded.
 * ``official``: ``angle_emb.AnglE(...).fit(...)`` in its own venv (``_common.ensure_angle_venv``:
-  results/bench/angle-venvs/angle-emb-0.6.1-<key>, built from the configured package index when
+  bench/out/angle-venvs/angle-emb-0.6.1-<key>, built from the configured package index when
   missing; angle-emb 0.6.1 pins transformers 5.3.0). Raw texts go in as a
   ``datasets.Dataset`` with text1/text2/label (label = the raw 0-5 STS-B score, as its README's
   STS-B example); its collator tokenizes inside the loop (that is how the official trainer
@@ -73,7 +73,7 @@ cannot be matched:
   trainer ran is recorded).
 
 Runs alternate (engine, official, engine, official, ...), each a fresh process, ``--repeats``
-each; the JSON (results/bench/train_vs_official.json) has every run's pairs/s, the load
+each; the JSON (bench/out/train_vs_official.json) has every run's pairs/s, the load
 average before and after it, median/min/max/spread per side, the per-repeat ratio
 engine/official and its median, and "steady" pairs/s (the loop after the first 10 steps).
 
@@ -102,7 +102,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common as C  # noqa: E402
 
 ANGLE_VERSION = "0.6.1"
-ANGLE_VENV = C.angle_venv(ANGLE_VERSION)  # results/bench/angle-venvs/angle-emb-0.6.1-<key>
+ANGLE_VENV = C.angle_venv(ANGLE_VERSION)  # bench/out/angle-venvs/angle-emb-0.6.1-<key>
 SIDES = ("engine", "official")
 
 # angle-emb's README STS-B recipe (AngleLoss keyword arguments)
@@ -532,7 +532,7 @@ def main() -> None:
     ap.add_argument("--length-buckets", type=int, default=None,
                     help="the engine's forward passes per batch (TrainConfig.length_buckets; default: its default)")
     ap.add_argument("--mirror", default=C.default_mirror())
-    ap.add_argument("--out", default=None, help="JSON path (default results/bench/train_vs_official.json)")
+    ap.add_argument("--out", default=None, help="JSON path (default bench/out/train_vs_official.json)")
     ap.add_argument("--worker", choices=["engine", "official", "eval"], help=argparse.SUPPRESS)
     ap.add_argument("--model-out", help=argparse.SUPPRESS)
     ap.add_argument("--keep-model", action="store_true", help=argparse.SUPPRESS)

@@ -308,7 +308,8 @@ def _candidate_paths(text: str) -> list[str]:
     paths = []
     for token in re.findall(r"`([^`\n]+)`", _without_fences(text)):
         token = token.strip().rstrip(",.;:")
-        if not token or " " in token or token.startswith(("results/", "../", "/", "~", "…", "http", "$")):
+        # results/ and bench/out/ hold what runs write (ignored by git)
+        if not token or " " in token or token.startswith(("results/", "bench/out/", "../", "/", "~", "…", "http", "$")):
             continue
         if any(ch in token for ch in "<>{}*…=|:()[]'\"@,"):
             continue  # a placeholder, a glob, a key=value, an official source's `commit:path`
@@ -389,3 +390,10 @@ def test_readme_is_short_and_links_every_doc():
     assert len(readme.splitlines()) <= README_MAX_LINES, f"README.md has {len(readme.splitlines())} lines"
     for doc in [*(REPO / "docs").glob("*.md"), REPO / "CHANGELOG.md", REPO / "bench" / "README.md"]:
         assert f"({_rel(doc)})" in readme or f"({_rel(doc)}#" in readme, f"README.md does not link {_rel(doc)}"
+
+
+def test_the_cluster_install_names_the_pinned_torch():
+    """docs/cluster.md's install commands name the torch version pyproject.toml pins (the one the tests passed with)."""
+    pin = re.search(r'"torch==([^"]+)"', (REPO / "pyproject.toml").read_text()).group(1)
+    named = set(re.findall(r"torch==([0-9][^\s`']*)", (REPO / "docs" / "cluster.md").read_text()))
+    assert named == {pin}, (named, pin)

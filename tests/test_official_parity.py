@@ -1,7 +1,7 @@
 """Our objectives against the official angle-emb releases the paper cells follow, on real batches.
 
 The official side runs in its own venv (bench/_common.py ``ensure_angle_venv``: built from the
-configured package index on first use, ~10-30 s with uv, then cached under results/bench/); the
+configured package index on first use, ~10-30 s with uv, then cached under bench/out/); the
 harness is bench/official_parity.py, which also covers the LLaMA cells and more batches. Here:
 the BERT NLI AoE cell against 0.4.6 (duplicates filtered by its collator, including the quirk
 that a dropped example's first text still counts, and texts equal as token ids but not as strings) and the in-domain STS-B AnglE cell against
