@@ -48,6 +48,10 @@ if explain_workdir(workflow.basedir):
 configfile: "config.yaml"
 
 
+# the report's front page: where to start (the summary), before Snakemake's rule graph
+report: "report/workflow.rst"
+
+
 include: "rules/common.smk"
 include: "rules/data.smk"
 include: "rules/llm_supervised.smk"

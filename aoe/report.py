@@ -731,6 +731,17 @@ def markdown_html(text: str) -> str:
     return re.sub(r'href="([^"#:]+)\.md(#[^"]*)?"', r'href="\1.html\2"', body)
 
 
+def summary_with_recipe(report: str, recipe: str) -> str:
+    """REPORT.md with RECIPE.md after it, its links to RECIPE.md's anchors made links within the page.
+
+    The Snakemake report holds each page as a ``data:`` URL, where a link to another page (RECIPE.html#...)
+    leads nowhere; in one page every "recipe" link of the report's rows resolves (issue 54)."""
+    import re
+
+    linked = re.sub(r"\]\(RECIPE\.md#", "](#", report)
+    return f"{linked.rstrip()}\n\n---\n\n{recipe.strip()}\n"
+
+
 def markdown_page(text: str, title: str, source: str | None = None) -> str:
     """A standalone HTML page (inline style, no external files) rendering ``text``; ``source``: the file
     it was rendered from, named at the bottom."""

@@ -44,7 +44,7 @@ rule recipe:
 # its whitespace collapsed: REPORT.md and RECIPE.md go into it as HTML pages (aoe.report.markdown_page),
 # under "1. Summary"; the tables' pages are rule table_html (rules/tables.smk). Rule all builds them all.
 SUMMARY_PAGES = {
-    "REPORT": "REPORT: every number beside the paper's",
+    "REPORT": "REPORT: every number beside the paper's (and the recipe)",
     "RECIPE": "RECIPE: every trained cell's settings",
 }
 REPORT_PAGES = [R("results/REPORT.html"), R("results/RECIPE.html")] + expand(
@@ -62,6 +62,8 @@ localrules:
 rule report_page:
     input:
         md=R("results/{page}.md"),
+        # REPORT's page holds the recipe too: its links to it resolve inside the Snakemake report
+        recipe=R("results/RECIPE.md"),
         code=library_code("report.py"),
     output:
         html=report(
@@ -77,7 +79,8 @@ rule report_page:
     conda:
         "../envs/report.yaml"
     params:
-        source=lambda wildcards: f"{wildcards.page}.md",
+        source=lambda wildcards: f"{wildcards.page}.md" + (" and RECIPE.md" if wildcards.page == "REPORT" else ""),
+        with_recipe=lambda wildcards: wildcards.page == "REPORT",
     script:
         "../workflow_scripts/make_report_page.py"
 

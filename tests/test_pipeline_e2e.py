@@ -318,3 +318,34 @@ def test_the_ci_runs_card_is_its_model_and_results(ci_run):
     assert got and got == {t: v for t in STS_TASKS if (v := (sts["tasks"].get(t) or {}).get("spearman")) is not None}
     assert f"python -m aoe embed {MODEL} --in" in card.text and (work / MODEL / "modules.json").is_file()
     assert not (work / MODEL / "README.md").exists()  # the card is beside the folder, never in it
+
+
+def _report_pages(report: Path) -> dict[str, str]:
+    """The HTML pages a Snakemake report embeds as data: URLs (base64), by the source file each names."""
+    import base64
+    import re
+
+    pages = {}
+    for blob in re.findall(r"data:text/html;(?:charset=[\w-]+;)?base64,([A-Za-z0-9+/=]+)", report.read_text(errors="replace")):
+        page = base64.b64decode(blob).decode(errors="replace")
+        source = re.search(r"Rendered from <code>([^<]+)</code>", page)
+        pages[source.group(1) if source else f"page{len(pages)}"] = page
+    return pages
+
+
+def test_the_reports_front_page_and_every_link_inside_it_resolve(ci_report):
+    """Issue 54: the report opened on the rule graph, and REPORT's links to RECIPE.html#... led nowhere (each page
+    is a data: URL). The front page names where to start; REPORT's page holds the recipe, so its links are anchors
+    of the same page (bench/report_links.py follows them in headless Chromium)."""
+    import re
+
+    html = ci_report.read_text(errors="replace")
+    assert "Start here:" in html and "REPORT.html" in html
+    pages = _report_pages(ci_report)
+    summary = pages["REPORT.md and RECIPE.md"]
+    links = re.findall(r'href="([^"]+)"', summary)
+    inside = [h for h in links if h.startswith("#")]
+    assert len(inside) >= 2, links
+    ids = set(re.findall(r'id="([^"]+)"', summary))
+    assert {h[1:] for h in inside} <= ids, sorted({h[1:] for h in inside} - ids)
+    assert not [h for h in links if not h.startswith(("#", "http://", "https://"))], links

@@ -155,3 +155,13 @@ def test_markdown_page_renders_tables_lists_links_and_escapes():
     assert body.count('id="recipe-minilm"') == 1
     page = markdown_page(text, title="T", source="tables/t.md")
     assert page.startswith("<!DOCTYPE html>") and "<style>" in page and "Rendered from <code>tables/t.md</code>" in page
+
+
+def test_the_summary_page_holds_the_recipe_its_links_lead_to():
+    from aoe.report import markdown_page, summary_with_recipe
+
+    report = "# Report\n\n| row | recipe |\n|---|---|\n| AoE | [minilm-l6/aoe/stsb](RECIPE.md#recipe-minilm-l6-aoe-stsb) |\n"
+    recipe = '# Recipe\n\n<a id="recipe-minilm-l6-aoe-stsb"></a>\n\n## minilm-l6 / aoe / stsb\n'
+    page = markdown_page(summary_with_recipe(report, recipe), title="REPORT")
+    assert 'href="#recipe-minilm-l6-aoe-stsb"' in page and 'id="recipe-minilm-l6-aoe-stsb"' in page
+    assert "RECIPE.html" not in page and "RECIPE.md" not in page

@@ -9,7 +9,10 @@ from aoe.workflow import start_log
 
 start_log(snakemake.log[0])
 
-from aoe.report import markdown_page
+from aoe.report import markdown_page, summary_with_recipe
 
 source = Path(snakemake.input.md)
-Path(snakemake.output.html).write_text(markdown_page(source.read_text(), title=source.stem, source=snakemake.params.source))
+text = source.read_text()
+if snakemake.params.with_recipe:
+    text = summary_with_recipe(text, Path(snakemake.input.recipe).read_text())
+Path(snakemake.output.html).write_text(markdown_page(text, title=source.stem, source=snakemake.params.source))
