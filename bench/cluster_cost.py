@@ -113,6 +113,23 @@ def planned_cells(targets: list[str], configfiles: list[str]) -> tuple[list[Cell
     return cells["train_model"], cells["evaluate_sts"]
 
 
+def disk_gb(config: dict, backbone: str, trainings: int, evaluations: int) -> dict:
+    """Disk the backbone's share of a target writes (GB, computed from aoe.memory.ARCHS, not measured): the
+    backbone as downloaded (results/backbones/, once), each trained model (a full fine-tuning: its float32
+    weights; LoRA/QLoRA: the float32 adapters), and each STS evaluation's embedding cache (26,289 texts x the
+    hidden size, float32). The checkpoints a training keeps while it runs (weights and AdamW's two moments) go
+    when it ends (its .ckpt/final holds hard links to the model's files)."""
+    from aoe.memory import ARCHS, GB, _lora_params
+
+    if backbone not in ARCHS:
+        return {"disk_backbone_gb": None, "disk_models_gb": None, "disk_embeddings_gb": None}
+    a = ARCHS[backbone]
+    full = config["backbones"][backbone].get("finetune", "full") == "full"
+    model = a.params() * 4 if full else _lora_params(a, 32) * 4
+    return {"disk_backbone_gb": a.checkpoint_gb(), "disk_models_gb": trainings * model / GB,
+            "disk_embeddings_gb": evaluations * STS7_DISTINCT_TEXTS * a.hidden * 4 / GB}
+
+
 def estimate(config: dict, trained: list[Cell], evaluated: list[Cell], engine_over_bare: float) -> dict:
     from aoe.tables import load_paper_numbers
 
@@ -152,6 +169,7 @@ def estimate(config: dict, trained: list[Cell], evaluated: list[Cell], engine_ov
                 entry[f"{gpu}_gpu_h"] += STS7_DISTINCT_TEXTS / (speeds[cell.backbone][0] * 2 * 3) / 3600
     out = {}
     for backbone, entry in sorted(per_backbone.items()):
+        entry.update(disk_gb(config, backbone, entry["trainings"], entry["evaluations"]))
         speed, source = per_gpu_pairs_per_s(backbone, paper)
         res = config["backbones"][backbone]["resources"]
         out[backbone] = {
@@ -206,6 +224,10 @@ def main() -> None:
     print("  H200 / H100 GPU-h: the same work at this engine's measured speed on that GPU, where a run measured the backbone "
           "(bench/results/gpu/llama_cells.json, bench/results/gpu_check.json; - where none did)")
     print(f"  total: {total:.2f} GPU-hours")
+    C.print_table("Disk (GB, computed: aoe.memory.ARCHS): backbone as downloaded, trained models, STS embedding caches",
+                  ["backbone", "backbone", "models", "STS embeddings"],
+                  [[b, *("-" if v[k] is None else f"{v[k]:.1f}" for k in ("disk_backbone_gb", "disk_models_gb", "disk_embeddings_gb"))]
+                   for b, v in per_backbone.items()])
     print(f"wrote {path}")
 
 
