@@ -147,8 +147,17 @@ def _body(table: Table, latex: bool) -> list[tuple[str, list[str], str]]:
                                       *[_delta_text(table, row, c, latex, row.repro_delta) for c in cols]], "delta"))
     if table.references:
         out.append(("rule", [], ""))
+        section = None
         for ref in table.references:
-            name = f"\\textit{{{_escape(ref.label)}}}" if latex else f"*{ref.label}*"
+            label, _, source = ref.label.partition(" (paper: ")
+            if ref.section:  # the paper's grouping by backbone: its source once, in the group's line
+                if ref.section != section:
+                    section = ref.section
+                    head = f"the paper's {section} rows ({source.removesuffix(')')})"
+                    out.append(("section", [_escape(head) if latex else head], ""))
+            else:
+                label, section = ref.label, None
+            name = f"\\textit{{{_escape(label)}}}" if latex else f"*{label}*"
             out.append(("ref", [name, *[_paper_text(table, ref.paper, ref.paper_std, c, latex) for c in cols]], ""))
     return out
 

@@ -322,6 +322,25 @@ def _paper_group(ref: str, numbers_file: str | Path | None) -> str:
     return str((entry.get("group_labels") or {}).get(group, group))
 
 
+def _labels_groups(ref: str, numbers_file: str | Path | None) -> bool:
+    """Whether the paper entry ``ref`` points into names the groups it prints its rows under (AoE Table 1's backbones)."""
+    entry = load_paper_numbers(numbers_file).get(ref.split("/")[0])
+    return isinstance(entry, dict) and bool(entry.get("group_labels"))
+
+
+def paper_marks(refs: list[str], numbers_file: str | Path | None = None) -> list[str]:
+    """The paper's explanations of its row marks (†, ⋆) for the tables ``refs`` point into: each entry's
+    notes that begin "Marks:", with the table they explain."""
+    numbers, out = load_paper_numbers(numbers_file), []
+    for key in dict.fromkeys(r.split("/")[0] for r in refs if r):
+        entry = numbers.get(key)
+        if not isinstance(entry, dict):
+            continue
+        source = entry.get("short") or str(entry.get("source", key)).split(":")[0]
+        out += [f"{source}: {n.removeprefix('Marks:').strip()}" for n in entry.get("notes") or [] if str(n).startswith("Marks:")]
+    return out
+
+
 def _tell_apart(table: Table, numbers_file: str | Path | None) -> None:
     """Paper rows of one table with the same label (AoE Table 1's "SBERT ⋆" under LLaMA2-7B and under
     LLaMA2-13B) get their group in the label, so no two different paper rows read alike."""
@@ -446,10 +465,15 @@ def build_table(
         paper_backbone, paper_objective = paper_of.get(ref, ("", ""))
         table.references.append(
             Row(label=label, backbone="", objective="paper", trainsets=[], seeds=None, paper_ref=ref,
+                # the group the paper prints the row under (its backbone): the rows are shown so grouped
+                section=_paper_group(ref, numbers_file) if _labels_groups(ref, numbers_file) else "",
                 paper_label=label, paper=values, paper_std=stds, reference=True,
                 paper_backbone=paper_backbone, paper_objective=paper_objective)
         )
     _tell_apart(table, numbers_file)
+    marks = paper_marks([r.paper_ref for r in [*table.rows, *table.references]], numbers_file)
+    if marks:
+        table.notes.append("The paper's marks: " + "; ".join(marks))
     table.ttests = ttests(table, spec)
     if table.missing:
         log.warning("%s: %d missing cell(s) printed as –: %s", name, len(table.missing), "; ".join(table.missing))

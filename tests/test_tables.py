@@ -1174,3 +1174,29 @@ def test_released_tables_put_each_checkpoint_beside_its_published_numbers(tmp_pa
     transfer = render_table("released_transfer", _config_table("released_transfer"), [
         write_transfer(root, "llama-2-7b", "released", "angle-llama-7b-nli-v2", 0, {t: 90.0 for t in ["MR", "CR", "SUBJ", "MPQA", "SST2", "TREC", "MRPC"]})])
     assert all(not r.paper for r in transfer.rows) and len(transfer.references) == 3
+
+
+def test_the_papers_rows_keep_its_grouping_and_its_marks_are_explained():
+    """Issue 54: the paper's context rows were listed flat with "(paper: ...)" on each, its † and ⋆ unexplained."""
+    import pandas as pd
+
+    from aoe.configcheck import load_config
+    from aoe.table_render import to_markdown
+    from aoe.workflow import table_rows
+
+    from tests.workflow_utils import REPO
+
+    demo = load_config(REPO, [REPO / "presets" / "cpu-demo.yaml"])
+    tasks = ["STS12", "STS13", "STS14", "STS15", "STS16", "STSB", "SICKR"]
+    results = pd.DataFrame([dict(backbone="minilm-l6", objective=o, trainset=t, seed=s, task=task, spearman=70.0 + s)
+                            for o, t, seeds in (("pretrained", "none", [0]), ("aoe", "stsb", [1, 2])) for s in seeds for task in tasks])
+    table = build_table(results, demo["tables"]["table1_sts"], rows=[r.as_dict() for r in table_rows(demo, "table1_sts")], name="table1_sts")
+    md = to_markdown(table).splitlines()
+    groups = [line for line in md if line.startswith("| *the paper's ")]
+    assert [g.split(" rows (")[0] for g in groups] == ["| *the paper's closed-source", "| *the paper's open-source",
+                                                      "| *the paper's BERT-base", "| *the paper's LLaMA2-7B", "| *the paper's LLaMA2-13B"]
+    assert all("(Li & Li, AoE, ACL 2024, Table 1)*" in g for g in groups)
+    at = md.index(groups[2])
+    assert md[at + 1].startswith("| *ConSERT* |") and "(paper: " not in md[at + 1]
+    assert ("- The paper's marks: Li & Li, AoE, ACL 2024, Table 1: † = results from Reimers & Gurevych (2019); "
+            "⋆ = authors' implementation using the official code; other baselines copied from their original papers.") in md
