@@ -731,6 +731,20 @@ def markdown_html(text: str) -> str:
     return re.sub(r'href="([^"#:]+)\.md(#[^"]*)?"', r'href="\1.html\2"', body)
 
 
+def embedded_pages(report: str | Path) -> dict[str, str]:
+    """The HTML pages a Snakemake report (``snakemake --report``) embeds as base64 ``data:`` URLs, keyed by the
+    file each names at its foot (:func:`markdown_page`'s "Rendered from"), else ``page<i>``."""
+    import base64
+    import re
+
+    pages = {}
+    for blob in re.findall(r"data:text/html;(?:charset=[\w-]+;)?base64,([A-Za-z0-9+/=]+)", Path(report).read_text(errors="replace")):
+        page = base64.b64decode(blob).decode(errors="replace")
+        source = re.search(r"Rendered from <code>([^<]+)</code>", page)
+        pages[source.group(1) if source else f"page{len(pages)}"] = page
+    return pages
+
+
 def summary_with_recipe(report: str, recipe: str) -> str:
     """REPORT.md with RECIPE.md after it, its links to RECIPE.md's anchors made links within the page.
 

@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import argparse
 import base64
-import json
-import re
 import sys
 import time
 from pathlib import Path
@@ -25,19 +23,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common as C  # noqa: E402
 
+from aoe.report import embedded_pages  # noqa: E402
+
 # the flags this machine's Chromium needs headless (no network, no sandbox as root)
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync"]
-
-
-def embedded_pages(report: Path) -> dict[str, str]:
-    """{source file named at the page's foot: its HTML} of the pages the report embeds."""
-    pages = {}
-    for blob in re.findall(r"data:text/html;(?:charset=[\w-]+;)?base64,([A-Za-z0-9+/=]+)", report.read_text(errors="replace")):
-        page = base64.b64decode(blob).decode(errors="replace")
-        source = re.search(r"Rendered from <code>([^<]+)</code>", page)
-        pages[source.group(1) if source else f"page{len(pages)}"] = page
-    return pages
 
 
 def follow(report: Path, chromium: str) -> dict:

@@ -320,19 +320,6 @@ def test_the_ci_runs_card_is_its_model_and_results(ci_run):
     assert not (work / MODEL / "README.md").exists()  # the card is beside the folder, never in it
 
 
-def _report_pages(report: Path) -> dict[str, str]:
-    """The HTML pages a Snakemake report embeds as data: URLs (base64), by the source file each names."""
-    import base64
-    import re
-
-    pages = {}
-    for blob in re.findall(r"data:text/html;(?:charset=[\w-]+;)?base64,([A-Za-z0-9+/=]+)", report.read_text(errors="replace")):
-        page = base64.b64decode(blob).decode(errors="replace")
-        source = re.search(r"Rendered from <code>([^<]+)</code>", page)
-        pages[source.group(1) if source else f"page{len(pages)}"] = page
-    return pages
-
-
 def test_the_reports_front_page_and_every_link_inside_it_resolve(ci_report):
     """Issue 54: the report opened on the rule graph, and REPORT's links to RECIPE.html#... led nowhere (each page
     is a data: URL). The front page names where to start; REPORT's page holds the recipe, so its links are anchors
@@ -341,7 +328,9 @@ def test_the_reports_front_page_and_every_link_inside_it_resolve(ci_report):
 
     html = ci_report.read_text(errors="replace")
     assert "Start here:" in html and "REPORT.html" in html
-    pages = _report_pages(ci_report)
+    from aoe.report import embedded_pages
+
+    pages = embedded_pages(ci_report)
     summary = pages["REPORT.md and RECIPE.md"]
     links = re.findall(r'href="([^"]+)"', summary)
     inside = [h for h in links if h.startswith("#")]

@@ -165,3 +165,15 @@ def test_the_summary_page_holds_the_recipe_its_links_lead_to():
     page = markdown_page(summary_with_recipe(report, recipe), title="REPORT")
     assert 'href="#recipe-minilm-l6-aoe-stsb"' in page and 'id="recipe-minilm-l6-aoe-stsb"' in page
     assert "RECIPE.html" not in page and "RECIPE.md" not in page
+
+
+def test_embedded_pages_reads_the_pages_a_report_holds(tmp_path):
+    import base64
+
+    from aoe.report import embedded_pages, markdown_page
+
+    pages = [markdown_page("# A", title="A", source="REPORT.md and RECIPE.md"), "<html><body>no foot</body></html>"]
+    blobs = "".join(f'<a href="data:text/html;charset=utf8;base64,{base64.b64encode(p.encode()).decode()}">x</a>' for p in pages)
+    (tmp_path / "report.html").write_text(f"<html>{blobs}</html>")
+    found = embedded_pages(tmp_path / "report.html")
+    assert list(found) == ["REPORT.md and RECIPE.md", "page1"] and found["page1"] == pages[1]
