@@ -640,8 +640,9 @@ def main() -> None:
     r.add_argument("--nli-steps", default=NLI_STEPS, help="CELL=STEPS,...: the NLI cells trained and their optimizer steps")
     r.add_argument("--llama-shapes", default="7b-8,7b,13b", help=f"part llama: shapes among {sorted(LLAMA_SHAPES)}")
     r.add_argument("--llama-steps", type=int, default=LLAMA_STEPS)
-    r.add_argument("--llama-variants", default="compute=bf16,kv_cache",
-                   help="part llama, first shape only: compute=bf16 (a second training), kv_cache (a second evaluation); '' for none")
+    r.add_argument("--llama-variants", default="",
+                   help="part llama, first shape only: compute=bf16 (a second training), kv_cache (a second evaluation), "
+                        "comma-separated (about a minute more on an H100); default none")
     lt = sub.add_parser("_llama_train", help="part llama: one shape's training (run's child process)")
     for a in ("--bundle", "--shape", "--device", "--compute", "--out"):
         lt.add_argument(a, required=True)
