@@ -13,6 +13,6 @@ from aoe.report import markdown_page, summary_with_recipe
 
 source = Path(snakemake.input.md)
 text = source.read_text()
-if snakemake.params.with_recipe:
+if getattr(snakemake.params, "with_recipe", False):  # REPORT's page (rule report_page); a table's page has none
     text = summary_with_recipe(text, Path(snakemake.input.recipe).read_text())
 Path(snakemake.output.html).write_text(markdown_page(text, title=source.stem, source=snakemake.params.source))
