@@ -738,7 +738,7 @@ def embedded_pages(report: str | Path) -> dict[str, str]:
     import re
 
     pages = {}
-    for blob in re.findall(r"data:text/html;(?:charset=[\w-]+;)?base64,([A-Za-z0-9+/=]+)", Path(report).read_text(errors="replace")):
+    for blob in re.findall(r"data:text/html;(?:[\w-]+=[^;,\"]*;)*base64,([A-Za-z0-9+/=]+)", Path(report).read_text(errors="replace")):
         page = base64.b64decode(blob).decode(errors="replace")
         source = re.search(r"Rendered from <code>([^<]+)</code>", page)
         pages[source.group(1) if source else f"page{len(pages)}"] = page
