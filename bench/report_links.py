@@ -7,15 +7,15 @@ Needs Debian's Chromium (``apt-get install chromium``: /usr/bin/chromium) and Pl
 (``pip install playwright``, which drives that browser; it downloads no browser of its own here). The report
 holds each page as a ``data:`` URL, where a link to another page (the old ``RECIPE.html#...``) leads nowhere:
 tests/test_pipeline_e2e.py checks statically that every link of the summary page is an anchor of that page;
-this script follows each in the browser: the front page is opened, its "Start here" link clicked (the summary
-page must open), then the summary page is loaded as the report serves it and every link clicked: the page must
-scroll so that the link's target is at the top (or the page is at its end) and the URL's fragment be the link's.
+this script follows each in the browser as a reader would: the front page is opened, its "Start here" link and
+the result's view button clicked (the summary page must open, in the report's iframe), then every link of that
+page clicked: the page must scroll so that the link's target is at the top (or the page is at its end) and the
+URL's fragment be the link's.
 """
 
 from __future__ import annotations
 
 import argparse
-import base64
 import sys
 import time
 from pathlib import Path
@@ -31,51 +31,45 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-
 
 
 def follow(report: Path, chromium: str) -> dict:
+    """Open the report, click its front page's "Start here" link and the result's view button (the report shows
+    a page in an iframe of its data: URL), then click every link of that page inside the iframe."""
     from playwright.sync_api import sync_playwright
 
     pages = embedded_pages(report)
-    summary_key = next((k for k in pages if k.startswith("REPORT.md")), None)
-    out: dict = {"report": str(report), "pages": sorted(pages), "summary_page": summary_key}
+    out: dict = {"report": str(report), "pages": sorted(pages)}
+    results = []
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
         page = browser.new_page(viewport={"width": 1280, "height": 900})
         page.goto(report.resolve().as_uri())
-        page.wait_for_load_state("load")
         page.wait_for_timeout(1500)  # the report's app renders after load
         front = page.inner_text("body")
         out["front_page_starts_with_summary"] = "Start here" in front
-        out["front_page_first_line"] = next((line for line in front.splitlines() if "Start here" in line), None)
-        # the front page's link to the summary page opens it
-        opened = False
+        out["front_page_line"] = next((line for line in front.splitlines() if "Start here" in line), None)
+        frame = None
         try:
-            page.get_by_text("REPORT.html", exact=True).first.click(timeout=5000)
-            page.wait_for_timeout(1000)
-            opened = any("data:text/html" in (f.url or "") for f in page.frames) or "REPORT" in page.inner_text("body")
-        except Exception as e:  # noqa: BLE001 - recorded, not raised: the JSON says what failed
+            page.get_by_role("link", name="REPORT.html").first.click(timeout=5000)
+            page.wait_for_timeout(800)
+            page.locator("a[iconname=eye]").first.click(timeout=5000)  # the result's "view" button
+            page.wait_for_timeout(1500)
+            frame = next((f for f in page.frames if f.url.startswith("data:text/html") and "REPORT.html" in f.url), None)
+        except Exception as e:  # noqa: BLE001 - recorded: the JSON says what failed
             out["front_page_click_error"] = str(e)[:300]
-        out["start_here_opens_the_summary"] = opened
-        results = []
-        if summary_key:
-            # the summary page as the report serves it: its data: URL
-            data_url = "data:text/html;base64," + base64.b64encode(pages[summary_key].encode()).decode()
-            sub = browser.new_page(viewport={"width": 1280, "height": 900})
-            sub.goto(data_url)
-            hrefs = sub.eval_on_selector_all("a[href]", "els => els.map(e => e.getAttribute('href'))")
+        out["start_here_opens_the_summary"] = frame is not None
+        if frame is not None:
+            hrefs = frame.eval_on_selector_all("a[href]", "els => els.map(e => e.getAttribute('href'))")
             for i, href in enumerate(hrefs):
-                sub.evaluate("window.scrollTo(0, 0)")
-                link = sub.locator("a[href]").nth(i)
-                link.scroll_into_view_if_needed()
+                frame.evaluate("window.scrollTo(0, 0); history.replaceState(null, '', '#')")
                 start = time.perf_counter()
-                link.click()
-                sub.wait_for_timeout(100)
-                state = sub.evaluate(
+                frame.locator("a[href]").nth(i).click()
+                page.wait_for_timeout(100)
+                state = frame.evaluate(
                     """(href) => {
                         const id = href.startsWith('#') ? decodeURIComponent(href.slice(1)) : null;
                         const el = id ? document.getElementById(id) : null;
                         const atEnd = Math.ceil(window.scrollY + window.innerHeight) >= document.documentElement.scrollHeight - 2;
-                        return {hash: location.hash, target_exists: !!el,
-                                target_top: el ? Math.round(el.getBoundingClientRect().top) : null, at_end: atEnd,
-                                url: location.href.slice(0, 60)};
+                        return {hash: location.hash, target_exists: !!el, scrolled_to: Math.round(window.scrollY),
+                                target_top: el ? Math.round(el.getBoundingClientRect().top) : null, at_end: atEnd};
                     }""",
                     href,
                 )
