@@ -116,6 +116,7 @@ def _read_indomain(result: dict, path: Path) -> dict:
 
 def _indomain_columns(spec: dict, found: set[str]) -> list[Column]:
     ts = list(spec.get("trainsets") or [spec["trainset"]])
+    ts += [t for t in spec.get("paper_columns") or [] if t not in ts]  # the paper's, where this configuration trains none
     cols = [Column(t, TRAINSET_HEADERS.get(t, t)) for t in ts]
     return _avg(cols) if len(ts) > 1 else cols
 
