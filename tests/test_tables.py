@@ -1200,3 +1200,24 @@ def test_the_papers_rows_keep_its_grouping_and_its_marks_are_explained():
     assert md[at + 1].startswith("| *ConSERT* |") and "(paper: " not in md[at + 1]
     assert ("- The paper's marks: Li & Li, AoE, ACL 2024, Table 1: † = results from Reimers & Gurevych (2019); "
             "⋆ = authors' implementation using the official code; other baselines copied from their original papers.") in md
+
+
+def test_table2_keeps_the_papers_columns_where_a_preset_trains_one_of_them():
+    """Issue 54: the demo's AoE Table 2 dropped the paper's GIS and Avg. columns."""
+    import pandas as pd
+
+    from aoe.configcheck import load_config
+    from aoe.table_render import to_markdown
+    from aoe.workflow import table_rows
+    from tests.workflow_utils import REPO
+
+    demo = load_config(REPO, [REPO / "presets" / "cpu-demo.yaml"])
+    results = pd.DataFrame([dict(backbone="minilm-l6", objective=o, trainset=t, seed=s, column="stsb", value=70.0 + s)
+                            for o, t, seeds in (("pretrained", "none", [0]), ("aoe", "stsb", [1, 2])) for s in seeds])
+    table = build_table(results, demo["tables"]["table2_indomain"], rows=[r.as_dict() for r in table_rows(demo, "table2_indomain")],
+                        name="table2_indomain")
+    assert [c.header for c in table.columns] == ["STS-B", "GIS", "Avg."]
+    assert table.missing == []  # GIS is not run here, not missing
+    md = to_markdown(table)
+    assert "| *AoE (paper: Li & Li, AoE, ACL 2024, Table 2)* | 86.28 ± 0.19 | 70.59 ± 0.35 | 78.44 |" in md
+    assert "- GIS: the paper's column, no model of this configuration trains on it (–); the average of ours needs every column." in md
