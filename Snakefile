@@ -41,8 +41,9 @@ min_version("9.0")
 # (`snakemake -s ../Snakefile`) would read the preset alone and blame it for what config.yaml holds
 from aoe.targets import explain_workdir
 
-if explain_workdir(workflow.basedir):
-    raise WorkflowError(explain_workdir(workflow.basedir))
+_elsewhere = explain_workdir(workflow.basedir)
+if _elsewhere:
+    raise WorkflowError(_elsewhere)
 
 
 configfile: "config.yaml"
@@ -131,5 +132,6 @@ for _target in requested_targets(sys.argv):
 # `snakemake --report` without the run's --configfile files plans another configuration and prints a
 # "Missing metadata" line for each of its outputs: say which configuration the report needs
 _report = requested_report(sys.argv) if not requested_targets(sys.argv) else None
-if _report and explain_report(_report, config, CONFIGFILES):
-    raise WorkflowError(explain_report(_report, config, CONFIGFILES))
+_why = explain_report(_report, config, CONFIGFILES) if _report else None
+if _why:
+    raise WorkflowError(_why)

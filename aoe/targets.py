@@ -13,6 +13,8 @@ started outside the repository root.
 from __future__ import annotations
 
 import difflib
+import functools
+import os
 import re
 from pathlib import Path
 from typing import Iterable
@@ -32,28 +34,30 @@ _CELL_ROOTS = ("results/models/", "results/eval/", "results/analysis/figures/")
 _PARTS = ("backbone", "objective", "trainset", "seed")
 
 
+@functools.lru_cache(maxsize=4)
+def _command_line(argv: tuple[str, ...]):
+    """Snakemake's own reading of a command line (one parse for the targets and the report), None where it
+    refuses it (Snakemake reports its own usage errors)."""
+    from snakemake.cli import get_argument_parser
+
+    try:
+        return get_argument_parser().parse_known_args(list(argv[1:]))[0]
+    except SystemExit:
+        return None
+
+
 def requested_targets(argv: list[str]) -> list[str]:
     """The targets of a `snakemake` command line; [] for a cluster job's own invocation."""
     if "--target-jobs" in argv or "--mode" in argv:
         return []  # a job submitted by the main process: its targets were planned there
-    from snakemake.cli import get_argument_parser
-
-    try:
-        args, _ = get_argument_parser().parse_known_args(argv[1:])
-    except SystemExit:  # Snakemake reports its own usage errors
-        return []
-    return list(args.targets or [])
+    args = _command_line(tuple(argv))
+    return list(args.targets or []) if args is not None else []
 
 
 def requested_report(argv: list[str]) -> str | None:
     """The ``--report`` path of a `snakemake` command line, None without one."""
-    from snakemake.cli import get_argument_parser
-
-    try:
-        args, _ = get_argument_parser().parse_known_args(argv[1:])
-    except SystemExit:
-        return None
-    report = getattr(args, "report", None)
+    args = _command_line(tuple(argv))
+    report = getattr(args, "report", None) if args is not None else None
     return str(report) if report else None
 
 
@@ -179,8 +183,6 @@ def explain_report(report: str, config: dict, configfiles: Iterable[str | Path] 
     root = config["results"]
     path = report[2:] if report.startswith("./") else report
     other = _tree_of(path, root) if path.startswith("results/") else None
-    import os
-
     given = ", ".join(os.path.relpath(f) for f in configfiles if Path(f).name != "config.yaml") or "config.yaml alone (the paper grid)"
     if other is not None:
         tree, files = other
