@@ -124,7 +124,8 @@ def selected(used: set[str]) -> list[Run]:
     """The registered runs whose fixture is in ``used`` and the runs they are ``after`` (they read their
     results), in registration order."""
     names = {name for name in _REGISTRY if name in used}
-    while missing := {_REGISTRY[n].after for n in names if _REGISTRY[n].after} - names:
+    # an `after` run that no collected module registered (a file run alone) is not waited for
+    while missing := {_REGISTRY[n].after for n in names if _REGISTRY[n].after in _REGISTRY} - names:
         names |= missing
     return [run for name, run in _REGISTRY.items() if name in names]
 

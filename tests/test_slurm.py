@@ -76,6 +76,12 @@ def cluster() -> None:
         pytest.skip(problem)
 
 
+def queued_jobs() -> list[str]:
+    """The jobs queued or running on the test cluster, as ``squeue`` lists them (id, run name, state)."""
+    out = subprocess.run(["squeue", "-h", "-o", "%i %j %T"], capture_output=True, text=True, timeout=20)
+    return out.stdout.split("\n")[:-1] if out.returncode == 0 else []
+
+
 def default_partition() -> str:
     """The partition ``sinfo`` marks with * (the test cluster's only one)."""
     out = subprocess.run(["sinfo", "-h", "-o", "%P"], capture_output=True, text=True, timeout=20)
@@ -138,6 +144,12 @@ def _slurm_setup(root: Path, cores: int) -> background.Launch | str:
     problem = "data mirror not found" if MIRROR is None else cluster_problem()
     if problem is not None:
         return problem  # the fixture cluster fails (CI) or skips with it first
+    if leftovers := queued_jobs():
+        # The node has one GPU: a job of another run (one left running by a killed session) would hold
+        # this run's GPU jobs until its time limit, and the run would time out 20 min later.
+        raise RuntimeError(f"the test cluster is busy before this run starts: {'; '.join(leftovers)}. "
+                           "Cancel them (scancel <id>), or rerun .ci/slurm/setup.sh, which cancels jobs "
+                           "left from an earlier session")
     work = copy_workflow(root / "wf")
     # What a scheduler changes is under test here (sbatch lines, resources, job ids, logs), not scores:
     # the tiny random BERT in MiniLM-L6's place (tests/workflow_utils.py::tiny_backbone_overlay), the

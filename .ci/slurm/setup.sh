@@ -12,7 +12,8 @@
 #      (a regular file is rejected, a missing File= drains the node), so we mknod c 195 N;
 #   3. starts munged, slurmctld and slurmd (systemd units when systemd is PID 1, else the
 #      daemons directly), restarting them when the configuration changed;
-#   4. waits until `sinfo` shows the node idle, resuming it once if it was drained.
+#   4. cancels the jobs still queued or running (left from a killed test session: see cancel_leftovers);
+#   5. waits until `sinfo` shows the node idle, resuming it once if it was drained.
 #
 # Test-cluster facts baked in: no slurmdbd (accounting_storage/none: `sacct` fails, so the
 # Snakemake profile must use `slurm-status-command: squeue`); MinJobAge=3600 keeps finished jobs
@@ -148,7 +149,13 @@ PartitionName=${PARTITION} Nodes=ALL Default=YES MaxTime=INFINITE State=UP" && c
 # ---------------------------------------------------------------------------------------------
 have_systemd() { [[ -d /run/systemd/system ]] && command -v systemctl >/dev/null 2>&1; }
 
-pid_alive() { [[ -f $1 ]] && kill -0 "$(cat "$1")" 2>/dev/null; }
+# A daemon killed with its session leaves its pidfile; the pid may be a zombie (no init reaps it in
+# a container) or reused, so kill -0 alone would call it alive and leave the node without a daemon.
+pid_alive() {
+    local pid
+    [[ -f $1 ]] && pid=$(cat "$1") && [[ -r /proc/$pid/status ]] || return 1
+    [[ $(cat "/proc/$pid/comm" 2>/dev/null) == slurm* ]] && ! grep -q '^State:[[:space:]]*Z' "/proc/$pid/status"
+}
 
 stop_daemon() {  # $1: pidfile (only daemons this script started write these)
     local pidfile=$1 pid i
@@ -200,13 +207,41 @@ start_slurm() {  # $1: 1 when the configuration changed
         # -c: a fresh controller state on a (re)configured CI cluster; -i: ignore stale state files.
         if [[ $restart -eq 1 ]]; then slurmctld -c; else slurmctld -i; fi
     fi
-    local i
-    for ((i = 0; i < 50; i++)); do
-        scontrol ping >/dev/null 2>&1 && break
+    # A controller started just after a killed one may take half a minute to bind its port.
+    local deadline=$((SECONDS + WAIT_S))
+    until scontrol ping >/dev/null 2>&1; do
+        ((SECONDS < deadline)) || die "slurmctld does not answer after ${WAIT_S}s"
         sleep 0.2
     done
-    scontrol ping >/dev/null 2>&1 || die "slurmctld does not answer"
     pid_alive /run/slurmd.pid || slurmd
+}
+
+# Jobs still queued or running when a CI run starts are left from a test session that was killed
+# (a session's end, a stopped machine): the tests cancel their own jobs when they end normally. A
+# controller restarted over a killed one recovers them as running or requeues them, and one holds
+# the node's only GPU until its time limit (20 min for the CI preset's jobs), so the next run's GPU
+# jobs wait behind it. This cluster exists for the tests; a CI run starts with an empty queue.
+cancel_leftovers() {
+    local ids i
+    ids=$(squeue -h -o %i | tr '\n' ' ')
+    [[ -z ${ids// /} ]] && return 0
+    log "cancelling job(s) left from an earlier session: ${ids}"
+    # shellcheck disable=SC2086
+    scancel $ids || die "scancel ${ids} failed"
+    for ((i = 0; i < 20; i++)); do
+        [[ -z $(squeue -h -o %i) ]] && return 0
+        sleep 0.5
+    done
+    # A job recovered as running whose processes died with the old slurmd stays "completing"
+    # for good: setting the node down ends it, and the node is resumed at once.
+    log "job(s) $(squeue -h -o %i | tr '\n' ' ')still completing: node ${NODE_NAME} set down and resumed to end them"
+    scontrol update NodeName="$NODE_NAME" State=DOWN Reason=ci-leftover-jobs || die "scontrol update State=DOWN failed"
+    scontrol update NodeName="$NODE_NAME" State=RESUME || die "scontrol update State=RESUME failed"
+    local deadline=$((SECONDS + WAIT_S))
+    while [[ -n $(squeue -h -o %i) ]]; do
+        ((SECONDS < deadline)) || die "jobs $(squeue -h -o %i | tr '\n' ' ')still queued ${WAIT_S}s after scancel"
+        sleep 0.5
+    done
 }
 
 wait_idle() {
@@ -237,6 +272,7 @@ main() {
     configure && restart=1
     start_munge
     start_slurm "$restart"
+    cancel_leftovers
     wait_idle
     log "ready in $((SECONDS - t0))s (restart=${restart})"
 }
