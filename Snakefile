@@ -39,7 +39,7 @@ min_version("9.0")
 
 # config.yaml and every relative path are read from the working directory: a run started elsewhere
 # (`snakemake -s ../Snakefile`) would read the preset alone and blame it for what config.yaml holds
-from aoe.targets import explain_workdir
+from aoe.plan.targets import explain_workdir
 
 _elsewhere = explain_workdir(workflow.basedir)
 if _elsewhere:
@@ -111,7 +111,7 @@ rule figures:
 
 
 # One target per table: `snakemake table2` builds results/tables/table2_indomain.tex and only
-# what it needs (aoe.workflow.table_target: table<N>, else the whole name, e.g. table_mteb).
+# what it needs (aoe.config.workflow.table_target: table<N>, else the whole name, e.g. table_mteb).
 for _table in built_tables(config):
 
     rule:
@@ -123,7 +123,7 @@ for _table in built_tables(config):
 
 # Snakemake says only "No rule to produce X" for a target no rule matches: name the unknown part
 # (backbone, objective, train set, seed, dataset, split, table) or the config file not building it.
-from aoe.targets import explain_report, explain_target, requested_report, requested_targets
+from aoe.plan.targets import explain_report, explain_target, requested_report, requested_targets
 
 for _target in requested_targets(sys.argv):
     _why = explain_target(_target, config, rule_names=[r.name for r in workflow.rules], configfiles=CONFIGFILES)

@@ -7,10 +7,10 @@ import sys
 
 # command -> (module, its function taking (argv, prog), help); imported only when run (torch is slow to import)
 COMMANDS = {
-    "embed": ("aoe.embed", "main", "embed texts with a model folder into a .npy file"),
-    "card": ("aoe.modelcard", "main", "write the model card (README.md) of a trained model folder"),
-    "export": ("aoe.hub", "main_export", "lay a trained model folder out as its hub repository (card, sentence-transformers files)"),
-    "push": ("aoe.hub", "main_push", "push a trained model folder and its card to the Hugging Face hub (token: HF_TOKEN)"),
+    "embed": ("aoe.model.embed", "main", "embed texts with a model folder into a .npy file"),
+    "card": ("aoe.publish.modelcard", "main", "write the model card (README.md) of a trained model folder"),
+    "export": ("aoe.publish.hub", "main_export", "lay a trained model folder out as its hub repository (card, sentence-transformers files)"),
+    "push": ("aoe.publish.hub", "main_push", "push a trained model folder and its card to the Hugging Face hub (token: HF_TOKEN)"),
 }
 
 

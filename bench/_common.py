@@ -56,7 +56,7 @@ def stsb_table(split: str, mirror: str | None = None) -> Path:
 
 def token_cache(table: Path, max_length: int, name: str | None = None) -> Path:
     """The pipeline's token cache of ``table`` for MiniLM-L6 (built once, as the pipeline's tokens rule does)."""
-    from aoe.tokens import build_token_cache
+    from aoe.model.tokens import build_token_cache
 
     out = WORK_DIR / "tokens" / f"{name or table.stem}-{max_length}"
     if not (out / "cache.json").is_file():

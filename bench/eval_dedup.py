@@ -6,7 +6,7 @@ Tasks: STS12-16, STS-B test and SICK-R test (``aoe.evaluate.sts.TASKS``), each r
 data mirror by ``aoe.data.sts.read_sts(resolve_downstream_root(mirror), dataset, "test")``;
 ``--max-pairs N`` keeps a seeded subset of each task (``aoe.evaluate.sts.cap_pairs``, seed 0,
 file order kept), for smoke tests. Model: the offline MiniLM-L6 (``_common.backbone_dir()``)
-through ``aoe.models.Encoder(backbone, pooling=--pooling)`` (default ``cls``, the pooling the
+through ``aoe.model.encoder.Encoder(backbone, pooling=--pooling)`` (default ``cls``, the pooling the
 pipeline's evaluation of a pretrained BERT backbone and bench/embed_throughput.py use), batch
 ``--batch-size`` (64), ``--max-length`` (512, the evaluation's default), ``--threads`` torch
 threads (2), CPU, float32.
@@ -24,7 +24,7 @@ threads (2), CPU, float32.
   ``--naive-order senteval`` sorts each subset's pairs as SentEval's loaders actually do, by
   (words in sentence1, words in sentence2, gold score), which cuts padding.
   The embedding of a batch is exactly ``Encoder.encode``'s per-batch step (``tokenize_texts``,
-  ``tokenizer.pad``, ``aoe.models.embed``, float32) on the same Encoder.
+  ``tokenizer.pad``, ``aoe.model.encoder.embed``, float32) on the same Encoder.
 
 Both ways use the same embedding function, so they differ only in which texts share a batch:
 a text padded to another batch length gets a slightly different float32 embedding (padding
@@ -83,7 +83,7 @@ def _naive_order(sub, how: str) -> list[int]:
 def _worker_setup(args):
     import torch
 
-    from aoe.models import Encoder
+    from aoe.model.encoder import Encoder
 
     torch.set_num_threads(args.threads)
     tables = _tables(args)
@@ -96,7 +96,7 @@ def worker_project(args) -> dict:
     import numpy as np
 
     from aoe.evaluate.sts import TASKS, cosine_rows, evaluate_sts, pair_embeddings, unique_texts
-    from aoe.tokens import tokenize_texts
+    from aoe.model.tokens import tokenize_texts
 
     torch, encoder, tables, model_load = _worker_setup(args)
     captured = {}
@@ -138,8 +138,8 @@ def worker_naive(args) -> dict:
     import numpy as np
 
     from aoe.evaluate.sts import TASKS, cosine_rows, sts_scores
-    from aoe.models import embed
-    from aoe.tokens import tokenize_texts
+    from aoe.model.encoder import embed
+    from aoe.model.tokens import tokenize_texts
 
     torch, encoder, tables, model_load = _worker_setup(args)
     tok = encoder.tokenizer

@@ -6,9 +6,9 @@ checkpoint (3) and the LLM evaluation text (6), on MiniLM-L6 and Gemma 3 270M.
 
 Everything goes through the pipeline's own code: the test, dev and train tables are prepared by
 ``aoe.data.prepare.prepare_sts_table`` (rule prepare_sts), the backbones by
-``aoe.backbones.materialize_backbone`` (rule fetch_backbone), the token caches by
-``aoe.tokens.build_token_cache``, the models by ``aoe.train.train`` with the cell's ``TrainConfig`` as
-``aoe.workflow.train_params`` resolves it from config.yaml + a preset, and every score by
+``aoe.model.backbones.materialize_backbone`` (rule fetch_backbone), the token caches by
+``aoe.model.tokens.build_token_cache``, the models by ``aoe.training.train.train`` with the cell's ``TrainConfig`` as
+``aoe.config.workflow.train_params`` resolves it from config.yaml + a preset, and every score by
 ``aoe.evaluate.run.run_sts_evaluation`` (7 STS tasks, SentEval "all", Spearman x100), all under
 ``bench/out/work/fidelity/``. Nothing is reused between runs but the prepared tables and the
 materialized backbones (their preparation time is recorded apart); every model is trained again.
@@ -101,7 +101,7 @@ def prepare_tables(mirror: str) -> dict:
 
 def backbone(name: str, config: dict) -> tuple[Path, dict]:
     """The backbone folder as rule fetch_backbone lays it out (built once: Gemma's GGUF dequantization takes a minute)."""
-    from aoe.backbones import materialize_backbone
+    from aoe.model.backbones import materialize_backbone
 
     out = WORK / "backbones" / name
     record = out / "fidelity-backbone.json"
@@ -117,9 +117,9 @@ def backbone(name: str, config: dict) -> tuple[Path, dict]:
 
 def train_cell(config: dict, backbone_dir: Path, table: Path, name: str, dev: Path | None = None, **overrides) -> tuple[Path, dict]:
     """The CPU demo's MiniLM AoE cell (seed SEED) with ``overrides``, trained from scratch into WORK/models/name."""
-    from aoe.tokens import build_token_cache
-    from aoe.train import TrainConfig, train
-    from aoe.workflow import train_params
+    from aoe.model.tokens import build_token_cache
+    from aoe.training.train import TrainConfig, train
+    from aoe.config.workflow import train_params
 
     params = {**train_params(config, MINILM, "aoe", "stsb", SEED), **overrides}
     cfg = TrainConfig(**params)
@@ -249,7 +249,7 @@ def part3(ctx, subset: int, epochs: int) -> dict:
 
 
 def part6(ctx) -> dict:
-    from aoe.workflow import evaluation_text, pretrained_embedding
+    from aoe.config.workflow import evaluation_text, pretrained_embedding
 
     gemma, fetched = backbone(GEMMA, ctx["llm"])
     pooling, prompt = pretrained_embedding(ctx["llm"], GEMMA)
@@ -283,8 +283,8 @@ def main() -> None:
 
     import torch
 
-    from aoe.configcheck import load_config
-    from aoe.provenance import library_versions
+    from aoe.plan.check import load_config
+    from aoe.util.provenance import library_versions
 
     torch.set_num_threads(args.threads)
     start, load_before = time.perf_counter(), C.load()

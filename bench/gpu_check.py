@@ -8,10 +8,10 @@
     # both into bench/results/gpu_check.json, with the table
     .venv/bin/python bench/gpu_check.py report CUDA_JSON bench/out/gpu_check_cpu.json
 
-No test runs on a GPU (CI has none), so this is where the CUDA path of ``aoe.train.train`` and of the
-STS evaluation is exercised. Everything goes through the pipeline's own code (``aoe.train.train``
-with the ``TrainConfig`` that ``aoe.workflow.train_params`` resolves from config.yaml and a preset,
-``aoe.tokens.build_token_cache``, ``aoe.evaluate.run.run_sts_evaluation``).
+No test runs on a GPU (CI has none), so this is where the CUDA path of ``aoe.training.train.train`` and of the
+STS evaluation is exercised. Everything goes through the pipeline's own code (``aoe.training.train.train``
+with the ``TrainConfig`` that ``aoe.config.workflow.train_params`` resolves from config.yaml and a preset,
+``aoe.model.tokens.build_token_cache``, ``aoe.evaluate.run.run_sts_evaluation``).
 
 Part ``minilm``: the CPU demo's MiniLM-L6 AoE cell (presets/cpu-demo.yaml, seed 1, 200 steps of 32
 STS-B train pairs), trained and scored on STS-B test (all 1,379 pairs) on each device. The bundle
@@ -51,7 +51,7 @@ NLI_STEPS = "aoe=8,angle_arxiv=200"
 PARTS = ("minilm", "bert-nli", "llama")
 LLAMA_CELLS = ("llama-2-7b", "llama-2-13b")
 # Part ``llama``: the grid's llama-2-* / aoe / nli cells on random weights of the published shapes
-# (aoe.memory.ARCHS), one micro-batch a process: the cell's global batch over its resources.gpus processes.
+# (aoe.config.memory.ARCHS), one micro-batch a process: the cell's global batch over its resources.gpus processes.
 # "7b-8": the 7B shape with 8 of its 32 layers (a third point for the memory model's per-layer terms);
 # "tiny": a 2-layer shape for the CPU (the fast lane runs it, tests/test_bench_gpu_check.py)
 LLAMA_SHAPES = {
@@ -74,13 +74,13 @@ def prepare(bundle: Path, mirror: str, parts: list[str] = PARTS) -> None:
     sys.path.insert(0, str(REPO / "bench"))
     import _common as C
 
-    from aoe.configcheck import load_config
+    from aoe.plan.check import load_config
     from aoe.data.nli import nli_formats, read_nli_csv
     from aoe.data.prepare import prepare_sts_table
     from aoe.data.mirror import resolve_downstream_root
     from aoe.data.sts import sts_files
-    from aoe.backbones import materialize_backbone
-    from aoe.workflow import train_params
+    from aoe.model.backbones import materialize_backbone
+    from aoe.config.workflow import train_params
 
     shutil.rmtree(bundle, ignore_errors=True)
     (bundle / "tables").mkdir(parents=True)
@@ -155,8 +155,8 @@ def bert_base_random(tokenizer_from: Path, dst: Path) -> Path:
 def train_one(table: Path, backbone: Path, out: Path, params: dict, tag: str) -> dict:
     import torch
 
-    from aoe.tokens import build_token_cache
-    from aoe.train import TrainConfig, train
+    from aoe.model.tokens import build_token_cache
+    from aoe.training.train import TrainConfig, train
 
     cfg = TrainConfig(**params)
     cache = out.parent / f"tokens-{table.stem}-{backbone.name}-{cfg.max_length}"
@@ -185,7 +185,7 @@ def run(bundle: Path, device: str, parts: list[str], out_json: Path, nli_steps: 
     import torch
 
     from aoe.evaluate.run import run_sts_evaluation
-    from aoe.provenance import library_versions
+    from aoe.util.provenance import library_versions
 
     if device == "cuda" and not torch.cuda.is_available():
         raise SystemExit("--device cuda: torch sees no GPU")
@@ -239,7 +239,7 @@ def one_nli_run(bundle: Path, backbone: Path, cell: str, steps: int, precision: 
     params = {**meta["train"][f"{BERT}/{cell}"], "max_steps": steps, "mixed_precision": precision,
               "log_every": 1, "checkpoint_every": 0, "init": None}
     tag = f"{cell}-{precision}"
-    # the table in the format the cell trains on (aoe.recipes.resolve_format, as the workflow resolves it)
+    # the table in the format the cell trains on (aoe.config.recipes.resolve_format, as the workflow resolves it)
     rec = train_one(bundle / "tables" / f"snli-test-{params['format']}.parquet", backbone, out.parent / f"bert-{tag}", params, tag)
     out.write_text(json.dumps({"params": params, **rec}, indent=2, default=str))
 
@@ -297,7 +297,7 @@ def llama_backbone(shape: str, tokenizer: Path, dst: Path, device: str) -> Path:
     import torch
     from transformers import LlamaConfig, LlamaModel
 
-    from aoe.memory import ARCHS
+    from aoe.config.memory import ARCHS
 
     if (dst / "config.json").is_file():  # the shape's second training (another compute dtype)
         return dst
@@ -324,13 +324,13 @@ def llama_backbone(shape: str, tokenizer: Path, dst: Path, device: str) -> Path:
 
 
 def llama_train(bundle: Path, shape: str, device: str, work: Path, steps: int, compute_dtype: str, out: Path) -> None:
-    """One process: build the shape, train the cell ``steps`` steps through aoe.train.train, measure the GPU."""
+    """One process: build the shape, train the cell ``steps`` steps through aoe.training.train.train, measure the GPU."""
     import dataclasses
 
     import torch
 
-    from aoe.memory import ARCHS, qlora_gpu_estimate
-    from aoe.train import TrainConfig, train
+    from aoe.config.memory import ARCHS, qlora_gpu_estimate
+    from aoe.training.train import TrainConfig, train
 
     name, override = LLAMA_SHAPES[shape]
     meta = json.loads((bundle / "bundle.json").read_text())["llama"][name]
@@ -344,7 +344,7 @@ def llama_train(bundle: Path, shape: str, device: str, work: Path, steps: int, c
     if shape == "tiny":  # the CPU: a few pairs, and the dtype a CPU's autocast has
         params.update(batch_size=8, mixed_precision="no")
     table = bundle / "tables" / f"snli-test-{params['format']}.parquet"
-    from aoe.tokens import build_token_cache
+    from aoe.model.tokens import build_token_cache
 
     cache = work / f"tokens-{shape}"
     build_token_cache(table, backbone, params["max_length"], cache, prompt=params["prompt"])
@@ -377,21 +377,21 @@ def llama_train(bundle: Path, shape: str, device: str, work: Path, steps: int, c
 def llama_eval(bundle: Path, model_dir: Path, device: str, kv_cache: bool, out: Path) -> None:
     """One process: the STS-B test evaluation of a trained adapter (aoe.evaluate.run.run_sts_evaluation, as the
     evaluate rule runs it), the GPU's peak while the model loads and while it embeds; ``kv_cache``: with the
-    decoder's key/value cache, as before aoe.models.no_cache."""
+    decoder's key/value cache, as before aoe.model.encoder.no_cache."""
     import dataclasses
 
     import torch
 
-    import aoe.models
+    import aoe.model.encoder
     from aoe.evaluate.run import run_sts_evaluation
-    from aoe.memory import Arch, eval_gpu_estimate
+    from aoe.config.memory import Arch, eval_gpu_estimate
 
     train_rec = json.loads((model_dir.parent / f"{model_dir.name}.train.json").read_text())
     meta = json.loads((bundle / "bundle.json").read_text())["llama"][train_rec["backbone"]]
     if kv_cache:
-        aoe.models.no_cache = lambda model: {}
+        aoe.model.encoder.no_cache = lambda model: {}
     seen = {"batch_tokens": 0}
-    real_pad, real_init = aoe.models.pad_ids, aoe.models.Encoder.__init__
+    real_pad, real_init = aoe.model.encoder.pad_ids, aoe.model.encoder.Encoder.__init__
 
     def pad_and_count(ids, tokenizer):
         enc = real_pad(ids, tokenizer)
@@ -404,7 +404,7 @@ def llama_eval(bundle: Path, model_dir: Path, device: str, kv_cache: bool, out: 
         if torch.cuda.is_available():
             torch.cuda.reset_peak_memory_stats()
 
-    aoe.models.pad_ids, aoe.models.Encoder.__init__ = pad_and_count, init_and_measure
+    aoe.model.encoder.pad_ids, aoe.model.encoder.Encoder.__init__ = pad_and_count, init_and_measure
     tables = bundle / "tables"
     start = time.perf_counter()
     sts = run_sts_evaluation(model_dir, [str(tables / "stsb-test.parquet")], [str(tables / "stsb-test.manifest.json")],
@@ -425,7 +425,7 @@ def run_llama(bundle: Path, device: str, shapes: list[str], steps: int, variants
               partial: Path | None = None) -> dict:
     """Each shape's training, then its evaluation, each in a process of its own (its own peaks, the GPU freed
     between); ``variants``: also train with ``compute=bf16`` and evaluate with ``kv_cache`` (the cache
-    aoe.models.no_cache leaves out), on the first shape. ``partial``: rewritten after each shape, so a run cut
+    aoe.model.encoder.no_cache leaves out), on the first shape. ``partial``: rewritten after each shape, so a run cut
     short by a time limit keeps the shapes it finished."""
     result = {}
     for i, shape in enumerate(shapes):
@@ -463,7 +463,7 @@ def run_llama(bundle: Path, device: str, shapes: list[str], steps: int, variants
 
 def _nli_rows(gpu: dict, est_speed: float) -> tuple[dict, list]:
     import cluster_cost
-    from aoe.recipes import N_TEXTS
+    from aoe.config.recipes import N_TEXTS
 
     rows, nli = [], {}
     for tag, r in gpu.get("bert_nli", {}).items():
@@ -494,7 +494,7 @@ def report(cuda_json: Path, cpu_json: Path, out: Path, profiles: list[str], nli_
         before, gpu = gpu, {**gpu, "bert_nli": later["bert_nli"]}
     g, c = gpu["minilm"], cpu["minilm"]
     common = sorted(set(g["losses"]) & set(c["losses"]), key=int)
-    from aoe.tables import load_paper_numbers
+    from aoe.results.tables import load_paper_numbers
 
     est_speed, est_source = cluster_cost.per_gpu_pairs_per_s(BERT, load_paper_numbers(None)["acl2024_training_time"]["rows"])
     nli, rows = _nli_rows(gpu, est_speed)
@@ -514,12 +514,12 @@ def report(cuda_json: Path, cpu_json: Path, out: Path, profiles: list[str], nli_
         },
         "bert_base_nli": nli,
         **({"bert_base_nli_before": {
-            "note": "the same cells in the first run, before aoe.models.avoid_cudnn_attention (commit 97274cd): "
+            "note": "the same cells in the first run, before aoe.model.encoder.avoid_cudnn_attention (commit 97274cd): "
                     "bf16 autocast sent attention to cuDNN, which planned each new input shape",
             "cells": _nli_rows(before, est_speed)[0]}} if before is not None else {}),
         "cluster_cost_estimate": {"pairs_per_s_per_gpu_at_64": est_speed, "source": est_source,
                                   "note": "bench/cluster_cost.py's BERT-base speed at max_length 64 (the paper's RTX 3090 Ti STS-B epoch); it scales it by the train set's max_length/64"},
-        "profiles_note": "torch.profiler around aoe.train.train of the BERT-base AoE NLI cell, model loading included "
+        "profiles_note": "torch.profiler around aoe.training.train.train of the BERT-base AoE NLI cell, model loading included "
                          "(the profile subcommand; the committed ones: fp32 3 optimizer steps, bf16 1 step, on the GPU named above)",
         "profiles": {tag: {**parse_profile(Path(path).read_text()), "text": Path(path).read_text()}
                      for tag, path in (x.split("=", 1) for x in profiles)},
@@ -555,7 +555,7 @@ def _collect_shapes(folder: Path) -> dict:
 
 def report_llama(runs: list[Path], shape_dirs: list[Path], with_cache: list[Path], fast_lane: Path | None, out: Path) -> None:
     """bench/results/gpu/llama_cells.json: part llama's records (later runs' shapes replace earlier ones'), the
-    training runs with the key/value cache (before aoe.models.no_cache), the H200 measurements of
+    training runs with the key/value cache (before aoe.model.encoder.no_cache), the H200 measurements of
     ../shared/measurements/gpu-2026-11-27 beside them, and the fast lane's JUnit summary."""
     import xml.etree.ElementTree as ET
 
@@ -569,7 +569,7 @@ def report_llama(runs: list[Path], shape_dirs: list[Path], with_cache: list[Path
         rec = json.loads(r.read_text())
         shapes.update(rec["llama"])
         meta = meta or {k: rec[k] for k in ("versions", "cuda_device", "torch_threads") if k in rec}
-    from aoe.memory import Arch, eval_gpu_estimate, qlora_gpu_estimate
+    from aoe.config.memory import Arch, eval_gpu_estimate, qlora_gpu_estimate
 
     for r in shapes.values():  # the model as it stands now, at each run's own shape and token counts
         a, p = Arch(**r["arch"]), r["params"]
@@ -588,14 +588,14 @@ def report_llama(runs: list[Path], shape_dirs: list[Path], with_cache: list[Path
     record = {
         "command": "python bench/gpu_check.py report-llama " + " ".join(sys.argv[2:]),
         "gpu": meta.get("cuda_device"), "versions": meta.get("versions"),
-        "method": "the grid's llama-2-* / aoe / nli cell (aoe.workflow.train_params; 160 pairs a process = 640 over 4 GPUs, "
-                  "max_length 45) through aoe.train.train on random weights of the published shapes, 12 steps on SNLI "
+        "method": "the grid's llama-2-* / aoe / nli cell (aoe.config.workflow.train_params; 160 pairs a process = 640 over 4 GPUs, "
+                  "max_length 45) through aoe.training.train.train on random weights of the published shapes, 12 steps on SNLI "
                   "test pairs; then aoe.evaluate.run.run_sts_evaluation of the adapter on STS-B test (fp16 base), each in a "
                   "process of its own; peaks: torch.cuda.max_memory_allocated / max_memory_reserved",
-        "estimates": "aoe.memory as of this report, at each run's shape and token counts",
+        "estimates": "aoe.config.memory as of this report, at each run's shape and token counts",
         "cuda": {"llama": shapes},
         "training_with_key_value_cache": {
-            "note": "the same cell before aoe.models.no_cache (the decoder's default use_cache), same GPU and session",
+            "note": "the same cell before aoe.model.encoder.no_cache (the decoder's default use_cache), same GPU and session",
             "runs": [{k: r.get(k) for k in ("shape", "layers", "peak_allocated_gb", "peak_reserved_gb", "outside_allocator_gb")}
                      | {"pairs_per_s": r["summary"]["pairs_per_s"]} for r in before]},
         "h200_2026_11_27_before_no_cache": h200,
@@ -616,10 +616,10 @@ def report_llama(runs: list[Path], shape_dirs: list[Path], with_cache: list[Path
                     + [(lambda v: f"{max(v['load']['peak_allocated_gb'], v['embed']['peak_allocated_gb']):.2f} / "
                                   f"{v['estimate']['allocated_gb']:.2f}")(r["eval"][k]) if k in r["eval"] else "-"
                        for k in ("default", "kv_cache")])
-    C.print_table(f"LLaMA-2 cells on {record['gpu']}: measured / aoe.memory (GB)",
+    C.print_table(f"LLaMA-2 cells on {record['gpu']}: measured / aoe.config.memory (GB)",
                   ["shape-compute", "train allocated", "model", "reserved", "model", "pairs/s", "eval", "eval with kv cache"], rows)
     for b in record["training_with_key_value_cache"]["runs"]:
-        print(f"  before aoe.models.no_cache, {b['shape']}: training allocated {b['peak_allocated_gb']:.2f} GB, reserved "
+        print(f"  before aoe.model.encoder.no_cache, {b['shape']}: training allocated {b['peak_allocated_gb']:.2f} GB, reserved "
               f"{b['peak_reserved_gb']:.2f} GB, {b['pairs_per_s']:.1f} pairs/s")
     print(f"wrote {path}")
 

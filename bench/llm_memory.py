@@ -2,11 +2,11 @@
 
     python bench/llm_memory.py [--configfile PRESET ...] [--measure results/backbones/gemma3-270m] [--out bench/out/llm_memory.json]
 
-The formulas live in aoe/memory.py; the host table puts each backbone's training and STS
+The formulas live in aoe/config/memory.py; the host table puts each backbone's training and STS
 evaluation need beside what its ``resources`` request (tests/test_workflow.py asserts the
 request covers the need for every job of ``snakemake -n all``).
 
-The LLaMA-2 rows are computed (no GPU needed) by aoe.memory's GPU model (its docstrings have the terms;
+The LLaMA-2 rows are computed (no GPU needed) by aoe.config.memory's GPU model (its docstrings have the terms;
 tests/test_memory.py holds it to the committed GPU runs, bench/results/gpu/llama_cells.json, within 10%)
 for the recipe of config.yaml: a training process at micro-batch 160 pairs = 320 texts x 45 tokens, LoRA r 32
 on every linear layer, NF4 weights, fp16 autocast, gradient checkpointing; an evaluation of the fp16 base
@@ -29,7 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from aoe.memory import ARCHS, GB, GPU_CARDS_GB, Arch, eval_gpu_estimate, host_need_gb, nf4_bytes_per_weight, qlora_gpu_estimate  # noqa: E402
+from aoe.config.memory import ARCHS, GB, GPU_CARDS_GB, Arch, eval_gpu_estimate, host_need_gb, nf4_bytes_per_weight, qlora_gpu_estimate  # noqa: E402
 
 LLAMA2 = ["llama-2-7b", "llama-2-13b"]
 
@@ -67,8 +67,8 @@ def measure(backbone: Path) -> dict:
     from peft import LoraConfig, get_peft_model
     from transformers import AutoConfig
 
-    from aoe.lora import quantization_settings
-    from aoe.models import load_base_model
+    from aoe.model.lora import quantization_settings
+    from aoe.model.encoder import load_base_model
 
     cfg = AutoConfig.from_pretrained(backbone)
     arch = Arch("llama", cfg.hidden_size, cfg.intermediate_size, cfg.num_hidden_layers, cfg.num_attention_heads,
@@ -123,11 +123,11 @@ def main() -> None:
               "assumptions": {"micro_batch_pairs": args.micro_batch_pairs, "max_length": args.max_length, "lora_r": 32,
                               "eval_batch_tokens": {"sts_b": STS_BATCH_TOKENS, "full_batch": FULL_BATCH_TOKENS},
                               "archs": {n: asdict(ARCHS[n]) for n in LLAMA2}}}
-    from aoe.configcheck import load_config
+    from aoe.plan.check import load_config
 
     host = host_table(load_config(Path(__file__).resolve().parents[1], args.configfile))
     record["host"] = host
-    print("\nHost memory per job (SLURM --mem): aoe.memory's need beside the backbone's request")
+    print("\nHost memory per job (SLURM --mem): aoe.config.memory's need beside the backbone's request")
     print(f"{'backbone':<18} {'rule':<13} {'procs':>5} {'need':>7} {'requested':>9}")
     for r in host:
         print(f"{r['backbone']:<18} {r['rule']:<13} {r['processes']:>5} {r['need_gb']:>6.1f}G {r['requested_gb']:>8.1f}G")

@@ -3,7 +3,7 @@
     .venv/bin/python bench/official_parity.py [--cases nli-aoe-bert,...] [--batches 3] [--out PATH]
 
 Each case takes one paper cell's objective as the pipeline resolves it (``config.yaml``, a
-preset merged over it, ``aoe.workflow.train_params``) and the official release and loss
+preset merged over it, ``aoe.config.workflow.train_params``) and the official release and loss
 settings of the command that cell follows, written here from the official sources (not from
 our config), so a wrong weight, scale or switch on our side shows as a difference:
 
@@ -26,10 +26,10 @@ nli-aoe-llama-2024        the same cell with            0.2.0     the same loss 
 
 Data: SNLI dev pairs from the mirror (the pipeline's reader, entailment 1 / contradiction 0,
 neutral dropped) or STS-B train (``_common.stsb_table``), tokenized into the pipeline's token
-cache (``aoe.tokens.build_token_cache``: MiniLM-L6's tokenizer; the LLaMA cases wrap each text
+cache (``aoe.model.tokens.build_token_cache``: MiniLM-L6's tokenizer; the LLaMA cases wrap each text
 in the cell's prompt). Batches of the cell's in-batch pool (batch / accumulation / GPUs under
 ``in_batch_pool: process``; 128, 32, 160, 120): the first ``--batches`` of the engine's epoch
-order (``aoe.train.epoch_batches``, seed 42), the table's first rows in file order (SNLI: each
+order (``aoe.training.train.epoch_batches``, seed 42), the table's first rows in file order (SNLI: each
 premise twice in a row) and a crafted batch that puts repeated texts where the official
 duplicate handling differs most (an example whose second text repeats an earlier one, then an
 example with its first text, as the 0.4.6 collator still counts a dropped example's first text;
@@ -115,9 +115,9 @@ CASES: dict[str, dict] = {
 
 def resolve_case(name: str) -> dict:
     """The cell's resolved training parameters, objective and in-batch pool (pairs one loss sees)."""
-    from aoe.configcheck import load_config
+    from aoe.plan.check import load_config
     from aoe.losses import get_objective
-    from aoe.workflow import in_batch_pool_size, train_params
+    from aoe.config.workflow import in_batch_pool_size, train_params
 
     case = CASES[name]
     config = load_config(C.REPO, [C.REPO / f for f in case["configfiles"]])
@@ -150,7 +150,7 @@ def tiny_llama_dir() -> Path:
     import torch
     from transformers import LlamaConfig, LlamaModel
 
-    from aoe.fsutil import atomic_dir
+    from aoe.util.fsutil import atomic_dir
 
     out = C.WORK_DIR / "tiny-llama"
     if (out / "config.json").is_file():
@@ -169,7 +169,7 @@ def tiny_llama_dir() -> Path:
 
 
 def _cache(name: str, table: Path, model_dir: Path, max_length: int, prompt: str | None) -> Path:
-    from aoe.tokens import StaleCacheError, build_token_cache, load_token_cache
+    from aoe.model.tokens import StaleCacheError, build_token_cache, load_token_cache
 
     out = C.WORK_DIR / "tokens" / f"parity-{name}-{table.stem}-{max_length}"
     try:
@@ -221,10 +221,10 @@ def build_batches(name: str, resolved: dict, n_engine: int, mirror: str, only: s
     import torch
     from transformers import AutoModel, AutoTokenizer
 
-    from aoe.models import embed, pad_ids
-    from aoe.tokens import ensure_pad_token
-    from aoe.tokens import load_token_cache
-    from aoe.train import epoch_batches
+    from aoe.model.encoder import embed, pad_ids
+    from aoe.model.tokens import ensure_pad_token
+    from aoe.model.tokens import load_token_cache
+    from aoe.training.train import epoch_batches
 
     case, params, pool = CASES[name], resolved["params"], resolved["pool"]
     table = _table(case["data"], mirror)
@@ -493,7 +493,7 @@ def nodropout_backbone() -> Path:
     """MiniLM-L6 with hidden and attention dropout 0 (a copy under bench/out/work/): both trainers deterministic."""
     import shutil
 
-    from aoe.fsutil import atomic_dir
+    from aoe.util.fsutil import atomic_dir
 
     out = C.WORK_DIR / "minilm-l6-nodropout"
     if (out / "config.json").is_file():
@@ -525,7 +525,7 @@ def _key_bias_gradients(backbone: Path, data, rows: list[int], objective, score_
     import torch
     from transformers import AutoModel, AutoTokenizer
 
-    from aoe.models import embed, pad_ids
+    from aoe.model.encoder import embed, pad_ids
 
     tokenizer = AutoTokenizer.from_pretrained(backbone)
     r = data[rows]
@@ -547,13 +547,13 @@ def _key_bias_gradients(backbone: Path, data, rows: list[int], objective, score_
 
 
 def step_case(name: str, steps: int, mirror: str) -> dict:
-    """``steps`` optimizer steps of aoe.train.train and of the official trainer from the same weights on the same batches."""
+    """``steps`` optimizer steps of aoe.training.train.train and of the official trainer from the same weights on the same batches."""
     import shutil
 
     import torch
 
-    from aoe.tokens import load_token_cache
-    from aoe.train import TrainConfig, epoch_batches, num_warmup_steps, train
+    from aoe.model.tokens import load_token_cache
+    from aoe.training.train import TrainConfig, epoch_batches, num_warmup_steps, train
 
     start = time.perf_counter()
     case, resolved = CASES[name], resolve_case(name)
@@ -625,7 +625,7 @@ def step_case(name: str, steps: int, mirror: str) -> dict:
                      "max_length": max_length,
                      "weight_decay": cfg.weight_decay, "max_grad_norm": cfg.max_grad_norm, "precision": "fp32",
                      "dropout": 0.0, "backbone": str(backbone), "loss": case["loss"], "fit": case["collator"],
-                     "ours": "aoe.train.train (length_buckets 1, fused AdamW, foreach clipping)",
+                     "ours": "aoe.training.train.train (length_buckets 1, fused AdamW, foreach clipping)",
                      "official": "AnglE.fit, HF Trainer with a SequentialSampler (the engine's batch order)"},
         "official_training_args": theirs["training_args"], "official_versions": theirs["versions"],
         "losses": {"ours": ours_losses, "official": theirs["losses"], "max_abs_diff": max(loss_diff)},

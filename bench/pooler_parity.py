@@ -4,7 +4,7 @@
 
 The official releases pool padded batches without the mask (0.1.1 ``Pooler``) or with a
 batch-wide use of it (0.4.x ``get_pooling``), so an official embedding depends on its batch
-neighbours; ``aoe.pooling.OFFICIAL_POOLINGS`` replicates that arithmetic
+neighbours; ``aoe.model.pooling.OFFICIAL_POOLINGS`` replicates that arithmetic
 (``OFFICIAL_POOLING_SOURCES`` names each one's source and the masked pooling it stands in for).
 
 (a) Parity. STS-B test texts in SentEval's batches (``aoe.evaluate.senteval_batches``; STS-B
@@ -65,14 +65,14 @@ EFFECT_ROWS = [
 
 
 def _cls_max(last, mask):
-    """(cls + masked max) / 2: the masked form of 0.4.x's cls_max, which aoe.models does not offer."""
-    from aoe.pooling import pool
+    """(cls + masked max) / 2: the masked form of 0.4.x's cls_max, which aoe.model.encoder does not offer."""
+    from aoe.model.pooling import pool
 
     return (pool("cls", last, mask) + pool("max", last, mask)) / 2
 
 
 def _pool(name: str, last, mask):
-    from aoe.pooling import pool
+    from aoe.model.pooling import pool
 
     return _cls_max(last, mask) if name == "cls_max" else pool(name, last, mask)
 
@@ -81,8 +81,8 @@ def _forward(model, tokenizer, texts: list[str]):
     """One batch as eval would run it: tokenized, padded to its longest on the tokenizer's side, top layer."""
     import torch
 
-    from aoe.models import pad_ids
-    from aoe.tokens import tokenize_texts
+    from aoe.model.encoder import pad_ids
+    from aoe.model.tokens import tokenize_texts
 
     enc = pad_ids(tokenize_texts(tokenizer, texts, MAX_LENGTH), tokenizer)
     with torch.inference_mode():
@@ -108,8 +108,8 @@ def run_parity(df, model_dir: Path, n: int) -> dict:
     import torch
     from transformers import AutoModel, AutoTokenizer
 
-    from aoe.pooling import OFFICIAL_POOLING_SOURCES, pool
-    from aoe.tokens import ensure_pad_token
+    from aoe.model.pooling import OFFICIAL_POOLING_SOURCES, pool
+    from aoe.model.tokens import ensure_pad_token
 
     tokenizer = ensure_pad_token(AutoTokenizer.from_pretrained(model_dir))
     models = {"float32": AutoModel.from_pretrained(model_dir).eval()}
@@ -171,9 +171,9 @@ def run_effect(df, model_dir: Path) -> dict:
 
     from aoe.evaluate.senteval_batches import task_batches
     from aoe.evaluate.sts import cosine_rows, sts_scores
-    from aoe.models import Encoder, load_base_model
-    from aoe.pooling import OFFICIAL_POOLING_SOURCES
-    from aoe.tokens import ensure_pad_token
+    from aoe.model.encoder import Encoder, load_base_model
+    from aoe.model.pooling import OFFICIAL_POOLING_SOURCES
+    from aoe.model.tokens import ensure_pad_token
 
     tokenizer = ensure_pad_token(AutoTokenizer.from_pretrained(model_dir))
     model = load_base_model(model_dir).eval()

@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/selection_parity.py [--random 200] [--seed 0] [--out PATH]
 
-``select_checkpoint: best`` (aoe.train) follows the official callback (fcb6223 angle_emb/angle.py:398-415):
+``select_checkpoint: best`` (aoe.training.train) follows the official callback (fcb6223 angle_emb/angle.py:398-415):
 ``best_corrcoef = 0``; at each epoch end ``corrcoef, accuracy = evaluate_fn(valid_ds)`` and, if
 ``corrcoef > best_corrcoef``, ``model.save_pretrained(<output_dir>/best-checkpoint)``. Its corrcoef is
 ``AnglE.evaluate``'s ``scipy.stats.spearmanr(...).correlation`` (angle.py:133-134, 736-764), in [-1, 1]
@@ -14,7 +14,7 @@ or NaN. Both rules run here on the same score sequences:
   ``on_epoch_end`` once per epoch through transformers' ``CallbackHandler``, as ``Trainer`` does
   (transformers/trainer.py ``callback_handler.on_epoch_end(args, self.state, self.control)``).
   Its choice: the epoch of the last save (what best-checkpoint ends up holding), or none.
-- ours: ``aoe.train._select`` at each epoch end and ``aoe.train._keep_best`` at the end, on a stub
+- ours: ``aoe.training.train._select`` at each epoch end and ``aoe.training.train._keep_best`` at the end, on a stub
   run whose encoder is a one-weight torch module holding its epoch number (``_Full.kept_weights``
   copies it), with ``_validation_spearman`` replaced by the scripted value converted as the real
   scorer converts it (x100, None when not finite; its source is checked for that line). Its choice:
@@ -48,7 +48,7 @@ import _common as C  # noqa: E402
 RESULT = C.REPO / "bench" / "results" / "selection_parity.json"
 OFFICIAL = "0.1.1"
 NAN = float("nan")
-# our scorer's conversion of scipy's statistic; the bench fails if aoe.train's scorer stops ending with it
+# our scorer's conversion of scipy's statistic; the bench fails if aoe.training.train's scorer stops ending with it
 OUR_CONVERSION = "return 100 * value if math.isfinite(value) else None"
 
 
@@ -203,16 +203,16 @@ def official(sequences: list[list[float]]) -> dict:
 
 
 def ours(seq: list[float]) -> dict:
-    """aoe.train's _select at each epoch end and _keep_best at the end, on a stub run."""
+    """aoe.training.train's _select at each epoch end and _keep_best at the end, on a stub run."""
     import inspect
     from types import SimpleNamespace
 
     import torch
 
-    import aoe.train as T
+    import aoe.training.train as T
 
     if OUR_CONVERSION not in inspect.getsource(T._validation_spearman):
-        raise SystemExit(f"aoe.train._validation_spearman no longer ends with {OUR_CONVERSION!r}: update this bench's scorer")
+        raise SystemExit(f"aoe.training.train._validation_spearman no longer ends with {OUR_CONVERSION!r}: update this bench's scorer")
     cfg = T.TrainConfig(objective="aoe", select_checkpoint="best", select_split={"dataset": "bench", "split": "scripted"})
     sel = object.__new__(T._Selection)  # without its table: the scorer is scripted
     sel.split, sel.table, sel.table_sha256, sel.split_is_test = dict(cfg.select_split), None, None, False
@@ -303,7 +303,7 @@ def main() -> None:
     record = {
         "command": "python bench/selection_parity.py " + " ".join(sys.argv[1:]),
         "criterion": "the epoch best-checkpoint ends up holding (the last save of angle-emb 0.1.1's EvaluateCallback) "
-                     "equals the epoch aoe.train's selection keeps (none for none), and our run ends with a model folder; "
+                     "equals the epoch aoe.training.train's selection keeps (none for none), and our run ends with a model folder; "
                      "allowed: a different epoch whose score x100 equals the official one's (x100_tie)",
         "pass": all(r["equal"] or r["x100_tie"] for r in rows) and none_last,
         "equal": sum(r["equal"] for r in rows), "x100_ties": sum(r["x100_tie"] for r in rows),
@@ -313,7 +313,7 @@ def main() -> None:
         "venv": {k: venv[k] for k in ("requirements", "built_with", "freeze")},
     }
     path = C.write_json("selection_parity", record, args.out or str(RESULT))
-    C.print_table("Best-checkpoint choice: aoe.train against angle-emb 0.1.1's EvaluateCallback (same score sequences)",
+    C.print_table("Best-checkpoint choice: aoe.training.train against angle-emb 0.1.1's EvaluateCallback (same score sequences)",
                   ["sequence class", "count", "equal", "official saves none", "disagreements"],
                   [[name, k["sequences"], k["equal"], k["official_none"],
                     ", ".join(f"{v} {d}" for d, v in k["disagreements"].items()) or "-"] for name, k in classes.items()])

@@ -19,11 +19,11 @@ worker threads (``RAYON_NUM_THREADS``, ``TOKENIZERS_PARALLELISM=true``) in every
 
 Measured, each in a fresh process (runs alternate load, retokenize, load, ...; ``--repeats``):
 
-* ``build`` (once, before the repeats): ``aoe.tokens.build_token_cache(table, backbone,
+* ``build`` (once, before the repeats): ``aoe.model.tokens.build_token_cache(table, backbone,
   max_length, out)`` as the pipeline's ``tokenize`` rule calls it (read the table, tokenize
   each distinct text once, Arrow dataset, ``save_to_disk``). A fresh folder every invocation.
-* ``load``: ``aoe.tokens.load_token_cache(cache, table, backbone, max_length)``, exactly what
-  ``aoe.train.train`` calls (its identity checks hash the table and the tokenizer files; the
+* ``load``: ``aoe.model.tokens.load_token_cache(cache, table, backbone, max_length)``, exactly what
+  ``aoe.training.train.train`` calls (its identity checks hash the table and the tokenizer files; the
   rows are memory-mapped Arrow), plus reading the first batch of 32 rows (``data[range(32)]``,
   what the training loop hands the collator): ``load_s`` is the time to usable rows, including
   ``import datasets`` (timed apart too: ``load_token_cache`` imports it, a process without the
@@ -32,7 +32,7 @@ Measured, each in a fresh process (runs alternate load, retokenize, load, ...; `
   bound: training reads the rows batch by batch, not all at start).
 * ``retokenize``: what a training job without a cache would do at start, the same steps as the
   build minus Arrow: read the parquet table, the distinct texts (``pd.unique``), the pipeline's
-  ``aoe.tokens.tokenize_texts`` (the fast tokenizer's batch call, truncation at max_length),
+  ``aoe.model.tokens.tokenize_texts`` (the fast tokenizer's batch call, truncation at max_length),
   and per-row id lists for each text column. The tokenizer's ``from_pretrained`` is timed
   apart (``tokenizer_load_s``) and not counted: training loads it for the collator either way.
   Repeat 0 checks, after its clock stops, that its ids equal the cache's row for row.
@@ -120,7 +120,7 @@ def _setup_threads(threads: int) -> None:
 
 def worker_build(args) -> dict:
     _setup_threads(args.threads)
-    from aoe.tokens import build_token_cache
+    from aoe.model.tokens import build_token_cache
 
     table, cache = _table_path(args.pairs), _cache_path(args.pairs, args.max_length)
     shutil.rmtree(cache, ignore_errors=True)
@@ -132,7 +132,7 @@ def worker_build(args) -> dict:
 
 def worker_load(args) -> dict:
     _setup_threads(args.threads)
-    from aoe.tokens import load_token_cache
+    from aoe.model.tokens import load_token_cache
 
     table, cache = _table_path(args.pairs), _cache_path(args.pairs, args.max_length)
     start = time.perf_counter()
@@ -166,8 +166,8 @@ def worker_retokenize(args) -> dict:
     import pandas as pd
     from transformers import AutoTokenizer
 
-    from aoe.tokens import ensure_pad_token, tokenize_texts
-    from aoe.tokens import text_columns, text_identities
+    from aoe.model.tokens import ensure_pad_token, tokenize_texts
+    from aoe.model.tokens import text_columns, text_identities
 
     table = _table_path(args.pairs)
     t0 = time.perf_counter()
@@ -205,7 +205,7 @@ def worker_retokenize(args) -> dict:
         "utf8_bytes_table_texts": int(sum(df[c].map(lambda s: len(s.encode("utf-8"))).sum() for c in cols)),
     }
     if args.verify:
-        from aoe.tokens import load_token_cache
+        from aoe.model.tokens import load_token_cache
 
         data = load_token_cache(_cache_path(args.pairs, args.max_length), table, C.backbone_dir(), args.max_length)
         same = all(data[f"input_ids_{k}"] == per_row[f"input_ids_{k}"] for k in range(1, len(cols) + 1))

@@ -6,7 +6,7 @@ Both sides train MiniLM-L6 with the AoE objective (angle 1 + in-batch 1, tau 20,
 threshold 0.8) on STS-B train from the mirror, batch 32, max_length 64, lr 5e-5 with 10%
 linear warm-up, gradient clipping at 1.0, seed 1, fp32, ``--threads`` torch threads:
 
-* ``engine``: ``aoe.train.train`` exactly as the pipeline's train rule calls it (token cache,
+* ``engine``: ``aoe.training.train.train`` exactly as the pipeline's train rule calls it (token cache,
   accelerate, collation in the loop, logging every 10 steps); pairs/s from its run summary
   (the training loop's wall time, model loading and saving excluded);
 * ``bare``: the same padded batches built before the clock starts (the engine's own
@@ -42,7 +42,7 @@ SETTINGS = dict(objective="aoe", seed=1, learning_rate=5e-5, batch_size=32, warm
 
 
 def _config(args):
-    from aoe.train import TrainConfig
+    from aoe.training.train import TrainConfig
 
     buckets = {} if args.length_buckets is None else {"length_buckets": args.length_buckets}
     return TrainConfig(max_steps=args.steps, **SETTINGS, **buckets)
@@ -52,7 +52,7 @@ def worker_engine(args) -> dict:
     import torch
 
     torch.set_num_threads(args.threads)
-    from aoe.train import train
+    from aoe.training.train import train
 
     table = C.stsb_table("train", args.mirror)
     cache = C.token_cache(table, SETTINGS["max_length"])
@@ -77,10 +77,10 @@ def worker_bare(args) -> dict:
     from transformers import AutoModel, AutoTokenizer, get_linear_schedule_with_warmup
 
     from aoe.losses import get_objective
-    from aoe.models import embed_bucketed
-    from aoe.tokens import ensure_pad_token, length_buckets
-    from aoe.tokens import load_token_cache
-    from aoe.train import Collator, epoch_batches, num_warmup_steps
+    from aoe.model.encoder import embed_bucketed
+    from aoe.model.tokens import ensure_pad_token, length_buckets
+    from aoe.model.tokens import load_token_cache
+    from aoe.training.train import Collator, epoch_batches, num_warmup_steps
 
     torch.set_num_threads(args.threads)
     cfg = _config(args)
@@ -171,7 +171,7 @@ def profile_engine(args) -> dict:
     found = {}
     for (filename, _line, func), (_cc, _nc, _tt, ct, _callers) in stats.stats.items():
         for label, name in wanted.items():
-            if func == name and (label != "collate (tokenizer.pad)" or filename.endswith("aoe/train.py")) and (
+            if func == name and (label != "collate (tokenizer.pad)" or filename.endswith("aoe/training/train.py")) and (
                 label != "arrow rows (Dataset.__getitem__)" or "arrow_dataset" in filename
             ):
                 found[label] = max(found.get(label, 0.0), ct)

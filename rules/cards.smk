@@ -1,4 +1,4 @@
-# Model cards and the push to the Hugging Face hub (aoe.modelcard, aoe.hub).
+# Model cards and the push to the Hugging Face hub (aoe.publish.modelcard, aoe.publish.hub).
 #
 # A card is its own output, results/cards/<cell>/README.md, never a file in the model folder: that
 # folder is train_model's directory output (and the resumed run's identity), and a file added to it
@@ -6,7 +6,7 @@
 # The grid never pushes: `snakemake push_models` (every trained cell) or one cell's
 # results/hub/<cell>.json, to config model_cards.repo_id, with HF_TOKEN in the environment.
 
-from aoe.modelcard import CardPlanner, card_path, check_card_config, push_repo_id
+from aoe.publish.modelcard import CardPlanner, card_path, check_card_config, push_repo_id
 
 try:
     check_card_config(config)
@@ -30,7 +30,7 @@ rule model_card:
         # every result the workflow makes of the cell (the configured suites, what tables read)
         results=lambda wildcards: CARD_PLANNER.results_of(Cell.from_wildcards(wildcards)),
         numbers="aoe/resources/paper_numbers.yaml",
-        code=library_code("modelcard.py"),
+        code=library_code("publish/modelcard.py"),
     output:
         R("results/cards/{backbone}/{objective}/{trainset}/seed{seed}/README.md"),
     log:

@@ -5,9 +5,9 @@ from snakemake.logging import logger
 # The package lives beside the Snakefile: importable with or without `pip install -e .`.
 sys.path.insert(0, workflow.basedir)
 
-from aoe.configcheck import complete_config, config_sources, load_config
-from aoe.hparams import freeze_for_planning
-from aoe.workflow import (
+from aoe.plan.check import complete_config, config_sources, load_config
+from aoe.config.hparams import freeze_for_planning
+from aoe.config.workflow import (
     PRETRAINED,
     RELEASED,
     Cell,
@@ -40,8 +40,8 @@ from aoe.data.nli import NLI_MIRROR_FILES
 from aoe.data.transfer import transfer_files
 from aoe.evaluate.nli_probe import probe_inputs
 from aoe.data.catalog import ALLNLI_FILE, SOURCES, dataset_splits
-from aoe.formats import TOKEN_CACHE_FORMAT
-from aoe.pooling_names import EVAL_POOLING_NAMES
+from aoe.util.formats import TOKEN_CACHE_FORMAT
+from aoe.model.pooling_names import EVAL_POOLING_NAMES
 from aoe.llm_supervised import generators as llm_generators
 
 # config.yaml, then the --configfile files (a preset), then --config: the files and values a message
@@ -50,7 +50,7 @@ CONFIGFILES, CONFIG_OVERRIDES = config_sources(workflow)
 RUN_CONFIGFILES = [os.path.relpath(f) for f in CONFIGFILES]
 
 try:
-    # the schema, then every cross-key check (aoe.configcheck: the rules files check nothing more);
+    # the schema, then every cross-key check (aoe.plan.check: the rules files check nothing more);
     # one line naming the key and its file; fills in the schema's defaults
     complete_config(config, workflow.source_path("../schemas/config.schema.yaml"), CONFIGFILES, CONFIG_OVERRIDES)
 except ConfigError as err:
@@ -124,7 +124,7 @@ wildcard_constraints:
     trainset="|".join(map(re.escape, CELL_PARTS["trainset"])),
     dataset="|".join(dataset_splits(config)),
     split="|".join(ALL_SPLITS),
-    seed=r"\d+(?:-rerun[1-9]\d*)?",  # the run: seed, or seed-rerunK (aoe.workflow.Cell.run)
+    seed=r"\d+(?:-rerun[1-9]\d*)?",  # the run: seed, or seed-rerunK (aoe.config.workflow.Cell.run)
     max_len=r"\d+",
     table="|".join(map(re.escape, built_tables(config))) or "NO_TABLES",
     evalset="|".join(map(re.escape, config["trainsets"])) or "NO_TRAINSETS",
@@ -259,7 +259,7 @@ def gpu_placement(resources_of=None):
 
 def library_code(*modules):
     """Package modules a rendering job runs, as inputs: Snakemake's code trigger sees only the job's
-    own script, so an edit of aoe/tables.py would otherwise leave every table stale."""
+    own script, so an edit of aoe/results/tables.py would otherwise leave every table stale."""
     return [str(Path(workflow.basedir) / "aoe" / m) for m in modules]
 
 

@@ -45,7 +45,7 @@ rule fetch_backbone:
         "../workflow_scripts/fetch_backbone.py"
 
 
-# A published checkpoint (config released.checkpoints; aoe.released), laid out as a trained model folder
+# A published checkpoint (config released.checkpoints; aoe.model.released), laid out as a trained model folder
 rule fetch_released:
     output:
         directory(R("results/released/{checkpoint}")),
@@ -78,7 +78,7 @@ rule tokenize:
         "../envs/torch.yaml"
     params:
         prompt=get_prompt,  # a changed prompt retokenizes (params trigger)
-        cache_format=TOKEN_CACHE_FORMAT,  # so does a new cache format (aoe.formats)
+        cache_format=TOKEN_CACHE_FORMAT,  # so does a new cache format (aoe.util.formats)
     script:
         "../workflow_scripts/tokenize.py"
 

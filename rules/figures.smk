@@ -1,21 +1,21 @@
 # The paper's embedding figures (AoE Fig. 3, 4, 5, 10 and the gradient figure the paper argues):
-# config `figures`, code in aoe/figures/. They read model folders and never train.
+# config `figures`, code in aoe/results/figures/. They read model folders and never train.
 #
 #   figure_pairs   one job per model: the test pairs' embeddings (through the shared embedding
 #                  cache the model's STS evaluation filled), cosines, gradient norms -> .npz
 #   figure_tsne    t-SNE of the real and imaginary halves (saturation zone / all pairs) -> .npz
 #   fig3, fig10, fig4, fig5, fig_gradients   CPU-only plotting: PDF, PNG and a JSON of the numbers
 #   training_curves  per table (not a paper figure): loss vs step of its trained models, seeds overlaid,
-#                    from their metrics.jsonl (config figures.training_curves, aoe/figures/curves.py)
+#                    from their metrics.jsonl (config figures.training_curves, aoe/results/figures/curves.py)
 #
 # Each plotting rule is its own target (`snakemake fig4`); changing plot code reruns only it.
 
 import re
 
 from aoe.data.sts import SCORE_RANGE
-from aoe.figures.curves import curve_inputs, curve_panels, curve_results, curve_tables
-from aoe.workflow import built_figures
-from aoe.figures import (
+from aoe.results.figures.curves import curve_inputs, curve_panels, curve_results, curve_tables
+from aoe.config.workflow import built_figures
+from aoe.results.figures import (
     FIGURES,
     figure_cells,
     figure_inputs,
@@ -108,7 +108,7 @@ rule figure_tsne:
 rule fig3:
     input:
         unpack(lambda wildcards: figure_inputs(config, "fig3")),
-        code=library_code("figures/sts_geometry.py", "figures/style.py"),
+        code=library_code("results/figures/sts_geometry.py", "results/figures/style.py"),
     output:
         R(f"results/figures/{FIGURES['fig3']}.pdf"),
         report(
@@ -133,7 +133,7 @@ rule fig3:
 rule fig10:
     input:
         unpack(lambda wildcards: figure_inputs(config, "fig10")),
-        code=library_code("figures/sts_geometry.py", "figures/style.py"),
+        code=library_code("results/figures/sts_geometry.py", "results/figures/style.py"),
     output:
         R(f"results/figures/{FIGURES['fig10']}.pdf"),
         report(
@@ -158,7 +158,7 @@ rule fig10:
 rule fig4:
     input:
         unpack(lambda wildcards: figure_inputs(config, "fig4")),
-        code=library_code("figures/similarity.py", "figures/style.py"),
+        code=library_code("results/figures/similarity.py", "results/figures/style.py"),
     output:
         R(f"results/figures/{FIGURES['fig4']}.pdf"),
         report(
@@ -183,7 +183,7 @@ rule fig4:
 rule fig5:
     input:
         unpack(lambda wildcards: figure_inputs(config, "fig5")),
-        code=library_code("figures/similarity.py", "figures/style.py"),
+        code=library_code("results/figures/similarity.py", "results/figures/style.py"),
     output:
         R(f"results/figures/{FIGURES['fig5']}.pdf"),
         report(
@@ -205,7 +205,7 @@ rule fig5:
 rule fig_gradients:
     input:
         unpack(lambda wildcards: figure_inputs(config, "fig_gradients")),
-        code=library_code("figures/gradients.py", "figures/style.py"),
+        code=library_code("results/figures/gradients.py", "results/figures/style.py"),
     output:
         R(f"results/figures/{FIGURES['fig_gradients']}.pdf"),
         report(
@@ -234,7 +234,7 @@ rule fig_gradients:
 rule training_curves:
     input:
         models=lambda wildcards: curve_inputs(config, wildcards.table),
-        code=library_code("figures/curves.py", "figures/style.py"),
+        code=library_code("results/figures/curves.py", "results/figures/style.py"),
     output:
         R("results/figures/training_curves/{table}.pdf"),
         report(

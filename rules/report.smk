@@ -1,13 +1,15 @@
-# results/REPORT.md: every reproduced number next to the paper's (aoe.report). Reads the tables'
+# results/REPORT.md: every reproduced number next to the paper's (aoe.publish.report). Reads the tables'
 # JSON twins and the figures' numbers.
 rule report_md:
     input:
         tables=expand(R("results/tables/{table}.json"), table=built_tables(config)),
         # the numbers behind the figures (Fig. 3/4/10, gradients), so the summary waits for them
         figures=[f for f in FIGURE_RESULTS if f.endswith(".json")],
-        # the analyses behind numbers the paper quotes in its prose (aoe.report.QUOTED)
+        # the analyses behind numbers the paper quotes in its prose (aoe.publish.report.QUOTED)
         analysis=SATURATION_RESULTS + [f for f in GIS_RESULTS if f.endswith(".json")],
-        code=library_code("report.py", "table_load.py", "tables.py", "table_render.py", "table_kinds.py"),
+        code=library_code(
+            "publish/report.py", "results/load.py", "results/tables.py", "results/render.py", "config/table_kinds.py"
+        ),
     output:
         R("results/REPORT.md"),
     log:
@@ -21,12 +23,12 @@ rule report_md:
 
 
 # `snakemake recipe`: every value each trained cell of the active config trains with, the key and
-# file that set it, its source, and the official code's value (aoe.ledger). Reads the config only.
+# file that set it, its source, and the official code's value (aoe.plan.ledger). Reads the config only.
 rule recipe:
     input:
         configfiles=RUN_CONFIGFILES,
         official="aoe/resources/official_recipes.yaml",
-        code=library_code("hparams.py", "ledger.py", "recipes.py"),
+        code=library_code("config/hparams.py", "plan/ledger.py", "config/recipes.py"),
     output:
         md=R("results/RECIPE.md"),
         json=R("results/recipe.json"),
@@ -41,7 +43,7 @@ rule recipe:
 
 
 # The Snakemake report (`snakemake --report report.html`) shows a Markdown file as plain text with
-# its whitespace collapsed: REPORT.md and RECIPE.md go into it as HTML pages (aoe.report.markdown_page),
+# its whitespace collapsed: REPORT.md and RECIPE.md go into it as HTML pages (aoe.publish.report.markdown_page),
 # under "1. Summary"; the tables' pages are rule table_html (rules/tables.smk). Rule all builds them all.
 SUMMARY_PAGES = {
     "REPORT": "REPORT: every number beside the paper's (and the recipe)",
@@ -64,7 +66,7 @@ rule report_page:
         md=R("results/{page}.md"),
         # REPORT's page holds the recipe too: its links to it resolve inside the Snakemake report
         recipe=R("results/RECIPE.md"),
-        code=library_code("report.py"),
+        code=library_code("publish/report.py"),
     output:
         html=report(
             R("results/{page}.html"),
@@ -86,7 +88,7 @@ rule report_page:
 
 
 # Every job's runtime: the benchmark file of each benchmarked job of the run (results/benchmarks/**.tsv)
-# -> RUNTIMES.tsv (rule, wildcards, seconds, max RSS) and its HTML page in the report (aoe.runtimes).
+# -> RUNTIMES.tsv (rule, wildcards, seconds, max RSS) and its HTML page in the report (aoe.publish.runtimes).
 # Its input is every other target of rule all, so it runs after every job of the run and again after any
 # rerun (a job rewrites its benchmark file and the targets downstream of it); it is no input of any
 # job, so it makes no cycle.
@@ -96,7 +98,7 @@ RUNTIME_RESULTS = [R("results/RUNTIMES.tsv"), R("results/RUNTIMES.html")]
 rule runtimes:
     input:
         done=lambda wildcards: [f for f in rules.all.input if f not in RUNTIME_RESULTS],
-        code=library_code("runtimes.py", "report.py"),
+        code=library_code("publish/runtimes.py", "publish/report.py"),
     output:
         tsv=R("results/RUNTIMES.tsv"),
         html=report(

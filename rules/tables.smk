@@ -1,7 +1,7 @@
 rule table:
     input:
         results=get_table_inputs,
-        code=library_code("table_load.py", "tables.py", "table_render.py", "table_kinds.py"),
+        code=library_code("results/load.py", "results/tables.py", "results/render.py", "config/table_kinds.py"),
     output:
         tex=R("results/tables/{table}.tex"),
         csv=R("results/tables/{table}.csv"),
@@ -26,7 +26,7 @@ rule table:
 rule table_html:
     input:
         md=R("results/tables/{table}.md"),
-        code=library_code("report.py"),
+        code=library_code("publish/report.py"),
     output:
         html=report(
             R("results/tables/{table}.html"),

@@ -1,4 +1,4 @@
-from aoe.workflow import selection_input
+from aoe.config.workflow import selection_input
 
 
 rule train_model:

@@ -51,7 +51,7 @@ def tiny_llama(tmp_path_factory: pytest.TempPathFactory, minilm_dir: Path) -> Pa
 
     Hidden 64: every linear layer's input is a whole NF4 quantization block (64) and its output
     a multiple of 32, which both of bitsandbytes' CPU 4-bit kernels accept (its bf16 repacking
-    fails on narrower layers, aoe.models.pin_4bit_cpu_path).
+    fails on narrower layers, aoe.model.encoder.pin_4bit_cpu_path).
     """
     return write_tiny_model(tmp_path_factory.mktemp("tiny_llama"), minilm_dir, "Llama", hidden=64, num_key_value_heads=2, pad_token_id=0)
 

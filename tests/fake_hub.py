@@ -7,7 +7,7 @@ files at a pinned commit: ``/api/models/<id>/revision/<rev>`` (the commit and th
 repositories answer 404 RepoNotFound, unknown files 404 EntryNotFound, as the hub does. Each
 repository's commit is a fixed digest of its id. Requests are logged.
 
-It also takes uploads (aoe.hub's push): ``POST /api/repos/create`` (a new repository, or 409 for one
+It also takes uploads (aoe.publish.hub's push): ``POST /api/repos/create`` (a new repository, or 409 for one
 that exists, as the hub), ``POST /api/validate-yaml`` (a README's front matter: 400 with the YAML
 error), ``POST /api/models/<id>/preupload/<rev>`` (every file "regular": sent inline) and ``POST
 /api/models/<id>/commit/<rev>`` (the ndjson commit: its files are stored in ``uploads[repo id]``, as

@@ -40,16 +40,16 @@ class RealModel:
 
 def compute(ci_results: Path, minilm_dir: Path, root: Path) -> RealModel:
     """Evaluate and train MiniLM-L6 into ``root``, reading the prepared data of the CI run's ``ci_results``."""
-    from aoe.configcheck import load_config
+    from aoe.plan.check import load_config
     from aoe.evaluate.mteb_eval import run_mteb_evaluation
     from aoe.evaluate.nli_probe import probe_inputs
     from aoe.evaluate.run import run_nli_probe, run_sts_evaluation, run_transfer_evaluation
     from aoe.data.sts import STS_TASKS
     from aoe.evaluate.saturation import run_saturation
-    from aoe.figures.pairs import load_pairs, run_figure_pairs
-    from aoe.figures.sts_geometry import saturation_mask
-    from aoe.train import TrainConfig, train
-    from aoe.workflow import train_params
+    from aoe.results.figures.pairs import load_pairs, run_figure_pairs
+    from aoe.results.figures.sts_geometry import saturation_mask
+    from aoe.training.train import TrainConfig, train
+    from aoe.config.workflow import train_params
 
     config = load_config(REPO, [REPO / "presets" / "ci.yaml"])
     ev = config["evaluation"]
@@ -89,7 +89,7 @@ def compute(ci_results: Path, minilm_dir: Path, root: Path) -> RealModel:
                      batch_size=ev["sts"]["batch_size"], max_length=ev["sts"]["max_length"], cache_root=cache)
     cos = load_pairs(root / "trained/stsb-pairs.npz")["cos"]
     threshold = config["figures"]["sts_geometry"]["saturation_threshold"]
-    (root / "trained/saturation_zone.json").write_text(json.dumps(  # what fig3 draws (aoe.figures.sts_geometry)
+    (root / "trained/saturation_zone.json").write_text(json.dumps(  # what fig3 draws (aoe.results.figures.sts_geometry)
         {"threshold": threshold, "pairs": int(saturation_mask(cos, threshold).sum()), "pairs_total": int(len(cos))}))
     run_transfer_evaluation(model, downstream, root / "trained/transfer.json", **transfer_kw)
     return RealModel(root)

@@ -19,7 +19,7 @@ import train_vs_sentence_transformers as T  # noqa: E402
 
 def test_st_batches_are_the_engine_batches_and_the_losses_agree(tmp_path, tiny_bert):
     from aoe.losses import get_objective
-    from aoe.tokens import build_token_cache
+    from aoe.model.tokens import build_token_cache
 
     table = random_pairs_table(tmp_path / "pairs.parquet", seed=3, n=50)
     # 3 steps of 32 over 50 pairs: one full batch per epoch, each from its own seeded permutation

@@ -1,4 +1,4 @@
-"""select_checkpoint (aoe.train, aoe.workflow): the model folder holds the epoch with the best validation
+"""select_checkpoint (aoe.training.train, aoe.config.workflow): the model folder holds the epoch with the best validation
 Spearman (``best``) or the last step's weights (``last``, the default, as the official code's printed numbers).
 
 In-process on a tiny random BERT: 40 training pairs at batch 8 make 5 steps an epoch. Most tests script
@@ -19,11 +19,11 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-import aoe.train
-from aoe.checkpoints import FINAL, checkpoint_dir, step_dirs
-from aoe.tokens import build_token_cache
-from aoe.train import TrainConfig, train
-from aoe.workflow import ConfigError
+import aoe.training.train
+from aoe.training.checkpoints import FINAL, checkpoint_dir, step_dirs
+from aoe.model.tokens import build_token_cache
+from aoe.training.train import TrainConfig, train
+from aoe.config.workflow import ConfigError
 from tests.train_utils import killed_after_checkpoint, random_pairs_table
 from tests.workflow_utils import REPO
 
@@ -68,7 +68,7 @@ def _script(monkeypatch, scores=SCORES) -> dict[int, dict]:
         seen[epoch] = {k: v.detach().to("cpu", copy=True) for k, v in encoder.state_dict().items()}
         return scores[epoch]
 
-    monkeypatch.setattr(aoe.train, "_validation_spearman", scripted)
+    monkeypatch.setattr(aoe.training.train, "_validation_spearman", scripted)
     return seen
 
 
@@ -162,7 +162,7 @@ def test_the_recorded_score_is_the_saved_models_spearman_as_the_evaluation_embed
     from scipy.stats import spearmanr
 
     from aoe.evaluate.sts import cosine_rows, pair_embeddings, unique_texts
-    from aoe.models import Encoder
+    from aoe.model.encoder import Encoder
 
     out = tmp_path / "seed0"
     _train(data, out, epochs=3, pooling="avg")  # mean pooling spreads the tiny model's cosines: no near-ties to reorder
@@ -219,7 +219,7 @@ def test_a_finished_best_run_is_restored_with_its_selection(data, tmp_path, monk
     _train(data, out, checkpoint_every=6)
     trained, selection = load_file(out / "model.safetensors"), _record(out)["selection"]
     shutil.rmtree(out)  # Snakemake deletes the output of a job that did not end cleanly
-    monkeypatch.setattr(aoe.train, "_build", lambda *a, **k: pytest.fail("trained again"))
+    monkeypatch.setattr(aoe.training.train, "_build", lambda *a, **k: pytest.fail("trained again"))
     again = _train(data, out, checkpoint_every=6)
     assert again["restored_from"] == str(checkpoint_dir(out) / FINAL)
     assert _record(out)["selection"] == selection
@@ -229,14 +229,14 @@ def test_a_finished_best_run_is_restored_with_its_selection(data, tmp_path, monk
 def test_another_selection_table_is_another_run(data, tmp_path):
     base = {"train": {"lr": 1.0, "select_checkpoint": "best", "select_split": SPLIT}}
     other = random_pairs_table(tmp_path / "other.parquet", 2, 30)
-    assert aoe.train._with_selection(base, data["dev"]) != aoe.train._with_selection(base, other)
+    assert aoe.training.train._with_selection(base, data["dev"]) != aoe.training.train._with_selection(base, other)
 
 
 # ---- last: as before -----------------------------------------------------------------------------
 
 
 def test_last_scores_nothing_and_records_as_before(data, tmp_path, monkeypatch):
-    monkeypatch.setattr(aoe.train, "_validation_spearman", lambda run: pytest.fail("scored under last"))
+    monkeypatch.setattr(aoe.training.train, "_validation_spearman", lambda run: pytest.fail("scored under last"))
     out = tmp_path / "seed0"
     summary = _train(data, out, select=False, checkpoint_every=6)
     record = _record(out)
@@ -276,7 +276,7 @@ def test_two_processes_select_on_the_main_process_score(data, tmp_path):
     from scipy.stats import spearmanr
 
     from aoe.evaluate.sts import cosine_rows, pair_embeddings, unique_texts
-    from aoe.models import Encoder
+    from aoe.model.encoder import Encoder
 
     config = tmp_path / "config.json"
     config.write_text(json.dumps({"objective": "aoe", "pooling": "avg", "seed": 0, "learning_rate": 1e-3, "batch_size": 8,
@@ -285,7 +285,7 @@ def test_two_processes_select_on_the_main_process_score(data, tmp_path):
     out = tmp_path / "two"
     launch = [str(Path(sys.executable).parent / "accelerate"), "launch", "--multi_gpu", "--num_processes", "2",
               "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
-              "-m", "aoe.train", "--cache", str(data["cache"]), "--table", str(data["table"]), "--backbone", str(data["backbone"]),
+              "-m", "aoe.training.train", "--cache", str(data["cache"]), "--table", str(data["table"]), "--backbone", str(data["backbone"]),
               "--out", str(out), "--config", str(config), "--select-table", str(data["dev"]), "--select-is-test"]
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
     proc = subprocess.run(launch, env=env, capture_output=True, text=True)
@@ -313,14 +313,14 @@ def test_lora_keeps_the_best_epochs_adapters_only(tiny_llama, tmp_path, monkeypa
                       max_length=16, score_range=(0.0, 5.0), finetune="lora", checkpoint_every=7,
                       lora={"r": 4, "alpha": 8, "dropout": 0.0, "target_modules": []}, **BEST)
     kept = {}
-    real = aoe.train._save_checkpoint
+    real = aoe.training.train._save_checkpoint
 
     def save_and_look(accelerator, root, identity, state, metrics_lines):
         saved = real(accelerator, root, identity, state, metrics_lines)
         kept.update(torch.load(saved / "custom_checkpoint_1.pkl", weights_only=False))
         return saved
 
-    monkeypatch.setattr(aoe.train, "_save_checkpoint", save_and_look)
+    monkeypatch.setattr(aoe.training.train, "_save_checkpoint", save_and_look)
     out = tmp_path / "lora"
     train(tmp_path / "cache", table, tiny_llama, out, cfg, select_table=random_pairs_table(tmp_path / "dev.parquet", 1, 20))
     assert kept["best"]["epoch"] == 1 and kept["weights"] and all("lora_" in k for k in kept["weights"])
@@ -356,15 +356,15 @@ def test_best_needs_its_table_and_last_takes_none(data, tmp_path):
 
 @pytest.fixture(scope="module")
 def configs() -> dict:
-    from aoe.configcheck import load_config
+    from aoe.plan.check import load_config
     from tests.workflow_utils import REPO
 
     return {"grid": load_config(REPO, []), "best": load_config(REPO, ["presets/paper-best-checkpoint.yaml"])}
 
 
 def test_the_grid_selects_nothing_and_its_train_jobs_keep_their_params(configs):
-    from aoe.hparams import resolve_cell
-    from aoe.workflow import run_cells, selection_input, train_params
+    from aoe.config.hparams import resolve_cell
+    from aoe.config.workflow import run_cells, selection_input, train_params
 
     config = configs["grid"]
     cells = run_cells(config)
@@ -385,7 +385,7 @@ def test_the_grid_selects_nothing_and_its_train_jobs_keep_their_params(configs):
     ("qnli", "angle_arxiv", "qnli/dev", True),
 ])
 def test_the_preset_selects_on_the_validation_split_and_flags_test_splits(configs, trainset, objective, table, is_test):
-    from aoe.workflow import Cell, selection_input, selection_split, train_params
+    from aoe.config.workflow import Cell, selection_input, selection_split, train_params
 
     config = configs["best"]
     cell = Cell("bert-base-uncased", objective, trainset, 42)
@@ -406,7 +406,7 @@ def test_the_preset_selects_on_the_validation_split_and_flags_test_splits(config
     ({"select_checkpoint": "best", "select_split": {"dataset": "stsb", "split": "train"}}, "train set 'stsb''s own training split"),
 ])
 def test_a_selection_that_cannot_work_is_a_planning_error_naming_the_key(configs, train_keys, message):
-    from aoe.workflow import Cell, selection_input
+    from aoe.config.workflow import Cell, selection_input
 
     config = copy.deepcopy(configs["grid"])
     config["trainsets"]["stsb"]["train"].update(train_keys)

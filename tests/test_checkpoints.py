@@ -1,4 +1,4 @@
-"""Faults around a training run (aoe.checkpoints, aoe.train): a finished model outlives its job, a checkpoint
+"""Faults around a training run (aoe.training.checkpoints, aoe.training.train): a finished model outlives its job, a checkpoint
 of another run is never resumed, a damaged one is not loaded, degenerate data and diverged weights fail.
 
 In-process on a tiny BERT; a job "killed" here raises out of the loop right after a checkpoint, as
@@ -17,10 +17,10 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-import aoe.train
-from aoe.checkpoints import FINAL, TRAINER_STATE, checkpoint_dir, save_checkpoint, step_dirs
-from aoe.tokens import build_token_cache
-from aoe.train import TrainConfig, train
+import aoe.training.train
+from aoe.training.checkpoints import FINAL, TRAINER_STATE, checkpoint_dir, save_checkpoint, step_dirs
+from aoe.model.tokens import build_token_cache
+from aoe.training.train import TrainConfig, train
 from tests.train_utils import killed_after_checkpoint
 
 WORDS = "apple river stone cloud quick lazy bright small green heavy old new red blue".split()
@@ -69,7 +69,7 @@ def _no_training(monkeypatch):
     def refuse(*args, **kw):
         raise AssertionError("trained again")
 
-    monkeypatch.setattr(aoe.train, "_build", refuse)
+    monkeypatch.setattr(aoe.training.train, "_build", refuse)
 
 
 # ---- 1, 2: a finished model outlives its job; a result-neutral change costs seconds -------------
@@ -108,8 +108,8 @@ def test_a_result_neutral_setting_reruns_in_seconds_and_is_recorded(data, tmp_pa
 
 
 def test_a_run_only_setting_is_not_a_train_job_param():
-    from aoe.hparams import RUN_ONLY
-    from aoe.workflow import train_params
+    from aoe.config.hparams import RUN_ONLY
+    from aoe.config.workflow import train_params
     from tests.workflow_utils import REPO
 
     import yaml
@@ -170,7 +170,7 @@ def test_a_checkpoint_of_another_backbone_is_not_resumed(data, tmp_path, monkeyp
 
 
 def test_identity_covers_the_start_model(data, tmp_path):
-    from aoe.checkpoints import identity_changes, run_identity
+    from aoe.training.checkpoints import identity_changes, run_identity
     from aoe.losses import get_objective
 
     cfg = _cfg()
@@ -255,13 +255,13 @@ def test_weights_that_diverge_fail_the_job(data, tmp_path):
 
 
 def test_a_loss_of_zero_at_every_step_fails_the_job(data, tmp_path, monkeypatch):
-    real = aoe.train._micro_batch_loss
+    real = aoe.training.train._micro_batch_loss
 
     def nothing_to_rank(run, batch):
         loss, parts = real(run, batch)
         return loss * 0.0, {k: v * 0.0 for k, v in parts.items()}
 
-    monkeypatch.setattr(aoe.train, "_micro_batch_loss", nothing_to_rank)
+    monkeypatch.setattr(aoe.training.train, "_micro_batch_loss", nothing_to_rank)
     out = tmp_path / "seed0"
     with pytest.raises(FloatingPointError, match="the loss was exactly 0 at every one of 6 steps"):
         _train(data, out)

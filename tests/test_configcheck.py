@@ -1,4 +1,4 @@
-"""aoe.configcheck: a config that breaks the schema fails in one line naming the key, its file and the fix;
+"""aoe.plan.check: a config that breaks the schema fails in one line naming the key, its file and the fix;
 one that breaks a cross-key check fails through the same start-up call (complete_config, load_config).
 
 In-process cases for every kind of problem; tests/test_workflow.py runs the Snakefile on a few
@@ -13,8 +13,8 @@ import pytest
 import yaml
 from snakemake.utils import update_config
 
-from aoe.configcheck import CHECKS, check_schema, complete_config, config_sources, load_config
-from aoe.workflow import ConfigError
+from aoe.plan.check import CHECKS, check_schema, complete_config, config_sources, load_config
+from aoe.config.workflow import ConfigError
 from tests.workflow_utils import MIRROR, REPO, copy_workflow, snakemake
 
 SCHEMA = REPO / "schemas" / "config.schema.yaml"
@@ -79,7 +79,7 @@ def test_a_retired_objective_overrides_names_its_replacement(tmp_path):
 
 
 def test_no_objective_takes_the_name_of_the_every_objective_entry():
-    from aoe.configcheck import check_objectives
+    from aoe.plan.check import check_objectives
 
     config = load_config(REPO)
     config["objectives"]["all"] = {"base": "aoe"}
@@ -128,7 +128,7 @@ def test_override_dictionaries_take_the_schema_of_what_they_override(tmp_path, o
     assert str(tmp_path / "override.yaml") in message and "takes the keys of" in message
 
 
-# One config per cross-key check of aoe.configcheck.CHECKS that only it refuses: config.yaml with
+# One config per cross-key check of aoe.plan.check.CHECKS that only it refuses: config.yaml with
 # the override merged over it, and the start of the message. A new check needs a case here.
 CROSS_KEY_CASES = {
     "check_objectives": ({"objectives": {"aoe_pool_avg": {"base": "aoee"}}}, "objectives.aoe_pool_avg.base: unknown objective 'aoee'"),
@@ -380,7 +380,7 @@ def test_a_preset_giving_backbones_to_a_table_of_rows_is_refused(tmp_path):
 
 
 # -- batch sizes: refused at planning time, not inside the training job ------------------------
-# aoe.train refuses a batch larger than the train set, or one that does not split over the
+# aoe.training.train refuses a batch larger than the train set, or one that does not split over the
 # accumulation steps and processes, only once the job runs: after Snakemake has deleted the
 # cell's previous model. The same checks run when the workflow is planned.
 
@@ -470,7 +470,7 @@ def test_a_trained_start_is_checked_too(tmp_path):
         ({"backbones": {"minilm-l6": {"resources": {"gpus": 3}}}},
          "trainsets.stsb.train.batch_size: 32 (in config.yaml) must split into gradient_accumulation_steps "
          "(1: trainsets.stsb.train.gradient_accumulation_steps, unset: the default of "
-         "aoe.hparams.TrainSettings.gradient_accumulation_steps) micro-batches each divisible by "
+         "aoe.config.hparams.TrainSettings.gradient_accumulation_steps) micro-batches each divisible by "
          "the number of processes (3: backbones.minilm-l6.resources.gpus, in {override}) of cell "
          "minilm-l6/aoe/stsb/seed1; set it to a multiple of 3"),
     ],

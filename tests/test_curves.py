@@ -1,5 +1,5 @@
-"""Training curves: TensorBoard event files beside each model's metrics.jsonl (aoe.train, accelerate's
-tracker) and the per-table training_curves figure (aoe.figures.curves, rules/figures.smk).
+"""Training curves: TensorBoard event files beside each model's metrics.jsonl (aoe.training.train, accelerate's
+tracker) and the per-table training_curves figure (aoe.results.figures.curves, rules/figures.smk).
 
 The event files are read back with tensorboard's own reader (EventAccumulator): every tag and step
 must be metrics.jsonl's, once, through a finished run, a killed and resumed one, and a model laid out
@@ -22,11 +22,11 @@ import pytest
 import torch
 import yaml
 
-import aoe.train
-from aoe.checkpoints import FINAL, checkpoint_dir
-from aoe.tokens import build_token_cache
-from aoe.train import CURVES_DIR, TrainConfig, curve_scalars, train
-from aoe.workflow import ConfigError
+import aoe.training.train
+from aoe.training.checkpoints import FINAL, checkpoint_dir
+from aoe.model.tokens import build_token_cache
+from aoe.training.train import CURVES_DIR, TrainConfig, curve_scalars, train
+from aoe.config.workflow import ConfigError
 from tests.train_utils import random_pairs_table
 from tests.workflow_utils import REPO, copy_workflow, dry_run_jobs, job_counts, snakemake
 
@@ -134,9 +134,9 @@ def test_the_logged_gradient_norm_is_the_pre_clip_total_norm(cpu_accelerator):
     for p, g in zip(module.parameters(), grads):
         p.grad = g.clone()
     total = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads]))
-    assert aoe.train._gradient_norm(accelerator, module).item() == pytest.approx(total.item(), rel=1e-6)
+    assert aoe.training.train._gradient_norm(accelerator, module).item() == pytest.approx(total.item(), rel=1e-6)
     assert all(torch.equal(p.grad, g) for p, g in zip(module.parameters(), grads))  # measured, not clipped
-    norm = aoe.train._clip_gradients(accelerator, module, 1.0)
+    norm = aoe.training.train._clip_gradients(accelerator, module, 1.0)
     assert norm.item() == pytest.approx(total.item(), rel=1e-6) and total.item() > 1.0
     clipped = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(p.grad) for p in module.parameters()]))
     assert clipped.item() == pytest.approx(1.0, rel=1e-5)
@@ -144,8 +144,8 @@ def test_the_logged_gradient_norm_is_the_pre_clip_total_norm(cpu_accelerator):
 
 def test_without_clipping_the_norm_is_measured_at_logged_steps_only(data, tmp_path, monkeypatch):
     measured = []
-    real = aoe.train._gradient_norm
-    monkeypatch.setattr(aoe.train, "_gradient_norm", lambda a, m: measured.append(1) or real(a, m))
+    real = aoe.training.train._gradient_norm
+    monkeypatch.setattr(aoe.training.train, "_gradient_norm", lambda a, m: measured.append(1) or real(a, m))
     out = tmp_path / "seed0"
     _train(data, out, select=False, max_grad_norm=0.0, max_steps=6, log_every=3)
     lines = _metrics(out)
@@ -161,7 +161,7 @@ def test_a_resumed_run_continues_its_curves_without_repeating_steps(data, tmp_pa
     """Killed at step 5, after logging it, with the newest checkpoint at step 3: the resumed run trains steps
     4-6 again; the curves hold steps 1-6 once each, 1-3 at the wall-clock times the killed job logged them."""
     out = tmp_path / "seed0"
-    real = aoe.train._check_weights
+    real = aoe.training.train._check_weights
 
     def die_at_5(run, state):
         real(run, state)
@@ -169,7 +169,7 @@ def test_a_resumed_run_continues_its_curves_without_repeating_steps(data, tmp_pa
             raise KeyboardInterrupt("preempted")
 
     with monkeypatch.context() as m:
-        m.setattr(aoe.train, "_check_weights", die_at_5)
+        m.setattr(aoe.training.train, "_check_weights", die_at_5)
         with pytest.raises(KeyboardInterrupt):
             _train(data, out, select=False, max_steps=6, checkpoint_every=3)
     assert not out.exists()
@@ -193,7 +193,7 @@ def test_a_model_laid_out_again_from_final_gets_its_curves_back(data, tmp_path, 
     _train(data, out)
     before = _events(out / CURVES_DIR)
     shutil.rmtree(out)  # Snakemake removes the output of a job that did not end cleanly
-    monkeypatch.setattr(aoe.train, "_build", lambda *a, **k: pytest.fail("restoring must not train"))
+    monkeypatch.setattr(aoe.training.train, "_build", lambda *a, **k: pytest.fail("restoring must not train"))
     summary = _train(data, out)
     assert "restored_from" in summary
     after = _assert_mirrors(out / CURVES_DIR, _metrics(out))
@@ -222,7 +222,7 @@ def _fake_model(folder: Path, seed: int, steps: int, select: bool) -> Path:
 
 @pytest.mark.slow
 def test_the_figure_plots_exactly_the_metrics_it_reads(tmp_path):
-    from aoe.figures.curves import curves_summary, plot_training_curves
+    from aoe.results.figures.curves import curves_summary, plot_training_curves
 
     panels = []
     for k, (objective, select) in enumerate([("aoe", True), ("cosent", False), ("sbert", False), ("simcse_sup", False), ("angle", True)]):
@@ -257,7 +257,7 @@ def test_the_figure_plots_exactly_the_metrics_it_reads(tmp_path):
 
 
 def test_a_model_folder_without_metrics_is_named(tmp_path):
-    from aoe.figures.curves import curves_summary
+    from aoe.results.figures.curves import curves_summary
 
     (tmp_path / "m").mkdir()
     panels = [{"backbone": "b", "objective": "aoe", "trainset": "stsb", "title": "t", "runs": [{"seed": 1, "rerun": 0, "run": "1", "model": str(tmp_path / "m")}]}]
@@ -280,7 +280,7 @@ def _config(*presets: str, **figures) -> dict:
 
 
 def test_the_figure_per_table_with_trained_models():
-    from aoe.figures.curves import curve_inputs, curve_panels, curve_results, curve_tables
+    from aoe.results.figures.curves import curve_inputs, curve_panels, curve_results, curve_tables
 
     ci = _config("ci.yaml")
     assert curve_tables(ci) == ["table1_sts"]
@@ -315,7 +315,7 @@ def test_the_figure_per_table_with_trained_models():
 
 def test_planning_the_curves_imports_neither_torch_nor_matplotlib():
     code = (
-        "import sys, yaml; from aoe.figures.curves import curve_results, curve_panels, curve_tables; "
+        "import sys, yaml; from aoe.results.figures.curves import curve_results, curve_panels, curve_tables; "
         "c = yaml.safe_load(open('config.yaml')); r = curve_results(c); [curve_panels(c, t) for t in curve_tables(c)]; "
         "print(len(r), 'torch' in sys.modules, 'matplotlib' in sys.modules)"
     )
@@ -333,5 +333,5 @@ def test_the_ci_preset_plans_the_curves_in_its_default_target(tmp_path):
     job = next(j for j in dry_run_jobs(out.stdout) if j["rule"] == "training_curves")
     assert job["wildcards"] == {"table": "table1_sts"}
     assert job["input"][0] == "results/ci/models/minilm-l6/aoe/stsb/seed1"
-    assert "aoe/figures/curves.py" in " ".join(job["input"])
+    assert "aoe/results/figures/curves.py" in " ".join(job["input"])
     assert "results/ci/figures/training_curves/table1_sts.png" in out.stdout

@@ -13,7 +13,7 @@ from aoe.evaluate.retrieval import flickr_strict_accuracy
 
 
 def test_cache_serves_a_text_set_once_and_keys_on_model_and_settings(tiny_bert, tmp_path):
-    from aoe.models import Encoder
+    from aoe.model.encoder import Encoder
 
     enc = Encoder(tiny_bert, pooling="cls", device="cpu")
     calls = []
@@ -101,7 +101,7 @@ def test_a_damaged_cache_file_is_embedded_again_and_replaced(tmp_path, capsys):
 
 
 def test_a_failed_cache_write_leaves_no_temporary_file(tmp_path, monkeypatch):
-    # disk full (or SIGTERM, raised as SystemExit by aoe.fsutil.exit_on_sigterm) mid-write
+    # disk full (or SIGTERM, raised as SystemExit by aoe.util.fsutil.exit_on_sigterm) mid-write
     # left a hidden .<key>.*.npz beside the cache for good
     def full(*args, **kwargs):
         raise OSError(28, "No space left on device")

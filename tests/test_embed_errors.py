@@ -165,7 +165,7 @@ def test_the_device_check_on_cuda_builds(monkeypatch, cuda_build, available, cou
     """The branches this CPU-only machine cannot reach for real: a CUDA torch without a GPU, a GPU index too high."""
     import torch
 
-    from aoe.embed import InputError, _check_device
+    from aoe.model.embed import InputError, _check_device
 
     monkeypatch.setattr(torch.version, "cuda", cuda_build)
     monkeypatch.setattr(torch.version, "hip", None)
@@ -179,12 +179,12 @@ def test_the_device_check_on_cuda_builds(monkeypatch, cuda_build, available, cou
 
 def test_a_weights_file_damaged_after_the_check_is_one_line(model: Path, texts: Path, monkeypatch, capsys):
     """The load itself translates safetensors' error, for a file that changes between the check and the load."""
-    import aoe.embed
+    import aoe.model.embed
 
     _truncate(model)
-    monkeypatch.setattr(aoe.embed, "_check_safetensors", lambda path: None)
+    monkeypatch.setattr(aoe.model.embed, "_check_safetensors", lambda path: None)
     with pytest.raises(SystemExit) as exc:
-        aoe.embed.main([str(model), "--in", str(texts), "--out", str(texts.parent / "emb.npy"), "--pooling", "cls",
+        aoe.model.embed.main([str(model), "--in", str(texts), "--out", str(texts.parent / "emb.npy"), "--pooling", "cls",
                         "--device", "cpu"], prog="aoe embed")
     assert exc.value.code == 2
     (line,) = capsys.readouterr().err.splitlines()
@@ -239,15 +239,15 @@ def test_a_max_length_past_the_models_positions_is_one_line_before_any_loading(m
     ],
 )
 def test_the_max_length_is_checked_before_the_model_loads(model: Path, texts: Path, monkeypatch, capsys, max_length, expected):
-    import aoe.embed
-    import aoe.models
+    import aoe.model.embed
+    import aoe.model.encoder
 
     def no_loading(*args, **kwargs):
         raise AssertionError("the model was loaded")
 
-    monkeypatch.setattr(aoe.models, "Encoder", no_loading)
+    monkeypatch.setattr(aoe.model.encoder, "Encoder", no_loading)
     with pytest.raises(SystemExit) as exc:
-        aoe.embed.main([str(model), "--in", str(texts), "--out", str(texts.parent / "emb.npy"), "--pooling", "cls",
+        aoe.model.embed.main([str(model), "--in", str(texts), "--out", str(texts.parent / "emb.npy"), "--pooling", "cls",
                         "--device", "cpu", "--max-length", max_length], prog="aoe embed")
     assert exc.value.code == 2
     assert capsys.readouterr().err.splitlines() == ["aoe embed: " + expected.format(m=model)]
@@ -282,14 +282,14 @@ def test_a_max_length_below_the_special_tokens_is_one_line(model: Path, texts: P
 
 
 def test_a_trained_folders_prompt_counts_in_the_smallest_max_length(model: Path, texts: Path, monkeypatch, capsys):
-    import aoe.embed
-    import aoe.models
+    import aoe.model.embed
+    import aoe.model.encoder
 
     prompt = 'Summarize sentence "{text}" in one word:"'
     (model / "aoe_config.json").write_text(json.dumps({"pooling": "cls", "prompt": prompt}))
-    monkeypatch.setattr(aoe.models, "Encoder", lambda *a, **k: pytest.fail("the model was loaded"))
+    monkeypatch.setattr(aoe.model.encoder, "Encoder", lambda *a, **k: pytest.fail("the model was loaded"))
     with pytest.raises(SystemExit):
-        aoe.embed.main([str(model), "--in", str(texts), "--out", str(texts.parent / "emb.npy"), "--device", "cpu",
+        aoe.model.embed.main([str(model), "--in", str(texts), "--out", str(texts.parent / "emb.npy"), "--device", "cpu",
                         "--max-length", "8"], prog="aoe embed")
     (line,) = capsys.readouterr().err.splitlines()
     assert line == (

@@ -253,7 +253,7 @@ def test_run_sts_evaluation_writes_the_result(tables, tiny_bert, tmp_path):
     import json
 
     from aoe.evaluate.run import run_sts_evaluation
-    from aoe.models import Encoder
+    from aoe.model.encoder import Encoder
 
     table_paths, manifests = _written(tables, tmp_path)
     out = tmp_path / "eval" / "sts.json"
@@ -316,7 +316,7 @@ def test_a_batch_dependent_eval_pooling_embeds_in_sentevals_batches(tables, tiny
     replaced the trained one."""
     from aoe.evaluate.run import run_sts_evaluation
     from aoe.evaluate.senteval_batches import task_batches
-    from aoe.models import Encoder
+    from aoe.model.encoder import Encoder
 
     table_paths, manifests = _written(tables, tmp_path)
     result = run_sts_evaluation(tiny_bert, table_paths, manifests, tmp_path / "sts.pool.json", pooling="cls", max_length=32,
@@ -345,7 +345,7 @@ def test_a_released_checkpoint_takes_an_evaluation_only_pooling_as_a_trained_mod
     param for a released cell, the row's eval_pooling): 0.1.1's padded cls_avg in SentEval's batches of 16;
     its sts.json keeps the masked cls_avg."""
     from aoe.evaluate.run import run_sts_evaluation
-    from aoe.released import materialize_released
+    from aoe.model.released import materialize_released
 
     ckpt = tmp_path / "released" / "angle-bert-base-nli-v1"
     materialize_released("angle-bert-base-nli-v1", {"path": str(tiny_bert), "backbone": "bert-base-uncased", "pooling": "cls_avg"}, ckpt)

@@ -73,7 +73,7 @@ def _progress_lines(err: str, task: str) -> list[str]:
 
 
 def test_each_task_reports_its_fits_with_an_eta(synthetic, one_thread, monkeypatch, capsys):
-    """A progress line per task (aoe.progress): the classifier fits done of the task's total, elapsed, ETA."""
+    """A progress line per task (aoe.util.progress): the classifier fits done of the task's total, elapsed, ETA."""
     monkeypatch.setenv("AOE_PROGRESS_INTERVAL", "0")  # a line at every update (the default: at most one per 30 s)
     evaluate_transfer(encoder(), ["MRPC", "CR", "SST2"], mode="fasttest", data=synthetic)
     err = capsys.readouterr().err
@@ -104,7 +104,7 @@ def test_progress_lines_come_at_a_steady_rate_not_per_fit(synthetic, one_thread,
 
 @pytest.mark.slow
 def test_transfer_log_shows_per_task_progress(tmp_path):
-    """The rule's log (stdout and stderr sent to it by aoe.workflow.start_log, as in
+    """The rule's log (stdout and stderr sent to it by aoe.config.workflow.start_log, as in
     workflow_scripts/evaluate_transfer.py): per-task progress lines with an ETA, one whole line each."""
     import os
     import subprocess
@@ -112,7 +112,7 @@ def test_transfer_log_shows_per_task_progress(tmp_path):
 
     log = tmp_path / "logs" / "transfer.log"
     script = (
-        "from aoe.workflow import start_log\n"
+        "from aoe.config.workflow import start_log\n"
         f"start_log({str(log)!r})\n"
         "from aoe.data.transfer import read_transfer\n"
         "from aoe.evaluate.transfer import evaluate_transfer\n"
@@ -288,7 +288,7 @@ def test_a_batch_dependent_pooling_differs_on_padded_batches_and_cls_does_not(sy
     embeds otherwise than under the masked cls_avg, the longest of its batch alike; CLS is the same in any batch."""
     from aoe.evaluate.senteval_batches import transfer_batches
     from aoe.evaluate.transfer import _sentevals_order, embed_in_senteval_batches
-    from aoe.models import Encoder
+    from aoe.model.encoder import Encoder
 
     data = synthetic["TREC"]
     padded = Encoder(trained_cls, device="cpu", eval_pooling="cls_avg_padded")
@@ -334,7 +334,7 @@ def test_run_transfer_evaluation_under_an_evaluation_only_pooling(synthetic_root
     a masked one goes through the cache under its own key; without one the trained pooling."""
     from aoe.evaluate.run import run_transfer_evaluation
     from aoe.evaluate.transfer import evaluate_transfer_in_senteval_batches
-    from aoe.models import Encoder
+    from aoe.model.encoder import Encoder
 
     _unpublished_reader(monkeypatch)
     kwargs = dict(tasks=["TREC", "MRPC"], mode="fasttest", max_length=32, device="cpu", batch_size=8)
@@ -405,7 +405,7 @@ def test_the_senteval_backend_batches_a_batch_dependent_pooling_as_the_official_
     on STS (SimCSE's copy orders STS12-16 otherwise than AnglE's) a clear error instead of other batches."""
     from aoe.evaluate import senteval_backend as se
     from aoe.evaluate.run import run_sts_evaluation, run_transfer_evaluation
-    from aoe.models import Encoder
+    from aoe.model.encoder import Encoder
 
     seen = {}
 

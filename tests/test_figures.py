@@ -1,4 +1,4 @@
-"""The embedding figures (aoe.figures, rules/figures.smk): synthetic embeddings, then one Snakemake run."""
+"""The embedding figures (aoe.results.figures, rules/figures.smk): synthetic embeddings, then one Snakemake run."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ import pandas as pd
 import pytest
 import yaml
 
-from aoe.configcheck import check_figures
-from aoe.figures import figure_cells, figure_inputs, figure_results, unavailable_figures
-from aoe.figures.gradients import bin_stats, gradient_summary, plot_gradients, score_gradient_norms
-from aoe.figures.similarity import distance_to_gold, group_index, plot_gold_density, plot_similarity_density, rank_normalise
-from aoe.figures.sts_geometry import (
+from aoe.plan.check import check_figures
+from aoe.results.figures import figure_cells, figure_inputs, figure_results, unavailable_figures
+from aoe.results.figures.gradients import bin_stats, gradient_summary, plot_gradients, score_gradient_norms
+from aoe.results.figures.similarity import distance_to_gold, group_index, plot_gold_density, plot_similarity_density, rank_normalise
+from aoe.results.figures.sts_geometry import (
     compute_geometry,
     find_pairs,
     geometry_stats,
@@ -25,7 +25,7 @@ from aoe.figures.sts_geometry import (
     split_halves,
     tsne_coords,
 )
-from aoe.workflow import ConfigError
+from aoe.config.workflow import ConfigError
 from tests.workflow_utils import REPO
 
 FIG_DEFAULTS = yaml.safe_load((REPO / "config.yaml").read_text())["figures"]
@@ -299,8 +299,8 @@ def test_figure_text_set_is_the_capped_evaluations():
     """figure_pairs embeds the STS evaluation's very text set (a cache hit), capped as the evaluation caps it."""
     from aoe.data.sts import STS_TASKS
     from aoe.evaluate.sts import capped_tables, unique_texts
-    from aoe.figures import shares_eval_cache
-    from aoe.figures.pairs import eval_text_set
+    from aoe.results.figures import shares_eval_cache
+    from aoe.results.figures.pairs import eval_text_set
 
     rng = np.random.default_rng(0)
     tables = {
@@ -324,8 +324,8 @@ def test_figure_text_set_is_the_capped_evaluations():
 
 
 def _captured(monkeypatch):
-    """The Figure objects the plot functions save (aoe.figures.style.save_figure), drawn with Agg."""
-    import aoe.figures.style as style
+    """The Figure objects the plot functions save (aoe.results.figures.style.save_figure), drawn with Agg."""
+    import aoe.results.figures.style as style
 
     figs, real = [], style.save_figure
 
@@ -340,7 +340,7 @@ def _captured(monkeypatch):
 def _drawn(fig):
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
-    from aoe.figures.style import style_context
+    from aoe.results.figures.style import style_context
 
     with style_context():
         canvas = FigureCanvasAgg(fig)
@@ -421,7 +421,7 @@ def test_sample_pair_numbers_never_overlap(tmp_path, monkeypatch):
 def test_densities_stay_inside_their_domain(tmp_path, monkeypatch):
     """Bounded (reflected) KDE: a density integrates to 1 on its domain and is never drawn past it
     (cosine above 1, distance below 0, gold outside its range)."""
-    from aoe.figures.style import bounded_kde
+    from aoe.results.figures.style import bounded_kde
 
     rng = np.random.default_rng(0)
     near_one = 1 - rng.exponential(0.02, 500)
@@ -476,8 +476,8 @@ def test_gradient_axis_has_plain_tick_labels(tmp_path, monkeypatch):
 
 def test_titles_use_the_names_readers_know():
     """Figure titles name models as the tables and the hub do, from config (backbones' hub ids) and
-    aoe.tables.OBJECTIVE_LABELS / aoe.table_kinds.TRAINSET_HEADERS, not by internal keys."""
-    from aoe.figures import dataset_name, display_label
+    aoe.results.tables.OBJECTIVE_LABELS / aoe.config.table_kinds.TRAINSET_HEADERS, not by internal keys."""
+    from aoe.results.figures import dataset_name, display_label
 
     cfg = _config()
     assert display_label({"backbone": "minilm-l6", "objective": "aoe", "trainset": "stsb", "seed": 1}, cfg) == (
@@ -492,7 +492,7 @@ def test_titles_use_the_names_readers_know():
 
 def test_fig3s_pair_numbers_stay_inside_their_panel(tmp_path, monkeypatch):
     """A sampled pair at the top of a t-SNE panel drew its number over the panel's title (issue 54, AoE Fig. 3's "5")."""
-    import aoe.figures.style as style
+    import aoe.results.figures.style as style
 
     data = _pairs(n=12)
     idx = np.arange(8)

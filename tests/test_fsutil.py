@@ -17,7 +17,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from aoe.fsutil import atomic_dir, exit_on_sigterm, remove_stale_temporaries
+from aoe.util.fsutil import atomic_dir, exit_on_sigterm, remove_stale_temporaries
 from tests.workflow_utils import REPO
 
 # A job that stops inside atomic_dir, after writing part of its output, until it is killed.
@@ -25,9 +25,9 @@ CHILD = """
 import sys, time
 from pathlib import Path
 sys.path.insert(0, {repo!r})
-from aoe.fsutil import atomic_dir
+from aoe.util.fsutil import atomic_dir
 if {handler!r}:
-    from aoe.fsutil import exit_on_sigterm
+    from aoe.util.fsutil import exit_on_sigterm
     exit_on_sigterm()
 with atomic_dir({out!r}) as tmp:
     (tmp / "part").write_text("half written")
@@ -110,7 +110,7 @@ FORKED = """
 import os, signal, sys, time
 from pathlib import Path
 sys.path.insert(0, {repo!r})
-from aoe.fsutil import atomic_dir, exit_on_sigterm
+from aoe.util.fsutil import atomic_dir, exit_on_sigterm
 exit_on_sigterm()
 with atomic_dir({out!r}) as tmp:
     pid = os.fork()
@@ -159,7 +159,7 @@ def test_only_atomic_dirs_own_temporary_names_are_removed(tmp_path):
         ".train.ABCD1234",  # mkdtemp never uses capitals
         ".other.abcd1234",  # another output's
         ".train2.abcd1234",
-        "train.ckpt",  # training checkpoints (aoe.train.checkpoint_dir)
+        "train.ckpt",  # training checkpoints (aoe.training.train.checkpoint_dir)
         "train.abcd1234",  # not hidden
     ]
     for name in stale + kept_dirs:
@@ -249,7 +249,7 @@ def test_results_written_atomically_get_the_umask_mode_not_0600(tmp_path, group_
 
     from aoe.data.io import write_parquet_atomic
     from aoe.evaluate.embcache import EmbeddingCache
-    from aoe.jsonio import write_json_atomic
+    from aoe.util.jsonio import write_json_atomic
 
     written = [
         write_json_atomic({"a": 1}, tmp_path / "sts.json"),

@@ -158,7 +158,7 @@ def run(github: FakeGitHub, tmp_path: Path, clock: FakeClock, repos=(REPO, OTHER
 
 
 def test_progress_lines_per_repository(github: FakeGitHub, tmp_path: Path, clock: FakeClock, monkeypatch, capsys) -> None:
-    """The collector's log: per repository, the listing's pages, then its issues with an ETA (aoe.progress)."""
+    """The collector's log: per repository, the listing's pages, then its issues with an ETA (aoe.util.progress)."""
     monkeypatch.setenv("AOE_PROGRESS_INTERVAL", "0")
     stats = collect([REPO], tmp_path / "out", client=make_client(github, tmp_path / "cache", clock), progress=True)
     err = capsys.readouterr().err

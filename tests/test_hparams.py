@@ -7,12 +7,12 @@ import copy
 import pytest
 import yaml
 
-from aoe.configcheck import load_config
-from aoe.hparams import LOSS_LAYERS, TRAIN_LAYERS, key_comments, recipe_anchor, resolve_cell
-from aoe.ledger import DEVIATES, build_recipe, recipe_markdown
-from aoe.recipes import OBJECTIVES
-from aoe.train import TrainConfig
-from aoe.workflow import train_params
+from aoe.plan.check import load_config
+from aoe.config.hparams import LOSS_LAYERS, TRAIN_LAYERS, key_comments, recipe_anchor, resolve_cell
+from aoe.plan.ledger import DEVIATES, build_recipe, recipe_markdown
+from aoe.config.recipes import OBJECTIVES
+from aoe.training.train import TrainConfig
+from aoe.config.workflow import train_params
 from tests.workflow_utils import REPO
 
 PRESETS = sorted(p.relative_to(REPO).as_posix() for p in (REPO / "presets").glob("*.yaml"))
@@ -36,7 +36,7 @@ def test_each_layer_wins_over_the_ones_below(grid):
     s = _settings(resolve_cell(config, "bert-base-uncased", "aoe_pool_max", "nli", 43))
     assert (s["warmup_steps"].value, s["warmup_steps"].set_by) == (9, "backbones.bert-base-uncased.train_overrides.warmup_steps")
     assert (s["learning_rate"].value, s["learning_rate"].set_by) == (5e-5, "trainsets.nli.train.learning_rate")
-    assert s["weight_decay"].set_by == "code:aoe.hparams.TrainSettings.weight_decay"
+    assert s["weight_decay"].set_by == "code:aoe.config.hparams.TrainSettings.weight_decay"
     # the train set's settings for every objective sit above the variant's own entry
     assert (s["loss.angle_tau"].value, s["loss.angle_tau"].set_by) == (3.0, "trainsets.nli.objective_settings.all.angle_tau")
     assert s["loss.weights"].value == {"angle": 1.0, "contrastive": 30.0}
@@ -56,8 +56,8 @@ def test_each_layer_wins_over_the_ones_below(grid):
 
 def test_built_in_recipes_and_defaults_are_named(grid):
     s = _settings(resolve_cell(grid, "bert-base-uncased", "aoe", "stsb", 42))
-    assert (s["loss.weights"].value, s["loss.weights"].set_by) == ({"angle": 1.0, "contrastive": 1.0}, "code:aoe.recipes.OBJECTIVES.aoe.weights")
-    assert s["loss.angle_tau"].set_by == "code:aoe.recipes.LossSettings.angle_tau"
+    assert (s["loss.weights"].value, s["loss.weights"].set_by) == ({"angle": 1.0, "contrastive": 1.0}, "code:aoe.config.recipes.OBJECTIVES.aoe.weights")
+    assert s["loss.angle_tau"].set_by == "code:aoe.config.recipes.LossSettings.angle_tau"
     s = _settings(resolve_cell(grid, "bert-base-uncased", "sbert", "nli", 42))
     assert s["loss.weights"].value == {"softmax": 1.0} and s["loss.weights"].set_by.endswith("by_format.nli3")
     s = _settings(resolve_cell(grid, "bert-base-uncased", "angle_only_angle", "stsb", 42))
@@ -65,7 +65,7 @@ def test_built_in_recipes_and_defaults_are_named(grid):
 
 
 def test_params_build_the_train_config_of_every_cell(grid):
-    from aoe.workflow import run_cells
+    from aoe.config.workflow import run_cells
 
     for cell in run_cells(grid):
         if cell.trained:
@@ -79,7 +79,7 @@ def test_config_does_not_restate_a_built_in_default(grid):
     raw = yaml.safe_load((REPO / "config.yaml").read_text())
     for name, entry in raw["objectives"].items():
         for key, value in entry.items():
-            assert OBJECTIVES.get(name, {}).get(key) != value, f"objectives.{name}.{key} restates aoe/recipes.py"
+            assert OBJECTIVES.get(name, {}).get(key) != value, f"objectives.{name}.{key} restates aoe/config/recipes.py"
 
 
 def test_key_comments_reads_above_trailing_and_one_line_mappings(tmp_path):
@@ -157,7 +157,7 @@ def test_the_ledger_flags_departures_from_the_official_code(grid):
 
 
 def test_in_domain_cells_start_from_the_nli_model_unless_a_preset_says_otherwise(grid):
-    from aoe.workflow import Cell, init_cell
+    from aoe.config.workflow import Cell, init_cell
 
     s = _settings(resolve_cell(grid, "bert-base-uncased", "aoe", "gis", 42))
     assert s["init"].value == {"trainset": "nli", "objective": "angle_arxiv"} and s["init"].set_by == "trainsets.gis.train.init"
@@ -173,7 +173,7 @@ def test_in_domain_cells_start_from_the_nli_model_unless_a_preset_says_otherwise
     # NLI training and the LLM-supervised sets start from the backbone (a code default)
     for trainset in ("nli", "stsb_llm", "stsb_self"):
         s = _settings(resolve_cell(grid, "bert-base-uncased", "aoe", trainset, 42))
-        assert (s["init"].value, s["init"].set_by) == (None, "code:aoe.hparams.TrainSettings.init")
+        assert (s["init"].value, s["init"].set_by) == (None, "code:aoe.config.hparams.TrainSettings.init")
     # no objective: the cell's own (a two-stage run of one objective)
     config = copy.deepcopy(grid)
     config["trainsets"]["stsb"]["train"]["init"] = {"trainset": "nli"}
@@ -198,20 +198,20 @@ def test_the_ledger_summary_says_how_long_a_cell_trains():
 
 def test_a_backbone_without_pooling_takes_the_code_default(grid):
     """Issue 40: CLS is written once, TrainSettings.pooling; config.yaml and the schema leave it out."""
-    from aoe.hparams import TrainSettings, backbone_pooling, train_default
-    from aoe.workflow import pretrained_embedding
+    from aoe.config.hparams import TrainSettings, backbone_pooling, train_default
+    from aoe.config.workflow import pretrained_embedding
 
     assert "pooling" not in grid["backbones"]["bert-base-uncased"]
-    assert backbone_pooling(grid, "bert-base-uncased") == ("cls", "code:aoe.hparams.TrainSettings.pooling")
+    assert backbone_pooling(grid, "bert-base-uncased") == ("cls", "code:aoe.config.hparams.TrainSettings.pooling")
     assert train_default("pooling") == TrainSettings(objective="aoe").pooling == "cls"
     assert pretrained_embedding(grid, "bert-base-uncased")[0] == "cls"
     assert backbone_pooling(grid, "llama-2-7b") == ("last", "backbones.llama-2-7b.pooling")
     s = _settings(resolve_cell(grid, "bert-base-uncased", "aoe", "nli", 42))
-    assert (s["pooling"].value, s["pooling"].set_by) == ("cls", "code:aoe.hparams.TrainSettings.pooling")
+    assert (s["pooling"].value, s["pooling"].set_by) == ("cls", "code:aoe.config.hparams.TrainSettings.pooling")
 
 
 def test_schema_default_reads_the_schema():
-    from aoe.hparams import schema_default
+    from aoe.config.hparams import schema_default
 
     assert schema_default("evaluation", "sts", "batch_size") == 64
     assert schema_default("evaluation", "sts", "max_length") == 512

@@ -21,8 +21,8 @@ def fake_hub(monkeypatch):
 
 
 def test_backbone_from_hub_is_pinned_to_a_commit(fake_hub, tmp_path):
-    from aoe.models import Encoder
-    from aoe.backbones import materialize_backbone, tokenizer_fingerprint
+    from aoe.model.encoder import Encoder
+    from aoe.model.backbones import materialize_backbone, tokenizer_fingerprint
 
     info = materialize_backbone("hubbed", {"hf_id": "org/model", "revision": "main"}, tmp_path / "hubbed")
     assert info["source"] == "huggingface" and info["commit"] == COMMIT and info["revision"] == "main"
@@ -38,7 +38,7 @@ def test_backbone_from_hub_is_pinned_to_a_commit(fake_hub, tmp_path):
 
 
 def test_unknown_hub_repo_names_the_backbone(fake_hub, tmp_path):
-    from aoe.backbones import BackboneError, materialize_backbone
+    from aoe.model.backbones import BackboneError, materialize_backbone
 
     with pytest.raises(BackboneError, match=r"backbone 'ghost': cannot fetch org/ghost@main"):
         materialize_backbone("ghost", {"hf_id": "org/ghost"}, tmp_path / "ghost")

@@ -1,4 +1,4 @@
-"""sentence-transformers files for our model folders (aoe.interop) and the `aoe embed` command (aoe.embed).
+"""sentence-transformers files for our model folders (aoe.model.interop) and the `aoe embed` command (aoe.model.embed).
 
 Every check compares sentence-transformers' embeddings with our Encoder's (and, for the
 LLM adapter, with a reference computed here step by step) on tiny random models: a
@@ -22,9 +22,9 @@ import pytest
 import torch
 from bitsandbytes.functional import has_avx512bf16
 
-from aoe.interop import ST_POOLING_MODES, AoETransformer, default_max_length, write_sentence_transformers_files
-from aoe.models import Encoder
-from aoe.pooling import POOLINGS, pool
+from aoe.model.interop import ST_POOLING_MODES, AoETransformer, default_max_length, write_sentence_transformers_files
+from aoe.model.encoder import Encoder
+from aoe.model.pooling import POOLINGS, pool
 from tests.workflow_utils import REPO
 
 AOE_PROMPT = 'Summarize sentence "{text}" in one word:"'
@@ -109,7 +109,7 @@ def test_contradicting_or_unknown_settings_and_non_model_folders_are_refused(ber
 
 
 # ---------------------------------------------------------------------------
-# LLM folders: peft adapter + tokenizer + aoe_config.json naming the base (aoe.lora's layout)
+# LLM folders: peft adapter + tokenizer + aoe_config.json naming the base (aoe.model.lora's layout)
 
 QLORA = {
     "load_in_4bit": True,
@@ -174,7 +174,7 @@ def test_llm_adapter_folder_embeds_as_the_encoder_and_the_reference(llm_root: Pa
     model_dir = _llm(llm_root, "lora")
     entries = json.loads((model_dir / "modules.json").read_text())
     assert [e["type"] for e in entries] == [
-        "aoe.interop.AoETransformer",
+        "aoe.model.interop.AoETransformer",
         "sentence_transformers.sentence_transformer.modules.pooling.Pooling",
     ]
     assert json.loads((model_dir / "1_Pooling" / "config.json").read_text())["pooling_mode"] == "lasttoken"
@@ -221,7 +221,7 @@ def test_4bit_base_embeds_as_the_encoder(llm_root: Path):
     assert _max_diff(theirs, ours) < TOL
 
 
-# bitsandbytes' CPU 4-bit kernels (aoe.models.pin_4bit_cpu_path). Measured on the qlora fixture
+# bitsandbytes' CPU 4-bit kernels (aoe.model.encoder.pin_4bit_cpu_path). Measured on the qlora fixture
 # (hidden 64, 2 layers), relative to the embedding's largest entry: the packed kernel's bf16
 # activations and block scales moved embeddings by 4.9e-3 (bound 2e-2); the dequantizing kernel in eval
 # and in training mode are the same computation (float32 rounding only).
@@ -232,8 +232,8 @@ def _qlora_embeddings(llm_root: Path, packed: bool | None = None, training: bool
     """Embeddings of TEXTS[:5] by the qlora fixture, one text per forward, and its 4-bit layers."""
     from bitsandbytes.nn import Linear4bit
 
-    from aoe.models import embed, pin_4bit_cpu_path
-    from aoe.tokens import tokenize_texts
+    from aoe.model.encoder import embed, pin_4bit_cpu_path
+    from aoe.model.tokens import tokenize_texts
 
     encoder = Encoder(_llm(llm_root, "qlora"), device="cpu")
     layers = [m for m in encoder.model.modules() if isinstance(m, Linear4bit)]
@@ -271,7 +271,7 @@ def test_forced_packed_4bit_kernel_agrees_within_bf16(llm_root: Path):
 def test_packed_4bit_kernel_is_refused_without_avx512bf16(llm_root: Path, monkeypatch):
     import bitsandbytes.functional
 
-    from aoe.models import pin_4bit_cpu_path
+    from aoe.model.encoder import pin_4bit_cpu_path
 
     encoder = Encoder(_llm(llm_root, "qlora"), device="cpu")
     monkeypatch.setattr(bitsandbytes.functional, "has_avx512bf16", lambda: False)
@@ -293,7 +293,7 @@ def test_left_padding_decoder_gets_the_encoders_positions(tmp_path: Path, minilm
     GPT2Model(config).save_pretrained(folder)
     entries = write_sentence_transformers_files(folder, pooling="last")
     # sentence-transformers' Transformer passes no position ids: our module does
-    assert entries[0]["type"] == "aoe.interop.AoETransformer"
+    assert entries[0]["type"] == "aoe.model.interop.AoETransformer"
     model = _st(folder, trust_remote_code=True)
     mask = model.preprocess(TEXTS[:2])["attention_mask"]
     assert mask[1, 0] == 0 and mask[1, -1] == 1  # "short" is padded on the left
@@ -370,7 +370,7 @@ def test_embed_cli_end_to_end_equals_the_encoder(bert_copy: Path, tmp_path: Path
     texts.write_text("\n".join(TEXTS) + "\n", encoding="utf-8")
     out = tmp_path / "emb.npy"
     proc = subprocess.run(
-        [sys.executable, "-m", "aoe.embed", str(bert_copy), "--in", str(texts), "--out", str(out), "--batch-size", "2",
+        [sys.executable, "-m", "aoe.model.embed", str(bert_copy), "--in", str(texts), "--out", str(out), "--batch-size", "2",
          "--device", "cpu"],
         capture_output=True, text=True, cwd=REPO,
     )
@@ -397,7 +397,7 @@ def test_aoe_console_script_runs_embed(bert_copy: Path, tmp_path: Path):
 
 
 def _cli_error(capsys, argv: list[str]) -> str:
-    from aoe.embed import main
+    from aoe.model.embed import main
 
     with pytest.raises(SystemExit) as exc:
         main(argv)
@@ -448,5 +448,5 @@ def test_bitsandbytes_kernels_notice_is_not_printed():
         logger.removeHandler(handler)
     assert [r.getMessage() for r in kept] == ["another bitsandbytes warning"]
     # for real: on a CPU with AVX512-BF16 the import itself logged it
-    out = subprocess.run([sys.executable, "-c", "import aoe.interop, bitsandbytes"], capture_output=True, text=True, timeout=300)
+    out = subprocess.run([sys.executable, "-c", "import aoe.model.interop, bitsandbytes"], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0 and "gemm_4bit_forward" not in out.stderr + out.stdout, out.stderr[-2000:]

@@ -176,7 +176,7 @@ def test_cache_second_run_generates_nothing(tiny_lm, tmp_path, monkeypatch, caps
     capsys.readouterr()
     third, s3 = generate_all(TEXTS, tiny_lm, PAPER_PROMPTS, 1, _settings(), cache, device="cpu", progress=True)
     assert s3["generated"] == 5 and s3["cache_unreadable_lines"] == 1
-    err = capsys.readouterr().err  # progress (aoe.progress): the prompts left to generate, with an ETA
+    err = capsys.readouterr().err  # progress (aoe.util.progress): the prompts left to generate, with an ETA
     assert "generate: 0/5 prompt (0%), elapsed 00:00, ETA ?" in err and "generate: 5/5 prompt (100%)" in err
     assert _completions(third) == _completions(first)
     assert len(GenerationCache(cache_file).records) == 10  # the torn line swallowed nothing appended after it
@@ -235,7 +235,7 @@ def test_remote_code_generator_loads_as_chatglm_does(tmp_path):
 
 
 def test_fetch_backbone_takes_remote_code_when_asked(tmp_path):
-    from aoe.backbones import materialize_backbone
+    from aoe.model.backbones import materialize_backbone
 
     src = build_remote_code_lm(tmp_path / "src")
     record = materialize_backbone("tiny-remote", {"path": str(src), "trust_remote_code": True, "extra_files": ["*.py"]}, tmp_path / "a")
@@ -246,7 +246,7 @@ def test_fetch_backbone_takes_remote_code_when_asked(tmp_path):
 
 
 def test_generator_tables_and_their_checks():
-    from aoe.configcheck import ConfigError, check_llm_supervised
+    from aoe.plan.check import ConfigError, check_llm_supervised
     from aoe.llm_supervised import generated_splits
 
     config = {
@@ -361,7 +361,7 @@ def test_pair_tables_are_prepared_tables(tiny_lm, tmp_path, source_table, minilm
     assert sdf["sentence1"].tolist() == TEXTS and (sdf["sentence1"] == sdf["sentence2"]).all() and (sdf["score"] == 1).all()
 
     # the training path reads them: one token id per distinct text, identical texts share it
-    from aoe.tokens import build_token_cache
+    from aoe.model.tokens import build_token_cache
 
     identity = build_token_cache(self_dir / "train.parquet", minilm_dir, 32, tmp_path / "tokens")
     assert identity["n_examples"] == 5 and identity["n_texts"] == 5

@@ -17,11 +17,11 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from aoe.checkpoints import step_dirs
-from aoe.models import Encoder, embed
-from aoe.tokens import tokenize_texts
-from aoe.tokens import StaleCacheError, build_token_cache, load_token_cache
-from aoe.train import TrainConfig, train
+from aoe.training.checkpoints import step_dirs
+from aoe.model.encoder import Encoder, embed
+from aoe.model.tokens import tokenize_texts
+from aoe.model.tokens import StaleCacheError, build_token_cache, load_token_cache
+from aoe.training.train import TrainConfig, train
 
 PROMPT = 'Summarize sentence "{text}" in one word:"'
 MAX_LENGTH = 24
@@ -95,7 +95,7 @@ def test_prompt_reaches_the_tokenizer_byte_exactly(llm, data, monkeypatch):
     real = type(tok).__call__
     monkeypatch.setattr(type(tok), "__call__", lambda self, text, *a, **k: seen.extend([text] if isinstance(text, str) else text) or real(self, text, *a, **k))
     tokenize_texts(tok, ['a "quoted" {brace} text', "ünïcode"], 64, PROMPT)
-    # the prompt alone is tokenized once too: how many tokens a text has left (aoe.tokens.max_length_floor)
+    # the prompt alone is tokenized once too: how many tokens a text has left (aoe.model.tokens.max_length_floor)
     assert seen == ['Summarize sentence "" in one word:"', 'Summarize sentence "a "quoted" {brace} text" in one word:"', 'Summarize sentence "ünïcode" in one word:"']
     # training's token cache holds exactly those ids
     ds = load_token_cache(data["cache"], data["table"], llm, MAX_LENGTH, PROMPT)
@@ -156,7 +156,7 @@ def test_left_padding_counts_positions_from_the_first_real_token(llm, tmp_path):
 
 
 def test_qlora_base_layers_are_4bit(llm):
-    from aoe.lora import build_lora_model
+    from aoe.model.lora import build_lora_model
 
     model = build_lora_model(llm, "qlora", {"r": 4, "alpha": 8, "dropout": 0.0, "target_modules": []}, "no", True, "cpu")
     linear = [m for n, m in model.named_modules() if n.endswith("q_proj.base_layer")]
@@ -204,24 +204,24 @@ def test_encoder_loads_the_adapter_with_its_prompt_and_it_differs_from_the_base(
 
 
 def test_qlora_resume_equals_the_uninterrupted_run(data, tmp_path, monkeypatch):
-    import aoe.train
+    import aoe.training.train
 
     cfg = _cfg("qlora", max_steps=6, checkpoint_every=3)
     full = tmp_path / "full"
     train(data["cache"], data["table"], data["backbone"], full, cfg)
     # interrupted: stop right after the step-3 checkpoint, as a preempted job would
     killed = tmp_path / "killed"
-    real_save = aoe.train._save_checkpoint
+    real_save = aoe.training.train._save_checkpoint
 
     def save_then_die(*args, **kw):
         real_save(*args, **kw)
         raise KeyboardInterrupt("preempted")
 
-    monkeypatch.setattr(aoe.train, "_save_checkpoint", save_then_die)
+    monkeypatch.setattr(aoe.training.train, "_save_checkpoint", save_then_die)
     with pytest.raises(KeyboardInterrupt):
         train(data["cache"], data["table"], data["backbone"], killed, cfg)
     monkeypatch.undo()
-    ckpt = step_dirs(aoe.train.checkpoint_dir(killed))[0]
+    ckpt = step_dirs(aoe.training.train.checkpoint_dir(killed))[0]
     saved = load_file(next(ckpt.glob("model*.safetensors")))
     assert saved and all("lora_" in k for k in saved), "a LoRA checkpoint holds the adapters, not the 4-bit base"
     summary = train(data["cache"], data["table"], data["backbone"], killed, cfg)
@@ -251,8 +251,8 @@ def test_a_qlora_adapter_evaluates_on_the_unquantized_base_when_its_record_says_
 
 
 def test_a_qlora_run_computes_in_float32_as_the_official_load_kbit_4_unless_configured(llm, trained):
-    from aoe.lora import build_lora_model, quantization_settings
-    from aoe.models import bnb_config
+    from aoe.model.lora import build_lora_model, quantization_settings
+    from aoe.model.encoder import bnb_config
 
     # the official --load_kbit 4 (fcb6223:angle_emb/angle.py:506): float32 whatever the run's mixed precision
     assert quantization_settings("qlora", "fp16")["bnb_4bit_compute_dtype"] == "float32"
@@ -293,7 +293,7 @@ def test_a_qlora_run_computes_in_float32_as_the_official_load_kbit_4_unless_conf
     ],
 )
 def test_official_eval_text_rewrites_as_the_official_eval_py(text, expected):
-    from aoe.prompts import eval_text, official_eval_text
+    from aoe.model.prompts import eval_text, official_eval_text
 
     assert official_eval_text(text) == expected
     assert eval_text(text, "official_eval_py") == expected and eval_text(text, "raw") == text

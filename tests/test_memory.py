@@ -1,4 +1,4 @@
-"""aoe.memory's GPU model against the GPU runs it was built from, and its terms one by one."""
+"""aoe.config.memory's GPU model against the GPU runs it was built from, and its terms one by one."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from aoe.memory import (ARCHS, CARD_USABLE, CUDA_CONTEXT_GB, GB, GPU_CARDS_GB, RESERVE_PER_KEPT, RESERVE_RECOMPUTED_LAYERS,
+from aoe.config.memory import (ARCHS, CARD_USABLE, CUDA_CONTEXT_GB, GB, GPU_CARDS_GB, RESERVE_PER_KEPT, RESERVE_RECOMPUTED_LAYERS,
                         eval_gpu_estimate, qlora_gpu_estimate)
 
 REPO = Path(__file__).resolve().parents[1]
@@ -52,7 +52,7 @@ def test_training_and_evaluation_within_10_percent_of_the_committed_gpu_run(run)
 
 @pytest.mark.skipif(not SHARED.is_dir(), reason=f"the measurements folder {SHARED} is not beside the repository")
 def test_the_h100_run_with_the_cache_repeats_the_h200_measurement():
-    """The H200 measurements (../shared/measurements/gpu-2026-11-27) ran before aoe.models.no_cache. The same
+    """The H200 measurements (../shared/measurements/gpu-2026-11-27) ran before aoe.model.encoder.no_cache. The same
     cell with the cache on, on the H100 of the committed runs, allocates what the H200 did (to 0.1%): the
     allocations do not depend on the GPU, and the drop to the committed runs is the cache's."""
     h200 = json.loads((SHARED / "llama-2-7b-shape-8-layers-qlora.json").read_text())
@@ -89,7 +89,7 @@ def test_the_evaluation_counts_the_fp16_base_without_the_output_matrix_and_the_c
 
 
 def test_the_docs_card_tables_print_what_the_model_computes():
-    """docs/cluster.md's and docs/llm.md's memory numbers are aoe.memory's (bench/llm_memory.py prints them)."""
+    """docs/cluster.md's and docs/llm.md's memory numbers are aoe.config.memory's (bench/llm_memory.py prints them)."""
     llm, cluster = ((REPO / "docs" / f).read_text() for f in ("llm.md", "cluster.md"))
     for name in ("llama-2-7b", "llama-2-13b"):
         a = ARCHS[name]

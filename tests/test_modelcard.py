@@ -1,4 +1,4 @@
-"""Model cards (aoe.modelcard, rule model_card) and the push to the hub (aoe.hub, rule push_model), on the CI preset's cell.
+"""Model cards (aoe.publish.modelcard, rule model_card) and the push to the hub (aoe.publish.hub, rule push_model), on the CI preset's cell.
 
 The card's front matter is read back with huggingface_hub's own parser, its numbers compared with the
 result files it read and the paper's with paper_numbers.yaml; the push goes to the fake hub of
@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from aoe.workflow import Cell, ConfigError
+from aoe.config.workflow import Cell, ConfigError
 from tests.workflow_utils import REPO, copy_workflow, job_counts, snakemake
 
 CELL = Cell("minilm-l6", "aoe", "stsb", 1)
@@ -29,15 +29,15 @@ NO_MIRROR = {"AOE_DATA_MIRROR": ""}
 
 @pytest.fixture(scope="module")
 def ci_config():
-    from aoe.configcheck import load_config
+    from aoe.plan.check import load_config
 
     return load_config(REPO, [REPO / "presets" / "ci.yaml"])
 
 
 @pytest.fixture(scope="module")
 def plan(ci_config):
-    from aoe.modelcard import CardPlanner
-    from aoe.workflow import suite_results
+    from aoe.publish.modelcard import CardPlanner
+    from aoe.config.workflow import suite_results
 
     return CardPlanner(ci_config, ["config.yaml", "presets/ci.yaml"], suite_results(ci_config)).plan(CELL)
 
@@ -97,9 +97,9 @@ def test_the_plan_lists_the_cells_results_and_the_paper_rows_it_is_compared_with
 
 def test_a_config_file_that_sets_nothing_of_the_cell_changes_no_plan(plan, tmp_path):
     """The plan is the card job's param: a caption in one more config file must not redo every card."""
-    from aoe.configcheck import load_config
-    from aoe.modelcard import CardPlanner
-    from aoe.workflow import suite_results
+    from aoe.plan.check import load_config
+    from aoe.publish.modelcard import CardPlanner
+    from aoe.config.workflow import suite_results
 
     extra = tmp_path / "caption.yaml"
     extra.write_text("tables:\n  table2_indomain:\n    caption: another caption\n")
@@ -112,7 +112,7 @@ def test_card_front_matter_parses_and_its_numbers_are_the_result_files(plan, tmp
     from huggingface_hub import ModelCard, metadata_load
 
     from aoe.data.sts import STS_TASKS
-    from aoe.modelcard import write_card
+    from aoe.publish.modelcard import write_card
 
     results = write_results(tmp_path, plan)
     out = write_card(plan, tmp_path / CARD, root=tmp_path)
@@ -144,8 +144,8 @@ def test_card_front_matter_parses_and_its_numbers_are_the_result_files(plan, tmp
 
 
 def test_the_paper_number_and_delta_are_the_tables(plan, tmp_path):
-    from aoe.modelcard import render_card
-    from aoe.tables import paper_reference
+    from aoe.publish.modelcard import render_card
+    from aoe.results.tables import paper_reference
 
     results = write_results(tmp_path, plan)
     text = str(render_card(plan, root=tmp_path))
@@ -156,7 +156,7 @@ def test_the_paper_number_and_delta_are_the_tables(plan, tmp_path):
 
 
 def test_the_recipe_is_the_ledgers_with_deviations_flagged(plan, tmp_path):
-    from aoe.modelcard import render_card
+    from aoe.publish.modelcard import render_card
 
     write_results(tmp_path, plan)
     text = str(render_card(plan, root=tmp_path))
@@ -174,8 +174,8 @@ def test_the_recipe_is_the_ledgers_with_deviations_flagged(plan, tmp_path):
 
 
 def test_usage_code_names_the_real_folder_and_parses(plan, tmp_path):
-    from aoe.embed import build_parser
-    from aoe.modelcard import render_card
+    from aoe.model.embed import build_parser
+    from aoe.publish.modelcard import render_card
 
     write_results(tmp_path, plan)
     text = str(render_card(plan, root=tmp_path))
@@ -190,7 +190,7 @@ def test_usage_code_names_the_real_folder_and_parses(plan, tmp_path):
 
 
 def test_missing_results_are_named_or_listed_on_request(plan, tmp_path):
-    from aoe.modelcard import CardError, render_card
+    from aoe.publish.modelcard import CardError, render_card
 
     write_results(tmp_path, plan)
     gone = tmp_path / "results/ci/eval/minilm-l6/aoe/stsb/seed1/transfer.json"
@@ -216,8 +216,8 @@ def test_a_card_is_planned_and_written_without_torch(tmp_path):
 
     code = (
         "import sys; from pathlib import Path; from tests.test_modelcard import write_results, CELL, CARD; "
-        "from aoe.configcheck import load_config; from aoe.modelcard import CardPlanner, write_card; "
-        "from aoe.workflow import suite_results; c = load_config('.', ['presets/ci.yaml']); "
+        "from aoe.plan.check import load_config; from aoe.publish.modelcard import CardPlanner, write_card; "
+        "from aoe.config.workflow import suite_results; c = load_config('.', ['presets/ci.yaml']); "
         "p = CardPlanner(c, ['config.yaml', 'presets/ci.yaml'], suite_results(c)).plan(CELL); "
         f"root = Path({str(tmp_path)!r}); write_results(root, p); write_card(p, root / CARD, root=root); "
         "print('torch' in sys.modules)"
@@ -227,7 +227,7 @@ def test_a_card_is_planned_and_written_without_torch(tmp_path):
 
 
 def test_card_config_is_checked(ci_config):
-    from aoe.modelcard import cell_repo_id, check_card_config
+    from aoe.publish.modelcard import cell_repo_id, check_card_config
 
     check_card_config(ci_config)
     bad = {**ci_config, "model_cards": {**ci_config["model_cards"], "base_models": {"gpt-9": "x/y"}}}
@@ -265,7 +265,7 @@ def test_card_command(plan, tmp_path, monkeypatch, capsys):
 @pytest.fixture
 def trained(tmp_path, tiny_bert, plan):
     """The CI cell's folder holding a tiny BERT, its results and its card."""
-    from aoe.modelcard import write_card
+    from aoe.publish.modelcard import write_card
 
     write_results(tmp_path, plan)
     model = tmp_path / MODEL
@@ -283,8 +283,8 @@ def _snapshot(folder: Path) -> dict:
 def test_export_lays_out_a_sentence_transformers_repository_and_leaves_the_model_alone(trained, tmp_path):
     from sentence_transformers import SentenceTransformer
 
-    from aoe.hub import default_card, export_model
-    from aoe.models import Encoder
+    from aoe.publish.hub import default_card, export_model
+    from aoe.model.encoder import Encoder
 
     before = _snapshot(trained)
     assert default_card(trained) == tmp_path / CARD
@@ -297,8 +297,8 @@ def test_export_lays_out_a_sentence_transformers_repository_and_leaves_the_model
     st = SentenceTransformer(str(tmp_path / "repo"), device="cpu").encode(["a test ."], convert_to_numpy=True)
     ours = Encoder(trained, device="cpu").encode(["a test ."])
     assert abs(st - ours).max() < 1e-5
-    from aoe.hub import HubError
-    from aoe.interop import write_sentence_transformers_files
+    from aoe.publish.hub import HubError
+    from aoe.model.interop import write_sentence_transformers_files
 
     with pytest.raises(HubError, match="not empty"):
         export_model(trained, tmp_path / "repo", None)
@@ -341,7 +341,7 @@ def test_push_uploads_the_folder_and_card_and_never_shows_the_token(trained, tmp
 def test_push_refuses_without_a_token_offline_or_with_a_bad_repo_id(trained, tmp_path, monkeypatch):
     import huggingface_hub.constants as const
 
-    from aoe.hub import HubError, push_model
+    from aoe.publish.hub import HubError, push_model
 
     monkeypatch.delenv("HF_TOKEN", raising=False)
     monkeypatch.delenv("HUGGING_FACE_HUB_TOKEN", raising=False)

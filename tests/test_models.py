@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 import torch
 
-from aoe.backbones import BackboneError, materialize_backbone, tokenizer_fingerprint
-from aoe.models import Encoder
-from aoe.pooling import POOLINGS, pool
+from aoe.model.backbones import BackboneError, materialize_backbone, tokenizer_fingerprint
+from aoe.model.encoder import Encoder
+from aoe.model.pooling import POOLINGS, pool
 
 # ---------------------------------------------------------------------------
 # Pooling. Three texts, T = 4, H = 2; padding positions hold junk (100) or zeros.
@@ -147,7 +147,7 @@ def test_a_source_set_null_is_no_source(tiny_bert, tmp_path):
     # a config file layered on a preset switches MiniLM-L6 to a local folder (tests/workflow_utils.py::tiny_backbone_overlay)
     prov = materialize_backbone("minilm-l6", {"package": None, "path": str(tiny_bert)}, tmp_path / "out")
     assert (prov["source"], prov["from"]) == ("path", str(tiny_bert))
-    from aoe.configcheck import ConfigError, check_backbones
+    from aoe.plan.check import ConfigError, check_backbones
 
     check_backbones({"backbones": {"minilm-l6": {"package": None, "path": str(tiny_bert)}}})
     with pytest.raises(ConfigError, match=r"backbones.minilm-l6: give exactly one of .* \(got none\)"):
@@ -279,7 +279,7 @@ def test_encoder_needs_a_known_pooling(tiny_bert):
 def test_embed_first_last_avg_uses_first_block_output(tiny_bert):
     from transformers import AutoModel, AutoTokenizer
 
-    from aoe.models import embed
+    from aoe.model.encoder import embed
 
     tok = AutoTokenizer.from_pretrained(tiny_bert)
     model = AutoModel.from_pretrained(tiny_bert).eval()
@@ -297,7 +297,7 @@ def test_weights_that_cannot_be_read_name_the_folder_and_the_fix(tiny_bert, tmp_
     # an evaluation job of a model whose model.safetensors was cut short (or deleted) failed with
     # transformers' "SafetensorError: Error while deserializing header: invalid header length",
     # naming neither the folder nor that Snakemake cannot see the damage (a directory output)
-    from aoe.models import DamagedModelError
+    from aoe.model.encoder import DamagedModelError
 
     model = Path(shutil.copytree(tiny_bert, tmp_path / "seed1"))
     weights = model / "model.safetensors"
@@ -312,7 +312,7 @@ def test_weights_that_cannot_be_read_name_the_folder_and_the_fix(tiny_bert, tmp_
 
 def test_gpu_processes_keep_attention_off_cudnn():
     """A GPU process disables cuDNN attention (a plan per shape: bench/results/gpu_check.json); a CPU one leaves it."""
-    from aoe.models import avoid_cudnn_attention
+    from aoe.model.encoder import avoid_cudnn_attention
 
     before = torch.backends.cuda.cudnn_sdp_enabled()
     try:
@@ -326,11 +326,11 @@ def test_gpu_processes_keep_attention_off_cudnn():
 
 
 def test_a_decoder_embeds_without_building_its_key_value_cache(tiny_llama, tiny_bert):
-    """embed asks a decoder for no cache (aoe.models.no_cache: it held every layer's keys and values to the end of
+    """embed asks a decoder for no cache (aoe.model.encoder.no_cache: it held every layer's keys and values to the end of
     the pass); the embeddings are those of a pass with the cache, and an encoder is asked the same harmlessly."""
     from transformers import AutoModel
 
-    from aoe.models import embed, no_cache
+    from aoe.model.encoder import embed, no_cache
 
     ids = torch.tensor([[5, 6, 7, 8], [9, 10, 11, 0]])
     mask = torch.tensor([[1, 1, 1, 1], [1, 1, 1, 0]])

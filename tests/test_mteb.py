@@ -26,7 +26,7 @@ from aoe.evaluate.mteb_eval import (  # noqa: E402
     summarize,
 )
 from aoe.evaluate.mteb_local import MtebEvalError, local_task, local_task_inputs  # noqa: E402
-from aoe.prompts import apply_prompt  # noqa: E402
+from aoe.model.prompts import apply_prompt  # noqa: E402
 
 
 def _batches(texts, size=3):
@@ -139,7 +139,7 @@ def test_prompt_template_and_query_instruction(tiny_bert):
     wrapper._encode = lambda texts: seen.extend(texts) or inner(texts)
     texts = ["a dog {runs}", "a cat", "a dog {runs}"]
     emb_q = wrapper.encode(_batches(texts), task_metadata=_meta(), hf_split="test", hf_subset="default", prompt_type=PromptType.query)
-    # the instruction is prefixed here; the encoder wraps the prompt around it (aoe.tokens.tokenize_texts)
+    # the instruction is prefixed here; the encoder wraps the prompt around it (aoe.model.tokens.tokenize_texts)
     assert seen == ["Q: a dog {runs}", "Q: a cat"]
     assert wrapper.encoder.prompt == AOE_PROMPT
     assert emb_q.shape == (3, 32) and emb_q.dtype == np.float32
@@ -189,7 +189,7 @@ def test_llm_last_token_pooling_with_prompt(tiny_llama):
 def test_pad_token_fallback(tiny_llama):
     from transformers import AutoTokenizer
 
-    from aoe.tokens import ensure_pad_token
+    from aoe.model.tokens import ensure_pad_token
 
     tok = AutoTokenizer.from_pretrained(tiny_llama)
     tok.pad_token = None

@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from aoe.evaluate.sts import TASKS
-from aoe.train import CURVES_DIR
+from aoe.training.train import CURVES_DIR
 from tests.test_curves import _assert_mirrors, _metrics
 from tests.workflow_utils import CI_CONFIGFILES, REPO, edited, job_counts, needs_mirror, snakemake
 
@@ -44,7 +44,7 @@ def test_results_tree(ci_run):
     assert recorded["pooling"] == "cls" and recorded["train"]["max_steps"] == 60
     assert recorded["objective"]["weights"] == {"angle": 1.0, "contrastive": 1.0}
     assert recorded["provenance"]["max_steps"] == "trainsets.stsb.train.max_steps"
-    assert recorded["provenance"]["loss.weights"] == "code:aoe.recipes.OBJECTIVES.aoe.weights"
+    assert recorded["provenance"]["loss.weights"] == "code:aoe.config.recipes.OBJECTIVES.aoe.weights"
     assert (res / "tokens" / "minilm-l6-64" / "stsb" / "train" / "cache.json").is_file()
     # select_checkpoint best (presets/ci.yaml): STS-B dev prepared, scored at the one epoch end, recorded
     assert (res / "data" / "stsb" / "dev.parquet").is_file()
@@ -187,7 +187,7 @@ def test_rerun_has_nothing_to_do(ci_run):
     work, env = ci_run
     out = snakemake(work, "-n", "--configfile", *CI_CONFIGFILES, env=env)
     assert out.returncode == 0 and "Nothing to be done" in out.stdout, out.stdout[-3000:]
-    # every trained model records the settings the config gives (aoe.workflow.settings_changed)
+    # every trained model records the settings the config gives (aoe.config.workflow.settings_changed)
     assert "record other settings" not in out.stdout, out.stdout[-3000:]
 
 
@@ -235,7 +235,7 @@ def test_changing_table_code_reruns_only_tables(ci_run):
 
 def test_a_code_default_reruns_what_it_changes_and_a_run_only_setting_nothing(ci_run):
     """Every resolved value reaches a train job's params (Snakemake's params trigger): a built-in loss
-    default changed in aoe/recipes.py retrains; how often a run logs or checkpoints reruns nothing."""
+    default changed in aoe/config/recipes.py retrains; how often a run logs or checkpoints reruns nothing."""
     work, env = ci_run
     tau = 'angle_tau: float = field(default=20.0,'
     with edited(work / "aoe" / "recipes.py", tau.replace("20.0", "10.0"), replace=tau):
@@ -328,7 +328,7 @@ def test_the_reports_front_page_and_every_link_inside_it_resolve(ci_report):
 
     html = ci_report.read_text(errors="replace")
     assert "Start here:" in html and "REPORT.html" in html
-    from aoe.report import embedded_pages
+    from aoe.publish.report import embedded_pages
 
     pages = embedded_pages(ci_report)
     summary = pages["REPORT.md and RECIPE.md"]

@@ -18,8 +18,8 @@ from aoe.evaluate.senteval_batches import (
     senteval_sts_batches,
     task_batches,
 )
-from aoe.models import Encoder, embed, embed_bucketed
-from aoe.pooling import (
+from aoe.model.encoder import Encoder, embed, embed_bucketed
+from aoe.model.pooling import (
     BATCH_DEPENDENT_POOLINGS,
     EVAL_POOLINGS,
     OFFICIAL_POOLING_SOURCES,
@@ -289,11 +289,11 @@ def test_official_settings():
 
 
 def test_the_import_light_pooling_names_are_the_models():
-    """The workflow plans with aoe.pooling_names (no torch at planning); the schema's enums list the same."""
+    """The workflow plans with aoe.model.pooling_names (no torch at planning); the schema's enums list the same."""
     import yaml
 
-    from aoe.pooling import OFFICIAL_POOLINGS, POOLINGS
-    from aoe.pooling_names import EVAL_POOLING_NAMES, OFFICIAL_POOLING_NAMES, TRAIN_POOLINGS
+    from aoe.model.pooling import OFFICIAL_POOLINGS, POOLINGS
+    from aoe.model.pooling_names import EVAL_POOLING_NAMES, OFFICIAL_POOLING_NAMES, TRAIN_POOLINGS
 
     assert tuple(POOLINGS) == TRAIN_POOLINGS and tuple(OFFICIAL_POOLINGS) == OFFICIAL_POOLING_NAMES
     schema = yaml.safe_load((REPO / "schemas" / "config.schema.yaml").read_text())

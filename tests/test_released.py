@@ -1,4 +1,4 @@
-"""Released checkpoints (aoe.released, rule fetch_released): a local stand-in of the hub (a tiny BERT, and a
+"""Released checkpoints (aoe.model.released, rule fetch_released): a local stand-in of the hub (a tiny BERT, and a
 tiny LLaMA LoRA adapter trained as a causal LM over its named base), evaluated as the official code embeds them."""
 
 from __future__ import annotations
@@ -77,8 +77,8 @@ def _official_llm_embeddings(base: Path, adapter: Path, texts: list[str]) -> np.
 
 
 def test_full_checkpoint_from_the_hub_at_a_commit(monkeypatch, hub_repos, tmp_path, tiny_bert):
-    from aoe.models import Encoder
-    from aoe.released import materialize_released
+    from aoe.model.encoder import Encoder
+    from aoe.model.released import materialize_released
 
     repos = {k: folder_files(v) for k, v in hub_repos.items()}
     with serve(monkeypatch, repos) as hub:
@@ -99,8 +99,8 @@ def test_full_checkpoint_from_the_hub_at_a_commit(monkeypatch, hub_repos, tmp_pa
 def test_causal_lm_adapter_embeds_as_the_official_code(monkeypatch, hub_repos, tmp_path):
     """The adapter over its named base, converted to an adapter over the decoder, gives the official
     hidden_states[-1] last-token embeddings of the prompted texts; its base comes from the hub too."""
-    from aoe.models import Encoder
-    from aoe.released import materialize_released
+    from aoe.model.encoder import Encoder
+    from aoe.model.released import materialize_released
 
     with serve(monkeypatch, {k: folder_files(v) for k, v in hub_repos.items()}):
         record = materialize_released("llama-nli", _spec_adapter(), tmp_path / "llama-nli")
@@ -123,8 +123,8 @@ def test_causal_lm_adapter_embeds_as_the_official_code(monkeypatch, hub_repos, t
 
 def test_local_stand_in_is_used_without_the_hub(hub_repos, tmp_path):
     """``path`` (a copy laid out as the hub serves it) and ``base.path``: no request is made."""
-    from aoe.models import Encoder
-    from aoe.released import materialize_released
+    from aoe.model.encoder import Encoder
+    from aoe.model.released import materialize_released
 
     spec = _spec_adapter(path=str(hub_repos["org/llama-adapter"]), base={"path": str(hub_repos["org/llama-base"])})
     record = materialize_released("llama-nli", spec, tmp_path / "llama-nli")
@@ -133,7 +133,7 @@ def test_local_stand_in_is_used_without_the_hub(hub_repos, tmp_path):
 
 
 def test_unreachable_hub_names_the_checkpoint_and_the_setting(monkeypatch, hub_repos, tmp_path):
-    from aoe.released import ReleasedError, materialize_released
+    from aoe.model.released import ReleasedError, materialize_released
 
     with serve(monkeypatch, {}):  # a hub that has none of them
         with pytest.raises(ReleasedError, match=r"(?s)released checkpoint 'bert-nli': cannot fetch org/bert-nli@main .*"
@@ -157,7 +157,7 @@ def test_unreachable_hub_names_the_checkpoint_and_the_setting(monkeypatch, hub_r
 
 
 def test_layout_errors_name_the_fix(hub_repos, tmp_path):
-    from aoe.released import ReleasedError, materialize_released
+    from aoe.model.released import ReleasedError, materialize_released
 
     with pytest.raises(ReleasedError, match=r"released\.checkpoints\.x: the checkpoint is a LoRA adapter; set adapter: true and base"):
         materialize_released("x", _spec_full(path=str(hub_repos["org/llama-adapter"])), tmp_path / "x")
@@ -169,7 +169,7 @@ def test_layout_errors_name_the_fix(hub_repos, tmp_path):
 
 
 def test_file_choice_prefers_safetensors():
-    from aoe.released import released_files
+    from aoe.model.released import released_files
 
     assert released_files(["config.json", "model.safetensors", "pytorch_model.bin", "onnx/model.onnx", "README.md", "vocab.txt"]) == [
         "config.json", "model.safetensors", "vocab.txt"]

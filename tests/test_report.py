@@ -10,10 +10,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from aoe.report import build_report, figure_section, table_sources
-from aoe.stats import FLAG, FLAG_RULE, ONE_SEED, SPREAD_RERUNS, SPREAD_SEEDS, flag, flag_bound, spread_of
-from aoe.table_render import to_json
-from aoe.tables import build_table
+from aoe.publish.report import build_report, figure_section, table_sources
+from aoe.results.stats import FLAG, FLAG_RULE, ONE_SEED, SPREAD_RERUNS, SPREAD_SEEDS, flag, flag_bound, spread_of
+from aoe.results.render import to_json
+from aoe.results.tables import build_table
 
 NUMBERS = """\
 paper_t:
@@ -167,9 +167,9 @@ def test_report_lists_every_paper_number_of_the_configured_tables(tmp_path):
     """Every paper number a configured table shows (under a row of ours or as a reference row) is in REPORT.md."""
     import yaml
 
-    from aoe.table_load import RESULT_COLUMNS
-    from aoe.table_render import paper_digits
-    from aoe.tables import build_gis_table
+    from aoe.results.load import RESULT_COLUMNS
+    from aoe.results.render import paper_digits
+    from aoe.results.tables import build_gis_table
     from tests.workflow_utils import REPO
 
     config = yaml.safe_load((REPO / "config.yaml").read_text())
@@ -246,8 +246,8 @@ def test_rows_link_to_their_recipes(tmp_path):
 def test_quoted_numbers_beside_the_papers_prose(tmp_path):
     """The saturation shares and GIS n-gram overlaps the paper quotes in its prose, with Δ, one line per
     result file; numbers from aoe/resources/paper_numbers.yaml (acl2024_quoted), not from the code."""
-    from aoe.report import QUOTED, quoted_section
-    from aoe.tables import paper_reference
+    from aoe.publish.report import QUOTED, quoted_section
+    from aoe.results.tables import paper_reference
 
     sat = tmp_path / "results" / "analysis" / "saturation" / "minilm-l6" / "snli-dev.json"
     sat.parent.mkdir(parents=True)
@@ -284,7 +284,7 @@ def test_fig3_ukraine_pair_compares_like_with_like(tmp_path):
     labelled with their definition and model and get no Δ beside the paper's (not comparable)."""
     import yaml
 
-    from aoe.report import quoted_section
+    from aoe.publish.report import quoted_section
     from tests.workflow_utils import REPO
 
     fig3 = tmp_path / "results" / "figures" / "fig3_saturation_geometry.json"
@@ -398,8 +398,8 @@ def test_prose_gains_beside_the_same_difference_of_ours(tmp_path):
     the tables of config.yaml, scored as trained (an evaluation-only variant row is not the claim's row)."""
     import yaml
 
-    from aoe.report import CLAIMS, claims_section
-    from aoe.tables import paper_reference
+    from aoe.publish.report import CLAIMS, claims_section
+    from aoe.results.tables import paper_reference
     from tests.workflow_utils import REPO
 
     # the claims are the paper's own differences, and printed on the line their source names

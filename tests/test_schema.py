@@ -9,7 +9,7 @@ from tests.workflow_utils import REPO
 def _train_fields():
     from dataclasses import fields
 
-    from aoe.hparams import TrainSettings
+    from aoe.config.hparams import TrainSettings
 
     schema = yaml.safe_load((REPO / "schemas" / "config.schema.yaml").read_text())
     return [f for f in fields(TrainSettings) if f.name in schema["$defs"]["train"]["properties"]]
@@ -20,7 +20,7 @@ def _train_fields():
 # name elsewhere is still checked ("*": any name under additionalProperties, "[]": a list item).
 NO_DEFAULT = {
     "config.backbones.*.hf_id", "config.backbones.*.package", "config.backbones.*.gguf_package", "config.backbones.*.path",
-    # absent = aoe.hparams.TrainSettings.pooling (CLS), written there once with its source
+    # absent = aoe.config.hparams.TrainSettings.pooling (CLS), written there once with its source
     "config.backbones.*.pooling",
     # absent = "not a variant" / "the backbone's pooling" / "no in-domain evaluation"
     "config.objectives.*.base", "config.objectives.*.pooling", "config.trainsets.*.eval_split",
@@ -38,7 +38,7 @@ NO_DEFAULT = {
     "config.evaluation.pretrained_variants.*.pooling", "config.evaluation.pretrained_variants.*.prompt",
     # a released checkpoint's source (the hub id, or a local copy) and an adapter's base: absent = not that source
     *(f"config.released.checkpoints.*.{k}" for k in ("hf_id", "path", "base", "base.hf_id", "base.path")),
-    # training keys: absent = the default of aoe.hparams.TrainSettings, written there once with its source
+    # training keys: absent = the default of aoe.config.hparams.TrainSettings, written there once with its source
     *(f"$defs.train.{f.name}" for f in _train_fields()),
     "$defs.train.init.objective",  # absent = the cell's own objective (a two-stage run of one objective)
 }
@@ -110,11 +110,11 @@ def test_the_schema_names_llm_tables_as_the_package_does():
 
 
 def test_the_build_lists_name_what_the_package_builds():
-    """build.figures / build.analyses: the schema's enums and defaults are aoe.workflow's names, which are the
-    figures aoe.figures plots and the training curves; config.yaml builds everything it defines (the paper grid)."""
-    from aoe.figures import FIGURES
-    from aoe.figures.curves import CURVES
-    from aoe.workflow import ANALYSIS_NAMES, FIGURE_NAMES
+    """build.figures / build.analyses: the schema's enums and defaults are aoe.config.workflow's names, which are the
+    figures aoe.results.figures plots and the training curves; config.yaml builds everything it defines (the paper grid)."""
+    from aoe.results.figures import FIGURES
+    from aoe.results.figures.curves import CURVES
+    from aoe.config.workflow import ANALYSIS_NAMES, FIGURE_NAMES
 
     build = _schema()["properties"]["build"]["properties"]
     assert FIGURE_NAMES == (*FIGURES, CURVES)

@@ -17,10 +17,10 @@ import pytest
 from scipy import stats
 
 from aoe.evaluate.sts import TASKS
-from aoe.stats import paired_ttest
-from aoe.table_load import load_results, load_sts_results, train_time
-from aoe.table_render import paper_digits, to_frame, to_json, to_latex, to_markdown, write_table
-from aoe.tables import build_gis_table, build_table, paper_reference, render_table
+from aoe.results.stats import paired_ttest
+from aoe.results.load import load_results, load_sts_results, train_time
+from aoe.results.render import paper_digits, to_frame, to_json, to_latex, to_markdown, write_table
+from aoe.results.tables import build_gis_table, build_table, paper_reference, render_table
 
 COLUMNS = [*TASKS, "avg"]
 
@@ -209,7 +209,7 @@ def test_load_sts_results_long_format(results):
 
 
 def test_build_table_mean_std_n(results, caplog):
-    with caplog.at_level(logging.WARNING, logger="aoe.tables"):
+    with caplog.at_level(logging.WARNING, logger="aoe.results.tables"):
         frame = to_frame(build_table(results, SPEC, "sts7"))
     assert len(frame) == 6  # 2 backbones x (pretrained, aoe, cosent)
     for (backbone, objective, _), seeds in STSB.items():
@@ -489,7 +489,7 @@ def test_no_two_paper_rows_of_a_table_share_a_label():
     names every paper row apart, by the backbone the paper groups it under."""
     import yaml
 
-    from aoe.table_load import RESULT_COLUMNS
+    from aoe.results.load import RESULT_COLUMNS
     from tests.workflow_utils import REPO
 
     config = yaml.safe_load((REPO / "config.yaml").read_text())
@@ -636,7 +636,7 @@ def test_transfer_null_tasks_are_dashes(tmp_path, caplog):
         write_transfer(root, "b", "pretrained", "none", 0, {"TREC": 60.0, "MRPC": 68.0}),
     ]
     spec = {"kind": "transfer", "trainset": "stsb", "rows": [{"backbone": "b", "objective": "pretrained"}, {"backbone": "b", "objective": "aoe"}]}
-    with caplog.at_level(logging.WARNING, logger="aoe.tables"):
+    with caplog.at_level(logging.WARNING, logger="aoe.results.tables"):
         table = render_table("t3", spec, files)
     assert [c.key for c in table.columns] == ["MR", "CR", "SUBJ", "MPQA", "SST2", "TREC", "MRPC", "avg"]
     md = _md_rows(to_markdown(table))
@@ -790,7 +790,7 @@ def test_every_configured_paper_reference_exists():
     """config.yaml's reference rows and paper mappings all resolve in the packaged paper_numbers.yaml."""
     import yaml
 
-    from aoe.tables import kind_columns
+    from aoe.results.tables import kind_columns
     from tests.workflow_utils import REPO
 
     config = yaml.safe_load((REPO / "config.yaml").read_text())
@@ -1012,11 +1012,11 @@ def test_gis_numbers_are_printed_in_the_papers_text(name, labels):
 
 
 def test_table_kind_registry_is_the_schema_enum_and_each_kind_renders(tmp_path):
-    """Every kind the config schema accepts has one registry entry (aoe.table_kinds.KINDS) and back;
+    """Every kind the config schema accepts has one registry entry (aoe.config.table_kinds.KINDS) and back;
     each kind that reads evaluation results builds a table from a result file of its suite."""
     import yaml
 
-    from aoe.table_kinds import KINDS, table_kind
+    from aoe.config.table_kinds import KINDS, table_kind
     from tests.workflow_utils import REPO
 
     schema = yaml.safe_load((REPO / "schemas" / "config.schema.yaml").read_text())
@@ -1180,9 +1180,9 @@ def test_the_papers_rows_keep_its_grouping_and_its_marks_are_explained():
     """Issue 54: the paper's context rows were listed flat with "(paper: ...)" on each, its † and ⋆ unexplained."""
     import pandas as pd
 
-    from aoe.configcheck import load_config
-    from aoe.table_render import to_markdown
-    from aoe.workflow import table_rows
+    from aoe.plan.check import load_config
+    from aoe.results.render import to_markdown
+    from aoe.config.workflow import table_rows
 
     from tests.workflow_utils import REPO
 
@@ -1206,9 +1206,9 @@ def test_table2_keeps_the_papers_columns_where_a_preset_trains_one_of_them():
     """Issue 54: the demo's AoE Table 2 dropped the paper's GIS and Avg. columns."""
     import pandas as pd
 
-    from aoe.configcheck import load_config
-    from aoe.table_render import to_markdown
-    from aoe.workflow import table_rows
+    from aoe.plan.check import load_config
+    from aoe.results.render import to_markdown
+    from aoe.config.workflow import table_rows
     from tests.workflow_utils import REPO
 
     demo = load_config(REPO, [REPO / "presets" / "cpu-demo.yaml"])

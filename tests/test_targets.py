@@ -1,4 +1,4 @@
-"""A target no rule can build names its unknown part, or the table the config does not build (aoe.targets)."""
+"""A target no rule can build names its unknown part, or the table the config does not build (aoe.plan.targets)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from aoe.targets import explain_report, explain_target, explain_workdir, preset_trees, requested_report, requested_targets
+from aoe.plan.targets import explain_report, explain_target, explain_workdir, preset_trees, requested_report, requested_targets
 from tests.workflow_utils import REPO, copy_workflow, snakemake
 
 RULES = ["all", "train", "table2", "train_model", "evaluate_sts", "download_file"]
@@ -15,7 +15,7 @@ RULES = ["all", "train", "table2", "train_model", "evaluate_sts", "download_file
 
 @pytest.fixture(scope="module")
 def config():
-    from aoe.configcheck import load_config
+    from aoe.plan.check import load_config
 
     return load_config(REPO)
 
@@ -63,7 +63,7 @@ def test_a_table_not_built_names_the_file(tmp_path, config):
 
 @pytest.fixture(scope="module")
 def demo_config():
-    from aoe.configcheck import load_config
+    from aoe.plan.check import load_config
 
     return load_config(REPO, [REPO / "presets" / "cpu-demo.yaml"])
 

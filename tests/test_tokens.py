@@ -10,9 +10,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from aoe.backbones import tokenizer_fingerprint
+from aoe.model.backbones import tokenizer_fingerprint
 from aoe.data.io import DataError
-from aoe.tokens import CACHE_FORMAT, StaleCacheError, build_token_cache, load_token_cache
+from aoe.model.tokens import CACHE_FORMAT, StaleCacheError, build_token_cache, load_token_cache
 
 LONG = " ".join(f"word{i}" for i in range(40))  # far more than MAX_LENGTH tokens
 MAX_LENGTH = 12
@@ -220,7 +220,7 @@ def test_every_cached_sequence_fits_max_length_or_the_length_is_refused(minilm_d
 def test_tokenize_texts_refuses_a_max_length_without_room_for_text(minilm_dir):
     from transformers import AutoTokenizer
 
-    from aoe.tokens import max_length_floor, tokenize_texts
+    from aoe.model.tokens import max_length_floor, tokenize_texts
 
     tok = AutoTokenizer.from_pretrained(minilm_dir)
     assert max_length_floor(tok)[0] == 3

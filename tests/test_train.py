@@ -17,11 +17,11 @@ import torch
 from safetensors.torch import load_file
 from transformers import AutoTokenizer
 
-import aoe.train
+import aoe.training.train
 from aoe.losses import Objective, get_objective
-from aoe.models import Encoder
-from aoe.tokens import build_token_cache
-from aoe.train import TrainConfig, train
+from aoe.model.encoder import Encoder
+from aoe.model.tokens import build_token_cache
+from aoe.training.train import TrainConfig, train
 
 N_PAIRS = 40
 MAX_LENGTH = 16
@@ -89,18 +89,18 @@ def runs(data, tmp_path_factory) -> dict:
         batches: list = []
         collated: list = []
 
-        class RecordingCollator(aoe.train.Collator):
+        class RecordingCollator(aoe.training.train.Collator):
             def __call__(self, rows, _seen=collated):
                 _seen.append(super().__call__(rows))
                 return _seen[-1]
 
         with pytest.MonkeyPatch.context() as mp:
             mp.setattr(
-                aoe.train,
+                aoe.training.train,
                 "get_objective",
                 lambda n, o=None, format=None: _Recording(**{**asdict(get_objective(n, o, format=format)), "batches": batches}),
             )
-            mp.setattr(aoe.train, "Collator", RecordingCollator)
+            mp.setattr(aoe.training.train, "Collator", RecordingCollator)
             summary = _run(data, root / name / "seed", seed=seed)
         out[name] = (root / name / "seed", summary, batches, collated)
     return out
@@ -236,7 +236,7 @@ class _NaNObjective(Objective):
 
 
 def test_non_finite_loss_raises_and_leaves_nothing(data, tmp_path, monkeypatch):
-    monkeypatch.setattr(aoe.train, "get_objective", lambda name, overrides=None, format=None: _NaNObjective(**asdict(get_objective(name, overrides, format=format))))
+    monkeypatch.setattr(aoe.training.train, "get_objective", lambda name, overrides=None, format=None: _NaNObjective(**asdict(get_objective(name, overrides, format=format))))
     out = tmp_path / "models" / "seed0"
     with pytest.raises(FloatingPointError, match=r"at step 0 .*text ids \[\[\d+") as err:
         _run(data, out)
@@ -273,8 +273,8 @@ def test_eval_base_dtype_is_checked_before_training():
 def test_one_process_trains_the_same_with_either_pool(data, tmp_path, monkeypatch):
     """With one process a slice is the whole micro-batch: process and global give the same bits;
     only global goes through the all-gather."""
-    gathers, gather = [], aoe.train._gather_with_grad
-    monkeypatch.setattr(aoe.train, "_gather_with_grad", lambda *a: gathers.append(a[0].shape) or gather(*a))
+    gathers, gather = [], aoe.training.train._gather_with_grad
+    monkeypatch.setattr(aoe.training.train, "_gather_with_grad", lambda *a: gathers.append(a[0].shape) or gather(*a))
     weights, metrics, calls = {}, {}, {}
     for pool in ("process", "global"):
         gathers.clear()
@@ -304,13 +304,13 @@ def restore_determinism():
 def test_deterministic_runs_are_bit_identical(data, tmp_path, monkeypatch, restore_determinism):
     assert not torch.are_deterministic_algorithms_enabled()
     # the switch must be on before the model is built (cuBLAS reads its workspace setting once)
-    at_load, load = [], aoe.train._Full.load_encoder
+    at_load, load = [], aoe.training.train._Full.load_encoder
 
     def recording_load(self, *args):
         at_load.append(torch.are_deterministic_algorithms_enabled())
         return load(self, *args)
 
-    monkeypatch.setattr(aoe.train._Full, "load_encoder", recording_load)
+    monkeypatch.setattr(aoe.training.train._Full, "load_encoder", recording_load)
     for name in ("a", "b"):
         _run(data, tmp_path / name, deterministic=True, max_steps=3)
     assert at_load == [True, True]
@@ -329,7 +329,7 @@ def test_batch_not_divisible_by_accumulation(data, tmp_path):
 
 
 def test_epoch_batches_cover_each_example_once_and_follow_the_seed():
-    from aoe.train import epoch_batches
+    from aoe.training.train import epoch_batches
 
     batches = epoch_batches(50, 8, seed=3, epoch=0)
     flat = [i for b in batches for i in b]
@@ -341,7 +341,7 @@ def test_epoch_batches_cover_each_example_once_and_follow_the_seed():
 
 
 def test_length_grouped_batches_hold_similar_lengths():
-    from aoe.train import epoch_batches
+    from aoe.training.train import epoch_batches
 
     lengths = [(i * 37) % 100 for i in range(800)]
     grouped = epoch_batches(800, 16, seed=0, epoch=0, lengths=lengths)
@@ -364,7 +364,7 @@ def test_bf16_mixed_precision_runs_on_cpu(data, tmp_path):
     (tmp_path / "cfg.json").write_text(json.dumps(cfg))
     out = tmp_path / "bf16"
     subprocess.run(
-        [sys.executable, "-m", "aoe.train", "--cache", str(data["cache"]), "--table", str(data["table"]),
+        [sys.executable, "-m", "aoe.training.train", "--cache", str(data["cache"]), "--table", str(data["table"]),
          "--backbone", str(data["backbone"]), "--out", str(out), "--config", str(tmp_path / "cfg.json")],
         check=True, capture_output=True,
     )
@@ -374,7 +374,7 @@ def test_bf16_mixed_precision_runs_on_cpu(data, tmp_path):
 
 
 def test_warmup_steps_override_the_ratio():
-    from aoe.train import TrainConfig, num_warmup_steps
+    from aoe.training.train import TrainConfig, num_warmup_steps
 
     assert num_warmup_steps(TrainConfig(objective="aoe", warmup_ratio=0.1), 380) == 38
     assert num_warmup_steps(TrainConfig(objective="aoe", warmup_ratio=0.1, warmup_steps=50), 380) == 50

@@ -27,8 +27,8 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from aoe.tokens import build_token_cache
-from aoe.checkpoints import TRAINER_STATE, checkpoint_dir, step_dirs
+from aoe.model.tokens import build_token_cache
+from aoe.training.checkpoints import TRAINER_STATE, checkpoint_dir, step_dirs
 from tests.workflow_utils import REPO
 
 WORDS = "apple river stone cloud quick lazy bright small green heavy old new red blue".split()
@@ -86,7 +86,7 @@ def _args(setup, dropout: float, out: Path, **cfg) -> list[str]:
     }
     cfg_file = out.with_suffix(".json")
     cfg_file.write_text(json.dumps(config))
-    return ["-m", "aoe.train", "--cache", str(cache), "--table", str(table), "--backbone", str(bb),
+    return ["-m", "aoe.training.train", "--cache", str(cache), "--table", str(table), "--backbone", str(bb),
             "--out", str(out), "--config", str(cfg_file)]
 
 
@@ -130,8 +130,8 @@ def _first_steps_by_hand(setup, halves: int, steps: int, objective: str = "aoe",
     from transformers import AutoModel, AutoTokenizer
 
     from aoe.losses import get_objective
-    from aoe.tokens import load_token_cache
-    from aoe.train import TrainConfig, _adamw, Collator, _Trainee, epoch_batches
+    from aoe.model.tokens import load_token_cache
+    from aoe.training.train import TrainConfig, _adamw, Collator, _Trainee, epoch_batches
 
     bb, cache = setup[0.0]
     table = setup["table"]
@@ -194,13 +194,13 @@ def test_process_pool_averages_the_head_outside_ddp(setup):
     np.testing.assert_allclose([x for _, x in _losses(out)], by_hand, rtol=1e-5)
 
 
-# Runs aoe.train's command line, SIGKILLing itself during step CHECKPOINT + MORE + 1, i.e. after
+# Runs aoe.training.train's command line, SIGKILLing itself during step CHECKPOINT + MORE + 1, i.e. after
 # the checkpoint at CHECKPOINT is written and MORE later steps are done (lost to the kill): a
 # fixed point, not a race between a polling test and a fast run (tests/test_lora.py does the same
 # in-process).
 _KILL_AFTER_CHECKPOINT = """
 import os, signal, sys
-import aoe.train as t
+import aoe.training.train as t
 
 checkpoint, more = int(sys.argv[1]), int(sys.argv[2])
 save, step, left = t._save_checkpoint, t._step, []
@@ -224,7 +224,7 @@ t.main(sys.argv[3:])
 
 def _run_and_kill(setup, dropout: float, out: Path, checkpoint: int, more: int, **cfg) -> int:
     """Train into ``out`` until killed as above; return the step of the checkpoint left behind."""
-    argv = _args(setup, dropout, out, **cfg)[2:]  # without "-m aoe.train"
+    argv = _args(setup, dropout, out, **cfg)[2:]  # without "-m aoe.training.train"
     proc = subprocess.run([sys.executable, "-c", _KILL_AFTER_CHECKPOINT, str(checkpoint), str(more), *argv],
                           env=_env(), capture_output=True, text=True)
     assert proc.returncode == -signal.SIGKILL, f"the run was not killed: rc {proc.returncode}\n{proc.stderr[-3000:]}"
@@ -269,12 +269,12 @@ def test_checkpoint_of_another_config_is_not_resumed(setup):
     assert json.loads((out / "aoe_config.json").read_text())["summary"]["resumed_from_step"] is None
 
 
-# Runs aoe.train's command line and sends itself SIGTERM during step AT (as SLURM does at a job's time
+# Runs aoe.training.train's command line and sends itself SIGTERM during step AT (as SLURM does at a job's time
 # limit), or SIGKILL right after the finished model is kept (ckpt/final) and before the model folder
 # appears: the moment a job killed after training leaves Snakemake an incomplete output to delete.
 _SIGNAL = """
 import os, signal, sys
-import aoe.train as t
+import aoe.training.train as t
 
 at, how = int(sys.argv[1]), sys.argv[2]
 step, keep_final = t._step, t.checkpoints.keep_final
@@ -297,7 +297,7 @@ t.main(sys.argv[3:])
 
 
 def _run_signalled(setup, dropout: float, out: Path, at: int, how: str, **cfg) -> subprocess.CompletedProcess:
-    argv = _args(setup, dropout, out, **cfg)[2:]  # without "-m aoe.train"
+    argv = _args(setup, dropout, out, **cfg)[2:]  # without "-m aoe.training.train"
     return subprocess.run([sys.executable, "-c", _SIGNAL, str(at), how, *argv], env=_env(), capture_output=True, text=True)
 
 

@@ -12,9 +12,9 @@ import pytest
 import torch
 from transformers import AutoTokenizer
 
-from aoe.models import embed_bucketed, pad_ids
-from aoe.tokens import length_buckets
-from aoe.train import _adamw, _clip_gradients
+from aoe.model.encoder import embed_bucketed, pad_ids
+from aoe.model.tokens import length_buckets
+from aoe.training.train import _adamw, _clip_gradients
 
 
 @pytest.mark.parametrize("side", ["right", "left"])
@@ -155,8 +155,8 @@ def test_bucketed_training_follows_the_one_pass_losses(tiny_bert, tmp_path, monk
     from safetensors.torch import load_file
     from transformers import AutoModel
 
-    from aoe.tokens import build_token_cache
-    from aoe.train import TrainConfig, train
+    from aoe.model.tokens import build_token_cache
+    from aoe.training.train import TrainConfig, train
 
     backbone = tmp_path / "bert"
     model = AutoModel.from_pretrained(tiny_bert, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
@@ -172,10 +172,10 @@ def test_bucketed_training_follows_the_one_pass_losses(tiny_bert, tmp_path, monk
     table = tmp_path / "train.parquet"
     pd.DataFrame(rows, columns=["sentence1", "sentence2", "score"]).to_parquet(table)
     build_token_cache(table, backbone, 24, tmp_path / "cache")
-    import aoe.models
+    import aoe.model.encoder
 
-    passes, one_pass = [], aoe.models.embed
-    monkeypatch.setattr(aoe.models, "embed", lambda *a: passes.append(a[2].shape) or one_pass(*a))
+    passes, one_pass = [], aoe.model.encoder.embed
+    monkeypatch.setattr(aoe.model.encoder, "embed", lambda *a: passes.append(a[2].shape) or one_pass(*a))
     losses, weights, shapes = {}, {}, {}
     for buckets in (1, 4):
         passes.clear()
@@ -185,7 +185,7 @@ def test_bucketed_training_follows_the_one_pass_losses(tiny_bert, tmp_path, monk
         train(tmp_path / "cache", table, backbone, out, cfg)
         losses[buckets] = [json.loads(line)["loss"] for line in (out / "metrics.jsonl").read_text().splitlines()]
         weights[buckets] = load_file(out / "model.safetensors")
-        # the last pass embeds 8 texts with the trained weights (aoe.train._check_trained), not a training step
+        # the last pass embeds 8 texts with the trained weights (aoe.training.train._check_trained), not a training step
         assert passes[-1][0] == 8
         shapes[buckets] = list(passes[:-1])
     assert len(losses[1]) == 4

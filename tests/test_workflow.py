@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from aoe.configcheck import check_config
-from aoe.workflow import (
+from aoe.plan.check import check_config
+from aoe.config.workflow import (
     Cell,
     ConfigError,
     eval_cells,
@@ -87,7 +87,7 @@ def test_table_rows_and_inputs():
 
 
 def test_a_rerun_is_its_cell_trained_again_with_the_same_seed():
-    from aoe.workflow import parse_run, start_cell
+    from aoe.config.workflow import parse_run, start_cell
 
     cell = Cell.from_wildcards({"backbone": "bert-base-uncased", "objective": "aoe", "trainset": "nli", "seed": "42-rerun3"})
     assert (cell.seed, cell.rerun, cell.run) == (42, 3, "42-rerun3")
@@ -106,7 +106,7 @@ def test_pooling_variant_trains_its_base_recipe():
     # the base's NLI weights (ibn_w 30) come with it
     assert params["objective_overrides"]["weights"] == {"angle": 1.0, "contrastive": 30.0}
     assert "pooling" not in params["objective_overrides"] and "base" not in params["objective_overrides"]
-    from aoe.train import TrainConfig
+    from aoe.training.train import TrainConfig
 
     TrainConfig(**params)
 
@@ -117,12 +117,12 @@ def test_train_params_merge_trainset_backbone_and_objective():
     assert params["learning_rate"] == 1e-5  # backbone override wins over the train set's 2e-5
     assert params["batch_size"] == 32 and params["seed"] == 43 and params["pooling"] == "cls"
     assert params["objective_overrides"]["contrastive_threshold"] == 0.8
-    # AoE's in-domain weights are the built-in recipe's (aoe/recipes.py), written once
+    # AoE's in-domain weights are the built-in recipe's (aoe/config/recipes.py), written once
     assert "weights" not in params["objective_overrides"]
-    from aoe.recipes import objective_spec
+    from aoe.config.recipes import objective_spec
 
     assert objective_spec("aoe", params["objective_overrides"])["weights"] == {"angle": 1.0, "contrastive": 1.0}
-    from aoe.train import TrainConfig
+    from aoe.training.train import TrainConfig
 
     TrainConfig(**params)  # every resolved key is a TrainConfig field
 
@@ -180,7 +180,7 @@ def _ci_with_override(tmp_path, preset_text: str, *targets: str, mirror: Path | 
     ],
 )
 def test_schema_errors_are_one_line_before_planning(tmp_path, text, line):
-    """The Snakefile checks the schema (aoe.configcheck, cases in tests/test_configcheck.py) before it plans."""
+    """The Snakefile checks the schema (aoe.plan.check, cases in tests/test_configcheck.py) before it plans."""
     out = _ci_with_override(tmp_path, text)
     assert out.returncode != 0
     assert line in out.stdout, out.stdout[-3000:]
@@ -224,7 +224,7 @@ def _with_new_table(config: dict) -> dict:
 def test_a_table_added_to_config_yaml_is_built_only_by_configurations_that_name_it(preset):
     from snakemake.utils import update_config
 
-    from aoe.workflow import built_tables
+    from aoe.config.workflow import built_tables
 
     config = _with_new_table(yaml.safe_load((REPO / "config.yaml").read_text()))
     assert "table9_new" in built_tables(config)
@@ -298,7 +298,7 @@ def test_full_paper_config_plans(paper_grid_plan):
 def test_pretrained_variants_embed_the_backbone_as_downloaded_another_way():
     """AnglE arXiv v2's LLaMA-2 7B -avg / -max / -last rows: the downloaded backbone (no training),
     without the prompt, each pooling its own cell beside the prompted last-token one."""
-    from aoe.workflow import pretrained_embedding
+    from aoe.config.workflow import pretrained_embedding
 
     config = _validated_config()
     prompt = config["backbones"]["llama-2-7b"]["prompt"]
@@ -314,7 +314,7 @@ def test_pretrained_variants_embed_the_backbone_as_downloaded_another_way():
     assert "results/eval/llama-2-7b/pretrained/no_prompt_max/seed0/sts.json" in table_inputs(config, "angle_transfer_sts")
     assert not any(c.trained for r in rows for c in r.cells)
     # target `evaluate` runs its suites on the backbone's own embedding; a variant only gets what its tables read
-    from aoe.workflow import suite_results
+    from aoe.config.workflow import suite_results
 
     config["evaluation"]["suites"] = ["sts", "transfer"]
     files = suite_results(config)
@@ -325,7 +325,7 @@ def test_pretrained_variants_embed_the_backbone_as_downloaded_another_way():
 
 def test_the_llm_evaluations_rewrite_texts_as_the_official_eval_py_and_bert_ones_do_not():
     """backbones.<name>.eval_text reaches a cell's evaluation where a prompt wraps its texts, raw elsewhere."""
-    from aoe.workflow import evaluation_text
+    from aoe.config.workflow import evaluation_text
 
     config = _validated_config()
     for backbone in ("llama-2-7b", "llama-2-13b", "gemma3-270m"):
@@ -403,9 +403,9 @@ def test_llm_supervised_table_plans_one_chain_per_generator(paper_grid_plan):
 
 @pytest.mark.slow
 def test_every_job_of_all_requests_the_memory_it_needs(paper_grid_plan):
-    """SLURM's --mem of every model-loading job of the paper grid covers aoe.memory's host need,
+    """SLURM's --mem of every model-loading job of the paper grid covers aoe.config.memory's host need,
     and each scales with its backbone (a LLaMA-2-13B STS job once asked for BERT's 16 GB)."""
-    from aoe.memory import EVAL_TEXTS, host_need_gb
+    from aoe.config.memory import EVAL_TEXTS, host_need_gb
 
     _, stdout = paper_grid_plan
     jobs = [j for j in dry_run_jobs(stdout) if "backbone" in j["wildcards"]]
@@ -413,8 +413,8 @@ def test_every_job_of_all_requests_the_memory_it_needs(paper_grid_plan):
     for job in jobs:
         rule, res, backbone = job["rule"], job["resources"], job["wildcards"]["backbone"]
         if rule not in EVAL_TEXTS and rule != "train_model":
-            # tokenizers and downloads load no weights; any GPU job must be costed in aoe.memory
-            assert "gpu" not in res, f"GPU rule {rule} has no host-memory model in aoe.memory.EVAL_TEXTS"
+            # tokenizers and downloads load no weights; any GPU job must be costed in aoe.config.memory
+            assert "gpu" not in res, f"GPU rule {rule} has no host-memory model in aoe.config.memory.EVAL_TEXTS"
             continue
         need_mb = 1000 * host_need_gb(backbone, rule, int(res.get("gpu", 1)) if rule == "train_model" else 1)
         checked[rule] += 1
@@ -444,7 +444,7 @@ def test_workflow_is_snakefmt_clean():
 
 
 def test_llama_cells_train_through_qlora_with_their_own_recipe():
-    from aoe.train import TrainConfig
+    from aoe.training.train import TrainConfig
 
     config = _validated_config()
     for backbone in ("llama-2-7b", "llama-2-13b"):
@@ -583,9 +583,9 @@ def test_a_model_trained_with_other_settings_is_named_at_planning(tmp_path):
     import json
     from dataclasses import asdict
 
-    from aoe.configcheck import load_config
+    from aoe.plan.check import load_config
     from aoe.losses import get_objective
-    from aoe.workflow import Cell, settings_changed, train_params
+    from aoe.config.workflow import Cell, settings_changed, train_params
 
     config = load_config(REPO, ["presets/ci.yaml"])
     cell = Cell("minilm-l6", "aoe", "stsb", 1)
@@ -610,7 +610,7 @@ def test_an_evaluation_pooling_is_the_cells_or_a_variant_rows_and_never_the_trai
     """Issue 36 point 1: AnglE-BERT on NLI is scored with 0.1.1's cls_avg (the official eval.py), AoE-BERT
     with its training CLS; each table that compares a BERT NLI row with the paper also shows the other
     evaluation of the same models, read from sts.pool-<pooling>.json, and no training changes."""
-    from aoe.workflow import ConfigError, cell_eval_pooling, suite_file, suite_results, train_params
+    from aoe.config.workflow import ConfigError, cell_eval_pooling, suite_file, suite_results, train_params
 
     config = _validated_config()
     angle, aoe = Cell("bert-base-uncased", "angle_arxiv", "nli", 42, 2), Cell("bert-base-uncased", "aoe", "nli", 42)
@@ -647,7 +647,7 @@ def test_a_transfer_evaluation_pooling_is_the_cells_or_a_variant_rows():
     scores both with one --pooling_strategy): AnglE-BERT on NLI's transfer.json is 0.1.1's padded cls_avg, its
     training CLS a variant row (transfer.pool-cls.json); AoE-BERT's Table 3 row keeps CLS beside the official
     NLI eval's cls_avg (transfer.pool-cls_avg_batchsum.json); every run of the rows, nothing retrained."""
-    from aoe.workflow import EVAL_POOLING_SUITES, suite_file, suite_results
+    from aoe.config.workflow import EVAL_POOLING_SUITES, suite_file, suite_results
 
     config = _validated_config()
     assert EVAL_POOLING_SUITES == ("sts", "transfer") and suite_file("transfer", "cls") == "transfer.pool-cls.json"
@@ -689,8 +689,8 @@ def test_planning_the_paper_grid_imports_no_heavy_library():
 
 def test_protocol_differences_name_how_a_presets_rows_train_otherwise():
     """Issue 54: the demo's in-domain STS-B model stood in AoE Table 1 (NLI-trained) without a word."""
-    from aoe.configcheck import load_config
-    from aoe.workflow import protocol_differences
+    from aoe.plan.check import load_config
+    from aoe.config.workflow import protocol_differences
 
     grid, demo = load_config(REPO), load_config(REPO, [REPO / "presets" / "cpu-demo.yaml"])
     assert protocol_differences(demo, grid, "table1_sts") == [

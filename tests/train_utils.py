@@ -9,13 +9,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import aoe.train
+import aoe.training.train
 
 
 def killed_after_checkpoint(run: Callable[[], object], out: Path, at: int, monkeypatch) -> None:
     """Call ``run`` (a training into ``out``) until the checkpoint of step ``at`` is written, then die as
     a preempted job: the checkpoint stays, the model folder is never written."""
-    real = aoe.train._save_checkpoint
+    real = aoe.training.train._save_checkpoint
 
     def save_then_die(accelerator, root, identity, state, metrics_lines):
         saved = real(accelerator, root, identity, state, metrics_lines)
@@ -24,7 +24,7 @@ def killed_after_checkpoint(run: Callable[[], object], out: Path, at: int, monke
         return saved
 
     with monkeypatch.context() as m:
-        m.setattr(aoe.train, "_save_checkpoint", save_then_die)
+        m.setattr(aoe.training.train, "_save_checkpoint", save_then_die)
         with pytest.raises(KeyboardInterrupt):
             run()
     assert not out.exists()

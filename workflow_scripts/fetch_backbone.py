@@ -5,11 +5,11 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(snakemake.scriptdir).parent))
-from aoe.workflow import start_log
+from aoe.config.workflow import start_log
 
 start_log(snakemake.log[0])
 
-from aoe.backbones import materialize_backbone
+from aoe.model.backbones import materialize_backbone
 
 info = materialize_backbone(snakemake.wildcards.backbone, snakemake.params.spec, snakemake.output[0])
 print(json.dumps(info, indent=2))

@@ -5,11 +5,11 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(snakemake.scriptdir).parent))
-from aoe.workflow import start_log
+from aoe.config.workflow import start_log
 
 start_log(snakemake.log[0])
 
-from aoe.released import materialize_released
+from aoe.model.released import materialize_released
 
 record = materialize_released(snakemake.wildcards.checkpoint, dict(snakemake.params.spec), snakemake.output[0])
 print(json.dumps(record, indent=2))

@@ -4,12 +4,12 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(snakemake.scriptdir).parent))
-from aoe.workflow import start_log
+from aoe.config.workflow import start_log
 
 start_log(snakemake.log[0])
 
-from aoe.figures.curves import curves_summary, plot_training_curves
-from aoe.jsonio import write_json_atomic
+from aoe.results.figures.curves import curves_summary, plot_training_curves
+from aoe.util.jsonio import write_json_atomic
 
 table = snakemake.wildcards.table
 summary = curves_summary(table, list(snakemake.params.panels), snakemake.config)

@@ -4,7 +4,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(snakemake.scriptdir).parent))
-from aoe.workflow import start_log
+from aoe.config.workflow import start_log
 
 start_log(snakemake.log[0])
 
@@ -12,10 +12,10 @@ import json
 
 import numpy as np
 
-from aoe.figures import dataset_name, display_label
-from aoe.figures.pairs import load_pairs
-from aoe.figures.sts_geometry import geometry_stats, highlighted_pairs, plot_geometry, select_pairs
-from aoe.jsonio import write_json_atomic
+from aoe.results.figures import dataset_name, display_label
+from aoe.results.figures.pairs import load_pairs
+from aoe.results.figures.sts_geometry import geometry_stats, highlighted_pairs, plot_geometry, select_pairs
+from aoe.util.jsonio import write_json_atomic
 
 p = snakemake.params
 cfg = dict(p.geometry)

@@ -4,7 +4,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(snakemake.scriptdir).parent))
-from aoe.workflow import start_log
+from aoe.config.workflow import start_log
 
 start_log(snakemake.log[0])
 
@@ -12,8 +12,8 @@ import json
 
 import pandas as pd
 
-from aoe.figures import dataset_name
-from aoe.figures.similarity import plot_gold_density
+from aoe.results.figures import dataset_name
+from aoe.results.figures.similarity import plot_gold_density
 
 cfg = dict(snakemake.params.density)
 meta = json.loads(Path(snakemake.input.manifest).read_text())

@@ -4,16 +4,16 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(snakemake.scriptdir).parent))
-from aoe.workflow import start_log
+from aoe.config.workflow import start_log
 
 start_log(snakemake.log[0])
 
 import json
 
-from aoe.figures import dataset_name, display_label
-from aoe.figures.gradients import gradient_summary, plot_gradients
-from aoe.figures.pairs import load_pairs
-from aoe.jsonio import write_json_atomic
+from aoe.results.figures import dataset_name, display_label
+from aoe.results.figures.gradients import gradient_summary, plot_gradients
+from aoe.results.figures.pairs import load_pairs
+from aoe.util.jsonio import write_json_atomic
 
 p = snakemake.params
 cfg = dict(p.gradients)

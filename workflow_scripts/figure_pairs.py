@@ -4,11 +4,11 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(snakemake.scriptdir).parent))
-from aoe.workflow import start_log
+from aoe.config.workflow import start_log
 
 start_log(snakemake.log[0])
 
-from aoe.figures.pairs import run_figure_pairs
+from aoe.results.figures.pairs import run_figure_pairs
 
 p = snakemake.params
 meta = run_figure_pairs(

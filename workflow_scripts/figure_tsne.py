@@ -4,7 +4,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(snakemake.scriptdir).parent))
-from aoe.workflow import start_log
+from aoe.config.workflow import start_log
 
 start_log(snakemake.log[0])
 
@@ -14,8 +14,8 @@ import tempfile
 
 import numpy as np
 
-from aoe.figures.pairs import load_pairs
-from aoe.figures.sts_geometry import compute_geometry
+from aoe.results.figures.pairs import load_pairs
+from aoe.results.figures.sts_geometry import compute_geometry
 
 data = load_pairs(snakemake.input[0])
 geo = compute_geometry(data, snakemake.wildcards.zone, dict(snakemake.params.geometry))

@@ -4,7 +4,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(snakemake.scriptdir).parent))
-from aoe.workflow import start_log
+from aoe.config.workflow import start_log
 
 start_log(snakemake.log[0])
 
@@ -12,7 +12,7 @@ import pandas as pd
 from transformers import AutoTokenizer
 
 from aoe.gis.stats import compute_stats
-from aoe.jsonio import write_json_atomic
+from aoe.util.jsonio import write_json_atomic
 
 tokenizer = AutoTokenizer.from_pretrained(snakemake.input.backbone)
 rows = []

@@ -5,12 +5,12 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(snakemake.scriptdir).parent))
-from aoe.workflow import start_log
+from aoe.config.workflow import start_log
 
 start_log(snakemake.log[0])
 logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(levelname)s %(message)s")
 
-from aoe.report import build_report, git_commit
+from aoe.publish.report import build_report, git_commit
 
 text = build_report(
     list(snakemake.input.tables),
@@ -20,4 +20,4 @@ text = build_report(
     analysis_files=list(snakemake.input.analysis),
 )
 Path(snakemake.output[0]).write_text(text)
-logging.getLogger("aoe.report").info("wrote %s (%d tables)", snakemake.output[0], len(snakemake.input.tables))
+logging.getLogger("aoe.publish.report").info("wrote %s (%d tables)", snakemake.output[0], len(snakemake.input.tables))

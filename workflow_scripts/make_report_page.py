@@ -1,15 +1,15 @@
 """Rule report_page: a Markdown result (REPORT.md, RECIPE.md, a table's .md) -> its HTML page for the
-Snakemake report (aoe.report.markdown_page)."""
+Snakemake report (aoe.publish.report.markdown_page)."""
 
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(snakemake.scriptdir).parent))
-from aoe.workflow import start_log
+from aoe.config.workflow import start_log
 
 start_log(snakemake.log[0])
 
-from aoe.report import markdown_page, summary_with_recipe
+from aoe.publish.report import markdown_page, summary_with_recipe
 
 source = Path(snakemake.input.md)
 text = source.read_text()

@@ -1,15 +1,15 @@
-"""Rule runtimes: every job's benchmark file -> results/RUNTIMES.tsv and RUNTIMES.html (aoe.runtimes)."""
+"""Rule runtimes: every job's benchmark file -> results/RUNTIMES.tsv and RUNTIMES.html (aoe.publish.runtimes)."""
 
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(snakemake.scriptdir).parent))
-from aoe.workflow import start_log
+from aoe.config.workflow import start_log
 
 start_log(snakemake.log[0])
 
-from aoe.report import markdown_page
-from aoe.runtimes import benchmark_rows, runtime_markdown, runtime_tsv
+from aoe.publish.report import markdown_page
+from aoe.publish.runtimes import benchmark_rows, runtime_markdown, runtime_tsv
 
 rows = benchmark_rows(snakemake.params.benchmarks)
 Path(snakemake.output.tsv).write_text(runtime_tsv(rows))

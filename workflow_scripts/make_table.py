@@ -5,16 +5,16 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(snakemake.scriptdir).parent))
-from aoe.workflow import start_log
+from aoe.config.workflow import start_log
 
 start_log(snakemake.log[0])
 logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(levelname)s %(message)s")
 
-from aoe.table_render import write_table
-from aoe.tables import render_table
+from aoe.results.render import write_table
+from aoe.results.tables import render_table
 
 table = render_table(snakemake.params.name, snakemake.params.spec, list(snakemake.input.results), rows=snakemake.params.rows,
                      differences=snakemake.params.differences)
 write_table(table, snakemake.output.tex, snakemake.output.csv, snakemake.output.md, snakemake.output.json)
-logging.getLogger("aoe.tables").info("%s: %d rows, %d reference rows, %d t-tests, %d missing cells", table.name, len(table.rows),
+logging.getLogger("aoe.results.tables").info("%s: %d rows, %d reference rows, %d t-tests, %d missing cells", table.name, len(table.rows),
              len(table.references), len(table.ttests), len(table.missing))

@@ -5,11 +5,11 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(snakemake.scriptdir).parent))
-from aoe.workflow import start_log
+from aoe.config.workflow import start_log
 
 start_log(snakemake.log[0])
 
-from aoe.tokens import build_token_cache
+from aoe.model.tokens import build_token_cache
 
 identity = build_token_cache(
     snakemake.input.table,

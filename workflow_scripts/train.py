@@ -9,13 +9,13 @@ from dataclasses import asdict
 from pathlib import Path
 
 sys.path.insert(0, str(Path(snakemake.scriptdir).parent))
-from aoe.workflow import Cell, selection_split, start_log
+from aoe.config.workflow import Cell, selection_split, start_log
 
 start_log(snakemake.log[0])
 
-from aoe.hparams import RUN_ONLY, resolve_cell
+from aoe.config.hparams import RUN_ONLY, resolve_cell
 from aoe.losses import get_objective
-from aoe.train import TrainConfig, train
+from aoe.training.train import TrainConfig, train
 
 w = snakemake.wildcards
 cell = Cell.from_wildcards(w)  # a rerun trains with its cell's seed
@@ -44,7 +44,7 @@ else:
         launch = [
             str(Path(sys.executable).parent / "accelerate"), "launch", "--multi_gpu", "--num_machines", "1",
             "--num_processes", str(processes), "--mixed_precision", cfg.mixed_precision, "--dynamo_backend", "no",
-            "-m", "aoe.train", "--cache", args[0], "--table", args[1], "--backbone", args[2], "--out", args[3],
+            "-m", "aoe.training.train", "--cache", args[0], "--table", args[1], "--backbone", args[2], "--out", args[3],
             "--config", str(Path(tmp) / "config.json"), "--record", str(Path(tmp) / "record.json"),
             *(["--init", init_dir] if init_dir else []),
             *(["--select-table", select["select_table"]] if select else []),

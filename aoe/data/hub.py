@@ -16,7 +16,7 @@ import pandas as pd
 
 from aoe.data.download import offline_var
 from aoe.data.io import DataError, sha256_file
-from aoe.fsutil import atomic_dir
+from aoe.util.fsutil import atomic_dir
 
 __all__ = ["fetch_hub_dataset", "read_hub_split", "DATA_SUFFIXES"]
 

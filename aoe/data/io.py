@@ -16,7 +16,7 @@ from typing import BinaryIO
 
 import pandas as pd
 
-from aoe.fsutil import as_created
+from aoe.util.fsutil import as_created
 
 _HASH_CHUNK_BYTES = 1 << 20
 

@@ -21,7 +21,7 @@ from aoe.data.io import DataError, sha256_file, write_parquet_atomic
 from aoe.data.mirror import DOWNSTREAM_SUBDIR, check_published
 from aoe.data.nli import NLI_MIRROR_FILES, nli_formats, read_allnli, read_nli_csv
 from aoe.data.sts import read_sts, sts_files
-from aoe.jsonio import write_json_atomic
+from aoe.util.jsonio import write_json_atomic
 
 __all__ = ["prepare_sts_table", "prepare_pairset"]
 

@@ -34,7 +34,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import StratifiedKFold
 from torch import nn
 
-from aoe.progress import Progress
+from aoe.util.progress import Progress
 
 __all__ = [
     "MODES",
@@ -208,7 +208,7 @@ class TorchClassifier:
 
         Returns the best validation accuracy (a fraction); the model keeps the
         weights that reached it. ``heartbeat(epoch=...)`` is called after each
-        validation (:meth:`aoe.progress.Progress.beat`: progress within a long fit).
+        validation (:meth:`aoe.util.progress.Progress.beat`: progress within a long fit).
         """
         if validation_data is not None:
             train_x, train_y = X, y

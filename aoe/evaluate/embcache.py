@@ -31,7 +31,7 @@ from typing import Callable, Iterable
 import numpy as np
 
 from aoe.data.io import sha256_file
-from aoe.fsutil import as_created
+from aoe.util.fsutil import as_created
 
 __all__ = ["EmbeddingCache", "model_key"]
 

@@ -49,7 +49,7 @@ from aoe.evaluate.mteb_local import (
     MtebEvalError,
     local_task,
 )
-from aoe.jsonio import finite_or_none, json_safe, write_json_atomic
+from aoe.util.jsonio import finite_or_none, json_safe, write_json_atomic
 
 __all__ = [
     "AOE_PROMPT",
@@ -210,7 +210,7 @@ def _model_meta(wrapper, name: str | None):
 
 
 class AoEMtebEncoder:
-    """mteb encoder protocol over our :class:`aoe.models.Encoder` and embedding cache.
+    """mteb encoder protocol over our :class:`aoe.model.encoder.Encoder` and embedding cache.
 
     ``AoEMtebEncoder(model_dir, pooling=None, batch_size=64, max_length=512,
     cache_root=None, device=None, prompt=None, query_instruction=None, name=None)``
@@ -303,13 +303,13 @@ def run_mteb_evaluation(
     revision: :func:`model_name`, the embedding cache's model key) and dataset revision is
     not evaluated again. ``results_dir``: where each task's result file and the model's
     ``model_meta.json`` are written, mteb's layout (module docstring). Each task is one
-    progress line on stderr with an ETA (:mod:`aoe.progress`).
+    progress line on stderr with an ETA (:mod:`aoe.util.progress`).
     """
     import mteb
     import sklearn
 
     from aoe.evaluate.run import finish_result
-    from aoe.progress import progress
+    from aoe.util.progress import progress
 
     start = time.perf_counter()
     local_tasks = list(local_tasks or [])

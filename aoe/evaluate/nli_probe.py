@@ -64,11 +64,11 @@ def nli_probe(
     """Probe accuracy per set; ``sets`` maps a PROBE_SETS name to its train/dev/test nli3 tables.
 
     Every distinct probe text is embedded once, in one call. Each set reports its
-    classifier fits on stderr with an ETA (:mod:`aoe.progress`; a fit on AllNLI's
+    classifier fits on stderr with an ETA (:mod:`aoe.util.progress`; a fit on AllNLI's
     SNLI rows takes minutes, and reports its epochs in between).
     """
     from aoe.evaluate.classifier import ClassifierParams, classifier_fits, fit_split_classifier
-    from aoe.progress import progress
+    from aoe.util.progress import progress
 
     clf_params = ClassifierParams.from_mode(mode)  # SimCSE's classifier settings, as for the transfer tasks
     texts = {name: {part: probe_texts(df, sep) for part, df in parts.items()} for name, parts in sets.items()}

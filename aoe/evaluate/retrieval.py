@@ -24,7 +24,7 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from aoe.progress import progress
+from aoe.util.progress import progress
 
 __all__ = ["PROTOCOL", "flickr_strict_accuracy"]
 

@@ -10,9 +10,9 @@ from pathlib import Path
 import pandas as pd
 
 from aoe.evaluate.sts import CAP_SEED, TASKS, capped_tables, evaluate_sts
-from aoe.hparams import schema_default
-from aoe.jsonio import write_json_atomic
-from aoe.provenance import library_versions
+from aoe.config.hparams import schema_default
+from aoe.util.jsonio import write_json_atomic
+from aoe.util.provenance import library_versions
 
 # A direct call's encoding batch and truncation: the schema's defaults of evaluation.sts, written
 # there only (every rule passes the config's values).
@@ -46,7 +46,7 @@ def run_sts_evaluation(
 
     ``eval_pooling``: an evaluation-only pooling (the cell's ``eval_pooling``, or a table's variant
     row), else the one the model was trained with. An official arithmetic that depends on the batch
-    (:data:`aoe.pooling.BATCH_DEPENDENT_POOLINGS`) embeds in SentEval's batches at the official
+    (:data:`aoe.model.pooling.BATCH_DEPENDENT_POOLINGS`) embeds in SentEval's batches at the official
     script's batch size (:func:`official_eval_batch_size`), without the cache.
 
     ``max_pairs`` evaluates a seeded random subset of each task's pairs (but those of
@@ -58,7 +58,7 @@ def run_sts_evaluation(
     ``backend="senteval"`` runs SimCSE's SentEval itself on its data folder ``downstream``
     (:mod:`aoe.evaluate.senteval_backend`) through the same encoder.
     ``eval_text`` (backbones.<name>.eval_text) rewrites a prompted text first, as the official
-    eval.py does (:func:`aoe.prompts.official_eval_text`).
+    eval.py does (:func:`aoe.model.prompts.official_eval_text`).
     """
     start = time.perf_counter()
     if backend == "senteval":
@@ -75,11 +75,11 @@ def run_sts_evaluation(
     if missing:
         raise KeyError(f"STS evaluation: no prepared test table for {missing}")
     task_tables = capped_tables({task: by_dataset[TASKS[task]][0] for task in wanted}, max_pairs, uncapped_tasks)
-    from aoe.pooling import BATCH_DEPENDENT_POOLINGS
+    from aoe.model.pooling import BATCH_DEPENDENT_POOLINGS
 
     if eval_pooling in BATCH_DEPENDENT_POOLINGS:
         from aoe.evaluate.sts import evaluate_sts_in_senteval_batches
-        from aoe.models import Encoder
+        from aoe.model.encoder import Encoder
 
         encoder, cache = Encoder(model_dir, pooling=pooling, device=device, prompt=prompt, eval_text=eval_text, eval_pooling=eval_pooling), None
         batch_size = official_eval_batch_size(eval_pooling)
@@ -156,7 +156,7 @@ def official_eval_batch_size(pooling: str, mode: str = "test") -> int:
     SentEval ``mode`` (test: 0.1.1's fcb6223 eval.py 16, 0.4.6's 1c5515b examples/NLI/eval_nli.py 2;
     fasttest: 32 for both; :data:`aoe.evaluate.senteval_batches.OFFICIAL_MODE_BATCH_SIZES`)."""
     from aoe.evaluate.senteval_batches import official_batch_size
-    from aoe.pooling import OFFICIAL_POOLING_SOURCES
+    from aoe.model.pooling import OFFICIAL_POOLING_SOURCES
 
     return official_batch_size(OFFICIAL_POOLING_SOURCES[pooling].release, mode)
 
@@ -166,9 +166,9 @@ def cached_encoder(model_dir, pooling, batch_size, max_length, cache_root, devic
 
     ``prompt`` is an LLM backbone's template for a model evaluated as downloaded; a
     trained model's folder records its own (the two must agree). ``eval_text``: how a
-    prompted text is rewritten before the prompt (:class:`aoe.models.Encoder`).
+    prompted text is rewritten before the prompt (:class:`aoe.model.encoder.Encoder`).
     """
-    from aoe.models import Encoder, is_adapter_dir
+    from aoe.model.encoder import Encoder, is_adapter_dir
 
     encoder = Encoder(model_dir, pooling=pooling, device=device, prompt=prompt, eval_text=eval_text, eval_pooling=eval_pooling)
 
@@ -202,8 +202,8 @@ def _run_senteval_suite(suite, model_dir, downstream, out, tasks, mode, pooling,
     (:mod:`aoe.evaluate.senteval_batches`), SimCSE's STS12-16 loader orders the pairs otherwise, so not on STS.
     """
     from aoe.evaluate import senteval_backend as se
-    from aoe.models import Encoder
-    from aoe.pooling import BATCH_DEPENDENT_POOLINGS
+    from aoe.model.encoder import Encoder
+    from aoe.model.pooling import BATCH_DEPENDENT_POOLINGS
 
     if downstream is None:
         raise ValueError("evaluation.backend senteval reads SentEval's own data folder: no downstream folder given")
@@ -244,7 +244,7 @@ def _model_record(model_dir, cell) -> dict:
 
     recorded = Path(model_dir) / "aoe_config.json"
     backbone = Path(model_dir) / "backbone.json"
-    released = Path(model_dir) / "released.json"  # a published checkpoint: its commit and files (aoe.released)
+    released = Path(model_dir) / "released.json"  # a published checkpoint: its commit and files (aoe.model.released)
     out = {
         "path": str(model_dir),
         "cell": cell,
@@ -347,11 +347,11 @@ def run_transfer_evaluation(
     data = {t: read_transfer(root, t) for t in wanted}
     if max_rows is not None:
         data = {t: cap_transfer(d, max_rows, CAP_SEED) for t, d in data.items()}
-    from aoe.pooling import BATCH_DEPENDENT_POOLINGS
+    from aoe.model.pooling import BATCH_DEPENDENT_POOLINGS
 
     if eval_pooling in BATCH_DEPENDENT_POOLINGS:
         from aoe.evaluate.transfer import evaluate_transfer_in_senteval_batches
-        from aoe.models import Encoder
+        from aoe.model.encoder import Encoder
 
         encoder, cache = Encoder(model_dir, pooling=pooling, device=device, prompt=prompt, eval_text=eval_text, eval_pooling=eval_pooling), None
         result = evaluate_transfer_in_senteval_batches(lambda batches: encoder.encode_batches(batches, max_length=max_length),

@@ -3,7 +3,7 @@
 The paper motivates the angle objective by the share of NLI training pairs whose
 similarity is already high, where cos' gradient vanishes (§4 quotes shares above 0.95
 and 0.8: paper_numbers.yaml ``acl2024_quoted``, compared in REPORT.md by
-:data:`aoe.report.QUOTED`). This module measures that share for any backbone and pair
+:data:`aoe.publish.report.QUOTED`). This module measures that share for any backbone and pair
 table, overall and per gold label.
 """
 
@@ -18,8 +18,8 @@ import numpy as np
 import pandas as pd
 
 from aoe.evaluate.sts import cosine_rows, pair_embeddings, unique_texts
-from aoe.jsonio import write_json_atomic
-from aoe.provenance import library_versions
+from aoe.util.jsonio import write_json_atomic
+from aoe.util.provenance import library_versions
 
 __all__ = ["saturation_stats", "run_saturation"]
 

@@ -1,8 +1,8 @@
 """The batches SentEval hands the batcher on the STS and transfer tasks: which texts the official evaluations embedded together.
 
 With masked pooling a text's embedding does not depend on its batch; with the official
-angle-emb arithmetic (:data:`aoe.pooling.OFFICIAL_POOLINGS`) it does, so reproducing an
-official number needs the official batches (:meth:`aoe.models.Encoder.encode_batches`).
+angle-emb arithmetic (:data:`aoe.model.pooling.OFFICIAL_POOLINGS`) it does, so reproducing an
+official number needs the official batches (:meth:`aoe.model.encoder.Encoder.encode_batches`).
 
 What SentEval does per STS dataset (``STSEval.run``): take the pairs in its order, cut them
 into consecutive chunks of ``batch_size``, and call the batcher on the chunk's sentence-1

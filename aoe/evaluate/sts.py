@@ -170,7 +170,7 @@ def evaluate_sts(encode, tables: Mapping[str, pd.DataFrame], tasks: list[str] | 
 def evaluate_sts_in_senteval_batches(
     encode_batches, tables: Mapping[str, pd.DataFrame], batch_size: int, tasks: list[str] | None = None, copy: str = "angle"
 ) -> dict:
-    """:func:`evaluate_sts` for a batch-dependent pooling (:data:`aoe.pooling.BATCH_DEPENDENT_POOLINGS`).
+    """:func:`evaluate_sts` for a batch-dependent pooling (:data:`aoe.model.pooling.BATCH_DEPENDENT_POOLINGS`).
 
     The official poolings average over padding or over the whole batch's tokens, so a text's embedding
     depends on the texts it was batched with. Here every pair is embedded where the official

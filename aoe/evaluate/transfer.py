@@ -22,7 +22,7 @@ rounded as SentEval does: :mod:`aoe.evaluate.classifier`, shared with the NLI pr
 Samples are ordered as SentEval orders them before encoding (a stable sort by
 token count, then label), because that order decides the folds and shuffles.
 With a masked pooling every unique sentence is embedded once (:func:`evaluate_transfer`);
-with a batch-dependent official pooling (:data:`aoe.pooling.BATCH_DEPENDENT_POOLINGS`) each
+with a batch-dependent official pooling (:data:`aoe.model.pooling.BATCH_DEPENDENT_POOLINGS`) each
 text is embedded in the batcher call SentEval made for it, at the official script's batch
 size (:func:`evaluate_transfer_in_senteval_batches`, :mod:`aoe.evaluate.senteval_batches`).
 Computation runs on the CPU in float32, as SentEval does on a GPU; matching
@@ -59,7 +59,7 @@ from aoe.evaluate.classifier import (
     kfold_classifier,
 )
 from aoe.evaluate.senteval_batches import transfer_batches, transfer_order
-from aoe.progress import Progress, progress
+from aoe.util.progress import Progress, progress
 
 __all__ = [
     "TASKS",
@@ -193,7 +193,7 @@ def _classify(wanted: list[str], supplied: Mapping[str, TransferData], embedded:
     seconds: dict[str, float] = {}
     for task in wanted:
         start = time.perf_counter()
-        # one progress line per interval with an ETA (aoe.progress): a task fits up to 410 classifiers
+        # one progress line per interval with an ETA (aoe.util.progress): a task fits up to 410 classifiers
         total = classifier_fits(_protocol(supplied[task]), params)
         with progress(total=total, desc=f"transfer {task}", unit="fit") as bar:
             results[task] = _run_task(supplied[task], embedded[task], params, seed, bar)
@@ -239,7 +239,7 @@ def evaluate_transfer(
     switches to scikit-learn's logistic regression.
 
     Every unique sentence of the requested tasks is embedded once, in one call.
-    Each task reports its classifier fits on stderr with an ETA (:mod:`aoe.progress`).
+    Each task reports its classifier fits on stderr with an ETA (:mod:`aoe.util.progress`).
     Returns ``{"tasks": {task: {"acc", "devacc", "ndev", "ntest"[, "f1"]}},
     "avg": mean acc, "protocol": {...}, "embedding": {...}, "timing": {...}}``.
     """
@@ -282,7 +282,7 @@ def embed_in_senteval_batches(
     makes for it (:func:`aoe.evaluate.senteval_batches.transfer_batches`); and the number of texts embedded.
 
     ``encode_batches``: list of text batches -> (sum of their sizes, H) array, one forward pass per batch
-    (:meth:`aoe.models.Encoder.encode_batches`). Nothing is deduplicated: a text repeated in a task may
+    (:meth:`aoe.model.encoder.Encoder.encode_batches`). Nothing is deduplicated: a text repeated in a task may
     embed differently in another batch, as it did there.
     """
     calls = transfer_batches(data, batch_size)
@@ -322,7 +322,7 @@ def evaluate_transfer_in_senteval_batches(
     usepytorch: bool = True,
     data: Mapping[str, TransferData] | None = None,
 ) -> dict:
-    """:func:`evaluate_transfer` for a batch-dependent pooling (:data:`aoe.pooling.BATCH_DEPENDENT_POOLINGS`).
+    """:func:`evaluate_transfer` for a batch-dependent pooling (:data:`aoe.model.pooling.BATCH_DEPENDENT_POOLINGS`).
 
     The official poolings average over padding or over the whole batch's tokens, so a text's embedding
     depends on the texts SentEval batched it with. Here every text is embedded where the official

@@ -45,7 +45,7 @@ import requests
 
 from aoe.data.download import offline_var
 from aoe.data.io import DataError
-from aoe.jsonio import write_json_atomic
+from aoe.util.jsonio import write_json_atomic
 
 __all__ = [
     "ACCEPT_HTML",

@@ -124,7 +124,7 @@ from aoe.gis.harvest import (
     split_repo,
 )
 from aoe.gis.pairs import PAPER_SPLIT_SIZES, build_pairs
-from aoe.jsonio import write_json_atomic
+from aoe.util.jsonio import write_json_atomic
 
 __all__ = ["collect", "default_cache_dir", "load_repo_list"]
 

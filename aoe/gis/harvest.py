@@ -34,7 +34,7 @@ from aoe.gis.references import (
     issue_references,
     says_closing,
 )
-from aoe.progress import progress as progress_bar
+from aoe.util.progress import progress as progress_bar
 
 __all__ = [
     "DEFAULT_LIST_MAX_AGE",
@@ -229,7 +229,7 @@ def harvest_repo(
     if since is not None:
         params["since"] = iso_utc(since)
     accept = ACCEPT_HTML if body_format == "html" else ACCEPT_JSON
-    # a log line per interval (aoe.progress): pages while listing (no total yet), then issues with an ETA
+    # a log line per interval (aoe.util.progress): pages while listing (no total yet), then issues with an ETA
     bar = progress_bar(desc=f"{repo} (listing)", unit="page", disable=not progress)
     try:
         try:

@@ -422,7 +422,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     if args.out:
-        from aoe.jsonio import write_json_atomic
+        from aoe.util.jsonio import write_json_atomic
 
         write_json_atomic(stats, args.out)
     else:

@@ -443,9 +443,9 @@ def generate_all(
         # longest prompts first, batched by length: less padding; outputs do not depend on the grouping
         lengths = [len(ids) for ids in tokenizer([r["prompt"] for r in pending], add_special_tokens=not settings.chat_template)["input_ids"]]
         order = sorted(range(len(pending)), key=lambda i: (-lengths[i], i))
-        from aoe.progress import progress as progress_bar
+        from aoe.util.progress import progress as progress_bar
 
-        # a log line per interval with an ETA (aoe.progress), counted in prompts
+        # a log line per interval with an ETA (aoe.util.progress), counted in prompts
         bar = progress_bar(total=len(pending), desc="generate", unit="prompt", disable=not progress)
         t0 = time.perf_counter()
         for start in range(0, len(order), settings.batch_size):
@@ -501,9 +501,9 @@ def run_generation(
     """Rule llm_generate: every completion as JSONL (``out_records``) and what produced them (``out_summary``)."""
     import torch
 
-    from aoe.jsonio import write_json_atomic
+    from aoe.util.jsonio import write_json_atomic
     from aoe.llm_supervised.pairs import read_texts
-    from aoe.provenance import library_versions
+    from aoe.util.provenance import library_versions
 
     if threads:
         torch.set_num_threads(int(threads))

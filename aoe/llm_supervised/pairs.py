@@ -22,7 +22,7 @@ import pandas as pd
 
 from aoe.data.io import DataError, sha256_file, write_parquet_atomic
 from aoe.data.sts import COLUMNS
-from aoe.jsonio import write_json_atomic
+from aoe.util.jsonio import write_json_atomic
 from aoe.llm_supervised import KINDS, LLM_DATASET, SELF_DATASET, SPLIT
 from aoe.llm_supervised.prompts import MALFORMED, normalise, parse_completion
 

@@ -3,7 +3,7 @@
 The paper's equation fixes the loss; its targets and normalisation are what the official
 code ran (``in_batch_negative_loss`` of angle-emb), with our earlier choices kept as named
 switches (``graded_labels``, ``identical_texts``, ``contrastive_reduction`` in
-:class:`aoe.recipes.LossSettings`).
+:class:`aoe.config.recipes.LossSettings`).
 """
 
 from __future__ import annotations

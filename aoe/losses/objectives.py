@@ -23,7 +23,7 @@ import torch.nn.functional as F
 from aoe.losses.angle import angle_loss, cosent_ranking_loss
 from aoe.losses.baselines import SoftmaxHead, cosine_mse_loss, sbert_softmax_loss, simcse_loss
 from aoe.losses.contrastive import SETTINGS, check_setting, contrastive_loss, filter_duplicates
-from aoe.recipes import COMPONENTS, FORMATS, N_TEXTS, OBJECTIVES, LossSettings, objective_formats, objective_spec, resolve_format
+from aoe.config.recipes import COMPONENTS, FORMATS, N_TEXTS, OBJECTIVES, LossSettings, objective_formats, objective_spec, resolve_format
 
 __all__ = ["FORMATS", "COMPONENTS", "OBJECTIVES", "Objective", "get_objective", "resolve_format", "objective_formats"]
 
@@ -32,7 +32,7 @@ __all__ = ["FORMATS", "COMPONENTS", "OBJECTIVES", "Objective", "get_objective", 
 class Objective(LossSettings):
     """A weighted sum of loss components over the embeddings of a batch in one data format.
 
-    Attributes (:class:`aoe.recipes.LossSettings`, where each default cites its source):
+    Attributes (:class:`aoe.config.recipes.LossSettings`, where each default cites its source):
         name: the config name.
         format: pairs | triplets | nli3.
         weights: component -> weight (components with weight 0 are skipped).

@@ -1,0 +1,589 @@
+"""Config logic of the Snakemake workflow, kept out of the .smk files so it is unit-tested.
+
+Import-light on purpose (no torch): the Snakefile imports it at DAG-build time.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from aoe.config.table_kinds import table_kind
+
+__all__ = [
+    "ConfigError",
+    "results_path",
+    "Cell",
+    "parse_run",
+    "run_name",
+    "PRETRAINED",
+    "pretrained_cell",
+    "pretrained_variants",
+    "pretrained_embedding",
+    "evaluation_text",
+    "RELEASED",
+    "released_checkpoints",
+    "run_cells",
+    "eval_cells",
+    "table_cells",
+    "built_tables",
+    "built_figures",
+    "built_analyses",
+    "FIGURE_NAMES",
+    "ANALYSIS_NAMES",
+    "TableRow",
+    "table_rows",
+    "protocol_differences",
+    "row_entries",
+    "table_inputs",
+    "suite_results",
+    "table_target",
+    "indomain_cells",
+    "train_params",
+    "loss_settings",
+    "settings_changed",
+    "in_batch_pool_size",
+    "init_cell",
+    "start_cell",
+    "start_log",
+]
+
+PRETRAINED = "pretrained"  # objective of a backbone evaluated as downloaded
+# objective of a published checkpoint evaluated as downloaded (config released.checkpoints: its key is
+# the cell's train set, so results/eval/<backbone>/released/<key>/seed0 holds its evaluations)
+RELEASED = "released"
+# rule names a table's target must not take
+RESERVED_TARGETS = frozenset({"all", "table", "tables", "figures", "analysis", "evaluate", "train", "train_all", "report", "recipe"})
+NO_TRAINSET = "none"
+PRETRAINED_SEED = 0
+
+
+class ConfigError(ValueError):
+    """A config value that is valid for the schema but inconsistent with the rest of the config."""
+
+
+def results_path(config: dict, path: str) -> str:
+    """``path``, written ``results/...``, in the configuration's own results tree (config ``results``:
+    ``results`` for the paper grid, ``results/<preset>`` for each preset), so that configurations
+    never write into each other's tree and a report never links to another one's ledger."""
+    rel = path.removeprefix("results/") if path != "results" else ""
+    return f"{config['results']}/{rel}" if rel else config["results"]
+
+
+RERUN = "-rerun"  # seed42-rerun2: the third training of seed 42
+
+
+@dataclass(frozen=True, order=True)
+class Cell:
+    """One model: results/models/{backbone}/{objective}/{trainset}/seed{seed}[-rerun{k}].
+
+    ``rerun`` k > 0 trains the same cell again with the same seed (ACL Table 4's "fixed random
+    seed = 42" row: the spread of repeated runs, which only nondeterministic kernels make
+    nonzero); rerun 0 is the cell itself.
+    """
+
+    backbone: str
+    objective: str
+    trainset: str
+    seed: int
+    rerun: int = 0
+
+    @property
+    def run(self) -> str:
+        """The last part of the path without its ``seed`` prefix: "42", or "42-rerun2"."""
+        return run_name(self.seed, self.rerun)
+
+    @property
+    def path(self) -> str:
+        return f"{self.backbone}/{self.objective}/{self.trainset}/seed{self.run}"
+
+    @property
+    def trained(self) -> bool:
+        """Trained by this workflow (not a backbone or a published checkpoint as downloaded)."""
+        return self.objective not in (PRETRAINED, RELEASED)
+
+    @classmethod
+    def from_wildcards(cls, w) -> Cell:
+        """The cell of a job's wildcards (``seed`` is the run: "42" or "42-rerun2")."""
+        return cls(w["backbone"], w["objective"], w["trainset"], *parse_run(w["seed"]))
+
+
+def run_name(seed: int, rerun: int = 0) -> str:
+    """The name of one training of a seed: "42", or "42-rerun2" (:func:`parse_run` reads it back)."""
+    return f"{seed}{RERUN}{rerun}" if rerun else str(seed)
+
+
+def parse_run(run: str | int) -> tuple[int, int]:
+    """(seed, rerun) of a run name: "42" -> (42, 0), "42-rerun2" -> (42, 2)."""
+    seed, _, rerun = str(run).partition(RERUN)
+    return int(seed), int(rerun or 0)
+
+
+def cell_parts(config: dict) -> dict[str, list[str]]:
+    """The values each part of a cell path (results/models/<backbone>/<objective>/<trainset>/seed<N>)
+    may take: the workflow's wildcard constraints and the target check (aoe.plan.targets) read them."""
+    return {
+        "backbone": list(config["backbones"]),
+        "objective": list(dict.fromkeys([PRETRAINED, RELEASED, *config["objectives"], *(o for r in config["runs"] for o in r["objectives"])])),
+        "trainset": list(dict.fromkeys([NO_TRAINSET, *config["trainsets"], *released_checkpoints(config), *pretrained_variants(config)])),
+    }
+
+
+def table_target(name: str) -> str:
+    """The Snakemake target of a table: ``table<N>`` for ``table<N>_...``, else the whole name."""
+    import re
+
+    m = re.match(r"(table\d+)_", name)
+    return m.group(1) if m else name
+
+
+def built_tables(config: dict) -> dict[str, dict]:
+    """The tables the default target builds: those ``build.tables`` names (null or absent: every table of
+    ``tables``), in the order ``tables`` defines them. A name ``tables`` lacks is left out here;
+    aoe.plan.check.check_build refuses it at planning."""
+    chosen = (config.get("build") or {}).get("tables")
+    return {name: spec for name, spec in config["tables"].items() if chosen is None or name in chosen}
+
+
+# build.figures and build.analyses: what the schema's defaults name (everything); a hand-built config may leave them out
+FIGURE_NAMES = ("fig3", "fig10", "fig4", "fig5", "fig_gradients", "training_curves")
+ANALYSIS_NAMES = ("saturation", "gis")
+
+
+def built_figures(config: dict) -> list[str]:
+    """The figures the default target builds (config ``build.figures``; absent: every one)."""
+    chosen = (config.get("build") or {}).get("figures")
+    return list(FIGURE_NAMES if chosen is None else chosen)
+
+
+def built_analyses(config: dict) -> list[str]:
+    """The analyses the default target builds (config ``build.analyses``; absent: every one)."""
+    chosen = (config.get("build") or {}).get("analyses")
+    return list(ANALYSIS_NAMES if chosen is None else chosen)
+
+
+def run_cells(config: dict) -> list[Cell]:
+    """Every trained model of the grid."""
+    runs = tuple((r["backbone"], r["trainset"], tuple(r["objectives"]), tuple(r["seeds"]), int(r.get("reruns", 1)))
+                 for r in config["runs"])
+    return list(_run_cells(runs))
+
+
+@functools.lru_cache(maxsize=8)
+def _run_cells(runs: tuple) -> tuple[Cell, ...]:
+    # input functions ask for the grid once per job: planning the paper grid calls this ~300 times
+    return tuple(sorted({Cell(b, obj, t, seed, k) for b, t, objectives, seeds, reruns in runs
+                         for obj in objectives for seed in seeds for k in range(reruns)}))
+
+
+def released_checkpoints(config: dict) -> dict[str, dict]:
+    """config released.checkpoints: published models evaluated as downloaded (AoE Table 8)."""
+    return (config.get("released") or {}).get("checkpoints") or {}
+
+
+def pretrained_variants(config: dict) -> dict[str, dict]:
+    """config evaluation.pretrained_variants: a backbone as downloaded under another pooling or prompt
+    than its own; a variant's name is the pretrained cell's third folder (``none``: its own)."""
+    return config["evaluation"].get("pretrained_variants") or {}
+
+
+def pretrained_cell(backbone: str, variant: str = NO_TRAINSET) -> Cell:
+    return Cell(backbone, PRETRAINED, variant, PRETRAINED_SEED)
+
+
+def pretrained_embedding(config: dict, backbone: str, variant: str = NO_TRAINSET) -> tuple[str, str | None]:
+    """(pooling, prompt) of a backbone evaluated as downloaded: its own (backbones.<name>), or a
+    pretrained variant's, where a key the variant leaves out keeps the backbone's."""
+    from aoe.config.hparams import backbone_pooling
+
+    spec = config["backbones"][backbone]
+    own = {"pooling": backbone_pooling(config, backbone)[0], "prompt": spec.get("prompt")}
+    if variant != NO_TRAINSET:
+        own.update(pretrained_variants(config)[variant])
+    return own["pooling"], own["prompt"]
+
+
+def evaluation_text(config: dict, backbone: str, objective: str, trainset: str) -> str:
+    """How an evaluation of the cell rewrites each text before the prompt: backbones.<name>.eval_text
+    (aoe.model.prompts.EVAL_TEXTS), or ``raw`` where no prompt wraps the text (the official eval.py rewrites
+    prompted texts only), so a change reruns only the evaluations it changes (a Snakemake param)."""
+    if objective == PRETRAINED:
+        prompt = pretrained_embedding(config, backbone, trainset)[1]
+    elif objective == RELEASED:
+        prompt = released_checkpoints(config)[trainset].get("prompt")
+    else:
+        prompt = config["backbones"][backbone].get("prompt")
+    return config["backbones"][backbone].get("eval_text", "raw") if prompt is not None else "raw"
+
+
+@dataclass(frozen=True)
+class TableRow:
+    """One row of a table: a (backbone, objective) over its columns' train sets and its seeds."""
+
+    backbone: str
+    objective: str
+    trainsets: tuple[str, ...]
+    seeds: tuple[int, ...]
+    label: str | None = None
+    section: str = ""
+    reruns: int = 1  # trainings per seed (Cell.rerun 0 .. reruns-1)
+    variant: str = NO_TRAINSET  # a pretrained row: evaluation.pretrained_variants key, or its own embedding
+    eval_pooling: str = ""  # an evaluation-only variant row: its cells' STS or transfer under this pooling ("": the cell's own)
+
+    @property
+    def cells(self) -> list[Cell]:
+        if self.objective == PRETRAINED:
+            return [pretrained_cell(self.backbone, self.variant)]
+        return [Cell(self.backbone, self.objective, t, s, k) for t in self.trainsets for s in self.seeds for k in range(self.reruns)]
+
+    def as_dict(self) -> dict:
+        return {
+            "backbone": self.backbone,
+            "objective": self.objective,
+            "trainsets": list(self.trainsets),
+            "seeds": list(self.seeds),
+            "reruns": self.reruns,
+            "label": self.label,
+            "section": self.section,
+            "variant": self.variant,
+            "eval_pooling": self.eval_pooling,
+        }
+
+
+def _trained_seeds(config: dict, backbone: str, objective: str, trainset: str) -> tuple[int, ...]:
+    return tuple(sorted({c.seed for c in run_cells(config) if (c.backbone, c.objective, c.trainset) == (backbone, objective, trainset)}))
+
+
+def _trained_reruns(config: dict, backbone: str, objective: str, trainset: str, seed: int) -> int:
+    """How many trainings of one seed the runs make (0: none)."""
+    return len({c.rerun for c in run_cells(config) if (c.backbone, c.objective, c.trainset, c.seed) == (backbone, objective, trainset, seed)})
+
+
+def _spec_trainsets(spec: dict) -> list[str]:
+    if "trainsets" in spec:
+        return list(spec["trainsets"])
+    return [spec["trainset"]] if "trainset" in spec else []
+
+
+def row_entries(spec: dict) -> list[dict]:
+    """A table spec's row entries: its explicit ``rows``, or backbones x (pretrained +) objectives,
+    each with ``trainsets`` resolved (its own ``trainset(s)``, else the table's)."""
+    if spec.get("rows"):
+        entries = spec["rows"]
+    else:
+        objectives = ([PRETRAINED] if spec.get("include_pretrained", True) else []) + list(spec.get("objectives", []))
+        entries = [{"backbone": b, "objective": o} for b in spec.get("backbones", []) for o in objectives]
+    default_ts = _spec_trainsets(spec)
+    return [{**e, "trainsets": list(e.get("trainsets") or ([e["trainset"]] if "trainset" in e else default_ts))} for e in entries]
+
+
+def table_rows(config: dict, table: str) -> list[TableRow]:
+    """The rows of a table, from its explicit ``rows`` or the cross product backbones x objectives.
+
+    A row's train sets default to the table's (``trainsets``: one column each, in-domain tables; else
+    ``trainset``). Its seeds and reruns default to the paper's protocol where the runs train it:
+    the seeds trained with the most reruns, all of those reruns (AoE: seed 42, five runs, ACL l.162
+    and l.182), so a cell also trained with other seeds (AoE Table 4's "different random seeds" row,
+    which names its seeds) keeps them out of the main rows; where each seed is trained once, every
+    seed. Seeds given without reruns: each seed's first training.
+    """
+    rows = []
+    for entry in row_entries(config["tables"][table]):
+        obj = entry["objective"]
+        trainsets = tuple(entry["trainsets"])
+        reruns = entry.get("reruns")
+        if obj in (PRETRAINED, RELEASED):
+            seeds = (PRETRAINED_SEED,)
+        elif "seeds" in entry:
+            seeds = tuple(entry["seeds"])
+        else:
+            made = {(t, s): _trained_reruns(config, entry["backbone"], obj, t, s)
+                    for t in trainsets for s in _trained_seeds(config, entry["backbone"], obj, t)}
+            most = max(made.values(), default=1)
+            seeds = tuple(sorted({s for (_, s), k in made.items() if k == most}))
+            reruns = reruns or most
+        rows.append(TableRow(entry["backbone"], obj, trainsets, seeds, entry.get("label"), entry.get("section", ""),
+                             int(reruns or 1), entry.get("variant", NO_TRAINSET), entry.get("eval_pooling") or ""))
+    return rows
+
+
+EVAL_POOLING_FILE = "{suite}.pool-{eval_pooling}.json"  # an evaluation-only variant's result beside the cell's own
+# the suites scored under a cell's or a variant row's eval_pooling (the table kinds' suite names)
+EVAL_POOLING_SUITES = ("sts", "transfer")
+
+
+def suite_file(suite: str, eval_pooling: str = "") -> str:
+    """The result file name of a suite: ``sts.json``, or an evaluation-only pooling's ``sts.pool-cls.json``
+    (:data:`EVAL_POOLING_SUITES` have one: rules evaluate_sts_eval_pooling, evaluate_transfer_eval_pooling)."""
+    return EVAL_POOLING_FILE.format(suite=suite, eval_pooling=eval_pooling) if eval_pooling else f"{suite}.json"
+
+
+def cell_eval_pooling(config: dict, cell: Cell) -> str | None:
+    """The pooling of a trained cell's STS and transfer evaluations when it is not its trained one (the
+    resolved ``eval_pooling``, :data:`aoe.config.hparams.EVAL_ONLY`); None for the trained pooling or an untrained
+    cell. Both suites follow it: the official eval.py that scored a cell's STS scores SentEval's transfer
+    tasks with the same pooling and batches (fcb6223 eval.py:58, 100-116; 1c5515b examples/NLI/eval_nli.py).
+    The other suites (in-domain, NLI probe, Flickr30k, MTEB) score the trained pooling."""
+    from aoe.config.hparams import resolve_cell
+
+    if not cell.trained:
+        return None
+    return resolve_cell(config, cell.backbone, cell.objective, cell.trainset, cell.seed).params.get("eval_pooling")
+
+
+def table_cells(config: dict, table: str) -> list[Cell]:
+    """The models a table shows (each once)."""
+    return sorted({c for row in table_rows(config, table) for c in row.cells})
+
+
+def indomain_cells(config: dict, table: str) -> list[tuple[Cell, str]]:
+    """(model, evaluation train set) pairs of an in-domain table: a trained model on its own train set's
+    eval split; the pretrained backbone on every column's."""
+    out = set()
+    for row in table_rows(config, table):
+        for ts in row.trainsets:
+            for cell in row.cells:
+                if cell.trainset == ts or cell.objective == PRETRAINED:
+                    out.add((cell, ts))
+    return sorted(out)
+
+
+def table_inputs(config: dict, table: str) -> list[str]:
+    """The result files a table reads (it never trains or embeds)."""
+    kind = table_kind(config["tables"][table]["kind"])
+    if kind.inputs == "gis_stats":
+        return [results_path(config, "results/analysis/gis/stats.json")]
+    if kind.inputs == "train_time":
+        # the training jobs' own measurements: Snakemake's benchmark file and the run's metrics
+        return [
+            results_path(config, path)
+            for c in table_cells(config, table)
+            if c.trained
+            for path in (f"results/benchmarks/train/{c.path}.tsv", f"results/models/{c.path}")
+        ]
+    if kind.column_per_trainset:
+        return [results_path(config, f"results/eval/{c.path}/{kind.suite}_{ts}.json") for c, ts in indomain_cells(config, table)]
+    files = {f"results/eval/{c.path}/{suite_file(kind.suite, row.eval_pooling)}" for row in table_rows(config, table) for c in row.cells}
+    return [results_path(config, f) for f in sorted(files)]
+
+
+def suite_results(config: dict) -> list[str]:
+    """What target ``evaluate`` builds: the configured suites on every model of the grid, plus what tables read."""
+    files = set()
+    for c in eval_cells(config):
+        if c.objective == PRETRAINED and c.trainset != NO_TRAINSET:
+            continue  # a pretrained variant is an evaluation setting of a table: only what its tables read
+        for suite in config["evaluation"]["suites"]:
+            if suite == "indomain":
+                if c.trained:
+                    files.add(results_path(config, f"results/eval/{c.path}/indomain_{c.trainset}.json"))
+            else:
+                files.add(results_path(config, f"results/eval/{c.path}/{suite}.json"))
+    for table, spec in built_tables(config).items():
+        if table_kind(spec["kind"]).suite is not None:
+            files.update(table_inputs(config, table))
+    return sorted(files)
+
+
+def eval_cells(config: dict) -> list[Cell]:
+    """Every model that gets evaluated: all trained cells plus each used backbone as downloaded."""
+    cells = set(run_cells(config))
+    for table in built_tables(config):
+        cells.update(table_cells(config, table))
+    return sorted(cells)
+
+
+def _training_length(config: dict, row: TableRow) -> str:
+    trainset = row.trainsets[0]
+    p = train_params(config, row.backbone, row.objective, trainset, row.seeds[0] if row.seeds else 42)
+    span = f"{p['max_steps']} steps" if p["max_steps"] > 0 else f"{p['epochs']} epoch{'s' if p['epochs'] != 1 else ''}"
+    return f"{span} of {p['batch_size']} {p['format']}"
+
+
+def protocol_differences(config: dict, grid: dict, table: str) -> list[str]:
+    """How this configuration's ``table`` trains its rows otherwise than the paper grid's (``grid``: config.yaml
+    alone): the train sets, the backbones, the training length of its trained rows; [] where they agree or
+    the grid has no such table. A preset's table set beside the paper's numbers says so (issue 54: the demo's
+    in-domain STS-B model stood in AoE Table 1, which trains on NLI)."""
+    if table not in grid.get("tables", {}) or config is grid:
+        return []
+    ours = [r for r in table_rows(config, table) if r.objective != PRETRAINED]
+    theirs = [r for r in table_rows(grid, table) if r.objective != PRETRAINED]
+    if not ours or not theirs:
+        return []
+    out = []
+    sets = lambda rows: sorted({t for r in rows for t in r.trainsets})
+    if sets(ours) != sets(theirs):
+        out.append(f"trained on {', '.join(sets(ours))} (paper: {', '.join(sets(theirs))})")
+    backbones = lambda rows: sorted({r.backbone for r in rows})
+    if not set(backbones(ours)) <= set(backbones(theirs)):
+        out.append(f"backbone {', '.join(backbones(ours))} (paper: {', '.join(backbones(theirs))})")
+    match = next((r for r in theirs if r.objective == ours[0].objective), theirs[0])
+    length, paper_length = _training_length(config, ours[0]), _training_length(grid, match)
+    if length != paper_length:
+        out.append(f"{length} (paper: {paper_length})")
+    return out
+
+
+def train_params(config: dict, backbone: str, objective: str, trainset: str, seed: int, job: bool = False) -> dict:
+    """Resolved keyword arguments of aoe.training.train.TrainConfig for one cell (:func:`aoe.config.hparams.resolve_cell`).
+
+    ``job``: a train job's Snakemake params, without :data:`aoe.config.hparams.RUN_ONLY` (how often it logs and
+    checkpoints): changing those reruns nothing; the job reads them from the config itself.
+    """
+    from aoe.config.hparams import EVAL_ONLY, RUN_ONLY, SELECTION_OFF, resolve_cell
+
+    params = {k: v for k, v in resolve_cell(config, backbone, objective, trainset, seed).params.items() if k not in EVAL_ONLY}
+    # at its off default a selection setting is left out: the params of jobs planned before it existed stay as they were
+    params = {k: v for k, v in params.items() if not (k in SELECTION_OFF and v == SELECTION_OFF[k])}
+    return {k: v for k, v in params.items() if k not in RUN_ONLY} if job else params
+
+
+def loss_settings(config: dict, backbone: str, objective: str, trainset: str, seed: int) -> dict:
+    """Every loss setting of a cell as resolved, code defaults included (aoe.config.recipes): a train job's
+    params, so that a changed built-in default reruns the cells it changes (Snakemake's params trigger)."""
+    from aoe.config.hparams import resolve_cell
+
+    settings = resolve_cell(config, backbone, objective, trainset, seed).settings
+    return {s.key.removeprefix("loss."): s.value for s in settings if s.key.startswith("loss.")}
+
+
+def settings_changed(config: dict, cells: list[Cell], root: str | Path = ".") -> list[tuple[Cell, str]]:
+    """Trained models whose recorded settings (their aoe_config.json) differ from what ``config`` resolves
+    for them now, each with the first difference (``key: recorded -> now``).
+
+    Snakemake retrains those through its params trigger, from the params it recorded in .snakemake/;
+    where that record is gone (the folder deleted, another working copy) it cannot tell, and a table
+    would mix models of the old settings with a recipe ledger of the new.
+    """
+    import json
+
+    from aoe.config.hparams import RUN_ONLY, resolve_cell
+
+    out = []
+    for cell in cells:
+        record = Path(root) / results_path(config, f"results/models/{cell.path}/aoe_config.json")
+        if not cell.trained or not record.is_file():
+            continue
+        try:
+            saved = json.loads(record.read_text())
+        except (OSError, ValueError):
+            continue  # an unreadable record is the model's problem, found when it is loaded
+        recipe = resolve_cell(config, cell.backbone, cell.objective, cell.trainset, cell.seed)
+        loss = {s.key: s.value for s in recipe.settings if s.key.startswith("loss.")}
+        was = {**saved.get("train", {}), **{k: saved.get("objective", {}).get(k.removeprefix("loss.")) for k in loss}}
+        now = json.loads(json.dumps({**recipe.params, **loss}))
+        diff = [k for k in now if k not in RUN_ONLY and k in was and was[k] != now[k]]
+        if diff:
+            out.append((cell, f"{diff[0]}: {was[diff[0]]!r} -> {now[diff[0]]!r}"))
+    return out
+
+
+def in_batch_pool_size(config: dict, backbone: str, params: dict) -> tuple[int, int]:
+    """Pairs one loss of a cell sees, and its backbone's GPU count: a micro-batch
+    (``batch_size / gradient_accumulation_steps``), split over the GPUs under ``in_batch_pool: process``
+    (aoe.training.train: each process its own slice), whole under ``global`` (all-gathered)."""
+    micro = params["batch_size"] // max(1, params["gradient_accumulation_steps"])
+    gpus = max(1, int(config["backbones"][backbone].get("resources", {}).get("gpus", 1)))
+    return (micro // gpus if params["in_batch_pool"] == "process" else micro), gpus
+
+
+def start_cell(cell: Cell, init: dict | None) -> Cell | None:
+    """The trained cell whose model ``cell`` starts from, given its resolved ``init``: the same backbone,
+    seed and rerun, the init's train set and objective (else its own objective); None: the backbone's weights."""
+    if not init:
+        return None
+    # a rerun repeats the whole chain: it starts from the same rerun of its init
+    return Cell(cell.backbone, init.get("objective") or cell.objective, init["trainset"], cell.seed, cell.rerun)
+
+
+def init_cell(config: dict, cell: Cell) -> Cell | None:
+    """:func:`start_cell` of ``cell`` with its ``init`` resolved from ``config``."""
+    return start_cell(cell, train_params(config, cell.backbone, cell.objective, cell.trainset, cell.seed).get("init"))
+
+
+def start_log(log_path: str | os.PathLike) -> None:
+    """Send this process's stdout and stderr (C-level output included) to a rule's log file."""
+    Path(log_path).parent.mkdir(parents=True, exist_ok=True)
+    log = open(log_path, "w", buffering=1)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.dup2(log.fileno(), 1)
+    os.dup2(log.fileno(), 2)
+    sys.stdout = sys.stderr = log
+    # SLURM's time limit and scancel send SIGTERM: let a job's cleanups (partial folders) run
+    from aoe.util.fsutil import exit_on_sigterm
+
+    exit_on_sigterm()
+
+
+# ---- checkpoint selection (train setting select_checkpoint) -------------------------------------
+
+
+def selection_is_test(config: dict, trainset: str, dataset: str, split: str) -> bool:
+    """Whether a selection split is one the cell's reported numbers are read on: its train set's
+    in-domain eval split, or an STS task's test split (the transfer evaluation of every trained model).
+
+    The official code selects on such splits (fcb6223 train_angle.py:159-161 NLI-STS: the STS test
+    set is the validation set; l.171-173 QQP/QNLI/RTE: the validation set is the test set), so a
+    number read after such a selection is no longer a held-out estimate: the record says so.
+    """
+    from aoe.data.sts import STS_TASKS
+
+    ts = config["trainsets"][trainset]
+    if dataset == ts["dataset"] and split == ts.get("eval_split"):
+        return True
+    return split == "test" and dataset in STS_TASKS.values()
+
+
+def selection_split(config: dict, cell: Cell) -> dict | None:
+    """What a cell selects its checkpoint on under ``select_checkpoint: best``: ``{dataset, split, table,
+    split_is_test}`` (``table``: the prepared pair table, an input of its train job); None under ``last``.
+
+    A setting that cannot work is a :class:`ConfigError` naming the key that set it and the fix,
+    raised while the run is planned rather than after a training.
+    """
+    from aoe.data.catalog import pair_table_problem
+    from aoe.config.hparams import resolve_cell
+
+    recipe = resolve_cell(config, cell.backbone, cell.objective, cell.trainset, cell.seed)
+    params, set_by = recipe.params, recipe.provenance()
+    rule, split = params.get("select_checkpoint", "last"), params.get("select_split")
+    if rule == "last":
+        if split is not None:
+            raise ConfigError(
+                f"{set_by['select_split']}: {split!r} is read only by select_checkpoint: best, and "
+                f"{set_by['select_checkpoint']} is last; remove select_split or set select_checkpoint: best"
+            )
+        return None
+    if not isinstance(split, dict) or set(split) != {"dataset", "split"}:
+        given = "none is set" if split is None else f"{set_by['select_split']} is {split!r}"
+        raise ConfigError(
+            f"{set_by['select_checkpoint']}: best needs select_split: {{dataset: <d>, split: <s>}} beside it, a prepared "
+            f"pair table with gold scores held out from training (e.g. {{dataset: stsb, split: dev}}); {given}"
+        )
+    problem = pair_table_problem(split["dataset"], split["split"])
+    if problem:
+        raise ConfigError(f"{set_by['select_split']}: {problem}")
+    ts = config["trainsets"][cell.trainset]
+    if (split["dataset"], split["split"]) == (ts["dataset"], ts["split"]):
+        raise ConfigError(
+            f"{set_by['select_split']}: {split['dataset']}/{split['split']} is train set {cell.trainset!r}'s own "
+            "training split, which would select the epoch that fits it best; name a held-out split "
+            f"(e.g. {{dataset: stsb, split: dev}})"
+        )
+    return {
+        "dataset": split["dataset"],
+        "split": split["split"],
+        "table": results_path(config, f"results/data/{split['dataset']}/{split['split']}.parquet"),
+        "split_is_test": selection_is_test(config, cell.trainset, split["dataset"], split["split"]),
+    }
+
+
+def selection_input(config: dict, cell: Cell) -> list[str]:
+    """The train job's selection table: none under ``select_checkpoint: last``, so its plan is unchanged."""
+    found = selection_split(config, cell)
+    return [found["table"]] if found else []

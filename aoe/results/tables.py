@@ -1,0 +1,641 @@
+"""Tables of both papers from result files: the table model and how a table is built. Tables never train or embed.
+
+Each cell is the mean ± sample std over the seeds that exist, with the seed count in
+the row label; the best mean per backbone among our rows is bold. A row with a paper
+counterpart (a row's ``paper`` key, or the table's ``paper`` mapping
+``{backbone: {objective: ref}}``) is followed by the paper's numbers and the
+difference Δ = ours − paper; a row's ``reproduction`` (or the table's ``reproduction``
+mapping, same shape) adds a second such line, the independent reproduction report's
+number with Δ = ours − reproduction; the table's other ``paper_reference`` entries (and
+mapping entries whose row is not in the table, e.g. a preset on another backbone) are
+reference rows at the bottom. Two paper rows of one table printed with one name get the
+group the paper prints them under (paper_numbers.yaml ``group_labels``). The notes define
+Δ only where a Δ line is printed; a table with no row of the paper's says why. A paired
+t-test (``scipy.stats.ttest_rel``) compares the treatment row (AoE / AnglE) with every
+other row of its backbone over matched seeds, per column and pooled over the dataset
+columns; the p-values go in a note under the table. A result that does not exist is printed as "–" and logged, never 0.
+
+This module holds the model (:class:`Row`, :class:`TTest`, :class:`Table`), the paper's numbers
+and how a table is built from the long results; :func:`render_table` loads and builds. Loading the
+result files: :mod:`aoe.results.load`; LaTeX, Markdown, CSV and JSON and writing them: :mod:`aoe.results.render`.
+
+Kinds (columns, the files a table reads, how one file becomes values): :data:`aoe.config.table_kinds.KINDS`.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import json
+import logging
+import math
+import re
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import yaml
+
+from aoe.data.io import sha256_file
+from aoe.evaluate.sts import TASKS
+from aoe.results.stats import paired_ttest
+from aoe.config.table_kinds import Column, table_kind
+from aoe.results.load import load_results
+from aoe.config.workflow import NO_TRAINSET, PRETRAINED, parse_run, run_name
+
+__all__ = [
+    "OBJECTIVE_LABELS",
+    "Row",
+    "TTest",
+    "Table",
+    "build_gis_table",
+    "build_table",
+    "kind_columns",
+    "load_paper_numbers",
+    "paper_reference",
+    "render_table",
+    "row_label",
+    "row_paper_refs",
+    "source_files",
+    "spec_rows",
+    "ttests",
+]
+
+log = logging.getLogger(__name__)
+
+# treatment objectives of the t-test, in order of preference (a table's `ttest.treatment` overrides)
+TREATMENTS = ("aoe", "angle_arxiv")
+
+OBJECTIVE_LABELS = {
+    PRETRAINED: "as downloaded",
+    "aoe": "AoE",
+    "angle_arxiv": "AnglE",
+    "cosent": "CoSENT",
+    "sbert": "SBERT",
+    "simcse_sup": "SimCSE (sup.)",
+    "only_angle": "only angle",
+    "only_contrastive": "only contrastive",
+    "only_cosine": "only cosine",
+    "only_ibn": "only ibn",
+    "wo_ibn": "w/o ibn",
+    "wo_angle": "w/o angle",
+}
+
+
+def _key(name: str) -> str:
+    return re.sub(r"[^a-z0-9]", "", str(name).lower())
+
+
+def kind_columns(kind: str, spec: dict, results: pd.DataFrame | None = None) -> list[Column]:
+    """The columns of a table kind (mteb: the categories found in the results, in MTEB's order)."""
+    found = set(results.column) if results is not None and not results.empty else set()
+    return table_kind(kind).columns(spec, found)
+
+
+# ---------------------------------------------------------------------------
+# Paper numbers.
+
+
+def load_paper_numbers(numbers_file: str | Path | None) -> dict:
+    """The parsed numbers file; callers only read it (one parse per distinct text: a table looks up
+    every row's reference in it)."""
+    text = (
+        Path(numbers_file).read_text()
+        if numbers_file
+        else resources.files("aoe.resources").joinpath("paper_numbers.yaml").read_text()
+    )
+    return _parse_numbers(text)
+
+
+@functools.lru_cache(maxsize=8)
+def _parse_numbers(text: str) -> dict:
+    return yaml.safe_load(text)
+
+
+def paper_reference(
+    ref: str, numbers_file: str | Path | None = None, columns: list[str] | None = None
+) -> tuple[str, dict[str, float], dict[str, float]]:
+    """A reference row of paper_numbers.yaml: (label, {column: value}, {column: std}).
+
+    ``ref`` is ``'<table key>/<row>'`` for tables with ``rows``, ``'<table key>/<group>/<row>'``
+    for tables with ``groups`` (e.g. a backbone) or rows in sections, or a path to a single
+    number (then the value of column ``avg``). The paper's column names are matched to
+    ``columns`` (default: the STS tasks and avg) ignoring case and punctuation
+    (``STS-B`` = ``STSB``); an entry's own ``std`` number is the std of its ``avg``.
+    """
+    numbers = load_paper_numbers(numbers_file)
+    parts = ref.split("/")
+    entry = numbers.get(parts[0])
+    if not isinstance(entry, dict) or len(parts) < 2:
+        raise KeyError(f"paper reference {ref!r} not found in paper_numbers.yaml")
+    values: Any = None
+    stds: Any = {}
+    # a row key may itself hold "/" (a hub id: repo_nli_readme_released_checkpoints/SeanLee97/angle-...)
+    for container, path in itertools.product(("rows", "groups", None), (parts[1:], ["/".join(parts[1:])])):
+        node: Any = entry.get(container) if container else entry
+        std_node: Any = entry.get("std", {}) if container else {}
+        try:
+            for p in path:
+                node = node[p]
+                std_node = std_node.get(p, {}) if isinstance(std_node, dict) else {}
+        except (KeyError, TypeError):
+            continue
+        values, stds = node, std_node
+        break
+    if values is None or not isinstance(values, (dict, int, float)) or isinstance(values, bool):
+        raise KeyError(f"paper reference {ref!r} not found in paper_numbers.yaml")
+    if not isinstance(values, dict):
+        values = {"avg": values}
+    else:
+        values = dict(values)
+        if isinstance(values.get("std"), (int, float)):
+            stds = {**(stds if isinstance(stds, dict) else {}), "avg": values.pop("std")}
+    wanted = {_key(t): t for t in (columns if columns is not None else [*TASKS, "avg"])}
+
+    def pick(d: dict) -> dict[str, float]:
+        return {
+            wanted[_key(k)]: float(v)
+            for k, v in (d or {}).items()
+            if _key(k) in wanted and isinstance(v, (int, float)) and not isinstance(v, bool)
+        }
+
+    source = entry.get("short") or entry.get("source", parts[0]).split(":")[0]
+    return f"{parts[-1]} (paper: {source})", pick(values), pick(stds if isinstance(stds, dict) else {})
+
+
+# ---------------------------------------------------------------------------
+# Building a table.
+
+
+@dataclass
+class Row:
+    label: str
+    backbone: str
+    objective: str
+    trainsets: list[str]
+    seeds: list[int] | None  # None: every seed found
+    section: str = ""
+    values: dict[str, dict[str, float]] = field(default_factory=dict)  # column -> run (run_name) -> value
+    reruns: int = 1  # trainings per seed: rerun 0 .. reruns-1
+    paper_ref: str | None = None
+    paper_label: str = ""
+    paper: dict[str, float] = field(default_factory=dict)
+    paper_std: dict[str, float] = field(default_factory=dict)
+    reference: bool = False  # a paper row with no counterpart among ours
+    # the (backbone, objective) of ours a paper row stands for (the table's ``paper`` mapping or the row's
+    # own key), also on reference rows: what a preset on another backbone compares by objective
+    paper_backbone: str = ""
+    paper_objective: str = ""
+    repro_ref: str | None = None  # the independent reproduction's row, a second line under ours
+    repro_label: str = ""
+    repro: dict[str, float] = field(default_factory=dict)
+    variant: str = NO_TRAINSET  # a pretrained row: its evaluation.pretrained_variants key ("none": the backbone's own)
+    eval_pooling: str = ""  # an evaluation-only variant row: the pooling its cells were scored with ("": their own)
+
+    @property
+    def n(self) -> int:
+        return len({s for v in self.values.values() for s in v})
+
+    def mean(self, col: str) -> float:
+        v = list(self.values.get(col, {}).values())
+        return float(np.mean(v)) if v else math.nan
+
+    def std(self, col: str) -> float:
+        v = list(self.values.get(col, {}).values())
+        return float(np.std(v, ddof=1)) if len(v) > 1 else math.nan
+
+    def count(self, col: str) -> int:
+        return len(self.values.get(col, {}))
+
+    def delta(self, col: str) -> float:
+        return self.mean(col) - self.paper[col] if col in self.paper and self.values.get(col) else math.nan
+
+    def repro_delta(self, col: str) -> float:
+        return self.mean(col) - self.repro[col] if col in self.repro and self.values.get(col) else math.nan
+
+
+@dataclass
+class TTest:
+    backbone: str
+    treatment: str
+    baseline: str
+    column: str  # a column key, or "pooled"
+    n: int
+    p: float | None
+    statistic: float | None
+    note: str = ""  # why there is no p-value, or what was pooled
+
+    def text(self) -> str:
+        if self.p is None:
+            return self.note
+        return f"p = {_fmt_p(self.p)} (n = {self.n}{', ' + self.note if self.note else ''})"
+
+
+@dataclass
+class Table:
+    name: str
+    kind: str
+    caption: str
+    columns: list[Column]
+    rows: list[Row]
+    references: list[Row]
+    ttests: list[TTest] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    extra: dict = field(default_factory=dict)  # gis_stats: the body rows
+    sources: list[dict] = field(default_factory=list)  # the files it read (source_files)
+
+
+def spec_rows(spec: dict) -> list[dict]:
+    """Row dicts from a table spec without a config (tests, ad-hoc use): seeds None = every seed found.
+
+    The workflow passes ``aoe.config.workflow.table_rows(...)`` dicts instead, with seeds resolved.
+    """
+    from aoe.config.workflow import row_entries
+
+    out = []
+    for e in row_entries(spec):
+        out.append(
+            {
+                "backbone": e["backbone"],
+                "objective": e["objective"],
+                "trainsets": e["trainsets"],
+                "seeds": list(e["seeds"]) if "seeds" in e else None,
+                "reruns": int(e.get("reruns", 1)),
+                "label": e.get("label"),
+                "section": e.get("section", ""),
+                "variant": e.get("variant", NO_TRAINSET),
+                "eval_pooling": e.get("eval_pooling") or "",
+            }
+        )
+    return out
+
+
+def row_paper_refs(spec: dict, rows: list[dict], key: str = "paper") -> list[str | None]:
+    """The ``key`` reference (``paper`` or ``reproduction``) of each row: its own (explicit rows,
+    same order), else the table's mapping ``{backbone: {objective: ref}}``."""
+    explicit = spec.get("rows") or []
+    mapping = spec.get(key) or {}
+    refs = []
+    for i, row in enumerate(rows):
+        ref = None
+        if i < len(explicit) and explicit[i].get("objective") == row["objective"] and explicit[i].get("backbone") == row["backbone"]:
+            ref = explicit[i].get(key)
+        if ref is None:
+            ref = (mapping.get(row["backbone"]) or {}).get(row["objective"])
+        refs.append(ref)
+    return refs
+
+
+def _spec_refs(spec: dict, key: str) -> list[str]:
+    """Every ``key`` reference a table spec names: its mapping's and its explicit rows'."""
+    refs = [ref for by_obj in (spec.get(key) or {}).values() for ref in by_obj.values()]
+    return refs + [r[key] for r in spec.get("rows") or [] if r.get(key)]
+
+
+def _spec_paper_of(spec: dict) -> dict[str, tuple[str, str]]:
+    """Paper reference -> the (backbone, objective) of ours it stands for, from the table's ``paper``
+    mapping and its explicit rows' ``paper`` keys (the rows of a preset may be on other backbones)."""
+    out = {ref: (backbone, objective) for backbone, by_obj in (spec.get("paper") or {}).items() for objective, ref in by_obj.items()}
+    for r in spec.get("rows") or []:
+        if r.get("paper"):
+            out.setdefault(r["paper"], (r.get("backbone", ""), r.get("objective", "")))
+    return out
+
+
+def _paper_group(ref: str, numbers_file: str | Path | None) -> str:
+    """The group a paper row is printed under (AoE Table 1: the backbone, e.g. LLaMA2-7B), as the
+    entry's ``group_labels`` names it; '' for a row of a flat table."""
+    parts = ref.split("/")
+    entry = load_paper_numbers(numbers_file).get(parts[0])
+    if not isinstance(entry, dict) or len(parts) < 3:
+        return ""
+    group = parts[1]
+    nested = (entry.get("groups") or {}).get(group)
+    if not isinstance(nested, dict):
+        nested = (entry.get("rows") or {}).get(group)
+        if not isinstance(nested, dict) or not any(isinstance(v, dict) for v in nested.values()):
+            return ""  # a row key holding "/" (a hub id), not a group
+    return str((entry.get("group_labels") or {}).get(group, group))
+
+
+def _labels_groups(ref: str, numbers_file: str | Path | None) -> bool:
+    """Whether the paper entry ``ref`` points into names the groups it prints its rows under (AoE Table 1's backbones)."""
+    entry = load_paper_numbers(numbers_file).get(ref.split("/")[0])
+    return isinstance(entry, dict) and bool(entry.get("group_labels"))
+
+
+def paper_marks(refs: list[str], numbers_file: str | Path | None = None) -> list[str]:
+    """The paper's explanations of its row marks (†, ⋆) for the tables ``refs`` point into: each entry's
+    notes that begin "Marks:", with the table they explain."""
+    numbers, out = load_paper_numbers(numbers_file), []
+    for key in dict.fromkeys(r.split("/")[0] for r in refs if r):
+        entry = numbers.get(key)
+        if not isinstance(entry, dict):
+            continue
+        source = entry.get("short") or str(entry.get("source", key)).split(":")[0]
+        out += [f"{source}: {n.removeprefix('Marks:').strip()}" for n in entry.get("notes") or [] if str(n).startswith("Marks:")]
+    return out
+
+
+def _tell_apart(table: Table, numbers_file: str | Path | None) -> None:
+    """Paper rows of one table with the same label (AoE Table 1's "SBERT ⋆" under LLaMA2-7B and under
+    LLaMA2-13B) get their group in the label, so no two different paper rows read alike."""
+    lines = [(r, "paper_label", r.paper_ref) for r in table.rows if r.paper_ref]
+    lines += [(r, "repro_label", r.repro_ref) for r in table.rows if r.repro_ref]
+    lines += [(r, "label", r.paper_ref) for r in table.references]
+    refs_of: dict[str, set[str]] = {}
+    for row, attr, ref in lines:
+        refs_of.setdefault(getattr(row, attr), set()).add(ref)
+    for row, attr, ref in lines:
+        label = getattr(row, attr)
+        group = _paper_group(ref, numbers_file) if len(refs_of[label]) > 1 else ""
+        if group:
+            name, paren, source = label.partition(" (paper: ")
+            setattr(row, attr, f"{name} ({group}){paren}{source}")
+            if row.reference:
+                row.paper_label = row.label
+
+
+def row_label(row: dict) -> str:
+    if row.get("label"):
+        return row["label"]
+    name = OBJECTIVE_LABELS.get(row["objective"], row["objective"])
+    if row["objective"] == PRETRAINED and row.get("variant", NO_TRAINSET) != NO_TRAINSET:
+        return f"{name} ({row['variant']})"
+    if row.get("eval_pooling"):
+        return f"{name} (evaluated {row['eval_pooling']})"
+    return name
+
+
+def build_table(
+    results: pd.DataFrame,
+    spec: dict,
+    kind: str | None = None,
+    references: list[str] | None = None,
+    numbers_file: str | Path | None = None,
+    rows: list[dict] | None = None,
+    name: str = "table",
+) -> Table:
+    """A table of a kind from the long results: one Row per row spec (mean/std/n per column),
+    the paper's numbers on matched rows, the other references, and the t-tests.
+
+    ``rows``: TableRow dicts (``aoe.config.workflow.table_rows``); default :func:`spec_rows`.
+    ``references``: extra reference rows (default the spec's ``paper_reference``).
+    ``numbers_file`` replaces the packaged paper_numbers.yaml.
+    """
+    kind = kind or spec["kind"]
+    per_trainset = table_kind(kind).column_per_trainset
+    if "column" not in results.columns and "task" in results.columns:  # load_sts_results' shape
+        results = results.rename(columns={"task": "column", "spearman": "value"})
+    if "rerun" not in results.columns:  # a frame built by hand: every value its seed's first training
+        results = results.assign(rerun=0)
+    columns = kind_columns(kind, spec, results)
+    col_keys = [c.key for c in columns]
+    rows = rows if rows is not None else spec_rows(spec)
+    refs = row_paper_refs(spec, rows)
+    repro_refs = row_paper_refs(spec, rows, "reproduction")
+    table = Table(name, kind, spec.get("caption", ""), columns, [], [])
+    # the paper's columns no row of this configuration trains on (spec paper_columns): shown, not missing
+    trained_sets = set(spec.get("trainsets") or [spec.get("trainset")])
+    not_run = {t for t in spec.get("paper_columns") or [] if t not in trained_sets}
+    if not_run:
+        not_run.add("avg")
+        table.notes.append(f"{', '.join(c.header for c in columns if c.key in not_run and c.key != 'avg')}: the paper's column, "
+                           "no model of this configuration trains on it (–); the average of ours needs every column.")
+    for row_spec, ref, repro_ref in zip(rows, refs, repro_refs):
+        row = Row(
+            label=row_label(row_spec),
+            backbone=row_spec["backbone"],
+            objective=row_spec["objective"],
+            trainsets=list(row_spec.get("trainsets") or []),
+            seeds=list(row_spec["seeds"]) if row_spec.get("seeds") is not None else None,
+            section=row_spec.get("section") or "",
+            paper_ref=ref,
+            reruns=int(row_spec.get("reruns") or 1),
+            repro_ref=repro_ref,
+            variant=row_spec.get("variant") or NO_TRAINSET,
+            eval_pooling=row_spec.get("eval_pooling") or "",
+        )
+        pre = row.objective == PRETRAINED
+        sel = results[(results.backbone == row.backbone) & (results.objective == row.objective)]
+        if pre:
+            sel = sel[sel.trainset == row.variant]
+        elif row.trainsets:
+            sel = sel[sel.trainset.isin(row.trainsets)]
+        if row.seeds is not None:
+            sel = sel[sel.seed.isin(row.seeds)]
+        sel = sel[sel.rerun < row.reruns]
+        if "eval_pooling" in sel.columns:  # a frame built by hand has only the cells' own evaluations
+            sel = sel[sel.eval_pooling.astype(object).fillna("") == row.eval_pooling]
+        elif row.eval_pooling:
+            sel = sel.iloc[:0]
+        for col in col_keys:
+            if per_trainset and col != "avg":
+                cs = sel[sel.column == col]
+                if not pre:
+                    cs = cs[cs.trainset == col]
+            else:
+                cs = sel[sel.column == col]
+            row.values[col] = {run_name(int(s), int(r)): float(v) for s, r, v in zip(cs.seed, cs.rerun, cs.value)}
+        if per_trainset and "avg" in col_keys:
+            # the per-seed average over the dataset columns, where a seed has all of them
+            data_cols = [c for c in col_keys if c != "avg"]
+            seeds = set.intersection(*(set(row.values[c]) for c in data_cols)) if data_cols else set()
+            row.values["avg"] = {s: float(np.mean([row.values[c][s] for c in data_cols])) for s in sorted(seeds, key=parse_run)}
+        for col in col_keys:
+            if not row.values[col] and not (per_trainset and col in not_run):
+                where = f"{row.backbone}/{row.objective}/{'none' if pre else ','.join(row.trainsets)}"
+                msg = f"{where}{f' [{row.label}]' if row_spec.get('label') else ''} {col}"
+                table.missing.append(msg)
+                log.warning("missing result: %s (printed as –)", msg)
+        if ref:
+            row.paper_label, row.paper, row.paper_std = paper_reference(ref, numbers_file, col_keys)
+            row.paper_backbone, row.paper_objective = row.backbone, row.objective
+        if repro_ref:
+            row.repro_label, row.repro, _ = paper_reference(repro_ref, numbers_file, col_keys)
+        table.rows.append(row)
+    used = {ref for r in table.rows for ref in (r.paper_ref, r.repro_ref) if ref}
+    extra = list(references if references is not None else spec.get("paper_reference", []))
+    # mapping entries whose row is not in this table (e.g. a preset with other backbones)
+    extra += _spec_refs(spec, "paper") + _spec_refs(spec, "reproduction")
+    paper_of = _spec_paper_of(spec)
+    seen = set()
+    for ref in extra:
+        if ref in used or ref in seen:
+            continue
+        seen.add(ref)
+        label, values, stds = paper_reference(ref, numbers_file, col_keys)
+        paper_backbone, paper_objective = paper_of.get(ref, ("", ""))
+        table.references.append(
+            Row(label=label, backbone="", objective="paper", trainsets=[], seeds=None, paper_ref=ref,
+                # the group the paper prints the row under (its backbone): the rows are shown so grouped
+                section=_paper_group(ref, numbers_file) if _labels_groups(ref, numbers_file) else "",
+                paper_label=label, paper=values, paper_std=stds, reference=True,
+                paper_backbone=paper_backbone, paper_objective=paper_objective)
+        )
+    _tell_apart(table, numbers_file)
+    marks = paper_marks([r.paper_ref for r in [*table.rows, *table.references]], numbers_file)
+    if marks:
+        table.notes.append("The paper's marks: " + "; ".join(marks))
+    table.ttests = ttests(table, spec)
+    if table.missing:
+        log.warning("%s: %d missing cell(s) printed as –: %s", name, len(table.missing), "; ".join(table.missing))
+    return table
+
+
+# ---------------------------------------------------------------------------
+# Paired t-tests.
+
+
+def _pairs(t: Row, b: Row, col: str) -> tuple[list[float], list[float], list[int]]:
+    tv, bv = t.values.get(col, {}), b.values.get(col, {})
+    if b.objective == PRETRAINED and len(bv) == 1:
+        # the backbone as downloaded does not depend on the seed: its one value pairs with every seed
+        only = next(iter(bv.values()))
+        bv = {s: only for s in tv}
+    seeds = sorted(set(tv) & set(bv), key=parse_run)
+    return [tv[s] for s in seeds], [bv[s] for s in seeds], seeds
+
+
+def ttests(table: Table, spec: dict) -> list[TTest]:
+    """Treatment row vs every other objective's row of the same backbone: per column over matched
+    seeds, and pooled over (seed, dataset column) pairs when there are several dataset columns.
+    The treatment is the table's ``ttest.treatment``, else per backbone the first of
+    :data:`TREATMENTS` among its rows."""
+    if not table_kind(table.kind).ttests:
+        return []
+    setting = spec.get("ttest") or {}
+    if setting.get("enabled", True) is False:
+        return []
+    out = []
+    by_backbone: dict[str, list[Row]] = {}
+    for r in table.rows:
+        by_backbone.setdefault(r.backbone, []).append(r)
+    data_cols = [c.key for c in table.columns if not c.summary]
+    for backbone, rows in by_backbone.items():
+        # per backbone: a table can hold AnglE-BERT (angle_arxiv) beside AnglE-LLaMA (the aoe cell)
+        objectives = {r.objective for r in rows}
+        treatment = setting.get("treatment") or next((t for t in TREATMENTS if t in objectives), None)
+        # the first row of the treatment (ablations repeat it in other sections, or on a seed subset)
+        treat = next((r for r in rows if r.objective == treatment), None)
+        if treat is None:
+            continue
+        done = set()
+        for base in rows:
+            if base.objective == treatment or (base.objective, base.label) in done:
+                continue
+            done.add((base.objective, base.label))
+            for col in [c.key for c in table.columns]:
+                a, b, seeds = _pairs(treat, base, col)
+                if not a and not b:
+                    continue
+                p, t, note = paired_ttest(a, b)
+                out.append(TTest(backbone, treat.label, base.label, col, len(seeds), p, t, note))
+            if len(data_cols) > 1:
+                a_all, b_all, n_seeds, n_cols = [], [], set(), 0
+                for col in data_cols:
+                    a, b, seeds = _pairs(treat, base, col)
+                    if seeds:
+                        n_cols += 1
+                    a_all += a
+                    b_all += b
+                    n_seeds.update(seeds)
+                if a_all:
+                    p, t, note = paired_ttest(a_all, b_all)
+                    if p is not None:
+                        note = f"{n_cols} dataset{'s' if n_cols != 1 else ''} x {len(n_seeds)} seed{'s' if len(n_seeds) != 1 else ''}"
+                    elif len(a_all) < 2:
+                        note = f"n/a ({len(a_all)} pair)"
+                    out.append(TTest(backbone, treat.label, base.label, "pooled", len(a_all), p, t, note))
+    return out
+
+
+def _fmt_p(p: float) -> str:
+    return f"{p:.2g}" if p < 0.001 else f"{p:.3f}"
+
+
+# ---------------------------------------------------------------------------
+# GIS statistics (AoE ACL 2024 Table 7; the AnglE arXiv versions print the same numbers).
+
+
+def build_gis_table(stats: dict, spec: dict, name: str = "table_gis_stats", numbers_file: str | Path | None = None) -> Table:
+    """Split sizes (positive / negative / total) and the share of texts over the token threshold,
+    from results/analysis/gis/stats.json, each split followed by the paper's numbers where the
+    spec's ``paper`` mapping names them (``{GIS: {split: '<table key>/<row>'}}``)."""
+    threshold = stats.get("long_threshold", 512)
+    columns = [
+        Column("positive", "positive"),
+        Column("negative", "negative"),
+        Column("total", "total"),
+        Column("long_share", f"texts > {threshold} tokens (%)"),
+    ]
+    refs = (spec.get("paper") or {}).get("GIS") or {}
+    rows = []
+    for split, counts in (stats.get("table7") or {}).items():
+        share = (stats.get("long_text_share") or {}).get(split)
+        row = Row(label=split, backbone="GIS", objective="stats", trainsets=[], seeds=None, paper_ref=refs.get(split))
+        for col in ("positive", "negative", "total"):
+            row.values[col] = {0: float(counts[col])} if counts.get(col) is not None else {}
+        row.values["long_share"] = {0: 100 * float(share)} if share is not None else {}
+        if row.paper_ref:
+            row.paper_label, row.paper, row.paper_std = paper_reference(row.paper_ref, numbers_file, [c.key for c in columns])
+        rows.append(row)
+    table = Table(name, "gis_stats", spec.get("caption", ""), columns, rows, [])
+    table.notes.append(f"Token lengths: {stats.get('tokenizer', 'unknown tokenizer')}; one seed-free measurement of the published dataset.")
+    if any(r.paper for r in rows):
+        # the paper's share is over 512 tokens of an unnamed tokenizer: a Δ there is only as good as that match
+        table.notes.append("'paper' lines: the paper's split sizes and share of long texts; the paper does not name its tokenizer.")
+    missing_refs = sorted(set(refs) - {r.label for r in rows})
+    if missing_refs:
+        table.notes.append("Paper splits with no split of ours: " + ", ".join(missing_refs) + ".")
+    for row in rows:
+        for col in ("positive", "negative", "total", "long_share"):
+            if not row.values[col]:
+                table.missing.append(f"GIS {row.label} {col}")
+                log.warning("missing result: GIS %s %s (printed as –)", row.label, col)
+    return table
+
+
+# ---------------------------------------------------------------------------
+# A rule's table: its files loaded (aoe.results.load), then built.
+
+
+def source_files(paths: list[str | Path]) -> list[dict]:
+    """Each file a table read, in input order: its path as given, its sha256 and, for an evaluation
+    result, the cell it scored (``model.cell``: backbone, objective, trainset, seed, eval_pooling), so
+    that a row's number leads to its file in one hop (and the file to its model's aoe_config.json by
+    ``model.aoe_config_sha256``). A model folder (train-time tables) stands for its aoe_config.json."""
+    out = []
+    for path in map(Path, paths):
+        file = path / "aoe_config.json" if path.is_dir() else path
+        entry: dict[str, Any] = {"path": str(file), "sha256": sha256_file(file)}
+        if file.suffix == ".json":
+            record = json.loads(file.read_text())
+            cell = record.get("model", {}).get("cell") if isinstance(record.get("model"), dict) else record.get("cell")
+            if isinstance(cell, dict):
+                entry["cell"] = cell
+        out.append(entry)
+    return out
+
+
+def render_table(name: str, spec: dict, inputs: list[str | Path], rows: list[dict] | None = None,
+                 numbers_file: str | Path | None = None, differences: list[str] | None = None) -> Table:
+    """The table a rule renders: its kind's loader on the inputs, then :func:`build_table` (or the GIS
+    table), with the files it read (:func:`source_files`); ``differences``
+    (:func:`aoe.config.workflow.protocol_differences`): a first note naming each way its rows are trained otherwise
+    than the paper's."""
+    kind = spec["kind"]
+    if table_kind(kind).inputs == "gis_stats":
+        stats = json.loads(Path(inputs[0]).read_text())
+        table = build_gis_table(stats, spec, name, numbers_file)
+    else:
+        results = load_results(kind, inputs)
+        table = build_table(results, spec, kind, numbers_file=numbers_file, rows=rows, name=name)
+    table.sources = source_files(inputs)
+    if differences:
+        table.notes.insert(0, "Not the paper's protocol, so a Δ measures the protocol too: " + "; ".join(differences) + ".")
+    return table

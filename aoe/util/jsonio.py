@@ -1,0 +1,56 @@
+"""JSON results: a result file either exists complete or not at all, and a number that is
+missing or not finite is null in it (never NaN, never 0)."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from aoe.util.fsutil import as_created
+
+__all__ = ["write_json_atomic", "json_safe", "finite_or_none"]
+
+
+def finite_or_none(value) -> float | None:
+    """A finite float, or None for a missing, non-numeric or non-finite value (printed as –, never 0)."""
+    if value is None:
+        return None
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        return None
+    return v if math.isfinite(v) else None
+
+
+def json_safe(obj):
+    """``obj`` with non-finite floats as None and numpy scalars as Python numbers (keys as strings)."""
+    if isinstance(obj, dict):
+        return {str(k): json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [json_safe(v) for v in obj]
+    if isinstance(obj, (float, np.floating)):
+        return float(obj) if math.isfinite(obj) else None
+    if isinstance(obj, np.integer):
+        return int(obj)
+    return obj
+
+
+def write_json_atomic(obj, path: str | os.PathLike) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=f".{path.name}.", suffix=".tmp", delete=False) as tmp:
+        try:
+            json.dump(obj, tmp, indent=2, allow_nan=False)
+            tmp.write("\n")
+        except BaseException:
+            tmp.close()
+            os.unlink(tmp.name)
+            raise
+    as_created(tmp.name)  # not tempfile's 0600: results are read by other users' jobs
+    os.replace(tmp.name, path)
+    return path
