@@ -17,7 +17,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from aoe.util.fsutil import atomic_dir, exit_on_sigterm, remove_stale_temporaries
+from aoe.util.fsutil import atomic_dir, atomic_file, exit_on_sigterm, remove_stale_temporaries
 from tests.workflow_utils import REPO
 
 # A job that stops inside atomic_dir, after writing part of its output, until it is killed.
@@ -188,6 +188,58 @@ def test_an_error_inside_removes_the_temporary_and_keeps_the_old_output(tmp_path
             raise RuntimeError("boom")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["train"]
     assert (out / "old").read_text() == "previous result"
+
+
+# --- atomic_file: every single-file result of the package is written through it ---
+
+
+def test_atomic_file_replaces_the_file_only_when_the_block_ends(tmp_path):
+    out = tmp_path / "sub" / "result.json"
+    with atomic_file(out) as fh:
+        fh.write("new")
+        assert not out.exists()  # a reader meanwhile sees nothing, not a half-written file
+        (hidden,) = out.parent.iterdir()
+        assert hidden.name.startswith(".result.json.") and hidden.name.endswith(".tmp")
+    assert out.read_text() == "new" and [p.name for p in out.parent.iterdir()] == ["result.json"]
+
+
+def test_atomic_file_error_keeps_the_old_file_and_leaves_nothing_hidden(tmp_path):
+    out = tmp_path / "table.parquet"
+    out.write_bytes(b"previous")
+    with pytest.raises(OSError, match="disk full"):
+        with atomic_file(out, "wb", fsync=True) as fh:
+            fh.write(b"part")
+            raise OSError("disk full")
+    assert out.read_bytes() == b"previous" and [p.name for p in tmp_path.iterdir()] == ["table.parquet"]
+
+
+def test_atomic_file_refuses_an_append_or_read_mode(tmp_path):
+    with pytest.raises(ValueError, match="mode 'w' or 'wb'"):
+        with atomic_file(tmp_path / "x", "a"):
+            pass
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_sigterm_during_an_atomic_file_write_leaves_the_old_file_and_no_partial(tmp_path):
+    out, ready = tmp_path / "emb.npz", tmp_path / "ready"
+    out.write_bytes(b"previous")
+    code = f"""
+import sys, time
+from pathlib import Path
+sys.path.insert(0, {str(REPO)!r})
+from aoe.util.fsutil import atomic_file, exit_on_sigterm
+exit_on_sigterm()
+with atomic_file({str(out)!r}, "wb") as fh:
+    fh.write(b"part")
+    Path({str(ready)!r}).write_text("inside")
+    time.sleep(120)
+"""
+    proc = subprocess.Popen([sys.executable, "-c", code], stderr=subprocess.PIPE, text=True)
+    _wait_for(ready, proc)
+    proc.send_signal(signal.SIGTERM)
+    proc.communicate(timeout=60)
+    assert proc.returncode == 143
+    assert out.read_bytes() == b"previous" and sorted(p.name for p in tmp_path.iterdir()) == ["emb.npz", "ready"]
 
 
 # The tokenize job script, run as Snakemake runs it (a `snakemake` object in its globals), made to

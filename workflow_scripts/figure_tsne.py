@@ -9,19 +9,15 @@ from aoe.config.workflow import start_log
 start_log(snakemake.log[0])
 
 import json
-import os
-import tempfile
 
 import numpy as np
 
 from aoe.results.figures.pairs import load_pairs
 from aoe.results.figures.sts_geometry import compute_geometry
+from aoe.util.fsutil import atomic_file
 
 data = load_pairs(snakemake.input[0])
 geo = compute_geometry(data, snakemake.wildcards.zone, dict(snakemake.params.geometry))
-out = Path(snakemake.output[0])
-fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.stem}.", suffix=".npz")
-with os.fdopen(fd, "wb") as fh:
+with atomic_file(snakemake.output[0], "wb") as fh:
     np.savez(fh, idx=geo["idx"], re_xy=geo["re_xy"], im_xy=geo["im_xy"], sample=geo["sample"], highlight_names=geo["highlight_names"], highlight_pos=geo["highlight_pos"], settings=np.array(json.dumps(geo["settings"])))
-os.replace(tmp, out)
 print(f"{len(geo['idx'])} pairs, {geo['settings']}")

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import requests
 
-from aoe.data.io import DataError, sha256_file, write_atomic
+from aoe.data.io import DataError, sha256_file
+from aoe.util.fsutil import atomic_file
 from aoe.data.mirror import check_published, mirror_file, mirror_sources
 
 _OFFLINE_VARS = ("HF_HUB_OFFLINE", "AOE_OFFLINE")
@@ -150,6 +151,6 @@ def fetch_published(relpath: str, dest: Path, *, url: str, sha256: str | None, m
     elif sha256 is not None and (got := sha256_file(found)) != sha256.lower():
         raise DataError(f"{found}: sha256 {got} is not the expected {sha256.lower()} of {relpath}; restore the mirror's file")
     # a copy, not a link: Snakemake may touch its outputs, and a mirror is often someone else's read-only folder
-    with open(found, "rb") as src:
-        write_atomic(dest, lambda out: shutil.copyfileobj(src, out))
+    with open(found, "rb") as src, atomic_file(dest, "wb", fsync=True) as out:
+        shutil.copyfileobj(src, out)
     return f"copied from the data mirror: {found}"

@@ -9,14 +9,11 @@ from __future__ import annotations
 
 import hashlib
 import os
-import tempfile
-from collections.abc import Callable
 from pathlib import Path
-from typing import BinaryIO
 
 import pandas as pd
 
-from aoe.util.fsutil import as_created
+from aoe.util.fsutil import atomic_file
 
 _HASH_CHUNK_BYTES = 1 << 20
 
@@ -38,38 +35,16 @@ def sha256_file(path: str | os.PathLike[str]) -> str:
     return digest.hexdigest()
 
 
-def write_atomic(path: str | os.PathLike[str], write: Callable[[BinaryIO], object]) -> Path:
-    """Write a file at ``path`` through ``write(fh)`` (a binary file), atomically.
-
-    The bytes go to a temporary file in the destination directory, are fsynced,
-    and the file is then moved over ``path`` with ``os.replace``. A crash at any
-    point leaves either the previous file or none at all, never a truncated one
-    that a later rule would take for a finished output. Parent directories are
-    created as needed. Returns ``path`` as a ``Path``.
-    """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    # Same directory as the target: os.replace is only atomic within one filesystem.
-    fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            write(fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        as_created(tmp_name)  # not mkstemp's 0600: results are read by other users' jobs
-        os.replace(tmp_name, path)
-    except BaseException:
-        Path(tmp_name).unlink(missing_ok=True)
-        raise
-    return path
-
-
 def write_parquet_atomic(df: pd.DataFrame, path: str | os.PathLike[str]) -> Path:
-    """Write ``df`` (without its index) to ``path`` as parquet, atomically (:func:`write_atomic`).
+    """Write ``df`` (without its index) to ``path`` as parquet, atomically and fsynced: a crash leaves the
+    previous file or none, never a truncated one a later rule would take for a finished output.
 
     Returns ``path`` as a ``Path``.
     """
-    return write_atomic(path, lambda fh: df.to_parquet(fh, index=False))
+    path = Path(path)
+    with atomic_file(path, "wb", fsync=True) as fh:
+        df.to_parquet(fh, index=False)
+    return path
 
 
 def read_text(path: str | os.PathLike[str], encoding: str = "utf-8") -> str:

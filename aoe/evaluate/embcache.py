@@ -24,14 +24,13 @@ import hashlib
 import json
 import os
 import sys
-import tempfile
 from pathlib import Path
 from typing import Callable, Iterable
 
 import numpy as np
 
 from aoe.data.io import sha256_file
-from aoe.util.fsutil import as_created
+from aoe.util.fsutil import atomic_file
 
 __all__ = ["EmbeddingCache", "model_key"]
 
@@ -66,11 +65,8 @@ class EmbeddingCache:
         self.dir.mkdir(parents=True, exist_ok=True)
         meta = self.dir / "model.json"
         if not meta.is_file():
-            fd, tmp = tempfile.mkstemp(dir=self.dir, prefix=".model.json.")
-            with os.fdopen(fd, "w") as fh:
+            with atomic_file(meta) as fh:
                 json.dump(record, fh, indent=2)
-            as_created(tmp)  # not mkstemp's 0600: other users' evaluations read the cache
-            os.replace(tmp, meta)
         self._encode = encode
         self.hit: bool | None = None  # whether the last call was served from disk
 
@@ -94,16 +90,9 @@ class EmbeddingCache:
                 return stored[1]
         self.hit = False
         emb = np.asarray(self._encode(texts), dtype=np.float32)
-        fd, tmp = tempfile.mkstemp(dir=self.dir, prefix=f".{path.stem}.", suffix=".npz")
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                np.savez(fh, texts=np.array(texts, dtype=str), emb=emb)
-            as_created(tmp)
-            os.replace(tmp, path)
-        finally:
-            # a failed write (disk full, SIGTERM turned into SystemExit) leaves no hidden partial file
-            if os.path.exists(tmp):
-                os.unlink(tmp)
+        # a failed write (disk full, SIGTERM turned into SystemExit) leaves no hidden partial file
+        with atomic_file(path, "wb") as fh:
+            np.savez(fh, texts=np.array(texts, dtype=str), emb=emb)
         return emb
 
 

@@ -102,7 +102,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import tempfile
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
@@ -124,6 +123,7 @@ from aoe.gis.harvest import (
     split_repo,
 )
 from aoe.gis.pairs import PAPER_SPLIT_SIZES, build_pairs
+from aoe.util.fsutil import atomic_file
 from aoe.util.jsonio import write_json_atomic
 
 __all__ = ["collect", "default_cache_dir", "load_repo_list"]
@@ -163,18 +163,9 @@ def default_cache_dir(api_url: str | None = None) -> Path:
 
 
 def _write_jsonl_atomic(rows: Iterable[Mapping[str, Any]], path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            for row in rows:
-                fh.write(json.dumps(row, ensure_ascii=False) + "\n")
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_file(path, fsync=True) as fh:
+        for row in rows:
+            fh.write(json.dumps(row, ensure_ascii=False) + "\n")
 
 
 def _public_api_url(url: str) -> str:

@@ -30,6 +30,7 @@ from typing import Iterable
 
 from aoe.llm_supervised import KINDS
 from aoe.llm_supervised.prompts import completed_items, render_prompt
+from aoe.util.fsutil import atomic_file
 
 __all__ = [
     "CACHE_VERSION",
@@ -509,11 +510,8 @@ def run_generation(
         torch.set_num_threads(int(threads))
     gen_settings = GenerationSettings(**settings)
     records, summary = generate_all(read_texts(texts_path), model_dir, templates, size, gen_settings, cache_dir)
-    out_records = Path(out_records)
-    out_records.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out_records.with_name(f".{out_records.name}.tmp")
-    tmp.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8")
-    os.replace(tmp, out_records)
+    with atomic_file(out_records) as fh:
+        fh.write("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
     result = {
         "generator": generator,
         "identity": model_identity(model_dir),

@@ -22,6 +22,7 @@ import pandas as pd
 
 from aoe.data.io import DataError, sha256_file, write_parquet_atomic
 from aoe.data.sts import COLUMNS
+from aoe.util.fsutil import atomic_file
 from aoe.util.jsonio import write_json_atomic
 from aoe.llm_supervised import KINDS, LLM_DATASET, SELF_DATASET, SPLIT
 from aoe.llm_supervised.prompts import MALFORMED, normalise, parse_completion
@@ -161,10 +162,8 @@ def build_llm_pairs(
     records = [json.loads(line) for line in Path(generations).read_text(encoding="utf-8").splitlines() if line.strip()]
     gen = json.loads(Path(generation_summary).read_text())
     df, annotated, counts = label_generations(records, gen["size"])
-    Path(annotated_out).parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(annotated_out).with_name(f".{Path(annotated_out).name}.tmp")
-    tmp.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in annotated), encoding="utf-8")
-    os.replace(tmp, annotated_out)
+    with atomic_file(annotated_out) as fh:
+        fh.write("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in annotated))
     extra = {
         "origin": {
             "kind": "llm_generated",

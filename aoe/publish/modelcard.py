@@ -522,19 +522,12 @@ def render_card(plan: dict, *, root: str | Path = ".", allow_missing: bool = Fal
 
 def write_card(plan: dict, out: str | Path, **kwargs) -> Path:
     """Render and write the card to ``out`` (written complete or not at all)."""
-    import os
-    import tempfile
+    from aoe.util.fsutil import atomic_file
 
     card = render_card(plan, **kwargs)
     out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(str(card))
-        os.replace(tmp, out)
-    finally:
-        Path(tmp).unlink(missing_ok=True)
+    with atomic_file(out) as f:
+        f.write(str(card))
     return out
 
 

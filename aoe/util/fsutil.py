@@ -1,4 +1,4 @@
-"""Folders that appear complete or not at all."""
+"""Files and folders that appear complete or not at all."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ import tempfile
 import threading
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import IO, Iterator
 
-__all__ = ["atomic_dir", "remove_stale_temporaries", "exit_on_sigterm", "as_created"]
+__all__ = ["atomic_file", "atomic_dir", "remove_stale_temporaries", "exit_on_sigterm", "as_created"]
 
 # tempfile.mkdtemp's random part: 8 characters of tempfile._RandomNameSequence.characters
 _MKDTEMP_SUFFIX = "[a-z0-9_]{8}"
@@ -43,6 +43,35 @@ def remove_stale_temporaries(out_dir: str | os.PathLike) -> list[Path]:
             shutil.rmtree(sibling, ignore_errors=True)  # another user's leftover we cannot delete must not fail the job
             removed.append(sibling)
     return removed
+
+
+@contextmanager
+def atomic_file(path: str | os.PathLike, mode: str = "w", *, encoding: str | None = "utf-8", fsync: bool = False) -> Iterator[IO]:
+    """Open a hidden temporary file beside ``path`` (``.name.XXXXXXXX.tmp``, in ``mode``: "w" or "wb");
+    when the block ends without error it is moved over ``path``, else removed.
+
+    A reader never sees a half-written ``path``: a job killed mid-write leaves the previous file or
+    none (os.replace is atomic within one filesystem, hence the same folder). Under SIGKILL the
+    hidden file stays; under SIGTERM it is removed if the process turned SIGTERM into an exception
+    (:func:`exit_on_sigterm`). The file gets the mode ``open()`` gives (:func:`as_created`), not
+    tempfile's 0600. ``fsync``: flush it to the disk before the move (a table a later job reads
+    after a node crash).
+    """
+    if mode not in ("w", "wb"):
+        raise ValueError(f"atomic_file writes a whole new file: mode 'w' or 'wb', not {mode!r}")
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, mode, encoding=None if "b" in mode else encoding) as fh:
+            yield fh
+            if fsync:
+                fh.flush()
+                os.fsync(fh.fileno())
+        as_created(tmp)
+        os.replace(tmp, path)
+    finally:
+        Path(tmp).unlink(missing_ok=True)  # gone after the move; after an error, the partial file
 
 
 @contextmanager

@@ -6,12 +6,11 @@ from __future__ import annotations
 import json
 import math
 import os
-import tempfile
 from pathlib import Path
 
 import numpy as np
 
-from aoe.util.fsutil import as_created
+from aoe.util.fsutil import atomic_file
 
 __all__ = ["write_json_atomic", "json_safe", "finite_or_none"]
 
@@ -42,15 +41,7 @@ def json_safe(obj):
 
 def write_json_atomic(obj, path: str | os.PathLike) -> Path:
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=f".{path.name}.", suffix=".tmp", delete=False) as tmp:
-        try:
-            json.dump(obj, tmp, indent=2, allow_nan=False)
-            tmp.write("\n")
-        except BaseException:
-            tmp.close()
-            os.unlink(tmp.name)
-            raise
-    as_created(tmp.name)  # not tempfile's 0600: results are read by other users' jobs
-    os.replace(tmp.name, path)
+    with atomic_file(path) as fh:
+        json.dump(obj, fh, indent=2, allow_nan=False)
+        fh.write("\n")
     return path

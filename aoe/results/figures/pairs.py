@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 import time
 from pathlib import Path
 from typing import Callable, Mapping
 
 import numpy as np
 import pandas as pd
+
+from aoe.util.fsutil import atomic_file
 
 __all__ = ["eval_text_set", "pair_arrays", "run_figure_pairs", "load_pairs"]
 
@@ -118,12 +119,8 @@ def run_figure_pairs(
         "versions": library_versions(),
         "wall_seconds": time.perf_counter() - start,
     }
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.stem}.", suffix=".npz")
-    with os.fdopen(fd, "wb") as fh:
+    with atomic_file(out, "wb") as fh:
         np.savez(fh, meta=np.array(json.dumps(meta)), **arrays)
-    os.replace(tmp, out)
     return meta
 
 
