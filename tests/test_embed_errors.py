@@ -165,7 +165,8 @@ def test_the_device_check_on_cuda_builds(monkeypatch, cuda_build, available, cou
     """The branches this CPU-only machine cannot reach for real: a CUDA torch without a GPU, a GPU index too high."""
     import torch
 
-    from aoe.model.embed import InputError, _check_device
+    from aoe.model.embed import _check_device
+    from aoe.model.folder import InputError
 
     monkeypatch.setattr(torch.version, "cuda", cuda_build)
     monkeypatch.setattr(torch.version, "hip", None)

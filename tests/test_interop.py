@@ -22,8 +22,9 @@ import pytest
 import torch
 from bitsandbytes.functional import has_avx512bf16
 
-from aoe.model.interop import ST_POOLING_MODES, AoETransformer, default_max_length, write_sentence_transformers_files
 from aoe.model.encoder import Encoder
+from aoe.model.folder import default_max_length
+from aoe.model.interop import ST_POOLING_MODES, AoETransformer, write_sentence_transformers_files
 from aoe.model.pooling import POOLINGS, pool
 from tests.workflow_utils import REPO
 

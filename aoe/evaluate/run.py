@@ -168,7 +168,8 @@ def cached_encoder(model_dir, pooling, batch_size, max_length, cache_root, devic
     trained model's folder records its own (the two must agree). ``eval_text``: how a
     prompted text is rewritten before the prompt (:class:`aoe.model.encoder.Encoder`).
     """
-    from aoe.model.encoder import Encoder, is_adapter_dir
+    from aoe.model.encoder import Encoder
+    from aoe.model.folder import is_adapter_dir
 
     encoder = Encoder(model_dir, pooling=pooling, device=device, prompt=prompt, eval_text=eval_text, eval_pooling=eval_pooling)
 

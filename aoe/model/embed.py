@@ -14,24 +14,21 @@ with no room for text after the special tokens and prompt, is refused before loa
 from __future__ import annotations
 
 import argparse
-import json
+import contextlib
 import os
 import sys
-import tempfile
 from pathlib import Path
 
+from aoe.model.folder import REFETCH, InputError, position_limit, read_json_object
+from aoe.util.fsutil import atomic_file
+
 __all__ = ["read_texts", "main"]
-
-
-class InputError(ValueError):
-    """A file, folder or option given on the command line that cannot be used; the message names it and the fix."""
 
 
 # What transformers' AutoModel.from_pretrained looks for in a folder, in its order of preference,
 # and what peft's PeftModel.from_pretrained looks for in an adapter folder.
 _WEIGHTS = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model.bin.index.json")
 _ADAPTER_WEIGHTS = ("adapter_model.safetensors", "adapter_model.bin")
-_REFETCH = "copy or download the model again, or point MODEL_DIR at a complete model folder"
 _POINT = "point MODEL_DIR at a saved model folder (results/models/... or results/backbones/...)"
 
 
@@ -54,20 +51,6 @@ def read_texts(path: str | os.PathLike) -> list[str]:
     return lines
 
 
-def _read_json_object(path: Path) -> dict:
-    try:
-        value = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise InputError(f"{path}: cannot be read ({exc.strerror or exc}); check its permissions") from exc
-    except UnicodeDecodeError as exc:
-        raise InputError(f"{path}: not UTF-8 text (byte {exc.start}: {exc.reason}); {_REFETCH}") from exc
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{path}: not valid JSON (line {exc.lineno} column {exc.colno}: {exc.msg}); {_REFETCH}") from exc
-    if not isinstance(value, dict):
-        raise InputError(f"{path}: not a JSON object (a {type(value).__name__}); {_REFETCH}")
-    return value
-
-
 def _check_safetensors(path: Path) -> None:
     """Parse the header, which safetensors checks against the file's size: a cut-short file fails here, in a millisecond."""
     from safetensors import SafetensorError, safe_open
@@ -78,33 +61,33 @@ def _check_safetensors(path: Path) -> None:
     except SafetensorError as exc:
         raise InputError(
             f"{path}: not a complete safetensors file ({path.stat().st_size} bytes; {exc}); "
-            f"it was cut short or damaged, as by an interrupted copy or download: {_REFETCH}"
+            f"it was cut short or damaged, as by an interrupted copy or download: {REFETCH}"
         ) from exc
 
 
 def _check_weights(folder: Path, names: tuple[str, ...]) -> None:
     found = next((folder / name for name in names if (folder / name).is_file()), None)
     if found is None:
-        raise InputError(f"{folder}: no weights file ({', '.join(names[:-1])} or {names[-1]}); {_REFETCH}")
+        raise InputError(f"{folder}: no weights file ({', '.join(names[:-1])} or {names[-1]}); {REFETCH}")
     if not found.name.endswith(".index.json"):
         if found.suffix == ".safetensors":
             _check_safetensors(found)
         return
-    weight_map = _read_json_object(found).get("weight_map")
+    weight_map = read_json_object(found).get("weight_map")
     if not isinstance(weight_map, dict) or not weight_map:
-        raise InputError(f"{found}: no \"weight_map\" naming the weight shards; {_REFETCH}")
+        raise InputError(f"{found}: no \"weight_map\" naming the weight shards; {REFETCH}")
     for shard in sorted(set(weight_map.values())):
         if not (folder / shard).is_file():
-            raise InputError(f"{folder / shard}: missing (a shard listed in {found.name}); {_REFETCH}")
+            raise InputError(f"{folder / shard}: missing (a shard listed in {found.name}); {REFETCH}")
         if shard.endswith(".safetensors"):
             _check_safetensors(folder / shard)
 
 
 def _check_backbone_dir(path: Path) -> None:
-    config = _read_json_object(path / "config.json")
+    config = read_json_object(path / "config.json")
     if "model_type" not in config:
         raise InputError(
-            f"{path / 'config.json'}: no \"model_type\" key, so transformers cannot tell which model it is; {_REFETCH}"
+            f"{path / 'config.json'}: no \"model_type\" key, so transformers cannot tell which model it is; {REFETCH}"
         )
     _check_weights(path, _WEIGHTS)
 
@@ -116,17 +99,17 @@ def _check_model_dir(path: Path) -> None:
     adapter = (path / "adapter_config.json").is_file()
     if not (adapter or (path / "config.json").is_file()):
         raise InputError(f"{path} is not a model folder (no config.json or adapter_config.json); {_POINT}")
-    record = _read_json_object(path / "aoe_config.json") if (path / "aoe_config.json").is_file() else {}
+    record = read_json_object(path / "aoe_config.json") if (path / "aoe_config.json").is_file() else {}
     if not adapter:
         _check_backbone_dir(path)
         return
-    _read_json_object(path / "adapter_config.json")
+    read_json_object(path / "adapter_config.json")
     _check_weights(path, _ADAPTER_WEIGHTS)
     if isinstance(record.get("base_model"), str):  # without one, the Encoder says what is missing
         base = (path / record["base_model"]).resolve()
         if not (base / "config.json").is_file():
             raise InputError(
-                f"{base}: the base model of {path} (aoe_config.json base_model) is missing or has no config.json; {_REFETCH}"
+                f"{base}: the base model of {path} (aoe_config.json base_model) is missing or has no config.json; {REFETCH}"
             )
         _check_backbone_dir(base)
 
@@ -158,42 +141,16 @@ def _check_device(device: str) -> str:
     return device
 
 
-def _open_output(out: Path):
-    """A temporary file beside ``out`` (renamed onto it once written), opened before any model is loaded."""
+def _open_output(out: Path, stack: contextlib.ExitStack):
+    """The output as :func:`atomic_file` (moved onto ``out`` once written), opened before any model loads."""
     if out.is_dir():
         raise InputError(f"output {out} is a folder; give a file name such as {out / 'emb.npy'}")
-    parent = out.parent
-    if not parent.is_dir():
-        raise InputError(f"cannot write output {out}: folder {parent} does not exist")
+    if not out.parent.is_dir():
+        raise InputError(f"cannot write output {out}: folder {out.parent} does not exist")
     try:
-        fd, tmp = tempfile.mkstemp(dir=parent, prefix=f".{out.name}.", suffix=".tmp")
+        return stack.enter_context(atomic_file(out, "wb"))
     except OSError as exc:
         raise InputError(f"cannot write output {out}: {exc.strerror or exc}") from exc
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(tmp, 0o666 & ~umask)  # mkstemp's 0600 would make the result private
-    return os.fdopen(fd, "wb"), Path(tmp)
-
-
-def position_limit(model_dir: Path) -> tuple[int, str] | None:
-    """The most tokens the model takes per text, and what says so; None where nothing does.
-
-    config.json's max_position_embeddings (the base's, for an adapter), lowered by the
-    tokenizer's model_max_length where that is smaller: RoBERTa has 514 positions for 512
-    tokens. A longer input fails inside the model ("The expanded size of the tensor ...").
-    """
-    # the same config reading as default_max_length, so the limit and the default agree
-    from aoe.model.interop import base_model_dir, aoe_record, model_text_config
-
-    config = model_text_config(base_model_dir(model_dir, aoe_record(model_dir)))
-    positions = getattr(config, "max_position_embeddings", None)
-    limit = (positions, f"max_position_embeddings {positions} in its config.json") if positions and positions > 0 else None
-    tokenizer_config = model_dir / "tokenizer_config.json"
-    declared = _read_json_object(tokenizer_config).get("model_max_length") if tokenizer_config.is_file() else None
-    # transformers writes 1e30 (VERY_LARGE_INTEGER) for "no limit"
-    if isinstance(declared, int) and 0 < declared < 10**9 and (limit is None or declared < limit[0]):
-        limit = (declared, f"model_max_length {declared} in its tokenizer_config.json")
-    return limit
 
 
 def _max_length_error(model_dir: Path, max_length: int, explicit: bool, prompt: str | None) -> str | None:
@@ -205,7 +162,7 @@ def _max_length_error(model_dir: Path, max_length: int, explicit: bool, prompt: 
     """
     from transformers import AutoTokenizer
 
-    from aoe.model.interop import aoe_record
+    from aoe.model.folder import aoe_record
     from aoe.model.tokens import max_length_floor
 
     limit = position_limit(model_dir) if explicit else None  # the default is within it by construction
@@ -255,20 +212,21 @@ def main(argv: list[str] | None = None, prog: str = "python -m aoe.model.embed")
         parser.error(f"--batch-size must be at least 1, got {args.batch_size}")
     if args.max_length is not None and args.max_length < 1:
         parser.error(f"--max-length must be at least 1, got {args.max_length}")
+    output = contextlib.ExitStack()  # the output's temporary file: moved onto --out at the end, removed on any exit before
     try:
         texts = read_texts(args.input)
         _check_model_dir(args.model_dir)
         device = _check_device(args.device) if args.device is not None else None
-        handle, tmp = _open_output(args.out)
+        handle = _open_output(args.out, output)
     except InputError as exc:
         # one line, no usage text: the message names the file or option and the fix
         parser.exit(2, f"{parser.prog}: {exc}\n")
 
-    try:
+    with output:
         import numpy as np
         from safetensors import SafetensorError
 
-        from aoe.model.interop import default_max_length
+        from aoe.model.folder import default_max_length
         from aoe.model.encoder import DamagedModelError, Encoder
 
         try:
@@ -282,14 +240,9 @@ def main(argv: list[str] | None = None, prog: str = "python -m aoe.model.embed")
             parser.error(str(exc))
         except (SafetensorError, DamagedModelError) as exc:  # the files passed _check_model_dir: one changed since (a copy still running?)
             cause = exc.__cause__ if isinstance(exc, DamagedModelError) and exc.__cause__ is not None else exc
-            parser.exit(2, f"{parser.prog}: {args.model_dir}: a weights file cannot be read ({cause}); {_REFETCH}\n")
+            parser.exit(2, f"{parser.prog}: {args.model_dir}: a weights file cannot be read ({cause}); {REFETCH}\n")
         emb = encoder.encode(texts, batch_size=args.batch_size, max_length=max_length, progress=True)
-        with handle:
-            np.save(handle, emb.astype(np.float32, copy=False))
-        os.replace(tmp, args.out)
-    finally:
-        handle.close()
-        tmp.unlink(missing_ok=True)
+        np.save(handle, emb.astype(np.float32, copy=False))
     print(f"{args.out}: {emb.shape[0]} texts x {emb.shape[1]} dims (pooling {encoder.pooling}, max_length {max_length})", file=sys.stderr)
     return 0
 

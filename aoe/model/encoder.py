@@ -14,11 +14,12 @@ from typing import Iterable
 import numpy as np
 import torch
 
+from aoe.model.folder import is_adapter_dir
 from aoe.model.pooling import BATCH_DEPENDENT_POOLINGS, EVAL_POOLINGS, NEEDS_FIRST_LAYER, POOLINGS, pool
 from aoe.model.prompts import check_eval_text, check_prompt, eval_text
 from aoe.model.tokens import ensure_pad_token, length_buckets, tokenize_texts
 
-__all__ = ["embed", "embed_bucketed", "Encoder", "is_adapter_dir", "bnb_config", "load_base_model", "pin_4bit_cpu_path", "pad_ids",
+__all__ = ["embed", "embed_bucketed", "Encoder", "bnb_config", "load_base_model", "pin_4bit_cpu_path", "pad_ids",
            "avoid_cudnn_attention", "no_cache", "DamagedModelError", "EVAL_DTYPES"]
 
 
@@ -107,11 +108,6 @@ def pad_ids(seqs: list[list[int]], tokenizer) -> dict[str, torch.Tensor]:
         ids[i, cols] = torch.tensor(s, dtype=torch.long)
         mask[i, cols] = 1
     return {"input_ids": ids, "attention_mask": mask}
-
-
-def is_adapter_dir(model_dir: str | Path) -> bool:
-    """A LoRA/QLoRA training output: a peft adapter over a base model folder."""
-    return (Path(model_dir) / "adapter_config.json").is_file()
 
 
 def bnb_config(quantization: dict | None):

@@ -49,7 +49,8 @@ from typing import Any
 import torch
 
 from aoe.model.backbones import TOKENIZER_FILES
-from aoe.model.encoder import is_adapter_dir, pad_ids
+from aoe.model.encoder import pad_ids
+from aoe.model.folder import MAX_LENGTH_CAP, aoe_record, base_model_dir, default_max_length, is_adapter_dir, model_text_config
 from aoe.model.pooling import POOLINGS
 from aoe.model.prompts import check_prompt
 from aoe.model.tokens import tokenize_texts
@@ -59,7 +60,7 @@ try:
 except ImportError as exc:  # pragma: no cover - sentence-transformers ships with mteb, a dependency
     raise ImportError("aoe.model.interop needs sentence-transformers >= 6 (pip install sentence-transformers)") from exc
 
-__all__ = ["AoETransformer", "write_sentence_transformers_files", "default_max_length", "ST_POOLING_MODES"]
+__all__ = ["AoETransformer", "write_sentence_transformers_files", "ST_POOLING_MODES"]
 
 # our pooling -> sentence-transformers Pooling mode(s); cls_avg / cls_last_avg are followed by the
 # averaging Dense, first_last_avg is preceded by the first/last-layer WeightedLayerPooling
@@ -74,41 +75,6 @@ ST_POOLING_MODES: dict[str, str | tuple[str, str]] = {
 }
 
 _CONFIG = "sentence_bert_config.json"
-# The evaluation protocol embeds untruncated texts up to 512 tokens (config.yaml evaluation.sts.max_length)
-_MAX_LENGTH_CAP = 512
-
-
-def aoe_record(model_dir: Path) -> dict | None:
-    path = model_dir / "aoe_config.json"
-    return json.loads(path.read_text()) if path.is_file() else None
-
-
-def base_model_dir(model_dir: Path, record: dict | None) -> Path:
-    """The folder holding the transformer's config.json: the model folder, or an adapter's recorded base."""
-    if not is_adapter_dir(model_dir):
-        return model_dir
-    if record is None or "base_model" not in record:
-        raise ValueError(f"{model_dir}: a LoRA adapter without aoe_config.json naming its base_model")
-    base = (model_dir / record["base_model"]).resolve()
-    if not (base / "config.json").is_file():
-        raise FileNotFoundError(f"{model_dir}: its base model folder {base} (aoe_config.json base_model) is missing")
-    return base
-
-
-def model_text_config(base_dir: Path):
-    from transformers import AutoConfig
-
-    config = AutoConfig.from_pretrained(base_dir)
-    return config.get_text_config() if hasattr(config, "get_text_config") else config
-
-
-def default_max_length(model_dir: str | os.PathLike) -> int:
-    """Truncation length for a folder: the model's maximum (max_position_embeddings), at most 512 tokens."""
-    model_dir = Path(model_dir)
-    config = model_text_config(base_model_dir(model_dir, aoe_record(model_dir)))
-    positions = getattr(config, "max_position_embeddings", None)
-    return min(_MAX_LENGTH_CAP, positions) if positions and positions > 0 else _MAX_LENGTH_CAP
-
 
 class AoETransformer(InputModule):
     """sentence-transformers input module over :class:`aoe.model.encoder.Encoder`'s model and tokenization.
@@ -128,7 +94,7 @@ class AoETransformer(InputModule):
     def __init__(
         self,
         model_dir: str | os.PathLike,
-        max_seq_length: int = _MAX_LENGTH_CAP,
+        max_seq_length: int = MAX_LENGTH_CAP,
         prompt: str | None = None,
         pooling: str = "last",
         output_hidden_states: bool = False,

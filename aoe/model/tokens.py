@@ -121,7 +121,7 @@ def _refuse_past_positions(table: Path, model_dir: Path, ids: list[list[int]], m
     """
     if not (model_dir / "config.json").is_file():
         return
-    from aoe.model.embed import position_limit  # config.json's positions, lowered by the tokenizer's model_max_length
+    from aoe.model.folder import position_limit  # config.json's positions, lowered by the tokenizer's model_max_length
 
     limit = position_limit(model_dir)
     if limit is None or max_length <= limit[0]:
