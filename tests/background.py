@@ -28,7 +28,7 @@ from typing import Callable
 
 import pytest
 
-from tests.cputime import wait4_or_kill
+from tests.workflow_utils import run_to_file
 
 
 @dataclass
@@ -178,15 +178,18 @@ def execute(run: Run, root: Path, cores: int) -> None:
             run.skipped = launch
             return
         run.launch = launch
-        with (launch.cwd / "snakemake.out").open("w") as out:
-            with _lock:  # a session ending during the set-up starts nothing that would outlive it
+        if _stopping.is_set():
+            run.error = "the test session ended before it started"
+            return
+
+        def started(proc: subprocess.Popen) -> None:
+            with _lock:  # stop() kills what it sees; a run started as the session ends is killed here
+                run.proc = proc
                 if _stopping.is_set():
-                    run.error = "the test session ended before it started"
-                    return
-                run.proc = subprocess.Popen(launch.cmd, cwd=launch.cwd, env=launch.env, stdout=out,
-                                            stderr=subprocess.STDOUT, start_new_session=True)
-            run.hung = wait4_or_kill(run.proc, launch.timeout, run.name)
-            run.returncode = run.proc.returncode
+                    os.killpg(proc.pid, signal.SIGKILL)
+
+        run.returncode, run.hung = run_to_file(launch.cmd, launch.cwd, launch.env, launch.cwd / "snakemake.out",
+                                               launch.timeout, record_as=run.name, started=started)
     except Exception:
         run.error = f"its set-up failed:\n{traceback.format_exc()}"
     finally:

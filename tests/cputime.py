@@ -2,7 +2,7 @@
 cores are busy): the pytest process's own plus its waited-for children's (``resource.getrusage``).
 
 ``tests/conftest.py`` wraps each test's protocol (set-up, call, tear-down) with :func:`measure`; a
-background run's CPU comes from ``os.wait4`` on its process (:func:`wait4_or_kill`) and is taken off
+background run's CPU comes from ``os.wait4`` on its process (:func:`wait_or_kill` with ``record_as``) and is taken off
 the test during which it was reaped, so it is counted once, under its own name. At the session's end
 the 30 largest are printed and everything is written to ``$AOE_TEST_CPU_JSON`` (default
 ``.pytest_cache/test-cpu.json``): each test's CPU-s, wall-s, start and end (seconds from the session's
@@ -46,10 +46,12 @@ def foreground_cpu() -> float:
         return process_cpu() - _reaped
 
 
-def wait4_or_kill(proc: subprocess.Popen, timeout: float, name: str) -> bool:
-    """Wait up to ``timeout`` s for ``proc`` (its own session), reaping it with ``os.wait4`` to read its
-    CPU (its own and its waited-for descendants'); past the limit SIGKILL its process group. Records
-    the run under ``name``; True when it was killed."""
+def wait_or_kill(proc: subprocess.Popen, timeout: float, record_as: str | None = None) -> bool:
+    """Wait up to ``timeout`` s for ``proc`` (started in a session of its own); past the limit SIGKILL its
+    whole process group (a job's script would otherwise go on running, orphaned, and slow every later
+    test). True when it was killed. ``record_as``: a background run's name; it is then reaped with
+    ``os.wait4`` to read its CPU (its own and its waited-for descendants'), recorded under that name and
+    kept out of the test that is running when it ends."""
     global _reaped
     start, deadline, killed = time.time(), time.monotonic() + timeout, False
     while True:
@@ -57,15 +59,17 @@ def wait4_or_kill(proc: subprocess.Popen, timeout: float, name: str) -> bool:
             pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
             if pid:
                 cpu = usage.ru_utime + usage.ru_stime
-                _reaped += cpu
+                if record_as is not None:
+                    _reaped += cpu
                 proc.returncode = os.waitstatus_to_exitcode(status)
                 break
         if time.monotonic() > deadline and not killed:
             os.killpg(proc.pid, signal.SIGKILL)
             killed = True
-        time.sleep(0.2)
-    background.append({"name": name, "cpu_s": round(cpu, 1), "wall_s": round(time.time() - start, 1), "start": start,
-                       "end": time.time(), "returncode": proc.returncode, "killed": killed, "worker": WORKER})
+        time.sleep(0.05 if record_as is None else 0.2)
+    if record_as is not None:
+        background.append({"name": record_as, "cpu_s": round(cpu, 1), "wall_s": round(time.time() - start, 1), "start": start,
+                           "end": time.time(), "returncode": proc.returncode, "killed": killed, "worker": WORKER})
     return killed
 
 

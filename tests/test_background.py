@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests import background
-from tests.workflow_utils import wait_or_kill
+from tests.cputime import wait_or_kill
 
 
 def test_a_process_past_its_limit_is_killed_with_its_children(tmp_path):

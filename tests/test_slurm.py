@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 
 from tests import background
-from tests.workflow_utils import MIRROR, REPO, SNAKEMAKE, TINY_OVERLAY, copy_workflow, needs_mirror, tiny_backbone_overlay, wait_or_kill
+from tests.workflow_utils import MIRROR, REPO, SNAKEMAKE, TINY_OVERLAY, copy_workflow, needs_mirror, run_to_file, tiny_backbone_overlay
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 PROFILES = ("--profile", str(REPO / "slurm"), "--profile", str(REPO / "profiles" / "slurm-ci"))
@@ -107,15 +107,12 @@ def run_slurm_snakemake(work: Path, *args: str, env: dict[str, str], timeout: fl
     jobs cancelled, then the test fails with the output's tail.
     """
     out_path = work / "snakemake.out"
-    with out_path.open("w") as out:
-        proc = subprocess.Popen([*SNAKEMAKE, *PROFILES, "--verbose", *args], cwd=work, env=_slurm_env(env),
-                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-        hung = wait_or_kill(proc, timeout)
+    returncode, hung = run_to_file([*SNAKEMAKE, *PROFILES, "--verbose", *args], work, _slurm_env(env), out_path, timeout)
     text = out_path.read_text(errors="replace")
     cancel_jobs(text)
     if hung:
         pytest.fail(f"snakemake still running after {timeout:.0f}s, killed; output tail:\n{text[-6000:]}")
-    return proc.returncode, text
+    return returncode, text
 
 
 def scontrol_job(jobid: str) -> dict[str, str]:

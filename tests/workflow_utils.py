@@ -6,13 +6,15 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import signal
 import shutil
 import subprocess
 import sys
 import tempfile
 import threading
 from pathlib import Path
+from typing import Callable
+
+from tests.cputime import wait_or_kill
 
 REPO = Path(__file__).resolve().parents[1]
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]
@@ -57,35 +59,34 @@ def copy_workflow(dest: Path) -> Path:
     return dest
 
 
-def wait_or_kill(proc: subprocess.Popen, timeout: float) -> bool:
-    """Wait up to ``timeout`` seconds for ``proc`` (started with start_new_session=True); past it SIGKILL
-    its whole process group (a job's script would otherwise go on running, orphaned, and slow every
-    later test). True when it was killed."""
-    try:
-        proc.wait(timeout=timeout)
-        return False
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-        return True
+def run_to_file(cmd: list[str], cwd: Path, env: dict[str, str], out: Path, timeout: float, *,
+                record_as: str | None = None, started: Callable[[subprocess.Popen], None] | None = None) -> tuple[int, bool]:
+    """Run ``cmd`` in ``cwd`` with the environment ``env`` (whole), stdout and stderr into the file ``out``
+    (a file, not a pipe: nothing has to drain it while waiting), in a session of its own; past ``timeout``
+    seconds its whole process group is killed (tests/cputime.py::wait_or_kill, which also counts a
+    background run's CPU under ``record_as``). ``started(proc)`` is called once it runs. Returns
+    (return code, whether it was killed)."""
+    with open(out, "wb") as fh:
+        proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
+    if started is not None:
+        started(proc)
+    killed = wait_or_kill(proc, timeout, record_as)
+    return proc.returncode, killed
 
 
 def snakemake(workdir: Path, *args: str, env: dict | None = None, timeout: float = 900) -> subprocess.CompletedProcess:
     """Run snakemake in ``workdir``; stdout and stderr merged into .stdout.
 
-    Past ``timeout`` its whole process group is killed (wait_or_kill), then TimeoutExpired is raised.
+    Past ``timeout`` its whole process group is killed, then TimeoutExpired is raised.
     """
-    full_env = {**os.environ, **(env or {})}
     cmd = [*SNAKEMAKE, *args]
-    # a file, not a pipe: nothing has to drain it while waiting
-    with tempfile.TemporaryFile() as out:
-        proc = subprocess.Popen(cmd, cwd=workdir, env=full_env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-        killed = wait_or_kill(proc, timeout)
-        out.seek(0)
-        stdout = out.read().decode(errors="replace")
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "snakemake.out"
+        returncode, killed = run_to_file(cmd, workdir, {**os.environ, **(env or {})}, out, timeout)
+        stdout = out.read_text(errors="replace")
     if killed:
         raise subprocess.TimeoutExpired(cmd, timeout, output=stdout)
-    return subprocess.CompletedProcess(cmd, proc.returncode, stdout)
+    return subprocess.CompletedProcess(cmd, returncode, stdout)
 
 
 def dry_run(workdir: Path, *args: str, mirror: Path | str | None = None, env: dict | None = None,
