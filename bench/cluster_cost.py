@@ -40,9 +40,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common as C  # noqa: E402
 
-from aoe.plan.check import load_config  # noqa: E402
 from aoe.config.recipes import N_TEXTS  # noqa: E402
 from aoe.config.workflow import Cell, ConfigError, train_params  # noqa: E402
+from aoe.plan.check import load_config  # noqa: E402
 from tests.workflow_utils import SNAKEMAKE, dry_run_jobs  # noqa: E402
 
 STSB_TRAIN_PAIRS = 5749

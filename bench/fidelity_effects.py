@@ -82,8 +82,8 @@ def cpu_model() -> str | None:
 
 def prepare_tables(mirror: str) -> dict:
     """The 7 STS test tables and STS-B train/dev, as rule prepare_sts writes them (kept between runs)."""
-    from aoe.data.prepare import prepare_sts_table
     from aoe.data.mirror import resolve_downstream_root
+    from aoe.data.prepare import prepare_sts_table
     from aoe.data.sts import STS_DATASETS, sts_files
 
     downstream = resolve_downstream_root(mirror)
@@ -117,9 +117,9 @@ def backbone(name: str, config: dict) -> tuple[Path, dict]:
 
 def train_cell(config: dict, backbone_dir: Path, table: Path, name: str, dev: Path | None = None, **overrides) -> tuple[Path, dict]:
     """The CPU demo's MiniLM AoE cell (seed SEED) with ``overrides``, trained from scratch into WORK/models/name."""
+    from aoe.config.workflow import train_params
     from aoe.model.tokens import build_token_cache
     from aoe.training.train import TrainConfig, train
-    from aoe.config.workflow import train_params
 
     params = {**train_params(config, MINILM, "aoe", "stsb", SEED), **overrides}
     cfg = TrainConfig(**params)

@@ -74,13 +74,13 @@ def prepare(bundle: Path, mirror: str, parts: list[str] = PARTS) -> None:
     sys.path.insert(0, str(REPO / "bench"))
     import _common as C
 
-    from aoe.plan.check import load_config
+    from aoe.config.workflow import train_params
+    from aoe.data.mirror import resolve_downstream_root
     from aoe.data.nli import nli_formats, read_nli_csv
     from aoe.data.prepare import prepare_sts_table
-    from aoe.data.mirror import resolve_downstream_root
     from aoe.data.sts import sts_files
     from aoe.model.backbones import materialize_backbone
-    from aoe.config.workflow import train_params
+    from aoe.plan.check import load_config
 
     shutil.rmtree(bundle, ignore_errors=True)
     (bundle / "tables").mkdir(parents=True)
@@ -383,8 +383,8 @@ def llama_eval(bundle: Path, model_dir: Path, device: str, kv_cache: bool, out: 
     import torch
 
     import aoe.model.encoder
-    from aoe.evaluate.run import run_sts_evaluation
     from aoe.config.memory import Arch, eval_gpu_estimate
+    from aoe.evaluate.run import run_sts_evaluation
 
     train_rec = json.loads((model_dir.parent / f"{model_dir.name}.train.json").read_text())
     meta = json.loads((bundle / "bundle.json").read_text())["llama"][train_rec["backbone"]]

@@ -67,8 +67,8 @@ def measure(backbone: Path) -> dict:
     from peft import LoraConfig, get_peft_model
     from transformers import AutoConfig
 
-    from aoe.model.lora import quantization_settings
     from aoe.model.encoder import load_base_model
+    from aoe.model.lora import quantization_settings
 
     cfg = AutoConfig.from_pretrained(backbone)
     arch = Arch("llama", cfg.hidden_size, cfg.intermediate_size, cfg.num_hidden_layers, cfg.num_attention_heads,

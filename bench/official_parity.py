@@ -115,9 +115,9 @@ CASES: dict[str, dict] = {
 
 def resolve_case(name: str) -> dict:
     """The cell's resolved training parameters, objective and in-batch pool (pairs one loss sees)."""
-    from aoe.plan.check import load_config
-    from aoe.losses import get_objective
     from aoe.config.workflow import in_batch_pool_size, train_params
+    from aoe.losses import get_objective
+    from aoe.plan.check import load_config
 
     case = CASES[name]
     config = load_config(C.REPO, [C.REPO / f for f in case["configfiles"]])

@@ -217,9 +217,9 @@ def prepare(args) -> dict:
     import torch
     from transformers import AutoTokenizer
 
+    from aoe.losses import get_objective
     from aoe.model.tokens import ensure_pad_token
     from aoe.model.tokens import load_token_cache
-    from aoe.losses import get_objective
     from aoe.training.train import Collator
 
     table = C.stsb_table("train", args.mirror)

@@ -40,16 +40,16 @@ class RealModel:
 
 def compute(ci_results: Path, minilm_dir: Path, root: Path) -> RealModel:
     """Evaluate and train MiniLM-L6 into ``root``, reading the prepared data of the CI run's ``ci_results``."""
-    from aoe.plan.check import load_config
+    from aoe.config.workflow import train_params
+    from aoe.data.sts import STS_TASKS
     from aoe.evaluate.mteb_eval import run_mteb_evaluation
     from aoe.evaluate.nli_probe import probe_inputs
     from aoe.evaluate.run import run_nli_probe, run_sts_evaluation, run_transfer_evaluation
-    from aoe.data.sts import STS_TASKS
     from aoe.evaluate.saturation import run_saturation
+    from aoe.plan.check import load_config
     from aoe.results.figures.pairs import load_pairs, run_figure_pairs
     from aoe.results.figures.sts_geometry import saturation_mask
     from aoe.training.train import TrainConfig, train
-    from aoe.config.workflow import train_params
 
     config = load_config(REPO, [REPO / "presets" / "ci.yaml"])
     ev = config["evaluation"]

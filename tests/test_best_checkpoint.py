@@ -20,10 +20,10 @@ import torch
 from safetensors.torch import load_file
 
 import aoe.training.train
-from aoe.training.checkpoints import FINAL, checkpoint_dir, step_dirs
-from aoe.model.tokens import build_token_cache
-from aoe.training.train import TrainConfig, train
 from aoe.config.workflow import ConfigError
+from aoe.model.tokens import build_token_cache
+from aoe.training.checkpoints import FINAL, checkpoint_dir, step_dirs
+from aoe.training.train import TrainConfig, train
 from tests.train_utils import killed_after_checkpoint, random_pairs_table
 from tests.workflow_utils import REPO
 

@@ -18,8 +18,8 @@ import torch
 from safetensors.torch import load_file
 
 import aoe.training.train
-from aoe.training.checkpoints import FINAL, TRAINER_STATE, checkpoint_dir, save_checkpoint, step_dirs
 from aoe.model.tokens import build_token_cache
+from aoe.training.checkpoints import FINAL, TRAINER_STATE, checkpoint_dir, save_checkpoint, step_dirs
 from aoe.training.train import TrainConfig, train
 from tests.train_utils import killed_after_checkpoint
 
@@ -170,8 +170,8 @@ def test_a_checkpoint_of_another_backbone_is_not_resumed(data, tmp_path, monkeyp
 
 
 def test_identity_covers_the_start_model(data, tmp_path):
-    from aoe.training.checkpoints import identity_changes, run_identity
     from aoe.losses import get_objective
+    from aoe.training.checkpoints import identity_changes, run_identity
 
     cfg = _cfg()
     objective = get_objective("aoe", format="pairs")

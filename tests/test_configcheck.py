@@ -13,8 +13,8 @@ import pytest
 import yaml
 from snakemake.utils import update_config
 
-from aoe.plan.check import CHECKS, check_schema, complete_config, config_sources, load_config
 from aoe.config.workflow import ConfigError
+from aoe.plan.check import CHECKS, check_schema, complete_config, config_sources, load_config
 from tests.workflow_utils import MIRROR, REPO, copy_workflow, snakemake
 
 SCHEMA = REPO / "schemas" / "config.schema.yaml"

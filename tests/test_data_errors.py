@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from aoe.data.io import DataError, sha256_file
 from aoe.data.catalog import pair_table_problem
+from aoe.data.io import DataError, sha256_file
 from aoe.data.mirror import DOWNSTREAM_SUBDIR, TABLE, check_published, mirror_sources, resolve_downstream_root, upstream_url
 from aoe.data.prepare import prepare_sts_table
 from aoe.data.published import pipeline_files, write_table

@@ -13,11 +13,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from aoe.data.catalog import SOURCES, table_paths
 from aoe.data.hub import fetch_hub_dataset, read_hub_split
 from aoe.data.io import DataError
-from aoe.data.nli import nli_formats, read_allnli, read_nli_csv
-from aoe.data.catalog import SOURCES, table_paths
 from aoe.data.mirror import mirror_sources, upstream_url
+from aoe.data.nli import nli_formats, read_allnli, read_nli_csv
 from aoe.data.prepare import prepare_pairset
 
 from tests.workflow_utils import copy_workflow, snakemake

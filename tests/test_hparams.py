@@ -7,12 +7,12 @@ import copy
 import pytest
 import yaml
 
-from aoe.plan.check import load_config
 from aoe.config.hparams import LOSS_LAYERS, TRAIN_LAYERS, key_comments, recipe_anchor, resolve_cell
-from aoe.plan.ledger import DEVIATES, build_recipe, recipe_markdown
 from aoe.config.recipes import OBJECTIVES
-from aoe.training.train import TrainConfig
 from aoe.config.workflow import train_params
+from aoe.plan.check import load_config
+from aoe.plan.ledger import DEVIATES, build_recipe, recipe_markdown
+from aoe.training.train import TrainConfig
 from tests.workflow_utils import REPO
 
 PRESETS = sorted(p.relative_to(REPO).as_posix() for p in (REPO / "presets").glob("*.yaml"))

@@ -21,8 +21,8 @@ def fake_hub(monkeypatch):
 
 
 def test_backbone_from_hub_is_pinned_to_a_commit(fake_hub, tmp_path):
-    from aoe.model.encoder import Encoder
     from aoe.model.backbones import materialize_backbone, tokenizer_fingerprint
+    from aoe.model.encoder import Encoder
 
     info = materialize_backbone("hubbed", {"hf_id": "org/model", "revision": "main"}, tmp_path / "hubbed")
     assert info["source"] == "huggingface" and info["commit"] == COMMIT and info["revision"] == "main"

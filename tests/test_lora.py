@@ -17,10 +17,10 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from aoe.training.checkpoints import step_dirs
 from aoe.model.encoder import Encoder, embed
 from aoe.model.tokens import tokenize_texts
 from aoe.model.tokens import StaleCacheError, build_token_cache, load_token_cache
+from aoe.training.checkpoints import step_dirs
 from aoe.training.train import TrainConfig, train
 
 PROMPT = 'Summarize sentence "{text}" in one word:"'
@@ -251,8 +251,8 @@ def test_a_qlora_adapter_evaluates_on_the_unquantized_base_when_its_record_says_
 
 
 def test_a_qlora_run_computes_in_float32_as_the_official_load_kbit_4_unless_configured(llm, trained):
-    from aoe.model.lora import build_lora_model, quantization_settings
     from aoe.model.encoder import bnb_config
+    from aoe.model.lora import build_lora_model, quantization_settings
 
     # the official --load_kbit 4 (fcb6223:angle_emb/angle.py:506): float32 whatever the run's mixed precision
     assert quantization_settings("qlora", "fp16")["bnb_4bit_compute_dtype"] == "float32"

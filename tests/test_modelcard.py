@@ -36,8 +36,8 @@ def ci_config():
 
 @pytest.fixture(scope="module")
 def plan(ci_config):
-    from aoe.publish.modelcard import CardPlanner
     from aoe.config.workflow import suite_results
+    from aoe.publish.modelcard import CardPlanner
 
     return CardPlanner(ci_config, ["config.yaml", "presets/ci.yaml"], suite_results(ci_config)).plan(CELL)
 
@@ -97,9 +97,9 @@ def test_the_plan_lists_the_cells_results_and_the_paper_rows_it_is_compared_with
 
 def test_a_config_file_that_sets_nothing_of_the_cell_changes_no_plan(plan, tmp_path):
     """The plan is the card job's param: a caption in one more config file must not redo every card."""
+    from aoe.config.workflow import suite_results
     from aoe.plan.check import load_config
     from aoe.publish.modelcard import CardPlanner
-    from aoe.config.workflow import suite_results
 
     extra = tmp_path / "caption.yaml"
     extra.write_text("tables:\n  table2_indomain:\n    caption: another caption\n")
@@ -283,8 +283,8 @@ def _snapshot(folder: Path) -> dict:
 def test_export_lays_out_a_sentence_transformers_repository_and_leaves_the_model_alone(trained, tmp_path):
     from sentence_transformers import SentenceTransformer
 
-    from aoe.publish.hub import default_card, export_model
     from aoe.model.encoder import Encoder
+    from aoe.publish.hub import default_card, export_model
 
     before = _snapshot(trained)
     assert default_card(trained) == tmp_path / CARD
@@ -297,8 +297,8 @@ def test_export_lays_out_a_sentence_transformers_repository_and_leaves_the_model
     st = SentenceTransformer(str(tmp_path / "repo"), device="cpu").encode(["a test ."], convert_to_numpy=True)
     ours = Encoder(trained, device="cpu").encode(["a test ."])
     assert abs(st - ours).max() < 1e-5
-    from aoe.publish.hub import HubError
     from aoe.model.interop import write_sentence_transformers_files
+    from aoe.publish.hub import HubError
 
     with pytest.raises(HubError, match="not empty"):
         export_model(trained, tmp_path / "repo", None)

@@ -11,8 +11,8 @@ import pandas as pd
 import pytest
 
 from aoe.publish.report import build_report, figure_section, table_sources
-from aoe.results.stats import FLAG, FLAG_RULE, ONE_SEED, SPREAD_RERUNS, SPREAD_SEEDS, flag, flag_bound, spread_of
 from aoe.results.render import to_json
+from aoe.results.stats import FLAG, FLAG_RULE, ONE_SEED, SPREAD_RERUNS, SPREAD_SEEDS, flag, flag_bound, spread_of
 from aoe.results.tables import build_table
 
 NUMBERS = """\

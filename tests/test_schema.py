@@ -112,9 +112,9 @@ def test_the_schema_names_llm_tables_as_the_package_does():
 def test_the_build_lists_name_what_the_package_builds():
     """build.figures / build.analyses: the schema's enums and defaults are aoe.config.workflow's names, which are the
     figures aoe.results.figures plots and the training curves; config.yaml builds everything it defines (the paper grid)."""
+    from aoe.config.workflow import ANALYSIS_NAMES, FIGURE_NAMES
     from aoe.results.figures import FIGURES
     from aoe.results.figures.curves import CURVES
-    from aoe.config.workflow import ANALYSIS_NAMES, FIGURE_NAMES
 
     build = _schema()["properties"]["build"]["properties"]
     assert FIGURE_NAMES == (*FIGURES, CURVES)
@@ -124,3 +124,63 @@ def test_the_build_lists_name_what_the_package_builds():
     # a table defined in config.yaml but left out of its build.tables would be built by no configuration
     assert config["build"]["tables"] == list(config["tables"])
     assert config["build"]["figures"] == list(FIGURE_NAMES) and config["build"]["analyses"] == list(ANALYSIS_NAMES)
+
+
+# `.get(KEY, literal)` in aoe/ where KEY is not the config key the schema defaults, only a name it shares:
+# (file, key, what .get is called on)
+NOT_CONFIG_KEYS = {
+    ("aoe/config/hparams.py", "source", "f.metadata"),  # a dataclass field's metadata
+    ("aoe/plan/ledger.py", "source", "off_entry"),  # an official recipe's entry (aoe/resources/official_recipes.yaml)
+    ("aoe/publish/modelcard.py", "source", "backbone"),  # a materialised backbone's record
+    ("aoe/results/tables.py", "backbone", "r"),  # a table row's paper mapping
+    ("aoe/results/tables.py", "objective", "r"),
+    ("aoe/results/load.py", "batch_size", "train"),  # a trained model's recorded settings
+    ("aoe/results/figures/__init__.py", "objective", "cell"),  # a cell given as a dict
+    ("aoe/results/figures/__init__.py", "trainset", "cell"),
+    ("aoe/results/figures/__init__.py", "split", "spec"),  # trainsets.<name>.split, which the schema leaves to the code
+    ("aoe/results/figures/curves.py", "split", "spec"),
+    ("aoe/results/figures/sts_geometry.py", "dataset", "(data.get('meta') or {}).get('data', {})"),  # a pairs file's meta
+}
+
+
+def _schema_defaults() -> dict[str, list[str]]:
+    """Key name -> the paths ("backbones.*.eval_text") where the schema gives it a default."""
+    defaults: dict[str, list[str]] = {}
+
+    def walk(node, path):
+        if not isinstance(node, dict):
+            return
+        if "default" in node and path:
+            defaults.setdefault(path[-1], []).append(".".join(path))
+        for name, sub in (node.get("properties") or {}).items():
+            walk(sub, [*path, name])
+        for key in ("additionalProperties", "items"):
+            walk(node.get(key), [*path, "*"])
+
+    walk(yaml.safe_load((REPO / "schemas" / "config.schema.yaml").read_text()), [])
+    return defaults
+
+
+def test_no_schema_default_is_written_again_in_the_code():
+    # a config no schema filled (a bench, a hand-made dict) reads the default with aoe.config.hparams.schema_default
+    import ast
+
+    defaults, repeated = _schema_defaults(), []
+    for path in sorted((REPO / "aoe").rglob("*.py")):
+        rel = str(path.relative_to(REPO))
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get"
+                    and len(node.args) == 2 and isinstance(node.args[0], ast.Constant) and node.args[0].value in defaults
+                    and isinstance(node.args[1], ast.Constant)
+                    and (rel, node.args[0].value, ast.unparse(node.func.value)) not in NOT_CONFIG_KEYS):
+                repeated.append(f"{rel}:{node.lineno}: .get({node.args[0].value!r}, {node.args[1].value!r}) "
+                                f"(the schema's default of {', '.join(defaults[node.args[0].value])})")
+    assert not repeated, "schema defaults written again in code; read them with schema_default(...):\n" + "\n".join(repeated)
+
+
+def test_schema_default_reads_under_any_name_and_list_entry():
+    from aoe.config.hparams import schema_default
+
+    assert schema_default("backbones", "*", "eval_text") == "raw"
+    assert schema_default("tables", "*", "rows", "*", "section") == ""
+    assert schema_default("figures", "sts_geometry", "tsne", "perplexity") == 30

@@ -111,8 +111,8 @@ def test_missing_senteval_is_a_clear_error(monkeypatch, tmp_path):
 @needs_mirror
 @pytest.mark.slow
 def test_senteval_backend_equals_builtin_on_the_same_model(tmp_path, tiny_bert):
-    from aoe.data.prepare import prepare_sts_table
     from aoe.data.mirror import resolve_downstream_root
+    from aoe.data.prepare import prepare_sts_table
     from aoe.evaluate.run import run_sts_evaluation
 
     downstream = resolve_downstream_root(MIRROR)

@@ -17,9 +17,9 @@ import pytest
 from scipy import stats
 
 from aoe.evaluate.sts import TASKS
-from aoe.results.stats import paired_ttest
 from aoe.results.load import load_results, load_sts_results, train_time
 from aoe.results.render import paper_digits, to_frame, to_json, to_latex, to_markdown, write_table
+from aoe.results.stats import paired_ttest
 from aoe.results.tables import build_gis_table, build_table, paper_reference, render_table
 
 COLUMNS = [*TASKS, "avg"]
@@ -1180,9 +1180,9 @@ def test_the_papers_rows_keep_its_grouping_and_its_marks_are_explained():
     """Issue 54: the paper's context rows were listed flat with "(paper: ...)" on each, its † and ⋆ unexplained."""
     import pandas as pd
 
+    from aoe.config.workflow import table_rows
     from aoe.plan.check import load_config
     from aoe.results.render import to_markdown
-    from aoe.config.workflow import table_rows
 
     from tests.workflow_utils import REPO
 
@@ -1206,9 +1206,9 @@ def test_table2_keeps_the_papers_columns_where_a_preset_trains_one_of_them():
     """Issue 54: the demo's AoE Table 2 dropped the paper's GIS and Avg. columns."""
     import pandas as pd
 
+    from aoe.config.workflow import table_rows
     from aoe.plan.check import load_config
     from aoe.results.render import to_markdown
-    from aoe.config.workflow import table_rows
     from tests.workflow_utils import REPO
 
     demo = load_config(REPO, [REPO / "presets" / "cpu-demo.yaml"])

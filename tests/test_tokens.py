@@ -10,8 +10,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from aoe.model.backbones import tokenizer_fingerprint
 from aoe.data.io import DataError
+from aoe.model.backbones import tokenizer_fingerprint
 from aoe.model.tokens import CACHE_FORMAT, StaleCacheError, build_token_cache, load_token_cache
 
 LONG = " ".join(f"word{i}" for i in range(40))  # far more than MAX_LENGTH tokens

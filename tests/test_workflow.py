@@ -583,9 +583,9 @@ def test_a_model_trained_with_other_settings_is_named_at_planning(tmp_path):
     import json
     from dataclasses import asdict
 
-    from aoe.plan.check import load_config
-    from aoe.losses import get_objective
     from aoe.config.workflow import Cell, settings_changed, train_params
+    from aoe.losses import get_objective
+    from aoe.plan.check import load_config
 
     config = load_config(REPO, ["presets/ci.yaml"])
     cell = Cell("minilm-l6", "aoe", "stsb", 1)
@@ -689,8 +689,8 @@ def test_planning_the_paper_grid_imports_no_heavy_library():
 
 def test_protocol_differences_name_how_a_presets_rows_train_otherwise():
     """Issue 54: the demo's in-domain STS-B model stood in AoE Table 1 (NLI-trained) without a word."""
-    from aoe.plan.check import load_config
     from aoe.config.workflow import protocol_differences
+    from aoe.plan.check import load_config
 
     grid, demo = load_config(REPO), load_config(REPO, [REPO / "presets" / "cpu-demo.yaml"])
     assert protocol_differences(demo, grid, "table1_sts") == [

@@ -418,11 +418,13 @@ SCHEMA_PATH = Path(__file__).resolve().parents[2] / "schemas" / "config.schema.y
 
 
 def schema_default(*keys: str) -> Any:
-    """The default that schemas/config.schema.yaml gives the config key ``keys`` (nested ``properties``),
-    the one place a value the schema fills in is written; code outside the workflow reads it here."""
+    """The default that schemas/config.schema.yaml gives the config key ``keys`` (nested ``properties``;
+    ``"*"`` for any name of a mapping, or any entry of a list: ``schema_default("backbones", "*", "eval_text")``),
+    the one place a value the schema fills in is written. Snakemake fills it in before the workflow
+    reads a config; code that may see a config no schema filled (a bench, a hand-made dict) reads it here."""
     node = read_yaml(SCHEMA_PATH)
     for key in keys:
-        node = node["properties"][key]
+        node = (node["items"] if "items" in node else node["additionalProperties"]) if key == "*" else node["properties"][key]
     return copy.deepcopy(node["default"])
 
 

@@ -11,6 +11,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from aoe.config.hparams import schema_default
 from aoe.config.table_kinds import table_kind
 
 __all__ = [
@@ -167,7 +168,7 @@ def built_analyses(config: dict) -> list[str]:
 
 def run_cells(config: dict) -> list[Cell]:
     """Every trained model of the grid."""
-    runs = tuple((r["backbone"], r["trainset"], tuple(r["objectives"]), tuple(r["seeds"]), int(r.get("reruns", 1)))
+    runs = tuple((r["backbone"], r["trainset"], tuple(r["objectives"]), tuple(r["seeds"]), int(r.get("reruns", schema_default("runs", "*", "reruns"))))
                  for r in config["runs"])
     return list(_run_cells(runs))
 
@@ -216,7 +217,7 @@ def evaluation_text(config: dict, backbone: str, objective: str, trainset: str) 
         prompt = released_checkpoints(config)[trainset].get("prompt")
     else:
         prompt = config["backbones"][backbone].get("prompt")
-    return config["backbones"][backbone].get("eval_text", "raw") if prompt is not None else "raw"
+    return config["backbones"][backbone].get("eval_text", schema_default("backbones", "*", "eval_text")) if prompt is not None else "raw"
 
 
 @dataclass(frozen=True)
@@ -274,7 +275,7 @@ def row_entries(spec: dict) -> list[dict]:
     if spec.get("rows"):
         entries = spec["rows"]
     else:
-        objectives = ([PRETRAINED] if spec.get("include_pretrained", True) else []) + list(spec.get("objectives", []))
+        objectives = ([PRETRAINED] if spec.get("include_pretrained", schema_default("tables", "*", "include_pretrained")) else []) + list(spec.get("objectives", []))
         entries = [{"backbone": b, "objective": o} for b in spec.get("backbones", []) for o in objectives]
     default_ts = _spec_trainsets(spec)
     return [{**e, "trainsets": list(e.get("trainsets") or ([e["trainset"]] if "trainset" in e else default_ts))} for e in entries]
@@ -305,7 +306,7 @@ def table_rows(config: dict, table: str) -> list[TableRow]:
             most = max(made.values(), default=1)
             seeds = tuple(sorted({s for (_, s), k in made.items() if k == most}))
             reruns = reruns or most
-        rows.append(TableRow(entry["backbone"], obj, trainsets, seeds, entry.get("label"), entry.get("section", ""),
+        rows.append(TableRow(entry["backbone"], obj, trainsets, seeds, entry.get("label"), entry.get("section", schema_default("tables", "*", "rows", "*", "section")),
                              int(reruns or 1), entry.get("variant", NO_TRAINSET), entry.get("eval_pooling") or ""))
     return rows
 
@@ -487,7 +488,7 @@ def in_batch_pool_size(config: dict, backbone: str, params: dict) -> tuple[int, 
     (``batch_size / gradient_accumulation_steps``), split over the GPUs under ``in_batch_pool: process``
     (aoe.training.train: each process its own slice), whole under ``global`` (all-gathered)."""
     micro = params["batch_size"] // max(1, params["gradient_accumulation_steps"])
-    gpus = max(1, int(config["backbones"][backbone].get("resources", {}).get("gpus", 1)))
+    gpus = max(1, int(config["backbones"][backbone].get("resources", {}).get("gpus", schema_default("backbones", "*", "resources", "gpus"))))
     return (micro // gpus if params["in_batch_pool"] == "process" else micro), gpus
 
 
@@ -546,8 +547,8 @@ def selection_split(config: dict, cell: Cell) -> dict | None:
     A setting that cannot work is a :class:`ConfigError` naming the key that set it and the fix,
     raised while the run is planned rather than after a training.
     """
-    from aoe.data.catalog import pair_table_problem
     from aoe.config.hparams import resolve_cell
+    from aoe.data.catalog import pair_table_problem
 
     recipe = resolve_cell(config, cell.backbone, cell.objective, cell.trainset, cell.seed)
     params, set_by = recipe.params, recipe.provenance()

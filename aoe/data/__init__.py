@@ -5,4 +5,6 @@ SentEval's folder in a mirror, MANIFEST.tsv checks) -> download -> readers (sts,
 flickr, hub) and generated (names of the tables the workflow generates) -> catalog (SOURCES, dataset
 splits, table paths) -> prepare (prepared tables with their manifests), published (regenerates the
 sha256 table).
+
+May import: ``aoe.util``.
 """

@@ -17,8 +17,8 @@ from pathlib import Path
 import requests
 
 from aoe.data.io import DataError, sha256_file
-from aoe.util.fsutil import atomic_file
 from aoe.data.mirror import check_published, mirror_file, mirror_sources
+from aoe.util.fsutil import atomic_file
 
 _OFFLINE_VARS = ("HF_HUB_OFFLINE", "AOE_OFFLINE")
 _CHUNK_BYTES = 1 << 16

@@ -1,1 +1,4 @@
-"""Evaluation protocols: each turns an encoder and prepared test tables into a JSON-able result."""
+"""Evaluation protocols: each turns an encoder and prepared test tables into a JSON-able result.
+
+May import: ``aoe.util``, ``aoe.data``, ``aoe.config``, ``aoe.model``.
+"""

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from aoe.evaluate.sts import CAP_SEED, TASKS, capped_tables, evaluate_sts
 from aoe.config.hparams import schema_default
+from aoe.evaluate.sts import CAP_SEED, TASKS, capped_tables, evaluate_sts
 from aoe.util.jsonio import write_json_atomic
 from aoe.util.provenance import library_versions
 

@@ -4,6 +4,8 @@
 :func:`collect` write ``DIR/pairs.jsonl`` and ``DIR/stats.json``;
 ``python -m aoe.gis.stats PAIRS.jsonl`` or :func:`compute_stats` describe any
 pairs table (Table 7, Figures 7-9).
+
+May import: ``aoe.util``, ``aoe.data``.
 """
 
 from __future__ import annotations

@@ -27,6 +27,8 @@ The tables' names and :func:`generated_splits` live in :mod:`aoe.data.generated`
 catalog lists these tables, and no data module imports a feature package); this package
 re-exports them. It stays import-light (no torch, no pandas): the workflow reads them when
 it checks the config.
+
+May import: ``aoe.util``, ``aoe.data``.
 """
 
 from __future__ import annotations

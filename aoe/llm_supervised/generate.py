@@ -502,8 +502,8 @@ def run_generation(
     """Rule llm_generate: every completion as JSONL (``out_records``) and what produced them (``out_summary``)."""
     import torch
 
-    from aoe.util.jsonio import write_json_atomic
     from aoe.llm_supervised.pairs import read_texts
+    from aoe.util.jsonio import write_json_atomic
     from aoe.util.provenance import library_versions
 
     if threads:

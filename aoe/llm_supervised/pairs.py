@@ -22,10 +22,10 @@ import pandas as pd
 
 from aoe.data.io import DataError, sha256_file, write_parquet_atomic
 from aoe.data.sts import COLUMNS
-from aoe.util.fsutil import atomic_file
-from aoe.util.jsonio import write_json_atomic
 from aoe.llm_supervised import KINDS, LLM_DATASET, SELF_DATASET, SPLIT
 from aoe.llm_supervised.prompts import MALFORMED, normalise, parse_completion
+from aoe.util.fsutil import atomic_file
+from aoe.util.jsonio import write_json_atomic
 
 __all__ = ["sample_texts", "write_texts", "read_texts", "label_generations", "build_llm_pairs", "build_self_pairs"]
 

@@ -2,6 +2,8 @@
 
 One module per loss family; :mod:`aoe.losses.objectives` composes them into the
 named training objectives of ``config.yaml``.
+
+May import: ``aoe.util``, ``aoe.config``.
 """
 
 from aoe.losses.angle import angle_loss, angle_scores, cosent_ranking_loss

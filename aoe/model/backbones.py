@@ -13,6 +13,7 @@ import json
 import shutil
 from pathlib import Path
 
+from aoe.config.hparams import schema_default
 from aoe.util.fsutil import atomic_dir
 
 __all__ = [
@@ -79,7 +80,7 @@ def materialize_backbone(name: str, spec: dict, out_dir: str | Path) -> dict:
         elif spec.get("hf_id"):
             from huggingface_hub import HfApi, snapshot_download
 
-            revision = spec.get("revision", "main")
+            revision = spec.get("revision", schema_default("backbones", "*", "revision"))
             # Resolve a branch or tag to its commit first, so every file comes from one
             # commit and the record pins it.
             try:

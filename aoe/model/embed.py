@@ -226,8 +226,8 @@ def main(argv: list[str] | None = None, prog: str = "python -m aoe.model.embed")
         import numpy as np
         from safetensors import SafetensorError
 
-        from aoe.model.folder import default_max_length
         from aoe.model.encoder import DamagedModelError, Encoder
+        from aoe.model.folder import default_max_length
 
         try:
             max_length = args.max_length or default_max_length(args.model_dir)

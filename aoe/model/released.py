@@ -21,8 +21,9 @@ import json
 import shutil
 from pathlib import Path
 
-from aoe.model.backbones import TOKENIZER_FILES, BackboneError, materialize_backbone, tokenizer_fingerprint
+from aoe.config.hparams import schema_default
 from aoe.data.io import sha256_file
+from aoe.model.backbones import TOKENIZER_FILES, BackboneError, materialize_backbone, tokenizer_fingerprint
 from aoe.util.fsutil import atomic_dir
 
 __all__ = ["ReleasedError", "RELEASED_FILE_PATTERNS", "released_files", "materialize_released", "causal_lm_adapter_to_base_model"]
@@ -100,7 +101,7 @@ def materialize_released(name: str, spec: dict, out_dir: str | Path) -> dict:
         if spec.get("path"):
             record = _from_path(name, spec["path"], tmp, f"{where}.path", spec.get("hf_id"))
         else:
-            record = _from_hub(name, spec["hf_id"], spec.get("revision", "main"), tmp, f"{where}.path")
+            record = _from_hub(name, spec["hf_id"], spec.get("revision", schema_default("released", "checkpoints", "*", "revision")), tmp, f"{where}.path")
         if not (tmp / "config.json").is_file() and not (tmp / "adapter_config.json").is_file():
             raise ReleasedError(f"released checkpoint {name!r}: neither config.json nor adapter_config.json in {record.get('from') or record['hf_id']}")
         record["files"] = {p.name: sha256_file(p) for p in sorted(tmp.iterdir()) if p.is_file()}  # as published
@@ -173,11 +174,11 @@ def _base(name: str, spec: dict, tmp: Path) -> dict:
             "(its adapter_config.json base_model_name_or_path): evaluate it over that base"
         )
     setting = f"released.checkpoints.{name}.base.path"
-    base_spec = {"path": base["path"]} if base.get("path") else {"hf_id": base["hf_id"], "revision": base.get("revision", "main")}
+    base_spec = {"path": base["path"]} if base.get("path") else {"hf_id": base["hf_id"], "revision": base.get("revision", schema_default("released", "checkpoints", "*", "base", "revision"))}
     try:
         record = materialize_backbone(f"{name} base", base_spec, tmp / BASE_DIR)
     except BackboneError as exc:
-        hf_id, revision = base.get("hf_id"), base.get("revision", "main")
+        hf_id, revision = base.get("hf_id"), base.get("revision", schema_default("released", "checkpoints", "*", "base", "revision"))
         hint = (f" Where the hub is unreachable, download it on a machine that reaches it (huggingface-cli download {hf_id} "
                 f"--revision {revision} --local-dir DIR) and set {setting}: DIR") if not base.get("path") else ""
         raise ReleasedError(f"released checkpoint {name!r}: its base: {exc}.{hint}") from exc

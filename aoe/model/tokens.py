@@ -26,10 +26,10 @@ import numpy as np
 import pandas as pd
 
 from aoe.data.io import DataError, sha256_file
-from aoe.util.formats import TOKEN_CACHE_FORMAT
-from aoe.util.fsutil import atomic_dir
 from aoe.model.backbones import tokenizer_fingerprint
 from aoe.model.prompts import apply_prompt
+from aoe.util.formats import TOKEN_CACHE_FORMAT
+from aoe.util.fsutil import atomic_dir
 
 __all__ = [
     "text_columns",

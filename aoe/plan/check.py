@@ -33,9 +33,9 @@ from typing import Iterable
 
 import yaml
 
-from aoe.config.hparams import EVERY_OBJECTIVE, NOT_SET, lookup, objective_base, read_yaml
-from aoe.model.pooling_names import OFFICIAL_POOLING_NAMES
+from aoe.config.hparams import EVERY_OBJECTIVE, NOT_SET, lookup, objective_base, read_yaml, schema_default
 from aoe.config.table_kinds import table_kind
+from aoe.model.pooling_names import OFFICIAL_POOLING_NAMES
 from aoe.config.workflow import (
     EVAL_POOLING_SUITES,
     PRETRAINED,
@@ -330,7 +330,7 @@ def check_backbones(config: dict) -> None:
         except ValueError as err:
             raise ConfigError(f"backbones.{name}.prompt: {err}") from None
         # the official eval.py rewrites prompted texts only: without a prompt the setting would do nothing
-        if spec.get("eval_text", "raw") != "raw" and spec.get("prompt") is None:
+        if spec.get("eval_text", schema_default("backbones", "*", "eval_text")) != "raw" and spec.get("prompt") is None:
             raise ConfigError(
                 f"backbones.{name}.eval_text: {spec['eval_text']} rewrites the text a prompt wraps, and this backbone has no prompt"
             )

@@ -21,9 +21,9 @@ from typing import Iterable
 
 import yaml
 
-from aoe.plan.check import key_source
-from aoe.data.catalog import dataset_splits
 from aoe.config.workflow import built_tables, cell_parts, results_path, table_target
+from aoe.data.catalog import dataset_splits
+from aoe.plan.check import key_source
 
 __all__ = ["explain_report", "explain_target", "explain_workdir", "preset_trees", "requested_report", "requested_targets"]
 

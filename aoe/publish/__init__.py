@@ -1,4 +1,5 @@
 """What a run hands its reader: REPORT.md beside the papers (report), a model card per trained model
 (modelcard), RUNTIMES (runtimes), a trained model as a Hugging Face hub repository (hub).
-The top of the package: may import every other part, and none imports it.
+
+May import: ``aoe.util``, ``aoe.data``, ``aoe.config``, ``aoe.losses``, ``aoe.model``, ``aoe.gis``, ``aoe.llm_supervised``, ``aoe.evaluate``, ``aoe.training``, ``aoe.results``, ``aoe.plan``: the top, which no other part imports.
 """

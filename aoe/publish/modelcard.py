@@ -37,8 +37,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from aoe.plan.ledger import ConfigFiles, cell_ledger, format_value, md_cell, recipe_table, training_length
 from aoe.config.workflow import ConfigError, Cell, parse_run, results_path, run_cells, suite_file, table_rows, built_tables
+from aoe.plan.ledger import ConfigFiles, cell_ledger, format_value, md_cell, recipe_table, training_length
 
 __all__ = ["CardError", "CardPlanner", "card_path", "cell_repo_id", "check_card_config", "push_repo_id", "render_card", "write_card", "main"]
 
@@ -545,8 +545,8 @@ def cell_of_model_dir(model_dir: str | Path) -> Cell:
 
 def plan_for(model_dir: str | Path, configfiles: list[str], workflow_dir: str | Path = ".") -> tuple[dict, dict]:
     """(config, plan) of a model folder of the configuration ``config.yaml`` + ``configfiles``."""
-    from aoe.plan.check import load_config
     from aoe.config.workflow import suite_results
+    from aoe.plan.check import load_config
 
     workflow_dir = Path(workflow_dir)
     config = load_config(workflow_dir, configfiles)

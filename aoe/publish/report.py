@@ -29,13 +29,13 @@ from typing import Any
 import yaml
 
 from aoe.config.hparams import recipe_anchor
-from aoe.util.jsonio import finite_or_none
-from aoe.plan.ledger import md_cell
-from aoe.results.stats import FLAG, FLAG_RULE, FLAG_TEST, ONE_SEED, SPREAD_RERUNS, SPREAD_SEEDS, flag_bound, flag_of, spread_of
 from aoe.config.table_kinds import table_kind
-from aoe.results.render import and_join, no_delta_reason, paper_digits
-from aoe.results.tables import OBJECTIVE_LABELS, paper_reference
 from aoe.config.workflow import PRETRAINED, RELEASED
+from aoe.plan.ledger import md_cell
+from aoe.results.render import and_join, no_delta_reason, paper_digits
+from aoe.results.stats import FLAG, FLAG_RULE, FLAG_TEST, ONE_SEED, SPREAD_RERUNS, SPREAD_SEEDS, flag_bound, flag_of, spread_of
+from aoe.results.tables import OBJECTIVE_LABELS, paper_reference
+from aoe.util.jsonio import finite_or_none
 
 __all__ = ["CLAIMS", "build_report", "claims_section", "figure_section", "git_commit", "table_section", "table_sources"]
 

@@ -1,5 +1,6 @@
 """The papers' tables and figures from result files, never training or embedding: the table model and
 its build (tables), loading result files (load), rendering LaTeX, Markdown and HTML (render), the
 statistics behind every flag and p-value (stats), the figures (figures/).
+
 May import: ``aoe.util``, ``aoe.data``, ``aoe.config``, ``aoe.losses``, ``aoe.model``, ``aoe.evaluate``.
 """

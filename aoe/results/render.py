@@ -17,10 +17,10 @@ from typing import Any
 
 import pandas as pd
 
-from aoe.util.jsonio import json_safe
 from aoe.config.table_kinds import table_kind
-from aoe.results.tables import Row, Table, TTest
 from aoe.config.workflow import PRETRAINED
+from aoe.results.tables import Row, Table, TTest
+from aoe.util.jsonio import json_safe
 
 __all__ = ["and_join", "no_delta_reason", "paper_digits", "to_frame", "to_json", "to_latex", "to_markdown", "write_table"]
 

@@ -39,12 +39,13 @@ import numpy as np
 import pandas as pd
 import yaml
 
+from aoe.config.hparams import schema_default
+from aoe.config.table_kinds import Column, table_kind
+from aoe.config.workflow import NO_TRAINSET, PRETRAINED, parse_run, run_name
 from aoe.data.io import sha256_file
 from aoe.evaluate.sts import TASKS
-from aoe.results.stats import paired_ttest
-from aoe.config.table_kinds import Column, table_kind
 from aoe.results.load import load_results
-from aoe.config.workflow import NO_TRAINSET, PRETRAINED, parse_run, run_name
+from aoe.results.stats import paired_ttest
 
 __all__ = [
     "OBJECTIVE_LABELS",
@@ -264,9 +265,9 @@ def spec_rows(spec: dict) -> list[dict]:
                 "objective": e["objective"],
                 "trainsets": e["trainsets"],
                 "seeds": list(e["seeds"]) if "seeds" in e else None,
-                "reruns": int(e.get("reruns", 1)),
+                "reruns": int(e.get("reruns", schema_default("runs", "*", "reruns"))),
                 "label": e.get("label"),
-                "section": e.get("section", ""),
+                "section": e.get("section", schema_default("tables", "*", "rows", "*", "section")),
                 "variant": e.get("variant", NO_TRAINSET),
                 "eval_pooling": e.get("eval_pooling") or "",
             }
@@ -398,7 +399,7 @@ def build_table(
     rows = rows if rows is not None else spec_rows(spec)
     refs = row_paper_refs(spec, rows)
     repro_refs = row_paper_refs(spec, rows, "reproduction")
-    table = Table(name, kind, spec.get("caption", ""), columns, [], [])
+    table = Table(name, kind, spec.get("caption", schema_default("tables", "*", "caption")), columns, [], [])
     # the paper's columns no row of this configuration trains on (spec paper_columns): shown, not missing
     trained_sets = set(spec.get("trainsets") or [spec.get("trainset")])
     not_run = {t for t in spec.get("paper_columns") or [] if t not in trained_sets}
@@ -509,7 +510,7 @@ def ttests(table: Table, spec: dict) -> list[TTest]:
     if not table_kind(table.kind).ttests:
         return []
     setting = spec.get("ttest") or {}
-    if setting.get("enabled", True) is False:
+    if setting.get("enabled", schema_default("tables", "*", "ttest", "enabled")) is False:
         return []
     out = []
     by_backbone: dict[str, list[Row]] = {}
@@ -584,7 +585,7 @@ def build_gis_table(stats: dict, spec: dict, name: str = "table_gis_stats", numb
         if row.paper_ref:
             row.paper_label, row.paper, row.paper_std = paper_reference(row.paper_ref, numbers_file, [c.key for c in columns])
         rows.append(row)
-    table = Table(name, "gis_stats", spec.get("caption", ""), columns, rows, [])
+    table = Table(name, "gis_stats", spec.get("caption", schema_default("tables", "*", "caption")), columns, rows, [])
     table.notes.append(f"Token lengths: {stats.get('tokenizer', 'unknown tokenizer')}; one seed-free measurement of the published dataset.")
     if any(r.paper for r in rows):
         # the paper's share is over 512 tokens of an unnamed tokenizer: a Δ there is only as good as that match

@@ -29,8 +29,8 @@ import shutil
 from dataclasses import asdict
 from pathlib import Path
 
-from aoe.data.io import sha256_file
 from aoe.config.hparams import RUN_ONLY
+from aoe.data.io import sha256_file
 from aoe.util.jsonio import write_json_atomic
 
 __all__ = [

@@ -88,19 +88,19 @@ from typing import ClassVar
 
 import torch
 
-from aoe.training import checkpoints
-from aoe.training.checkpoints import checkpoint_dir
-from aoe.data.io import DataError, sha256_file
-from aoe.util.fsutil import atomic_dir
 from aoe.config.hparams import SELECTION_OFF, TrainSettings
+from aoe.data.io import DataError, sha256_file
 from aoe.losses import Objective, get_objective
 from aoe.losses.objectives import FORMATS
-from aoe.model.lora import FINETUNES, QLORA_COMPUTE_DTYPES, build_lora_model, quantization_settings, relative_base, trainable_names
 from aoe.model.encoder import EVAL_DTYPES, avoid_cudnn_attention, embed, embed_bucketed, pad_ids
+from aoe.model.lora import FINETUNES, QLORA_COMPUTE_DTYPES, build_lora_model, quantization_settings, relative_base, trainable_names
 from aoe.model.pooling import POOLINGS
 from aoe.model.prompts import check_prompt
-from aoe.util.provenance import library_versions
 from aoe.model.tokens import ensure_pad_token, load_token_cache, tokenize_texts
+from aoe.training import checkpoints
+from aoe.training.checkpoints import checkpoint_dir
+from aoe.util.fsutil import atomic_dir
+from aoe.util.provenance import library_versions
 
 __all__ = ["TrainConfig", "train", "epoch_batches", "checkpoint_dir", "num_warmup_steps"]
 

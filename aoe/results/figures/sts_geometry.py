@@ -30,6 +30,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from aoe.config.hparams import schema_default
+
 __all__ = [
     "split_halves",
     "saturation_mask",
@@ -105,15 +107,17 @@ def tsne_coords(points: np.ndarray, tsne: dict) -> tuple[np.ndarray, dict]:
         return np.pad(xy, ((0, 0), (0, 2 - xy.shape[1]))), {"method": "pca"}
     from sklearn.manifold import TSNE
 
-    perplexity = float(min(tsne.get("perplexity", 30), (n - 1) / 3))
+    tsne = {key: tsne.get(key, schema_default("figures", "sts_geometry", "tsne", key))
+            for key in ("perplexity", "seed", "init", "max_iter", "learning_rate", "metric")}
+    perplexity = float(min(tsne["perplexity"], (n - 1) / 3))
     settings = {
         "method": "tsne",
         "perplexity": perplexity,
-        "random_state": int(tsne.get("seed", 0)),
-        "init": tsne.get("init", "pca"),
-        "max_iter": int(tsne.get("max_iter", 1000)),
-        "learning_rate": tsne.get("learning_rate", "auto"),
-        "metric": tsne.get("metric", "euclidean"),
+        "random_state": int(tsne["seed"]),
+        "init": tsne["init"],
+        "max_iter": int(tsne["max_iter"]),
+        "learning_rate": tsne["learning_rate"],
+        "metric": tsne["metric"],
     }
     model = TSNE(
         n_components=2,
@@ -217,7 +221,7 @@ def compute_geometry(data: dict, zone: str, cfg: dict) -> dict[str, np.ndarray |
     selection wherever their cosine lies and open the sample (``highlight_pos``: their
     positions in the selection); seeded draws fill the sample up to ``sample_pairs``.
     """
-    seed = cfg.get("sample_seed", 0)
+    seed = cfg.get("sample_seed", schema_default("figures", "sts_geometry", "sample_seed"))
     idx = select_pairs(data["cos"], zone, cfg["saturation_threshold"], cfg.get("max_pairs_all") if zone == "all" else None, seed)
     rows = find_pairs(data, cfg.get("highlight_pairs"))
     idx = np.union1d(idx, np.array(sorted(rows.values()), dtype=int)).astype(int)
