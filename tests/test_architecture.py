@@ -18,15 +18,19 @@ from tests.workflow_utils import REPO
 PACKAGE = REPO / "aoe"
 
 
-def _module(path: Path) -> str:
-    parts = path.relative_to(REPO).with_suffix("").parts
+def _module(path: Path, root: Path = REPO) -> str:
+    parts = path.relative_to(root).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-MODULES = {_module(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+def modules(root: Path = REPO) -> dict[str, Path]:
+    return {_module(p, root): p for p in sorted((root / "aoe").rglob("*.py"))}
 
 
-def _imports(path: Path) -> set[str]:
+MODULES = modules()
+
+
+def _imports(path: Path, known: dict[str, Path] = MODULES) -> set[str]:
     """The modules of ``aoe`` that ``path`` imports (``from aoe.x import y`` counts aoe.x.y when that is a module)."""
     found = set()
     for node in ast.walk(ast.parse(path.read_text())):
@@ -36,7 +40,7 @@ def _imports(path: Path) -> set[str]:
             names = [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
         else:
             continue
-        found |= {name for name in names if name in MODULES}
+        found |= {name for name in names if name in known}
     return found - {"aoe"}
 
 
@@ -118,3 +122,31 @@ def test_no_modules_import_each_other_in_a_circle():
 def test_the_circle_finder_finds_a_circle():
     graph = defaultdict(set, {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}})
     assert _cycles(graph) == [["a", "b", "c"]]
+
+
+def summary(root: Path = REPO) -> str:
+    """The layout in words: modules, parts, import edges between modules and between parts, circles."""
+    known = modules(root)
+    graph = {m: _imports(p, known) for m, p in known.items()}
+    top = sorted(m for m in known if m.count(".") == 1 and not (root / "aoe" / m.split(".")[1]).is_dir()
+                 and m not in ("aoe.__init__", "aoe.__main__"))
+    parts = sorted({m.split(".")[1] for m in known if m.count(".") >= 1 and (root / "aoe" / m.split(".")[1]).is_dir()} - {"resources"})
+    part_of = {m: (m.split(".")[1] if m.count(".") >= 1 and m.split(".")[1] in parts else m) for m in known}
+    between = defaultdict(int)
+    for m, targets in graph.items():
+        for t in targets:
+            if part_of[m] != part_of[t]:
+                between[part_of[m], part_of[t]] += 1
+    lines = [f"{len(known)} modules; {len(top)} at the top of aoe/ beside {len(parts)} parts; "
+             f"{sum(map(len, graph.values()))} imports between modules; circles: {_cycles(graph) or 'none'}",
+             f"top-level modules: {', '.join(m.removeprefix('aoe.') for m in top) or 'none'}"]
+    for part in parts:
+        uses = sorted({b for (a, b), n in between.items() if a == part})
+        lines.append(f"aoe/{part}/ ({sum(1 for m in known if part_of[m] == part)} modules) imports: {', '.join(uses) or 'nothing'}")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":  # python -m tests.test_architecture [ROOT]: the layout of a checkout, in words
+    import sys
+
+    print(summary(Path(sys.argv[1]).resolve() if len(sys.argv) > 1 else REPO))
