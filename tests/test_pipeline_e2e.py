@@ -218,7 +218,7 @@ def test_changing_table_code_reruns_only_tables(ci_run):
     assert set(job_counts(out.stdout)) == {"table", "table_html", "report_md", "report_page", "runtimes", "all"}, out.stdout[-3000:]
     assert "Code has changed since last execution" in out.stdout
     # the package's table code is an input of the table jobs: an edit of it, the same
-    with edited(work / "aoe" / "tables.py", "\n# a rendering change\n"):
+    with edited(work / "aoe" / "results" / "tables.py", "\n# a rendering change\n"):
         out = snakemake(work, "-n", "--configfile", *CI_CONFIGFILES, env=env)
     assert out.returncode == 0, out.stdout[-3000:]
     assert set(job_counts(out.stdout)) == {"table", "table_html", "report_md", "report_page", "runtimes", "all"}, out.stdout[-3000:]
@@ -238,7 +238,7 @@ def test_a_code_default_reruns_what_it_changes_and_a_run_only_setting_nothing(ci
     default changed in aoe/config/recipes.py retrains; how often a run logs or checkpoints reruns nothing."""
     work, env = ci_run
     tau = 'angle_tau: float = field(default=20.0,'
-    with edited(work / "aoe" / "recipes.py", tau.replace("20.0", "10.0"), replace=tau):
+    with edited(work / "aoe" / "config" / "recipes.py", tau.replace("20.0", "10.0"), replace=tau):
         out = snakemake(work, "-n", "--configfile", *CI_CONFIGFILES, env=env)
     assert out.returncode == 0, out.stdout[-3000:]
     assert job_counts(out.stdout).get("train_model") == 1, out.stdout[-3000:]
