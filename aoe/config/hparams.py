@@ -422,10 +422,18 @@ def schema_default(*keys: str) -> Any:
     ``"*"`` for any name of a mapping, or any entry of a list: ``schema_default("backbones", "*", "eval_text")``),
     the one place a value the schema fills in is written. Snakemake fills it in before the workflow
     reads a config; code that may see a config no schema filled (a bench, a hand-made dict) reads it here."""
+    return copy.deepcopy(_schema_default(keys))
+
+
+# Looked up once per key path: call sites pass it as a .get default, so planning the grid asks about
+# 35,000 times (a stat of the schema each time cost 0.7 s of `snakemake -n all`). The schema ships
+# with the code, and like the code it is read once per process.
+@lru_cache(maxsize=None)
+def _schema_default(keys: tuple[str, ...]) -> Any:
     node = read_yaml(SCHEMA_PATH)
     for key in keys:
         node = (node["items"] if "items" in node else node["additionalProperties"]) if key == "*" else node["properties"][key]
-    return copy.deepcopy(node["default"])
+    return node["default"]
 
 
 def key_comments(path: str | Path) -> dict[tuple[str, ...], str]:
