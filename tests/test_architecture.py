@@ -47,13 +47,18 @@ def _imports(path: Path, known: dict[str, Path] = MODULES) -> set[str]:
 GRAPH = {module: _imports(path) for module, path in MODULES.items()}
 
 
-def _part(module: str) -> str | None:
-    """The part (subpackage) of ``aoe`` a module belongs to; None for aoe/__init__.py and aoe/__main__.py."""
+def _part(module: str, root: Path = REPO) -> str | None:
+    """The part (subpackage) of ``aoe`` a module belongs to; None for a module at the top of aoe/."""
     parts = module.split(".")
-    return parts[1] if len(parts) > 2 or (len(parts) == 2 and (PACKAGE / parts[1]).is_dir()) else None
+    return parts[1] if len(parts) > 2 or (len(parts) == 2 and (root / "aoe" / parts[1]).is_dir()) else None
 
 
-PARTS = sorted(p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file() and p.name != "resources")
+def parts_of(root: Path = REPO) -> list[str]:
+    """The parts of a checkout's aoe/ (its subpackages but the data folder ``resources``)."""
+    return sorted(p.name for p in (root / "aoe").iterdir() if (p / "__init__.py").is_file() and p.name != "resources")
+
+
+PARTS = parts_of()
 
 
 def _may_import(part: str) -> set[str]:
@@ -128,10 +133,9 @@ def summary(root: Path = REPO) -> str:
     """The layout in words: modules, parts, import edges between modules and between parts, circles."""
     known = modules(root)
     graph = {m: _imports(p, known) for m, p in known.items()}
-    top = sorted(m for m in known if m.count(".") == 1 and not (root / "aoe" / m.split(".")[1]).is_dir()
-                 and m not in ("aoe.__init__", "aoe.__main__"))
-    parts = sorted({m.split(".")[1] for m in known if m.count(".") >= 1 and (root / "aoe" / m.split(".")[1]).is_dir()} - {"resources"})
-    part_of = {m: (m.split(".")[1] if m.count(".") >= 1 and m.split(".")[1] in parts else m) for m in known}
+    top = sorted(m for m in known if _part(m, root) is None and m not in ("aoe", "aoe.__main__"))
+    parts = parts_of(root)
+    part_of = {m: _part(m, root) or m for m in known}  # a module at the top stands for itself
     between = defaultdict(int)
     for m, targets in graph.items():
         for t in targets:

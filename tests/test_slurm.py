@@ -79,7 +79,7 @@ def cluster() -> None:
 def queued_jobs() -> list[str]:
     """The jobs queued or running on the test cluster, as ``squeue`` lists them (id, run name, state)."""
     out = subprocess.run(["squeue", "-h", "-o", "%i %j %T"], capture_output=True, text=True, timeout=20)
-    return out.stdout.split("\n")[:-1] if out.returncode == 0 else []
+    return out.stdout.splitlines() if out.returncode == 0 else []
 
 
 def default_partition() -> str:

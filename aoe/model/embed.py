@@ -19,7 +19,7 @@ import os
 import sys
 from pathlib import Path
 
-from aoe.model.folder import REFETCH, InputError, position_limit, read_json_object
+from aoe.model.folder import REFETCH, InputError, aoe_record, default_max_length, position_limit, read_json_object
 from aoe.util.fsutil import atomic_file
 
 __all__ = ["read_texts", "main"]
@@ -162,7 +162,6 @@ def _max_length_error(model_dir: Path, max_length: int, explicit: bool, prompt: 
     """
     from transformers import AutoTokenizer
 
-    from aoe.model.folder import aoe_record
     from aoe.model.tokens import max_length_floor
 
     limit = position_limit(model_dir) if explicit else None  # the default is within it by construction
@@ -227,7 +226,6 @@ def main(argv: list[str] | None = None, prog: str = "python -m aoe.model.embed")
         from safetensors import SafetensorError
 
         from aoe.model.encoder import DamagedModelError, Encoder
-        from aoe.model.folder import default_max_length
 
         try:
             max_length = args.max_length or default_max_length(args.model_dir)

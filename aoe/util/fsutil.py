@@ -29,7 +29,7 @@ def remove_stale_temporaries(out_dir: str | os.PathLike) -> list[Path]:
     A run killed by SIGKILL (or an out-of-memory kill, or a node lost) never reaches
     ``atomic_dir``'s cleanup, and its partial folder would stay beside the output for
     good. Only the exact names ``atomic_dir`` makes for this output are touched, and
-    only folders (not links): ``.name.tmp`` files of aoe.data.io or another output's
+    only folders (not links): :func:`atomic_file`'s ``.name.XXXXXXXX.tmp`` files or another output's
     ``.other.*`` folders stay. Safe because one output is written by one job at a time
     (Snakemake never runs two jobs on the same output).
     """
