@@ -10,6 +10,7 @@ COMMANDS = {
     "embed": ("aoe.model.embed", "main", "embed texts with a model folder into a .npy file"),
     "card": ("aoe.publish.modelcard", "main", "write the model card (README.md) of a trained model folder"),
     "export": ("aoe.publish.hub", "main_export", "lay a trained model folder out as its hub repository (card, sentence-transformers files)"),
+    "recipe-diff": ("aoe.plan.ledger", "main_diff", "the training values each cell changed between two recipe.json files"),
     "push": ("aoe.publish.hub", "main_push", "push a trained model folder and its card to the Hugging Face hub (token: HF_TOKEN)"),
 }
 

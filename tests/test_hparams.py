@@ -139,16 +139,32 @@ def test_the_ledger_flags_departures_from_the_official_code(grid):
     assert "qlora_compute_dtype" not in resolve_cell(grid, "bert-base-uncased", "aoe", "nli", 42).params
     assert llama["in_batch_pool"]["value"] == 160 and "4 GPU(s)" in llama["in_batch_pool"]["source"]
     assert llama["learning_rate"]["value"] == pytest.approx(1e-4) and llama["learning_rate"]["deviates"] == DEVIATES
-    # the official STS-B example's recipe, its start included: the grid's own NLI AnglE model of the
-    # same seed, flagged because it is not the released checkpoint's weights
-    stsb = cells["bert-base-uncased/angle_arxiv/stsb/seed42-rerun3"]
+    # AoE's in-domain cell: the official STS-B example's recipe, its start included: the grid's own NLI AnglE
+    # model of the same seed, flagged because it is not the released checkpoint's weights
+    stsb = cells["bert-base-uncased/aoe/stsb/seed42-rerun3"]
     assert stsb["init"]["value"] == "results/models/bert-base-uncased/angle_arxiv/nli/seed42-rerun3"
     assert stsb["init"]["set_by"] == "trainsets.stsb.train.init" and "00a78ed README.md:205" in stsb["init"]["source"]
     assert stsb["init"]["official"] == "SeanLee97/angle-bert-base-uncased-nli-en-v1" and stsb["init"]["deviates"] == DEVIATES
-    for key in ("epochs", "warmup_ratio", "learning_rate", "batch_size", "max_length", "weights.angle", "angle_tau"):
+    for key in ("epochs", "warmup_ratio", "learning_rate", "batch_size", "max_length"):
         assert stsb[key]["deviates"] == "", (key, stsb[key])
+    # AnglE's (arXiv) in-domain cells: fcb6223 train_angle.py's defaults, whole, from BERT as downloaded
+    for trainset in ("stsb", "mrpc", "qqp", "qnli"):
+        angle = cells[f"bert-base-uncased/angle_arxiv/{trainset}/seed42-rerun3"]
+        assert next(c for c in recipe["cells"] if c["cell"] == f"bert-base-uncased/angle_arxiv/{trainset}/seed42")[
+            "official_recipe"] == "indomain-script-bert"
+        assert angle["init"]["value"] == "bert-base-uncased" and "fcb6223 train_angle.py" in angle["init"]["source"]
+        for key in ("init", "epochs", "warmup_steps", "warmup_ratio", "learning_rate", "batch_size", "max_length",
+                    "weights.angle", "angle_tau", "identical_texts"):
+            assert angle[key]["deviates"] == "", (trainset, key, angle[key])
+        assert (angle["epochs"]["value"], angle["learning_rate"]["value"], angle["max_length"]["value"]) == (20, 1e-5, 512)
+    # AnglE's NLI cell: the paper's batch and length over the same script's defaults (one version, whole)
+    angle_nli = cells["bert-base-uncased/angle_arxiv/nli/seed42"]
+    assert (angle_nli["learning_rate"]["value"], angle_nli["epochs"]["value"], angle_nli["warmup_steps"]["value"]) == (1e-5, 20, 100)
+    assert [k for k in ("learning_rate", "epochs", "warmup_steps") if angle_nli[k]["deviates"]] == []
+    assert angle_nli["batch_size"]["deviates"] == DEVIATES and "angle-arxiv-b.txt l.333" in angle_nli["batch_size"]["source"]
     summary = {line.split(" | ")[0]: line for line in recipe_markdown(recipe).splitlines() if line.startswith("| [")}
-    assert " | angle_arxiv/nli model | " in summary["| [bert-base-uncased/angle_arxiv/stsb/seed42-rerun3](#recipe-bert-base-uncased-angle-arxiv-stsb)"]
+    assert " | angle_arxiv/nli model | " in summary["| [bert-base-uncased/aoe/stsb/seed42-rerun3](#recipe-bert-base-uncased-aoe-stsb)"]
+    assert " | backbone | " in summary["| [bert-base-uncased/angle_arxiv/stsb/seed42-rerun3](#recipe-bert-base-uncased-angle-arxiv-stsb)"]
     assert " | backbone | " in summary["| [bert-base-uncased/aoe/nli/seed42](#recipe-bert-base-uncased-aoe-nli)"]
     # a baseline's loss is not compared with the AnglE loss
     sbert = cells["bert-base-uncased/sbert/nli/seed42"]
@@ -156,20 +172,28 @@ def test_the_ledger_flags_departures_from_the_official_code(grid):
     assert recipe_anchor("bert-base-uncased", "aoe", "nli") == "recipe-bert-base-uncased-aoe-nli"
 
 
-def test_in_domain_cells_start_from_the_nli_model_unless_a_preset_says_otherwise(grid):
+def test_aoe_in_domain_cells_start_from_the_nli_model_angle_ones_from_bert(grid):
     from aoe.config.workflow import Cell, init_cell
 
     s = _settings(resolve_cell(grid, "bert-base-uncased", "aoe", "gis", 42))
     assert s["init"].value == {"trainset": "nli", "objective": "angle_arxiv"} and s["init"].set_by == "trainsets.gis.train.init"
     assert init_cell(grid, Cell("bert-base-uncased", "aoe", "gis", 42, 3)) == Cell("bert-base-uncased", "angle_arxiv", "nli", 42, 3)
     # the baselines start from BERT as downloaded, as AnglE (arXiv) states (angle-arxiv-a.txt l.134, l.173)
+    # (on MRPC, QQP and QNLI every cell does: the train set's own block, fcb6223 train_angle.py's defaults)
     for objective in ("sbert", "simcse_sup", "cosent"):
         for trainset in ("stsb", "gis", "mrpc", "qqp", "qnli"):
             s = _settings(resolve_cell(grid, "bert-base-uncased", objective, trainset, 42))
-            assert (s["init"].value, s["init"].set_by) == (None, f"trainsets.{trainset}.objective_train.{objective}.init")
+            key = f"trainsets.{trainset}.train.init" if trainset in ("mrpc", "qqp", "qnli") else f"trainsets.{trainset}.objective_train.{objective}.init"
+            assert (s["init"].value, s["init"].set_by) == (None, key)
             assert init_cell(grid, Cell("bert-base-uncased", objective, trainset, 42)) is None
-    # an AnglE ablation starts as the full model it ablates
-    assert init_cell(grid, Cell("bert-base-uncased", "wo_angle", "stsb", 42)) == Cell("bert-base-uncased", "angle_arxiv", "nli", 42)
+    # AoE's second reading of AoE Table 2, and AnglE's in-domain cells with their ablations: from BERT as downloaded
+    for objective, trainset in (("aoe_from_bert", "stsb"), ("aoe_from_bert", "gis"), ("angle_arxiv", "stsb"), ("angle_arxiv", "gis"),
+                                ("wo_angle", "stsb"), ("angle_pool_avg", "stsb"), ("angle_arxiv", "qqp")):
+        assert init_cell(grid, Cell("bert-base-uncased", objective, trainset, 42)) is None, (objective, trainset)
+    readme = load_config(REPO, ["presets/paper-angle-indomain-readme.yaml"])
+    assert init_cell(readme, Cell("bert-base-uncased", "wo_angle", "stsb", 42)) == Cell("bert-base-uncased", "angle_arxiv", "nli", 42)
+    assert init_cell(readme, Cell("bert-base-uncased", "angle_arxiv", "qqp", 42)) == Cell("bert-base-uncased", "angle_arxiv", "nli", 42)
+    assert init_cell(readme, Cell("bert-base-uncased", "sbert", "qqp", 42)) is None
     # NLI training and the LLM-supervised sets start from the backbone (a code default)
     for trainset in ("nli", "stsb_llm", "stsb_self"):
         s = _settings(resolve_cell(grid, "bert-base-uncased", "aoe", trainset, 42))

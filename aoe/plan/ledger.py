@@ -22,7 +22,8 @@ import yaml
 from aoe.config.hparams import NOT_SET, code_source, key_comments, lookup, read_yaml, recipe_anchor, resolve_cell
 from aoe.config.workflow import in_batch_pool_size, run_cells, start_cell, train_params
 
-__all__ = ["DEVIATES", "OFFICIAL_LOSS_BASES", "build_recipe", "cell_ledger", "official_recipes", "recipe_json", "recipe_markdown"]
+__all__ = ["DEVIATES", "OFFICIAL_LOSS_BASES", "build_recipe", "cell_ledger", "changes_markdown", "official_recipes", "recipe_changes",
+           "recipe_json", "recipe_markdown"]
 
 OFFICIAL_RECIPES = Path(__file__).resolve().parents[1] / "resources" / "official_recipes.yaml"
 DEVIATES = "⚠"
@@ -42,10 +43,12 @@ def official_recipes() -> dict:
     return yaml.safe_load(OFFICIAL_RECIPES.read_text())
 
 
-def _official_recipe(trainset: str, finetune: str) -> tuple[str | None, dict]:
+def _official_recipe(trainset: str, objective: str, finetune: str) -> tuple[str | None, dict]:
+    """The first recipe whose ``match`` fits: each of its keys a value or a list of values; an absent key fits all."""
+    cell = {"trainset": trainset, "objective": objective, "finetune": finetune}
     for name, recipe in official_recipes()["recipes"].items():
         match = recipe.get("match", {})
-        if match.get("trainset") == trainset and match.get("finetune") == finetune:
+        if all(cell[k] in (v if isinstance(v, list) else [v]) for k, v in match.items()):
             return name, recipe
     return None, {}
 
@@ -133,7 +136,7 @@ def cell_ledger(config: dict, cell, files: ConfigFiles) -> tuple[str | None, lis
     recipe = resolve_cell(config, cell.backbone, cell.objective, cell.trainset, cell.seed)
     settings = {s.key: s for s in recipe.settings}
     base = settings["objective"].value
-    off_name, off = _official_recipe(cell.trainset, settings["finetune"].value)
+    off_name, off = _official_recipe(cell.trainset, cell.objective, settings["finetune"].value)
     official = {**official_recipes().get("defaults", {}), **off.get("values", {})} if off_name else {}
     compare_loss = base in OFFICIAL_LOSS_BASES
     rows = []
@@ -188,7 +191,9 @@ def cell_ledger(config: dict, cell, files: ConfigFiles) -> tuple[str | None, lis
     if start:
         add("init", f"results/models/{start.path}", settings["init"].set_by)
     elif init_key:
-        add("init", bb[init_key], f"backbones.{cell.backbone}.{init_key}")
+        # a start set to the backbone on purpose (init: null over a two-stage default) cites that key, whose comment says why
+        by = settings["init"].set_by
+        add("init", bb[init_key], f"backbones.{cell.backbone}.{init_key}" if by.startswith("code:") else by)
     return off_name, rows
 
 
@@ -314,3 +319,74 @@ def recipe_table(rows: list[dict]) -> list[str]:
         lines.append(f"| {r['key']} | {md_cell(format_value(r['value']))} | `{r['set_by']}` | {md_cell(r['file'])} | "
                      f"{md_cell(r['source']) or '**no source**'} | {official} | {r['deviates']} |")
     return lines
+
+
+def _sections(recipe: dict) -> dict[str, dict]:
+    """{section title: {"cells": n, "rows": {key: row}}} of a recipe.json; the values of a section's cells are one
+    recipe (only the seed differs), so its first cell's rows stand for all."""
+    out: dict[str, dict] = {}
+    for c in recipe["cells"]:
+        title = f"{c['backbone']} / {c['objective']} / {c['trainset']}"
+        if title in out:
+            out[title]["cells"] += 1
+            continue
+        out[title] = {"cells": 1, "rows": {r["key"]: r for r in c["rows"] if r["key"] != "seed"}}
+    return out
+
+
+def recipe_changes(before: dict, after: dict) -> list[dict]:
+    """What a configuration change did to the grid's training: one entry per section (backbone / objective /
+    train set) and key whose value differs between two recipe.json files, with both values and the source
+    after; a section in one ledger only is one entry with key None."""
+    old, new = _sections(before), _sections(after)
+    out = []
+    for title in sorted(old.keys() | new.keys()):
+        if title not in new or title not in old:
+            out.append({"section": title, "key": None, "cells": (new.get(title) or old[title])["cells"],
+                        "before": "trained" if title in old else None, "after": "trained" if title in new else None, "source": ""})
+            continue
+        rows_old, rows_new = old[title]["rows"], new[title]["rows"]
+        for key in [k for k in rows_new if k in rows_old] + [k for k in rows_new if k not in rows_old] + [k for k in rows_old if k not in rows_new]:
+            a, b = rows_old.get(key), rows_new.get(key)
+            if a is not None and b is not None and _same(a["value"], b["value"]):
+                continue
+            out.append({"section": title, "key": key, "cells": new[title]["cells"],
+                        "before": None if a is None else a["value"], "after": None if b is None else b["value"],
+                        "source": "" if b is None else b["source"]})
+    return out
+
+
+def changes_markdown(changes: list[dict], before: str, after: str) -> str:
+    """:func:`recipe_changes` as a Markdown table, titled with the two ledgers' names."""
+    lines = [f"Changed training values: {after} against {before} ({len({c['section'] for c in changes})} sections)", "",
+             "| cells | key | before | after | source after |", "|---|---|---|---|---|"]
+    for c in changes:
+        if c["key"] is None:
+            lines.append(f"| {c['section']} ({c['cells']}) | – | {'trained' if c['before'] else 'not trained'} | "
+                         f"{'trained' if c['after'] else 'not trained'} | |")
+        else:
+            lines.append(f"| {c['section']} ({c['cells']}) | {c['key']} | {md_cell(format_value(c['before']))} | "
+                         f"{md_cell(format_value(c['after']))} | {md_cell(c['source'])} |")
+    return "\n".join(lines) + "\n"
+
+
+def main_diff(argv: list[str] | None = None, prog: str = "python -m aoe.plan.ledger") -> int:
+    import argparse
+
+    ap = argparse.ArgumentParser(prog=prog, description="The training values each cell changed between two results/recipe.json "
+                                 "files (`snakemake recipe` of two configurations or two commits).")
+    ap.add_argument("before", type=Path)
+    ap.add_argument("after", type=Path)
+    args = ap.parse_args(argv)
+    ledgers = []
+    for path in (args.before, args.after):
+        try:
+            ledgers.append(json.loads(path.read_text()))
+        except (OSError, json.JSONDecodeError) as e:
+            ap.error(f"{path}: not a recipe.json ({e}); `snakemake recipe` writes one into the results tree")
+    print(changes_markdown(recipe_changes(*ledgers), str(args.before), str(args.after)), end="")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main_diff())

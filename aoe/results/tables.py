@@ -73,6 +73,7 @@ TREATMENTS = ("aoe", "angle_arxiv")
 OBJECTIVE_LABELS = {
     PRETRAINED: "as downloaded",
     "aoe": "AoE",
+    "aoe_from_bert": "AoE from BERT",
     "angle_arxiv": "AnglE",
     "cosent": "CoSENT",
     "sbert": "SBERT",
