@@ -11,7 +11,7 @@ from aoe.config.hparams import LOSS_LAYERS, TRAIN_LAYERS, key_comments, recipe_a
 from aoe.config.recipes import OBJECTIVES
 from aoe.config.workflow import train_params
 from aoe.plan.check import load_config
-from aoe.plan.ledger import DEVIATES, build_recipe, recipe_markdown
+from aoe.plan.ledger import DEVIATES, build_recipe, changes_markdown, recipe_changes, recipe_json, recipe_markdown
 from aoe.training.train import TrainConfig
 from tests.workflow_utils import REPO
 
@@ -205,6 +205,40 @@ def test_aoe_in_domain_cells_start_from_the_nli_model_angle_ones_from_bert(grid)
     report = load_config(REPO, ["presets/paper-indomain-report.yaml"])
     assert init_cell(report, Cell("bert-base-uncased", "aoe", "stsb", 42)) is None
     assert init_cell(report, Cell("bert-base-uncased", "aoe", "gis", 42)) is None
+
+
+def test_recipe_diff_names_each_changed_value_of_a_preset_against_the_grid(grid, tmp_path):
+    """`aoe recipe-diff` of the grid and a preset over it: exactly the values the preset sets, with both
+    sides, once per cell group; a group trained on one side only is one row."""
+    import subprocess
+    import sys
+
+    readme = load_config(REPO, ["presets/paper-angle-nli-2024-command.yaml"])
+    before, after = build_recipe(grid, ["config.yaml"]), build_recipe(readme, ["config.yaml", "presets/paper-angle-nli-2024-command.yaml"])
+    changes = recipe_changes(before, after)
+    assert {(c["section"], c["key"], c["before"], c["after"]) for c in changes} == {
+        ("bert-base-uncased / angle_arxiv / nli", "learning_rate", 1e-5, 5e-5),
+        ("bert-base-uncased / angle_arxiv / nli", "epochs", 20, 10),
+        ("bert-base-uncased / angle_arxiv / nli", "warmup_steps", 100, 50),
+    }
+    assert all(c["cells"] == 5 for c in changes) and "1c5515b examples/NLI/README.md:60" in changes[0]["source"] + changes[1]["source"]
+    fewer = copy.deepcopy(grid)
+    fewer["runs"] = [r for r in fewer["runs"] if r["trainset"] != "qqp"]
+    gone = [c for c in recipe_changes(before, build_recipe(fewer, ["config.yaml"])) if c["key"] is None]
+    assert {c["section"] for c in gone} == {f"bert-base-uncased / {o} / qqp" for o in ("sbert", "simcse_sup", "cosent", "angle_arxiv")}
+    assert all((c["before"], c["after"]) == ("trained", None) for c in gone)
+    text = changes_markdown(changes, "a", "b")
+    assert "| bert-base-uncased / angle_arxiv / nli (5) | epochs | 20 | 10 |" in text
+    # the command line: the same table; a file that is not a ledger names itself and who writes one
+    (tmp_path / "a.json").write_text(recipe_json(before))
+    (tmp_path / "b.json").write_text(recipe_json(after))
+    out = subprocess.run([sys.executable, "-m", "aoe", "recipe-diff", str(tmp_path / "a.json"), str(tmp_path / "b.json")],
+                         capture_output=True, text=True, cwd=REPO)
+    assert out.returncode == 0 and "| bert-base-uncased / angle_arxiv / nli (5) | epochs | 20 | 10 |" in out.stdout
+    (tmp_path / "c.json").write_text("{")
+    bad = subprocess.run([sys.executable, "-m", "aoe", "recipe-diff", str(tmp_path / "a.json"), str(tmp_path / "c.json")],
+                         capture_output=True, text=True, cwd=REPO)
+    assert bad.returncode == 2 and f"{tmp_path / 'c.json'}: not a recipe.json" in bad.stderr and "snakemake recipe" in bad.stderr
 
 
 def test_the_ledger_summary_says_how_long_a_cell_trains():
