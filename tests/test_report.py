@@ -188,7 +188,7 @@ def test_report_flags_and_numbers(table_json, tmp_path):
     assert f"config: `{configs[0]}`, `{configs[1]}`" in text  # the files that set this table
     assert "compared with the paper: 4" in text and f"flagged {FLAG} (seed-spread interval): 2 (table2_x (2))" in text
     assert f"not tested ({NOT_TESTED}): 0" in text and "tested with AoE Table 4's seed spread (fewer than 2 seeds of ours): 1" in text
-    assert "AoE vs SBERT" in text and TTEST_RULE[1:] in text
+    assert "AoE vs SBERT" in text and TTEST_RULE in text
     assert "Missing cells (1, printed as –): b/cosent/stsb STSB" in text
     assert "Figures" not in text
 

@@ -218,7 +218,7 @@ def table_section(table: dict, sources: list[str] | None = None) -> tuple[str, d
         ]
     tests = [t for t in table.get("ttests", [])]
     if tests:
-        lines += ["", TTEST_RULE[0].upper() + TTEST_RULE[1:] + ":", ""]
+        lines += ["", TTEST_RULE + ":", ""]
         for t in tests:
             col = headers.get(t["column"], t["column"])
             sig = ""

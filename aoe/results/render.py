@@ -216,9 +216,13 @@ def _notes(table: Table, latex: bool) -> list[str]:
         headers = {c.key: c.header for c in table.columns}
         parts = []
         for (backbone, treat, base), tests in by_pair.items():
-            cells = "; ".join(f"{headers.get(t.column, t.column)} {t.text()}" for t in tests)
+            if len(tests) > 1 and all(t.p is None for t in tests) and len({t.note for t in tests}) == 1:
+                # one reason for every column (the backbone as downloaded is one run): said once
+                cells = f"every column {tests[0].text()}"
+            else:
+                cells = "; ".join(f"{headers.get(t.column, t.column)} {t.text()}" for t in tests)
             parts.append(f"{backbone}: {treat} vs {base}: {cells}")
-        notes.append(TTEST_RULE[0].upper() + TTEST_RULE[1:] + ": " + " | ".join(parts) + ".")
+        notes.append(TTEST_RULE + ": " + " | ".join(parts) + ".")
     if table.missing:
         notes.append(f"Missing ({len(table.missing)}): " + "; ".join(table.missing) + ".")
     if latex:

@@ -49,7 +49,7 @@ FLAG_RULE = (
 PAIRED = "paired"
 WELCH = "Welch"
 TTEST_RULE = (
-    f"t-tests, each cell naming its own: {PAIRED} (scipy.stats.ttest_rel) over the seeds both rows ran (the same seed "
+    f"The t-test each cell names: {PAIRED} (scipy.stats.ttest_rel) over the seeds both rows ran (the same seed "
     f"names, at least 2); else {WELCH}'s unpaired (scipy.stats.ttest_ind, equal_var=False) where each row has at least "
     f"2 runs ({SPREAD_RERUNS} are not matched across rows); none where a row has one run; the Avg. column's test is the one "
     "across datasets (per-seed averages); the paper claims p < 0.05"
