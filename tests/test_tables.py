@@ -910,7 +910,7 @@ def test_latex_compiles_with_pdflatex(results, tmp_path, numbers_file):
     demo = {**_config_table("table1_sts"), "rows": [{"backbone": "tiny_a", "objective": "pretrained"}, {"backbone": "tiny_a", "objective": "aoe"}]}
     write_table(build_table(results, demo, name="demo"), *(tmp_path / f"d.{e}" for e in ("tex", "csv", "md", "json")))
     assert "no row of ours is one of the paper's, so no $\\Delta$" in (tmp_path / "d.tex").read_text()
-    assert "q$\\cdot$$\\sigma$$\\cdot$$\\surd$(1 + 1/k)" in (tmp_path / "t.tex").read_text()  # the flag rule, spelled out for pdflatex
+    assert "q$\\cdot$$\\sigma$$\\cdot$$\\surd$(1/m + 1/k)" in (tmp_path / "t.tex").read_text()  # the flag rule, spelled out for pdflatex
     for doc in ("t", "d"):
         for _ in range(2):  # the second pass reads the .aux the first wrote
             out = subprocess.run([exe, "-interaction=nonstopmode", "-halt-on-error", f"{doc}.tex"], cwd=tmp_path, capture_output=True, text=True, timeout=120)

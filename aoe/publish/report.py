@@ -33,7 +33,7 @@ from aoe.config.table_kinds import table_kind
 from aoe.config.workflow import PRETRAINED, RELEASED
 from aoe.plan.ledger import md_cell
 from aoe.results.render import and_join, no_delta_reason, paper_digits
-from aoe.results.stats import (FLAG, FLAG_RULE, FLAG_TEST, NOT_TESTED, SPREAD_PAPER, SPREAD_RERUNS, SPREAD_SEEDS, TTEST_RULE, flag_bound,
+from aoe.results.stats import (FLAG, FLAG_RULE, FLAG_TEST, NOT_TESTED, PAPER_SEEDS, SPREAD_PAPER, SPREAD_RERUNS, SPREAD_SEEDS, TTEST_RULE, flag_bound,
                                flag_of, seed_spread, spread_of)
 from aoe.results.tables import OBJECTIVE_LABELS, paper_reference
 from aoe.util.jsonio import finite_or_none
@@ -133,7 +133,7 @@ def table_section(table: dict, sources: list[str] | None = None) -> tuple[str, d
             spread = spread_of(values)
             # a model as downloaded (or a published checkpoint) draws no seed, and split sizes are no draw at all
             trained = kind.seeded and row.get("objective") not in (PRETRAINED, RELEASED)
-            bound = flag_bound(values, trained) if delta is not None else None
+            bound = flag_bound(values, trained, PAPER_SEEDS.get(row.get("paper_ref") or "", 1)) if delta is not None else None
             f = flag_of(delta, bound)
             sigma_text, source = "–", None
             if bound is not None:
