@@ -320,8 +320,8 @@ def _gain_lines(table: dict, kind) -> list[str]:
         return []
     return [
         "",
-        "Gain over the backbone as downloaded (mean of ours − mean of the same backbone as downloaded; p: the paired "
-        "t-test below; the check that holds on any backbone: does training beat the model it started from):",
+        "Gain over the backbone as downloaded (mean of ours − mean of the same backbone as downloaded; p: the t-test "
+        "below, none where the downloaded model is one run; the check that holds on any backbone: does training beat the model it started from):",
         "",
         "| Gain | " + " | ".join(md_cell(h) for h in headers) + " |",
         "|---" * (len(keys) + 1) + "|",
