@@ -19,7 +19,7 @@ from scipy import stats
 from aoe.evaluate.sts import TASKS
 from aoe.results.load import load_results, load_sts_results, train_time
 from aoe.results.render import paper_digits, to_frame, to_json, to_latex, to_markdown, write_table
-from aoe.results.stats import paired_ttest
+from aoe.results.stats import FLAG_RULE, PAIRED, TTEST_RULE, WELCH, compare_runs, paired_ttest
 from aoe.results.tables import build_gis_table, build_table, paper_reference, render_table
 
 COLUMNS = [*TASKS, "avg"]
@@ -544,26 +544,89 @@ def test_paired_ttest_matches_scipy():
     assert paired_ttest([1.0, 2.0], [1.0, 2.0])[0] is None
 
 
+def test_compare_runs_picks_the_test_the_runs_allow_and_matches_scipy():
+    # the same seed names on both rows: paired over them (a seed of one row only is left out)
+    a = {"1": 82.1, "2": 83.0, "3": 82.6, "4": 81.9, "5": 84.0}
+    b = {"1": 80.2, "2": 81.5, "3": 81.0, "4": 80.9}
+    test, p, t, n_a, n_b, note = compare_runs(a, b)
+    ref = stats.ttest_rel([82.1, 83.0, 82.6, 81.9], [80.2, 81.5, 81.0, 80.9])
+    assert (test, n_a, n_b, note) == (PAIRED, 4, 4, "") and p == pytest.approx(ref.pvalue) and t == pytest.approx(ref.statistic)
+    # reruns of one seed: rerun 1 of one objective has nothing in common with rerun 1 of another, so
+    # unpaired; the old code paired them by name (ttest_rel over the two rows' reruns) and printed p = 0.009, Welch gives 0.033
+    a = {"42": 82.5, "42-rerun1": 82.6, "42-rerun2": 82.3}
+    b = {"42": 81.9, "42-rerun1": 82.1, "42-rerun2": 81.6}
+    test, p, t, n_a, n_b, note = compare_runs(a, b)
+    ref = stats.ttest_ind(list(a.values()), list(b.values()), equal_var=False)
+    assert (test, n_a, n_b) == (WELCH, 3, 3) and p == pytest.approx(ref.pvalue) and t == pytest.approx(ref.statistic)
+    assert p != pytest.approx(stats.ttest_rel(list(a.values()), list(b.values())).pvalue)
+    # different seeds on the two rows: nothing to pair, Welch over every run
+    test, p, _, n_a, n_b, _ = compare_runs({"1": 80.0, "2": 82.0, "3": 84.5}, {"4": 78.0, "5": 78.5})
+    assert (test, n_a, n_b) == (WELCH, 3, 2)
+    assert p == pytest.approx(stats.ttest_ind([80.0, 82.0, 84.5], [78.0, 78.5], equal_var=False).pvalue)
+    # one run on either side: no spread of that row, no test (the old code paired it with every seed)
+    assert compare_runs({"1": 80.0, "2": 82.0}, {"0": 70.0}, "AoE", "as downloaded") == (
+        "", None, None, 2, 1, "n/a (one run of as downloaded)")
+    assert compare_runs({"1": 80.0}, {"1": 70.0, "2": 71.0}, "AoE", "SBERT")[5] == "n/a (one run of AoE)"
+    assert compare_runs({}, {"1": 70.0, "2": 71.0}, "AoE", "SBERT")[5] == "n/a (no run of AoE)"
+    assert compare_runs({"1": 80.0, "2": 80.0}, {"3": 70.0, "4": 70.0})[1:3] == (None, None)  # no spread: undefined
+
+
 def test_table_ttests_over_matched_seeds(results):
     table = build_table(results, SPEC)
     tests = {(t.backbone, t.baseline, t.column): t for t in table.ttests}
     # tiny_a: aoe seeds 1,2,3 vs cosent seeds 1,2 -> matched seeds 1,2
     t = tests[("tiny_a", "CoSENT", "STSB")]
     ref = stats.ttest_rel([80.0, 82.0], [81.0, 78.0])
-    assert t.n == 2 and t.p == pytest.approx(ref.pvalue)
-    # pooled over (seed, dataset) pairs of the 7 dataset columns (not the avg)
-    pooled = tests[("tiny_a", "CoSENT", "pooled")]
-    a = [_scores(v, s)[c] for c in TASKS for s, v in {1: 80.0, 2: 82.0}.items()]
-    b = [_scores(v, s)[c] for c in TASKS for s, v in {1: 81.0, 2: 78.0}.items()]
-    assert pooled.n == 14 and pooled.p == pytest.approx(stats.ttest_rel(a, b).pvalue)
-    assert "7 datasets x 2 seeds" in pooled.text()
-    # the backbone as downloaded is seed-free: its one value pairs with every seed (a one-sample test)
+    assert (t.test, t.n) == (PAIRED, 2) and t.p == pytest.approx(ref.pvalue)
+    # no test pooled over (seed, dataset) pairs: the datasets of one model are not independent samples;
+    # the Avg. column's test over per-seed averages stands for them
+    assert not any(c == "pooled" for _, _, c in tests)
+    avg = tests[("tiny_a", "CoSENT", "avg")]
+    a_avg = [np.mean([_scores(v, s)[c] for c in TASKS]) for s, v in {1: 80.0, 2: 82.0}.items()]
+    b_avg = [np.mean([_scores(v, s)[c] for c in TASKS]) for s, v in {1: 81.0, 2: 78.0}.items()]
+    assert avg.p == pytest.approx(stats.ttest_rel(a_avg, b_avg).pvalue)
+    # the backbone as downloaded is one run: no test (the old code paired its one value with every seed)
     pre = tests[("tiny_a", "as downloaded", "STSB")]
-    assert pre.n == 3 and pre.p == pytest.approx(stats.ttest_rel([80.0, 82.0, 84.5], [60.0] * 3).pvalue)
-    # tiny_b: cosent is missing -> no test; tiny_b vs as downloaded exists
-    assert ("tiny_b", "CoSENT", "STSB") not in tests and ("tiny_b", "as downloaded", "STSB") in tests
+    assert pre.p is None and pre.text() == "n/a (one run of as downloaded)"
+    # tiny_b: cosent is missing -> no test; tiny_b vs as downloaded exists, without a p
+    assert ("tiny_b", "CoSENT", "STSB") not in tests and tests[("tiny_b", "as downloaded", "STSB")].p is None
     md = to_markdown(table)
-    assert "Paired t-test" in md and f"p = {ref.pvalue:.3f} (n = 2)" in md
+    assert TTEST_RULE in md and f"p = {ref.pvalue:.3f} (paired, n = 2)" in md
+    assert "pooled" not in md and "n/a (one run of as downloaded)" in md
+
+
+def test_ttest_demo_case_prints_no_p(tmp_path):
+    """The CPU demo's table1_sts: one as-downloaded value against two seeds of AoE. The old note printed
+    "STS15 p = 0.0006 (n = 2) ... pooled p = 1.8e-05 (n = 14, 7 datasets x 2 seeds)"."""
+    root = tmp_path / "eval"
+    files = [write_sts(root, "minilm", "pretrained", "none", 0, {t: 70.0 + i for i, t in enumerate(TASKS)})]
+    files += [write_sts(root, "minilm", "aoe", "stsb", seed, {t: 80.0 + i + 0.3 * seed for i, t in enumerate(TASKS)}) for seed in (42, 43)]
+    spec = {"kind": "sts7", "trainset": "stsb", "backbones": ["minilm"], "objectives": ["aoe"]}
+    table = render_table("table1_sts", spec, files)
+    assert table.ttests and all(t.p is None and t.text() == "n/a (one run of as downloaded)" for t in table.ttests)
+    note = next(n for n in to_json(table)["notes"] if n.startswith(TTEST_RULE))
+    assert "p = " not in note and "pooled" not in note
+    assert note.endswith("minilm: AoE vs as downloaded: every column n/a (one run of as downloaded).")  # said once, not 8 times
+
+
+def test_ttest_over_reruns_of_one_seed_is_welch(tmp_path):
+    # AoE Table 4's protocol on two rows: seed 42 trained three times each
+    runs = {"aoe": {"42": 82.5, "42-rerun1": 82.6, "42-rerun2": 82.3}, "sbert": {"42": 81.9, "42-rerun1": 82.1, "42-rerun2": 81.6}}
+    files = [write_sts(tmp_path, "b", o, "nli", run, {t: v for t in TASKS}) for o, vals in runs.items() for run, v in vals.items()]
+    spec = {"kind": "ablation", "trainset": "nli", "rows": [
+        {"backbone": "b", "objective": o, "seeds": [42], "reruns": 3, "label": o} for o in runs]}
+    table = build_table(load_results("ablation", files), spec)
+    (t,) = [t for t in table.ttests if t.column == "avg"]
+    ref = stats.ttest_ind(list(runs["aoe"].values()), list(runs["sbert"].values()), equal_var=False)
+    assert (t.test, t.n, t.n_baseline) == (WELCH, 3, 3) and t.p == pytest.approx(ref.pvalue)
+    assert t.text() == f"p = {ref.pvalue:.3f} (Welch, n = 3 vs 3)"
+
+
+def test_flag_rule_is_in_the_notes_of_a_table_with_a_delta(results, numbers_file):
+    with_delta = build_table(results, {**SPEC, "paper": {"tiny_a": {"aoe": "aoe_table2/AoE-BERT"}}}, numbers_file=numbers_file)
+    assert f"REPORT.md's flag on a Δ: {FLAG_RULE}." in to_json(with_delta)["notes"] and FLAG_RULE in to_markdown(with_delta)
+    # no Δ printed, nothing to flag: no rule
+    assert not any(FLAG_RULE in n for n in to_json(build_table(results, SPEC))["notes"])
 
 
 def test_ttest_one_seed_is_na(tmp_path):
@@ -571,8 +634,8 @@ def test_ttest_one_seed_is_na(tmp_path):
     files = [write_sts(root, "b", o, "t", 1, {"STSB": v}) for o, v in (("aoe", 80.0), ("sbert", 78.0))]
     table = render_table("x", {"kind": "stsb", "trainset": "t", "backbones": ["b"], "objectives": ["aoe", "sbert"], "include_pretrained": False}, files)
     (t,) = table.ttests
-    assert t.p is None and t.text() == "n/a (1 seed)"
-    assert "n/a (1 seed)" in to_markdown(table) and "n/a (1 seed)" in to_latex(table)
+    assert t.p is None and t.text() == "n/a (one run of AoE)"
+    assert "n/a (one run of AoE)" in to_markdown(table) and "n/a (one run of AoE)" in to_latex(table)
 
 
 def test_table_json_lists_the_files_it_read_with_sha256_and_cell(tmp_path):
@@ -847,6 +910,7 @@ def test_latex_compiles_with_pdflatex(results, tmp_path, numbers_file):
     demo = {**_config_table("table1_sts"), "rows": [{"backbone": "tiny_a", "objective": "pretrained"}, {"backbone": "tiny_a", "objective": "aoe"}]}
     write_table(build_table(results, demo, name="demo"), *(tmp_path / f"d.{e}" for e in ("tex", "csv", "md", "json")))
     assert "no row of ours is one of the paper's, so no $\\Delta$" in (tmp_path / "d.tex").read_text()
+    assert "q$\\cdot$$\\sigma$$\\cdot$$\\surd$(1/m + 1/k)" in (tmp_path / "t.tex").read_text()  # the flag rule, spelled out for pdflatex
     for doc in ("t", "d"):
         for _ in range(2):  # the second pass reads the .aux the first wrote
             out = subprocess.run([exe, "-interaction=nonstopmode", "-halt-on-error", f"{doc}.tex"], cwd=tmp_path, capture_output=True, text=True, timeout=120)

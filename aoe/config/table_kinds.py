@@ -38,7 +38,7 @@ STS_HEADERS = ["STS12", "STS13", "STS14", "STS15", "STS16", "STS-B", "SICK-R"]
 class Column:
     key: str
     header: str
-    # the "avg" of a table is a derived column: no bold rule changes, but it is left out of the pooled t-test
+    # the "avg" of a table: a summary of the dataset columns, not a dataset of its own
     summary: bool = False
 
 

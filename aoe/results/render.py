@@ -19,6 +19,7 @@ import pandas as pd
 
 from aoe.config.table_kinds import table_kind
 from aoe.config.workflow import PRETRAINED
+from aoe.results.stats import FLAG_RULE, TTEST_RULE
 from aoe.results.tables import Row, Table, TTest
 from aoe.util.jsonio import json_safe
 
@@ -36,7 +37,8 @@ def _num_text(value: float, digits: int) -> str:
 # characters of labels and notes that pdflatex needs spelled out (no newunicodechar needed)
 _LATEX_CHARS = {"–": "--", "—": "---", "†": "\\textdagger{}", "‡": "\\textdaggerdbl{}", "⋆": "$\\star$",
                 "♢": "$\\diamondsuit$", "±": "$\\pm$", "Δ": "$\\Delta$", "−": "$-$", "×": "$\\times$", "≥": "$\\geq$",
-                "≤": "$\\leq$", "ρ": "$\\rho$", "§": "\\S{}"}
+                "≤": "$\\leq$", "ρ": "$\\rho$", "§": "\\S{}", "σ": "$\\sigma$", "√": "$\\surd$", "·": "$\\cdot$",
+                "⚠": "(!)"}
 
 
 def _escape(text: str) -> str:
@@ -194,6 +196,9 @@ def _notes(table: Table, latex: bool) -> list[str]:
                      + delta
                      + ("italic rows: the paper's rows that are no row of ours (context only); " if table.references else "")
                      + "–: no result.")
+        if compared:
+            # the table prints Δ, REPORT.md its flag: the rule belongs beside the number it judges
+            notes.insert(1, f"REPORT.md's flag on a Δ: {FLAG_RULE}.")
         if table.rows and not compared and table.references:
             notes.insert(1, no_delta_reason([r.backbone for r in table.rows], [r.paper_backbone for r in table.references]))
     elif compared:
@@ -208,13 +213,16 @@ def _notes(table: Table, latex: bool) -> list[str]:
         by_pair: dict[tuple[str, str, str], list[TTest]] = {}
         for t in table.ttests:
             by_pair.setdefault((t.backbone, t.treatment, t.baseline), []).append(t)
-        headers = {c.key: c.header for c in table.columns} | {"pooled": "pooled"}
+        headers = {c.key: c.header for c in table.columns}
         parts = []
         for (backbone, treat, base), tests in by_pair.items():
-            cells = "; ".join(f"{headers.get(t.column, t.column)} {t.text()}" for t in tests)
+            if len(tests) > 1 and all(t.p is None for t in tests) and len({t.note for t in tests}) == 1:
+                # one reason for every column (the backbone as downloaded is one run): said once
+                cells = f"every column {tests[0].text()}"
+            else:
+                cells = "; ".join(f"{headers.get(t.column, t.column)} {t.text()}" for t in tests)
             parts.append(f"{backbone}: {treat} vs {base}: {cells}")
-        notes.append("Paired t-test (scipy.stats.ttest_rel over matched seeds; 'pooled': over every (seed, dataset) pair; "
-                     "the paper claims p < 0.05): " + " | ".join(parts) + ".")
+        notes.append(TTEST_RULE + ": " + " | ".join(parts) + ".")
     if table.missing:
         notes.append(f"Missing ({len(table.missing)}): " + "; ".join(table.missing) + ".")
     if latex:

@@ -10,10 +10,10 @@ number with Δ = ours − reproduction; the table's other ``paper_reference`` en
 mapping entries whose row is not in the table, e.g. a preset on another backbone) are
 reference rows at the bottom. Two paper rows of one table printed with one name get the
 group the paper prints them under (paper_numbers.yaml ``group_labels``). The notes define
-Δ only where a Δ line is printed; a table with no row of the paper's says why. A paired
-t-test (``scipy.stats.ttest_rel``) compares the treatment row (AoE / AnglE) with every
-other row of its backbone over matched seeds, per column and pooled over the dataset
-columns; the p-values go in a note under the table. A result that does not exist is printed as "–" and logged, never 0.
+Δ only where a Δ line is printed; a table with no row of the paper's says why. A t-test
+compares the treatment row (AoE / AnglE) with every other row of its backbone per column,
+paired over matched seeds or Welch's over unmatched runs, none where a row has one run
+(:data:`aoe.results.stats.TTEST_RULE`); the p-values go in a note under the table. A result that does not exist is printed as "–" and logged, never 0.
 
 This module holds the model (:class:`Row`, :class:`TTest`, :class:`Table`), the paper's numbers
 and how a table is built from the long results; :func:`render_table` loads and builds. Loading the
@@ -45,7 +45,7 @@ from aoe.config.workflow import NO_TRAINSET, PRETRAINED, parse_run, run_name
 from aoe.data.io import sha256_file
 from aoe.evaluate.sts import TASKS
 from aoe.results.load import load_results
-from aoe.results.stats import paired_ttest
+from aoe.results.stats import WELCH, compare_runs
 
 __all__ = [
     "OBJECTIVE_LABELS",
@@ -224,16 +224,20 @@ class TTest:
     backbone: str
     treatment: str
     baseline: str
-    column: str  # a column key, or "pooled"
-    n: int
+    column: str  # a column key
+    n: int  # the treatment's runs (paired: the matched seeds)
     p: float | None
     statistic: float | None
-    note: str = ""  # why there is no p-value, or what was pooled
+    note: str = ""  # why there is no p-value
+    test: str = ""  # aoe.results.stats.PAIRED or WELCH; '' where no test applies
+    n_baseline: int = 0  # the baseline's runs (paired: the matched seeds again)
 
     def text(self) -> str:
         if self.p is None:
             return self.note
-        return f"p = {_fmt_p(self.p)} (n = {self.n}{', ' + self.note if self.note else ''})"
+        if self.test == WELCH:
+            return f"p = {_fmt_p(self.p)} ({WELCH}, n = {self.n} vs {self.n_baseline})"
+        return f"p = {_fmt_p(self.p)} ({self.test}, n = {self.n})"
 
 
 @dataclass
@@ -490,24 +494,18 @@ def build_table(
 
 
 # ---------------------------------------------------------------------------
-# Paired t-tests.
-
-
-def _pairs(t: Row, b: Row, col: str) -> tuple[list[float], list[float], list[int]]:
-    tv, bv = t.values.get(col, {}), b.values.get(col, {})
-    if b.objective == PRETRAINED and len(bv) == 1:
-        # the backbone as downloaded does not depend on the seed: its one value pairs with every seed
-        only = next(iter(bv.values()))
-        bv = {s: only for s in tv}
-    seeds = sorted(set(tv) & set(bv), key=parse_run)
-    return [tv[s] for s in seeds], [bv[s] for s in seeds], seeds
+# t-tests (aoe.results.stats.TTEST_RULE).
 
 
 def ttests(table: Table, spec: dict) -> list[TTest]:
-    """Treatment row vs every other objective's row of the same backbone: per column over matched
-    seeds, and pooled over (seed, dataset column) pairs when there are several dataset columns.
-    The treatment is the table's ``ttest.treatment``, else per backbone the first of
-    :data:`TREATMENTS` among its rows."""
+    """Treatment row vs every other objective's row of the same backbone, per column, by the test
+    :func:`aoe.results.stats.compare_runs` allows for the two rows' runs. The treatment is the table's
+    ``ttest.treatment``, else per backbone the first of :data:`TREATMENTS` among its rows.
+
+    No test pooled over datasets: seven datasets scored by one model are not seven independent samples
+    (a seed that trains well scores well on all of them), and a pooled p hid that STS12 got worse. The
+    Avg. column's test, over each seed's average across the datasets, is the across-datasets test whose
+    samples are independent."""
     if not table_kind(table.kind).ttests:
         return []
     setting = spec.get("ttest") or {}
@@ -517,7 +515,6 @@ def ttests(table: Table, spec: dict) -> list[TTest]:
     by_backbone: dict[str, list[Row]] = {}
     for r in table.rows:
         by_backbone.setdefault(r.backbone, []).append(r)
-    data_cols = [c.key for c in table.columns if not c.summary]
     for backbone, rows in by_backbone.items():
         # per backbone: a table can hold AnglE-BERT (angle_arxiv) beside AnglE-LLaMA (the aoe cell)
         objectives = {r.objective for r in rows}
@@ -532,27 +529,11 @@ def ttests(table: Table, spec: dict) -> list[TTest]:
                 continue
             done.add((base.objective, base.label))
             for col in [c.key for c in table.columns]:
-                a, b, seeds = _pairs(treat, base, col)
-                if not a and not b:
+                a, b = treat.values.get(col, {}), base.values.get(col, {})
+                if not a or not b:  # a missing row is in the table's Missing note already
                     continue
-                p, t, note = paired_ttest(a, b)
-                out.append(TTest(backbone, treat.label, base.label, col, len(seeds), p, t, note))
-            if len(data_cols) > 1:
-                a_all, b_all, n_seeds, n_cols = [], [], set(), 0
-                for col in data_cols:
-                    a, b, seeds = _pairs(treat, base, col)
-                    if seeds:
-                        n_cols += 1
-                    a_all += a
-                    b_all += b
-                    n_seeds.update(seeds)
-                if a_all:
-                    p, t, note = paired_ttest(a_all, b_all)
-                    if p is not None:
-                        note = f"{n_cols} dataset{'s' if n_cols != 1 else ''} x {len(n_seeds)} seed{'s' if len(n_seeds) != 1 else ''}"
-                    elif len(a_all) < 2:
-                        note = f"n/a ({len(a_all)} pair)"
-                    out.append(TTest(backbone, treat.label, base.label, "pooled", len(a_all), p, t, note))
+                test, p, t, n_a, n_b, note = compare_runs(a, b, treat.label, base.label)
+                out.append(TTest(backbone, treat.label, base.label, col, n_a, p, t, note, test, n_b))
     return out
 
 
