@@ -218,7 +218,7 @@ def test_complete_config_runs_each_cross_key_check(tmp_path, monkeypatch, check)
          "trainsets.gis.train.init.objective: unknown objective 'anglee'"),
         # QLoRA adapters train on the quantized base: a full model as the start cannot be loaded into it
         ({"backbones": {"llama-2-7b": {"train_overrides": {"init": {"trainset": "stsb"}}}}},
-         "backbones.llama-2-7b.train_overrides.init: cell llama-2-7b/aoe/nli/seed42 fine-tunes with 'qlora'"),
+         "backbones.llama-2-7b.train_overrides.init: cell llama-2-7b/angle_arxiv/nli/seed42 fine-tunes with 'qlora'"),
         # nli/angle_arxiv would start from stsb/aoe, which starts from nli/angle_arxiv
         ({"trainsets": {"nli": {"objective_train": {"angle_arxiv": {"init": {"trainset": "stsb", "objective": "aoe"}}}}}},
          "trainsets.stsb.train.init: the starts form a cycle: bert-base-uncased/angle_arxiv/nli/seed42 starts from "

@@ -1125,10 +1125,11 @@ def test_angle_transfer_tables_follow_the_arxiv_versions(tmp_path):
     """angle_transfer_sts: arXiv v1 Table 1 (= v3 Table 2) rows with the paper's numbers and Δ; v2's
     (angle-arxiv-b) unprompted LLaMA avg / max / last rows as ours, each from its own evaluation of the
     downloaded backbone, with v2's numbers; v2's trained LLaMA rows and the repository image's 85.90 as
-    reference rows; angle_transfer_tasks: AnglE-LLaMA's 91.38 against the grid's llama-2-7b aoe/nli cell."""
+    reference rows; angle_transfer_tasks: AnglE-LLaMA's 91.38 against the grid's llama-2-7b angle_arxiv/nli cell
+    (the arXiv rows' own cell, at the official command's 2e-4)."""
     root = tmp_path / "eval"
     files = [write_sts(root, "bert-base-uncased", "angle_arxiv", "nli", s, {t: 80.0 for t in TASKS}) for s in (42, 43)]
-    files += [write_sts(root, "llama-2-7b", "aoe", "nli", s, {t: 85.0 for t in TASKS}) for s in (42, 43)]
+    files += [write_sts(root, "llama-2-7b", "angle_arxiv", "nli", s, {t: 85.0 for t in TASKS}) for s in (42, 43)]
     files += [write_sts(root, "llama-2-7b", "pretrained", variant, 0, {t: score for t in TASKS})
               for variant, score in (("none", 60.0), ("no_prompt_avg", 45.0), ("no_prompt_max", 46.0), ("no_prompt_last", 30.0))]
     table = render_table("angle_transfer_sts", _config_table("angle_transfer_sts"), files)
@@ -1148,7 +1149,7 @@ def test_angle_transfer_tables_follow_the_arxiv_versions(tmp_path):
     assert 47.24 not in refs.values() and len(table.references) == 18  # SBERT † and SimCSE-BERT: their papers' numbers, no Δ
     frame = to_frame(table)
     assert frame.loc[frame.label == "LLaMA-2 7B -max (no prompt)", "trainset"].tolist() == ["no_prompt_max"]
-    files = [write_transfer(root, "llama-2-7b", "aoe", "nli", s, {t: 90.0 for t in ["MR", "CR", "SUBJ", "MPQA", "SST2", "TREC", "MRPC"]})
+    files = [write_transfer(root, "llama-2-7b", "angle_arxiv", "nli", s, {t: 90.0 for t in ["MR", "CR", "SUBJ", "MPQA", "SST2", "TREC", "MRPC"]})
              for s in (42, 43)]
     table = render_table("angle_transfer_tasks", _config_table("angle_transfer_tasks"), files)
     llama = next(r for r in table.rows if r.label == "AnglE-LLaMA")

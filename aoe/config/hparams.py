@@ -138,6 +138,10 @@ TRAIN_LAYERS: tuple[tuple[str, ...], ...] = (
     ("trainsets", "{trainset}", "objective_train", "{base}"),
     ("trainsets", "{trainset}", "objective_train", "{objective}"),
     ("backbones", "{backbone}", "train_overrides"),
+    # one objective of one backbone on one train set: a row of another paper that needs its own cell
+    # (the arXiv AnglE-LLaMA row trains at 2e-4 where ACL's AoE-LLaMA states 1e-4)
+    ("backbones", "{backbone}", "objective_train", "{trainset}", "{base}"),
+    ("backbones", "{backbone}", "objective_train", "{trainset}", "{objective}"),
 )
 # The objective_settings entry of a train set that every objective trained on it takes (below the
 # objective's own entry); no objective may take this name (aoe.plan.check.check_objectives).

@@ -9,7 +9,7 @@ It also validates the free-form override dictionaries against the schema of the 
 override, which a plain schema cannot do without copying those definitions (and their
 defaults, which Snakemake would then fill in and so override everything):
 
-- ``backbones.<b>.train_overrides``: keys and values of ``trainsets.<t>.train``;
+- ``backbones.<b>.train_overrides`` and ``backbones.<b>.objective_train.<t>.<o>``: keys and values of ``trainsets.<t>.train``;
 - ``trainsets.<t>.objective_settings.<objective>`` (``.all``: every objective) and
   ``backbones.<b>.objective_settings.<trainset>.<objective>``: keys and values of ``objectives.<o>``;
 - ``objectives.<o>.by_format.<format>``: keys and values of ``objectives.<o>.weights``;
@@ -201,6 +201,9 @@ def _overrides(config: dict) -> Iterable[tuple[tuple, dict, str]]:
         for ts, per_objective in (spec.get("objective_settings") or {}).items():
             for obj, value in (per_objective or {}).items():
                 yield ("backbones", name, "objective_settings", ts, obj), value, "objective"
+        for ts, per_objective in (spec.get("objective_train") or {}).items():
+            for obj, value in (per_objective or {}).items():
+                yield ("backbones", name, "objective_train", ts, obj), value, "train"
     for name, spec in (config.get("trainsets") or {}).items():
         if not isinstance(spec, dict):
             continue

@@ -565,7 +565,7 @@ CLAIMS: tuple[Claim, ...] = (
           "angle_transfer_sts", "avg", "bert-base-uncased", "angle_arxiv", "simcse_sup", "angle-arxiv-a.txt l.146, -b l.148, -c l.157",
           f"{_PUBLISHED_SIMCSE}; the paper's AnglE-BERT is the released checkpoint's 82.37"),
     *(Claim(f"angle_arxiv_transfer_sts_versions/text_claims/AnglE_LLaMA_over_SimCSE_LLaMA_percent/{version}", "AnglE-LLaMA2-7B − SimCSE-LLaMA2-7B, STS avg",
-            "angle_transfer_sts", "avg", "llama-2-7b", "aoe", "simcse_sup", source)
+            "angle_transfer_sts", "avg", "llama-2-7b", "angle_arxiv", "simcse_sup", source)
       for version, source in (("arxiv_a_and_c", "angle-arxiv-a.txt l.146, -c l.157"), ("arxiv_b", "angle-arxiv-b.txt l.148 (its own LLaMA rows)"))),
     Claim("angle_arxiv_table2_nontransfer/text_claims/AnglE_over_SBERT_absolute_gain", "AnglE − SBERT, non-transfer avg (5 datasets)",
           "angle_table2_nontransfer", "avg", "bert-base-uncased", "angle_arxiv", "sbert", "angle-arxiv-a.txt l.173, -b l.179, -c l.185"),
