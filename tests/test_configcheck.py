@@ -115,6 +115,8 @@ def test_unknown_nested_key_and_bad_value(tmp_path):
         ({"trainsets": {"stsb": {"objective_settings": {"all": {"contrastive_treshold": 0.8}}}}}, "trainsets.stsb.objective_settings.all.contrastive_treshold: unknown key"),
         ({"trainsets": {"stsb": {"objective_settings": {"aoe": {"angle_tau": 0}}}}}, "trainsets.stsb.objective_settings.aoe.angle_tau: 0 is less than or equal to the minimum of 0"),
         ({"backbones": {"minilm-l6": {"objective_settings": {"stsb": {"aoe": {"weights": {"angel": 1}}}}}}}, "backbones.minilm-l6.objective_settings.stsb.aoe.weights.angel: unknown key"),
+        ({"backbones": {"minilm-l6": {"objective_train": {"stsb": {"aoe": {"lerning_rate": 1e-4}}}}}}, "backbones.minilm-l6.objective_train.stsb.aoe.lerning_rate: unknown key (in "),
+        ({"backbones": {"minilm-l6": {"objective_train": {"stsb": {"aoe": {"epochs": -1}}}}}}, "backbones.minilm-l6.objective_train.stsb.aoe.epochs: -1 is less than"),
         ({"objectives": {"sbert": {"by_format": {"pairs": {"cosine_mse": "one"}}}}}, "objectives.sbert.by_format.pairs.cosine_mse: 'one' is not of type 'number'"),
         ({"llm_supervised": {"generators": {"stsb_llm_chatglm": {"backbone": "chatglm-6b", "generation": {"temprature": 0.9}}}}},
          "llm_supervised.generators.stsb_llm_chatglm.generation.temprature: unknown key"),

@@ -52,6 +52,19 @@ def test_each_layer_wins_over_the_ones_below(grid):
     assert (s["in_batch_pool"].value, s["gradient_accumulation_steps"].value, s["batch_size"].value) == ("process", 1, 640)
     assert s["learning_rate"].set_by == "backbones.llama-2-7b.train_overrides.learning_rate"
     assert TRAIN_LAYERS[-1][0] == "backbones" and LOSS_LAYERS[-1][0] == "backbones"
+    # one objective of one backbone on one train set wins over the backbone's overrides (the arXiv
+    # AnglE-LLaMA cell's 2e-4), and over the train set's entry for that objective (BERT's cls_avg_padded)
+    s = _settings(resolve_cell(grid, "llama-2-7b", "angle_arxiv", "nli", 42))
+    assert (s["learning_rate"].value, s["learning_rate"].set_by) == (2e-4, "backbones.llama-2-7b.objective_train.nli.angle_arxiv.learning_rate")
+    assert (s["eval_pooling"].value, s["batch_size"].value, s["max_length"].value) == (None, 640, 45)
+    assert s["loss.weights"].value == {"cosine": 1.0, "contrastive": 35.0, "angle": 1.0}
+    bert = _settings(resolve_cell(grid, "bert-base-uncased", "angle_arxiv", "nli", 42))
+    assert (bert["eval_pooling"].value, bert["batch_size"].value) == ("cls_avg_padded", 50)
+    # a variant inherits its base's entry there too
+    config = copy.deepcopy(grid)
+    config["backbones"]["bert-base-uncased"]["objective_train"] = {"nli": {"aoe": {"warmup_steps": 11}}}
+    s = _settings(resolve_cell(config, "bert-base-uncased", "aoe_pool_max", "nli", 42))
+    assert (s["warmup_steps"].value, s["warmup_steps"].set_by) == (11, "backbones.bert-base-uncased.objective_train.nli.aoe.warmup_steps")
 
 
 def test_built_in_recipes_and_defaults_are_named(grid):
