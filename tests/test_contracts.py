@@ -212,3 +212,19 @@ def test_every_real_prepared_table_keeps_its_contract_and_equals_its_manifest(pr
         check_table(df, table, written=True)  # the published row count too
         kinds[contract_of(table).kind] = kinds.get(contract_of(table).kind, 0) + 1
     assert kinds == {"pairs": 7, "triplets": 4, "nli3": 4, "captions": 2, "sts": 11}
+
+
+def test_the_gis_collectors_pairs_keep_their_contract(tmp_path):
+    from aoe.gis.stats import load_pairs
+
+    path = tmp_path / "pairs.jsonl"
+    good = [{"text1": f"issue {i}", "text2": f"issue {i + 1}", "label": i % 2, "repo": "o/r"} for i in range(4)]
+    path.write_text("".join(json.dumps(r) + "\n" for r in good))
+    assert load_pairs(path) == good
+    for row, message in (({"label": 2}, r"\(a gis_pairs table\): 1 of 4 rows have a label that is not one of 0, 1 \(column label; 0-based rows 2: values 2\)"),
+                         ({"text2": " "}, r"1 of 4 rows have a text that is empty or whitespace-only \(text2: 1; 0-based rows 2\)")):
+        bad = [dict(r) for r in good]
+        bad[2].update(row)
+        path.write_text("".join(json.dumps(r) + "\n" for r in bad))
+        with pytest.raises(DataError, match=message):
+            load_pairs(path)

@@ -22,6 +22,7 @@ nli3       NLI 3-way classes                            score 0, 1 or 2 (entailm
 captions   Flickr30k                                    caption_index 0-4, one row per (image,
                                                         caption_index), the published row count
 generated  ``stsb_llm*``, ``stsb_self`` (LLM pairs)     score 0 or 1, split and subset columns
+gis_pairs  the GIS collector's ``pairs.jsonl``          text1, text2, label 0 or 1 (:data:`GIS_PAIRS`)
 ========== ============================================ ================================================
 
 Any other table (a test's, a user's own) gets the contract of its format alone: the text columns
@@ -51,7 +52,7 @@ from aoe.data.io import DataError, sha256_file
 from aoe.data.nli import NLI_CLASSES
 from aoe.data.sts import EXPECTED_ROWS, SCORE_RANGE, SPLITS as STS_SPLITS
 
-__all__ = ["Contract", "contract_of", "check_table", "read_table", "manifest_of", "check_manifest", "check_score_range"]
+__all__ = ["Contract", "GIS_PAIRS", "contract_of", "check_table", "read_table", "manifest_of", "check_manifest", "check_score_range"]
 
 SHOWN_ROWS = 5  # offending rows named in a message; the count says how many more
 _REMAKE = "delete it and rerun snakemake, which prepares it again from its source (its prepare rule)"
@@ -74,6 +75,14 @@ class Contract:
     rows: int | None = None
     scale: str = ""  # where score_range comes from, for the message
     fix: str = _REMAKE
+
+
+# the GIS collector's pairs (aoe.gis.collect), read back by aoe.gis.stats.load_pairs: the published dataset's
+# columns before aoe.data.glue.hub_pairs names them; issues with an empty body make no pair
+GIS_PAIRS = Contract(
+    "gis_pairs", {"text1": "text", "text2": "text", "label": "integer"}, ("text1", "text2"), values={"label": _BINARY},
+    fix="collect the pairs again (snakemake gis_collect, or python -m aoe.gis) or fix those lines",
+)
 
 
 def _texts(k: int) -> dict[str, str]:
