@@ -30,7 +30,7 @@ Any other table (a test's, a user's own) gets the contract of its format alone: 
 ``score_range`` is a property of the cell, not of the table: the trainer checks the scores against it
 with :func:`check_score_range`.
 
-``pair_id`` is not a key: MultiNLI's published dev_mismatched file repeats 27 of its pair ids.
+``pair_id`` is not a key: in MultiNLI's published dev_mismatched file, 27 labelled rows repeat an earlier row's pair id.
 """
 
 from __future__ import annotations
@@ -57,6 +57,7 @@ __all__ = ["Contract", "GIS_PAIRS", "contract_of", "check_table", "read_table", 
 SHOWN_ROWS = 5  # offending rows named in a message; the count says how many more
 _REMAKE = "delete it and rerun snakemake, which prepares it again from its source (its prepare rule)"
 _BINARY = (0.0, 1.0)
+_NLI3 = tuple(float(v) for v in sorted(NLI_CLASSES.values()))  # entailment, neutral, contradiction
 
 
 @dataclass(frozen=True)
@@ -124,15 +125,14 @@ def contract_of(path: str | os.PathLike) -> Contract:
         if fmt_known == "triplets":
             return Contract("triplets", _texts(3), tuple(_texts(3)), optional={"pair_id": "text"})
         if fmt_known == "nli3":
-            classes = tuple(float(v) for v in sorted(NLI_CLASSES.values()))
             return Contract("nli3", {**_texts(2), "score": "number"}, ("sentence1", "sentence2"), optional={"pair_id": "text"},
-                            values={"score": classes}, rows=src.rows)
+                            values={"score": _NLI3}, rows=src.rows)
         return Contract("pairs", {**_texts(2), "score": "number"}, ("sentence1", "sentence2"), optional={"pair_id": "text"},
                         values={"score": _BINARY}, rows=src.rows if counted else None)
     # a table of no catalogued dataset: what its format alone says
     k = 3 if fmt == "triplets" else 2
     return Contract(fmt or "pairs", _texts(k), tuple(_texts(k)), optional={"score": "number", "pair_id": "text"},
-                    values={"score": tuple(float(v) for v in sorted(NLI_CLASSES.values()))} if fmt == "nli3" else {},
+                    values={"score": _NLI3} if fmt == "nli3" else {},
                     fix="fix those rows in the table (or in the data it was prepared from) and rerun")
 
 

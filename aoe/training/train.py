@@ -475,9 +475,9 @@ def train(
         return summary
 
     # the setting a score outside the train set's range is fixed in: the cell (Snakemake's wildcards) names the train set
-    trainset = ((extra_record or {}).get("cell") or {}).get("trainset", "<name>")
-    run = _build(cfg, objective, cache_dir, table, backbone_dir, init_dir, select_table, select_is_test, project_dir=ckpt_root,
-                 score_key=f"trainsets.{trainset}.score_range")
+    cell = (extra_record or {}).get("cell") or {}
+    named = {"score_key": f"trainsets.{cell['trainset']}.score_range"} if "trainset" in cell else {}
+    run = _build(cfg, objective, cache_dir, table, backbone_dir, init_dir, select_table, select_is_test, project_dir=ckpt_root, **named)
     out_dir.parent.mkdir(parents=True, exist_ok=True)  # checkpoints and the model go here
     state = {"step": 0, "epoch": 0, "batch": 0, "examples_seen": 0, "train_seconds": 0.0, "zero_loss_steps": 0,
              "interval": {"n": 0, "sums": {}}}
