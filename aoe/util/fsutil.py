@@ -19,9 +19,22 @@ __all__ = ["atomic_file", "atomic_dir", "remove_stale_temporaries", "remove_orph
 
 # tempfile.mkdtemp's random part: 8 characters of tempfile._RandomNameSequence.characters
 _MKDTEMP_SUFFIX = "[a-z0-9_]{8}"
+
+
+def _writer_host() -> str:
+    """This host's name, and its pid namespace where /proc tells it: containers that share a folder and a hostname
+    but not their processes must not take each other's live writers for dead ones."""
+    host = re.sub(r"[^A-Za-z0-9-]", "-", socket.gethostname().split(".")[0]) or "host"
+    try:
+        namespace = re.sub(r"[^0-9]", "", os.readlink("/proc/self/ns/pid"))
+    except OSError:
+        namespace = ""
+    return f"{host}-{namespace}" if namespace else host
+
+
 # atomic_file's temporaries carry their writer, .name.<host>-<pid>.XXXXXXXX.tmp, so that a later run can tell
 # one whose writer died (SIGKILL, out of memory) from one a concurrent job is writing right now
-_HOST = re.sub(r"[^A-Za-z0-9-]", "-", socket.gethostname().split(".")[0]) or "host"
+_HOST = _writer_host()
 _WRITER = r"(?:(?P<host>[A-Za-z0-9-]+)-(?P<pid>[0-9]+)\.)?"  # absent in the names of versions before the pid
 # a temporary whose writer cannot be asked (another node's, or one named before the pid) is left alone this long:
 # every atomic_file write goes from open to rename in seconds, so one untouched for an hour has no writer
