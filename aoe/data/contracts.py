@@ -151,7 +151,9 @@ def _plain(value):
 
 def _fits(series: pd.Series, dtype: str) -> bool:
     if dtype == "text":
-        return pd.api.types.is_string_dtype(series) and all(isinstance(v, str) for v in series.dropna())
+        if isinstance(series.dtype, pd.StringDtype):  # pandas' str columns hold nothing else: no need to look
+            return True
+        return pd.api.types.is_object_dtype(series) and all(isinstance(v, str) for v in series.dropna())
     if pd.api.types.is_bool_dtype(series):
         return False
     return pd.api.types.is_integer_dtype(series) if dtype == "integer" else pd.api.types.is_numeric_dtype(series)
