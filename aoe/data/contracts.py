@@ -52,7 +52,7 @@ from aoe.data.io import DataError, sha256_file
 from aoe.data.nli import NLI_CLASSES
 from aoe.data.sts import EXPECTED_ROWS, SCORE_RANGE, SPLITS as STS_SPLITS
 
-__all__ = ["Contract", "GIS_PAIRS", "contract_of", "check_table", "read_table", "manifest_of", "check_manifest", "check_score_range"]
+__all__ = ["Contract", "GIS_PAIRS", "contract_of", "score_scale", "check_table", "read_table", "manifest_of", "check_manifest", "check_score_range"]
 
 SHOWN_ROWS = 5  # offending rows named in a message; the count says how many more
 _REMAKE = "delete it and rerun snakemake, which prepares it again from its source (its prepare rule)"
@@ -134,6 +134,19 @@ def contract_of(path: str | os.PathLike) -> Contract:
     return Contract(fmt or "pairs", _texts(k), tuple(_texts(k)), optional={"score": "number", "pair_id": "text"},
                     values={"score": _NLI3} if fmt == "nli3" else {},
                     fix="fix those rows in the table (or in the data it was prepared from) and rerun")
+
+
+def score_scale(dataset: str, split: str) -> tuple[tuple[float, float], str] | None:
+    """The span a catalogued pair table's scores keep by its contract, and what sets it (``the stsb gold scale``,
+    ``its labels 0, 1``); None for a table the catalogue does not know. The planner holds a train set's
+    ``score_range`` against it, before any job runs."""
+    c = contract_of(Path(dataset) / f"{split}.parquet")
+    if c.score_range is not None:
+        return c.score_range, c.scale
+    if "score" in c.values:
+        labels = c.values["score"]
+        return (min(labels), max(labels)), f"its labels {', '.join(f'{v:g}' for v in labels)}"
+    return None
 
 
 def _rows(mask: np.ndarray, values: pd.Series | None = None) -> str:
