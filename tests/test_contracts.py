@@ -51,6 +51,8 @@ def test_a_valid_table_of_each_kind_passes(tmp_path, rel):
 
 
 def _set(df: pd.DataFrame, col: str, row: int, value) -> pd.DataFrame:
+    """``df`` with one cell changed; a value its column's type cannot hold (None or a number in a str column,
+    a string in a number column) turns the column into objects, as a hand-edited table would hold them."""
     df = df.copy()
     if value is not None and isinstance(value, str) == (df[col].dtype == object or pd.api.types.is_string_dtype(df[col])):
         df.loc[row, col] = value
@@ -80,6 +82,7 @@ BROKEN = [
     ("stsb_llm/train.parquet", lambda d: _set(d, "score", 7, 2.0), r"\(a generated table\): 1 of 8 rows have a score that is not one of 0, 1 .*rule llm_pairs"),
     ("anything/mine.parquet", lambda d: _set(d, "score", 0, float("-inf")), r"mine.parquet \(a pairs table\): 1 of 8 rows have a score that is not a finite number"),
     ("anything/mine.parquet", lambda d: d.iloc[:0], r"mine.parquet: the table has no rows"),
+    ("stsb/test.parquet", lambda d: pd.DataFrame(columns=d.columns), r"test.parquet: the table has no rows"),
 ]
 
 

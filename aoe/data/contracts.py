@@ -185,11 +185,11 @@ def check_table(df: pd.DataFrame, path: str | os.PathLike, contract: Contract | 
     missing = [col for col in c.columns if col not in df.columns]
     if missing:
         raise DataError(f"{where}: no column {', '.join(missing)} (it has {', '.join(map(str, df.columns))}); {c.fix}")
+    if df.empty:  # before the types: a table built from no rows has object columns whatever it was meant to hold
+        raise DataError(f"{path}: the table has no rows; check the table (or the data it was prepared from) and rerun")
     for col, dtype in {**c.columns, **{k: v for k, v in c.optional.items() if k in df.columns}}.items():
         if not _fits(df[col], dtype):
             raise DataError(f"{where}: column {col} holds {df[col].dtype} values, not {dtype} ones; {c.fix}")
-    if df.empty:
-        raise DataError(f"{path}: the table has no rows; check the table (or the data it was prepared from) and rerun")
     blank = {col: (df[col].isna() | (df[col].astype(str).str.strip() == "")).to_numpy() for col in c.texts}
     any_blank = np.logical_or.reduce(list(blank.values()))
     if any_blank.any():
