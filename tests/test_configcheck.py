@@ -236,6 +236,23 @@ def test_a_trained_start_is_checked_at_planning_time(tmp_path, override, start):
     assert str(err.value).startswith(start), str(err.value)
 
 
+@pytest.mark.parametrize(
+    "override, start",
+    [
+        ({"trainsets": {"stsb": {"score_range": [0, 1]}}},
+         "trainsets.stsb.score_range: [0, 1] does not hold the scores of stsb/train (the stsb gold scale: 0 to 5); "
+         "its labels are the scores rescaled by this range: set it to [0, 5]"),
+        ({"trainsets": {"mrpc": {"score_range": [0.5, 5]}}},
+         "trainsets.mrpc.score_range: [0.5, 5] does not hold the scores of mrpc/train (its labels 0, 1: 0 to 1)"),
+    ],
+)
+def test_a_score_range_that_does_not_hold_the_tables_scores_fails_planning(tmp_path, override, start):
+    (tmp_path / "override.yaml").write_text(yaml.safe_dump(override))
+    with pytest.raises(ConfigError) as err:
+        load_config(REPO, [tmp_path / "override.yaml"])
+    assert str(err.value).startswith(start), str(err.value)
+
+
 def test_an_eval_text_rewrite_needs_a_prompt(tmp_path):
     # the official eval.py rewrites prompted texts only: on a BERT backbone the setting would do nothing
     (tmp_path / "override.yaml").write_text(yaml.safe_dump({"backbones": {"minilm-l6": {"eval_text": "official_eval_py"}}}))

@@ -328,3 +328,95 @@ def test_a_folder_written_by_atomic_dir_has_no_private_files(tmp_path, group_uma
         (tmp / "sub" / "config.json").write_text("{}")
     assert oct((out / "model.safetensors").stat().st_mode & 0o777) == oct(0o664)
     assert oct((out / "sub" / "config.json").stat().st_mode & 0o777) == oct(0o664)
+
+
+# --- atomic_file's temporaries left by a SIGKILL: removed by the next write once their writer is gone ---
+
+# A job stopped inside atomic_file, part of its file written, until it is killed.
+FILE_CHILD = """
+import sys, time
+from pathlib import Path
+sys.path.insert(0, {repo!r})
+from aoe.util.fsutil import atomic_file
+with atomic_file({out!r}, "wb") as fh:
+    fh.write(b"half written")
+    fh.flush()
+    Path({ready!r}).write_text("inside")
+    time.sleep(120)
+"""
+
+# The embedding cache's write of a text set, stopped half-way through np.savez until it is killed.
+CACHE_CHILD = """
+import sys, time
+from pathlib import Path
+sys.path.insert(0, {repo!r})
+import numpy as np
+from aoe.evaluate import embcache
+
+def savez(fh, **arrays):
+    fh.write(b"PK half a zip")
+    fh.flush()
+    Path({ready!r}).write_text("inside")
+    time.sleep(120)
+
+embcache.np.savez = savez
+cache = embcache.EmbeddingCache({root!r}, "model", {{}}, lambda texts: np.ones((len(texts), 4)))
+cache.encode(["a", "b"])
+"""
+
+
+def _killed_inside(tmp_path: Path, template: str, name: str, **fields) -> tuple[subprocess.Popen, Path]:
+    ready = tmp_path / f"ready-{name}"
+    code = template.format(repo=str(REPO), ready=str(ready), **fields)
+    proc = subprocess.Popen([sys.executable, "-c", textwrap.dedent(code)], stderr=subprocess.PIPE, text=True)
+    _wait_for(ready, proc)
+    return proc, ready
+
+
+def test_a_sigkilled_write_leaves_a_temporary_the_next_write_removes_but_not_a_live_writers(tmp_path):
+    out = tmp_path / "results" / "sts.json"
+    live, _ = _killed_inside(tmp_path, FILE_CHILD, "live", out=str(out))  # a concurrent job, still writing
+    try:
+        (writing,) = _hidden(out.parent, "sts.json")
+        killed, _ = _killed_inside(tmp_path, FILE_CHILD, "killed", out=str(out))
+        killed.send_signal(signal.SIGKILL)
+        killed.wait(timeout=60)
+        (left,) = set(_hidden(out.parent, "sts.json")) - {writing}
+        assert f"-{killed.pid}." in left and f"-{live.pid}." in writing  # the writer is in the name
+        with atomic_file(out) as fh:
+            fh.write("complete")
+        assert _hidden(out.parent, "sts.json") == [writing]  # the dead writer's removed, the live one's kept
+        assert out.read_text() == "complete"
+    finally:
+        live.kill()
+        live.wait(timeout=60)
+
+
+def test_a_sigkilled_embedding_cache_write_is_removed_by_the_next_cache_on_the_folder(tmp_path):
+    import numpy as np
+
+    from aoe.evaluate.embcache import EmbeddingCache
+
+    root = tmp_path / "embeddings"
+    proc, _ = _killed_inside(tmp_path, CACHE_CHILD, "cache", root=str(root))
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=60)
+    assert [p.name.endswith(".tmp") for p in (root / "model").iterdir() if p.name.startswith(".")] == [True]
+    EmbeddingCache(root, "model", {}, lambda texts: np.ones((len(texts), 4)))  # another evaluation of the model, another text set
+    assert sorted(p.name for p in (root / "model").iterdir()) == ["model.json"]
+
+
+def test_a_temporary_whose_writer_cannot_be_asked_is_removed_only_when_old(tmp_path):
+    from aoe.util import fsutil
+
+    other_host = tmp_path / ".t.parquet.nodeb-17-x-12345.abcdefgh.tmp"  # another node's job, maybe writing now
+    unnamed = tmp_path / ".t.parquet.abcdefgh.tmp"  # named before temporaries carried their writer
+    other_file = tmp_path / ".u.parquet.nodeb-12345.abcdefgh.tmp"  # another file's
+    for path in (other_host, unnamed, other_file):
+        path.write_bytes(b"x")
+    assert fsutil.remove_orphaned_files(tmp_path, "t.parquet") == []
+    old = time.time() - fsutil.ORPHAN_AGE_S - 60
+    for path in (other_host, unnamed, other_file):
+        os.utime(path, (old, old))
+    assert sorted(fsutil.remove_orphaned_files(tmp_path, "t.parquet")) == sorted([other_host, unnamed])
+    assert other_file.exists()

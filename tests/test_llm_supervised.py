@@ -291,14 +291,15 @@ def test_cache_file_is_append_only(tmp_path):
 def source_table(tmp_path) -> Path:
     from aoe.data.io import write_parquet_atomic
 
-    rows = [(t, f"other {i}", float(i % 5)) for i, t in enumerate(TEXTS + [" A plane is taking off. ", ""])]
-    df = pd.DataFrame(rows, columns=["sentence1", "sentence2", "score"])
+    # the STS-B train table's layout (aoe.data.contracts), a text repeated with other spacing
+    rows = [(t, f"other {i}", float(i % 5), "train", "stsb") for i, t in enumerate(TEXTS + [" A plane is taking off. "])]
+    df = pd.DataFrame(rows, columns=list(COLUMNS))
     return write_parquet_atomic(df, tmp_path / "stsb" / "train.parquet")
 
 
 def test_sample_texts_unique_and_seeded(source_table):
     texts, info = sample_texts(source_table)
-    assert texts == TEXTS and info["rows"] == 7 and info["unique_texts"] == 5
+    assert texts == TEXTS and info["rows"] == 6 and info["unique_texts"] == 5
     a, _ = sample_texts(source_table, n=3, seed=4)
     b, _ = sample_texts(source_table, n=3, seed=4)
     c, _ = sample_texts(source_table, n=3, seed=5)

@@ -25,6 +25,7 @@ from aoe.evaluate.mteb_eval import (  # noqa: E402
     run_mteb_evaluation,
     summarize,
 )
+from aoe.data.io import sha256_file  # noqa: E402
 from aoe.evaluate.mteb_local import MtebEvalError, local_task, local_task_inputs  # noqa: E402
 from aoe.model.prompts import apply_prompt  # noqa: E402
 
@@ -44,11 +45,11 @@ def _write_table(folder: Path, df: pd.DataFrame, dataset: str = "stsb") -> tuple
     folder.mkdir(parents=True, exist_ok=True)
     table, manifest = folder / "test.parquet", folder / "test.manifest.json"
     df.to_parquet(table)
-    manifest.write_text(json.dumps({"dataset": dataset, "split": "test", "rows": len(df), "table_sha256": "synthetic"}))
+    manifest.write_text(json.dumps({"dataset": dataset, "split": "test", "rows": len(df), "table_sha256": sha256_file(table)}))
     return table, manifest
 
 
-def _synthetic_sts(n: int = 40, seed: int = 0) -> pd.DataFrame:
+def _synthetic_sts(n: int = 40, seed: int = 0, low: float = 0.0) -> pd.DataFrame:
     rng = np.random.default_rng(seed)
     words = "apple river stone cloud quick lazy bright small green heavy old new dog cat runs sleeps".split()
     sent = lambda: " ".join(rng.choice(words, size=rng.integers(2, 8)))  # noqa: E731
@@ -56,7 +57,7 @@ def _synthetic_sts(n: int = 40, seed: int = 0) -> pd.DataFrame:
         {
             "sentence1": [sent() for _ in range(n)],
             "sentence2": [sent() for _ in range(n)],
-            "score": rng.uniform(0, 5, size=n),
+            "score": rng.uniform(low, 5, size=n),  # low: SICK's scale starts at 1
             "split": "test",
             "subset": "stsb",
         }
@@ -246,7 +247,7 @@ def test_result_json_records_protocol_data_and_provenance(tiny_bert, tmp_path):
     assert on_disk["protocol"]["mteb_version"] and on_disk["protocol"]["tasks"] == ["STSBenchmarkLocal"]
     assert on_disk["protocol"]["benchmark"] is None and on_disk["protocol"]["query_instruction"] is None
     assert on_disk["protocol"]["pooling"] == "cls" and on_disk["protocol"]["max_length"] == 512
-    assert on_disk["data"]["STSBenchmarkLocal"]["files"] == {str(table): "synthetic"}
+    assert on_disk["data"]["STSBenchmarkLocal"]["files"] == {str(table): sha256_file(table)}
     assert on_disk["versions"]["torch"] and on_disk["wall_seconds"] > 0 and on_disk["model"]["path"] == str(tiny_bert)
     assert on_disk["errors"] is None
 
@@ -269,7 +270,7 @@ def test_mteb_result_files_load_with_mtebs_loader_and_a_rerun_skips_finished_tas
 
     monkeypatch.setattr(cls, "encode", spy)
     stsb = _write_table(tmp_path / "stsb", _synthetic_sts(seed=1))
-    sick = _write_table(tmp_path / "sickr", _synthetic_sts(seed=2), dataset="sickr")
+    sick = _write_table(tmp_path / "sickr", _synthetic_sts(seed=2, low=1.0), dataset="sickr")
     cell = {"backbone": "tiny", "objective": "aoe", "trainset": "stsb", "seed": "42"}
     kw = dict(local_tasks=["STSBenchmarkLocal", "SICKRLocal"], pooling="cls", device="cpu", cell=cell, result_cache=tmp_path / "cache")
 
@@ -306,8 +307,7 @@ def test_mteb_result_files_load_with_mtebs_loader_and_a_rerun_skips_finished_tas
 
     # a rerun: STS-B read back from mteb's result cache (not encoded); SICK-R's data changed, so evaluated again
     calls.clear()
-    sick2 = _write_table(tmp_path / "sickr2", _synthetic_sts(seed=3), dataset="sickr")
-    (tmp_path / "sickr2" / "test.manifest.json").write_text(json.dumps({"dataset": "sickr", "split": "test", "table_sha256": "other"}))
+    sick2 = _write_table(tmp_path / "sickr2", _synthetic_sts(seed=3, low=1.0), dataset="sickr")
     assert local_task("SICKRLocal", tables={"sickr": sick2}).metadata.revision != results["SICKRLocal"].dataset_revision
     second = run("second", [stsb, sick2])
     assert calls == ["SICKRLocal"] * 2

@@ -282,7 +282,7 @@ def test_nan_scores_are_a_data_error(tmp_path, tokenizer_dir):
 
 def test_an_empty_table_is_a_data_error(tmp_path, tokenizer_dir):
     empty = _table_with(tmp_path, [], name="empty.parquet")
-    with pytest.raises(DataError, match=r"empty.parquet: no rows to tokenize; check the table"):
+    with pytest.raises(DataError, match=r"empty.parquet: the table has no rows; check the table"):
         build_token_cache(empty, tokenizer_dir, MAX_LENGTH, tmp_path / "c")
 
 

@@ -10,14 +10,13 @@ start_log(snakemake.log[0])
 
 import json
 
-import pandas as pd
-
+from aoe.data.contracts import read_table
 from aoe.results.figures import dataset_name
 from aoe.results.figures.similarity import plot_gold_density
 
 cfg = dict(snakemake.params.density)
 meta = json.loads(Path(snakemake.input.manifest).read_text())
-gold = pd.read_parquet(snakemake.input.table)["score"].to_numpy(dtype=float)
+gold = read_table(snakemake.input.table, snakemake.input.manifest)["score"].to_numpy(dtype=float)
 plot_gold_density(
     gold,
     list(cfg["gold_groups"]),

@@ -8,9 +8,9 @@ from aoe.config.workflow import start_log
 
 start_log(snakemake.log[0])
 
-import pandas as pd
 from transformers import AutoTokenizer
 
+from aoe.data.contracts import read_table
 from aoe.gis.stats import compute_stats
 from aoe.util.jsonio import write_json_atomic
 
@@ -18,7 +18,7 @@ tokenizer = AutoTokenizer.from_pretrained(snakemake.input.backbone)
 rows = []
 for path in snakemake.input.tables:
     split = Path(path).stem
-    df = pd.read_parquet(path)
+    df = read_table(path, manifest=True)
     rows += [
         {"text1": a, "text2": b, "label": int(s), "split": split}
         for a, b, s in zip(df["sentence1"], df["sentence2"], df["score"])

@@ -2,8 +2,9 @@
 
 :func:`prepare_sts_table` reads an STS split from SentEval's layout (rule prepare_sts);
 :func:`prepare_pairset` reads any other dataset's split from the mirror layout, a download or a
-hub snapshot (rules prepare_nli, prepare_pairs). Each writes its parquet table(s) and a manifest
-naming the sha256 and source of every file read.
+hub snapshot (rules prepare_nli, prepare_pairs). Each checks every table against its contract
+(:mod:`aoe.data.contracts`, the published row count included) and writes it with a manifest naming
+the sha256 and source of every file read.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from aoe.data.catalog import source, table_paths
+from aoe.data.contracts import check_table
 from aoe.data.flickr import read_flickr30k
 from aoe.data.glue import hub_pairs, read_mrpc, read_qnli_csv
 from aoe.data.hub import read_hub_split
@@ -45,6 +47,7 @@ def prepare_sts_table(
         rel: {"path": str(files[rel]), **check_published(files[rel], f"{DOWNSTREAM_SUBDIR}/{rel}")}
         for rel in sts_files(dataset, split)
     }
+    check_table(df, table_out, written=True)
     manifest = {
         "dataset": dataset,
         "split": split,
@@ -104,6 +107,7 @@ def prepare_pairset(dataset: str, split: str, root: str | os.PathLike, out_dir: 
     paths = table_paths(dataset, split, str(out_dir))
     manifest = {"dataset": dataset, "split": split, "origin": origin, "tables": {}}
     for fmt, df in tables.items():
+        check_table(df, paths[fmt], written=True)
         write_parquet_atomic(df, paths[fmt])
         manifest["tables"][fmt] = {
             "path": paths[fmt],

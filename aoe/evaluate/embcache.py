@@ -12,7 +12,9 @@ in the 4th decimal on such bits. Keying by set keeps every number a pure functio
 
 Layout: ``<root>/<model key>/model.json`` (what the key was computed from) and
 ``<text-set key>.npz`` (``texts``, ``emb`` float32), written to a temporary name and
-renamed, so concurrent jobs never see a partial file and never lock each other.
+renamed, so concurrent jobs never see a partial file and never lock each other. A write killed
+by SIGKILL leaves its hidden temporary; the next cache opened on the folder removes it once its
+writer is gone (:func:`aoe.util.fsutil.remove_orphaned_files`).
 The model key covers the weight, config and tokenizer files' sha256 and the
 embedding settings (pooling, truncation length, prompt, and how a prompted text is
 rewritten before the prompt: the set's key is its texts as the table holds them).
@@ -30,7 +32,7 @@ from typing import Callable, Iterable
 import numpy as np
 
 from aoe.data.io import sha256_file
-from aoe.util.fsutil import atomic_file
+from aoe.util.fsutil import atomic_file, remove_orphaned_files
 
 __all__ = ["EmbeddingCache", "model_key"]
 
@@ -63,6 +65,8 @@ class EmbeddingCache:
     def __init__(self, root: str | os.PathLike, key: str, record: dict, encode: Callable[[list[str]], np.ndarray]):
         self.dir = Path(root) / key
         self.dir.mkdir(parents=True, exist_ok=True)
+        # every text set's leftovers, not only the one asked for next: a killed write of a set no later job asks for
+        remove_orphaned_files(self.dir)
         meta = self.dir / "model.json"
         if not meta.is_file():
             with atomic_file(meta) as fh:

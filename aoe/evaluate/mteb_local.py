@@ -157,8 +157,8 @@ def local_task(
     :func:`aoe.data.sts.read_sts`, the same rows). TRECLocal reads ``downstream``.
     """
     import datasets
-    import pandas as pd
 
+    from aoe.data.contracts import read_table
     from aoe.data.io import sha256_file
 
     spec = LOCAL_TASKS[check_local([name])[0]]
@@ -173,7 +173,7 @@ def local_task(
             if (meta.get("dataset"), meta.get("split")) != (spec.dataset, "test"):
                 raise MtebEvalError(f"{name}: {manifest} describes {meta.get('dataset')}/{meta.get('split')}, not {spec.dataset}/test")
             files = {str(table): meta["table_sha256"]}
-            read = lambda: pd.read_parquet(table)  # noqa: E731
+            read = lambda: read_table(table, manifest)  # noqa: E731
         elif downstream is not None:
             from aoe.data.sts import read_sts, sts_files
 

@@ -7,9 +7,9 @@ import os
 import time
 from pathlib import Path
 
-import pandas as pd
-
 from aoe.config.hparams import schema_default
+from aoe.data.contracts import read_table
+from aoe.data.io import DataError
 from aoe.evaluate.sts import CAP_SEED, TASKS, capped_tables, evaluate_sts
 from aoe.util.jsonio import write_json_atomic
 from aoe.util.provenance import library_versions
@@ -69,7 +69,7 @@ def run_sts_evaluation(
     by_dataset = {}
     for table, manifest in zip(tables, manifests, strict=True):
         meta = json.loads(Path(manifest).read_text())
-        by_dataset[meta["dataset"]] = (pd.read_parquet(table), meta)
+        by_dataset[meta["dataset"]] = (read_table(table, manifest), meta)
     wanted = list(TASKS) if tasks is None else list(tasks)
     missing = [TASKS[t] for t in wanted if TASKS.get(t) not in by_dataset]
     if missing:
@@ -124,12 +124,9 @@ def run_indomain_evaluation(
 
     start = time.perf_counter()
     meta = json.loads(Path(manifest).read_text())
-    pairs = pd.read_parquet(table)
-    missing = {"sentence1", "sentence2", "score"} - set(pairs.columns)
-    if missing:
-        raise KeyError(f"{table}: in-domain evaluation needs columns sentence1, sentence2, score; missing {sorted(missing)}")
-    if pairs["score"].isna().any():
-        raise ValueError(f"{table}: {int(pairs['score'].isna().sum())} rows without a gold score (first row {int(pairs['score'].isna().idxmax())})")
+    pairs = read_table(table, manifest)  # the manifest's table, and its contract: texts, gold scores, rows
+    if "score" not in pairs.columns:  # a table of no catalogued dataset, whose contract leaves the score out
+        raise DataError(f"{table}: in-domain evaluation needs a gold score column score; it has {', '.join(pairs.columns)}")
     if "subset" not in pairs.columns:
         pairs = pairs.assign(subset=meta["dataset"])
     encoder, encode, cache = cached_encoder(model_dir, pooling, batch_size, max_length, cache_root, device, prompt=prompt)
@@ -295,8 +292,9 @@ def run_retrieval_evaluation(
 
     start = time.perf_counter()
     meta = json.loads(Path(manifest).read_text())
+    captions = read_table(table, manifest)  # before the model loads: a changed table costs seconds, not an embedding
     encoder, encode, cache = cached_encoder(model_dir, pooling, batch_size, max_length, cache_root, device, prompt=prompt)
-    result = flickr_strict_accuracy(encode, pd.read_parquet(table))
+    result = flickr_strict_accuracy(encode, captions)
     result["data"] = {"dataset": meta["dataset"], "split": meta["split"], "tables": meta["tables"]}
     return finish_result(result, model_dir, cell, encoder, cache, max_length, start, out)
 
@@ -399,7 +397,7 @@ def run_nli_probe(
     from aoe.evaluate.nli_probe import nli_probe, probe_sets
 
     start = time.perf_counter()
-    by_name = {f"{Path(t).parent.name}/{Path(t).name.split('.')[0]}": pd.read_parquet(t) for t in tables}
+    by_name = {f"{Path(t).parent.name}/{Path(t).name.split('.')[0]}": read_table(t, manifest=True) for t in tables}
     sets = probe_sets(protocol, by_name, max_rows=max_rows)
     encoder, encode, cache = cached_encoder(model_dir, pooling, batch_size, max_length, cache_root, device, prompt=prompt)
     result = nli_probe(encode, sets, sep=encoder.tokenizer.sep_token, mode=mode)

@@ -17,6 +17,7 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
+from aoe.data.contracts import read_table
 from aoe.evaluate.sts import cosine_rows, pair_embeddings, unique_texts
 from aoe.util.jsonio import write_json_atomic
 from aoe.util.provenance import library_versions
@@ -75,7 +76,7 @@ def run_saturation(
     from aoe.evaluate.run import cached_encoder
 
     start = time.perf_counter()
-    df = pd.read_parquet(table)
+    df = read_table(table, manifest)
     if max_pairs is not None and len(df) > max_pairs:
         df = df.sample(n=max_pairs, random_state=seed).sort_index()
     encoder, encode, _ = cached_encoder(model_dir, pooling, batch_size, max_length, cache_root=None, prompt=prompt)

@@ -37,7 +37,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
+from aoe.data.contracts import GIS_PAIRS, check_table
 from aoe.data.io import DataError
 
 __all__ = [
@@ -67,7 +69,8 @@ def _split_key(split: str) -> tuple[int, str]:
 
 
 def load_pairs(path: str | Path) -> list[dict[str, Any]]:
-    """Rows of a ``pairs.jsonl`` file; a malformed line raises DataError naming the file and line."""
+    """Rows of a ``pairs.jsonl`` file; a malformed line raises DataError naming the file and line, rows breaking
+    the pairs' contract (:data:`aoe.data.contracts.GIS_PAIRS`: empty texts, a label not 0 or 1) naming the rows."""
     path = Path(path)
     if not path.is_file():
         raise DataError(f"{path}: pairs file not found")
@@ -89,6 +92,8 @@ def load_pairs(path: str | Path) -> list[dict[str, Any]]:
             if bad:
                 raise DataError(f"{path}, line {line_no}: {', '.join(bad)} must be a string")
             rows.append(row)
+    if rows:  # an empty file is the caller's to explain (main: "no pairs")
+        check_table(pd.DataFrame(rows), path, GIS_PAIRS)
     return rows
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from aoe.data.contracts import check_table, read_table
 from aoe.data.io import DataError, sha256_file, write_parquet_atomic
 from aoe.data.sts import COLUMNS
 from aoe.llm_supervised import KINDS, LLM_DATASET, SELF_DATASET, SPLIT
@@ -37,7 +38,7 @@ def sample_texts(table: str | os.PathLike, column: str = "sentence1", n: int | N
     superset in general, but the same (table, n, seed) always gives the same texts.
     """
     table = Path(table)
-    df = pd.read_parquet(table)
+    df = read_table(table)
     if column not in df.columns:
         raise DataError(f"{table}: no column {column!r} (has {list(df.columns)})")
     stripped = df[column].astype(str).str.strip()
@@ -135,6 +136,7 @@ def label_generations(records: list[dict], size: int) -> tuple[pd.DataFrame, lis
 def _write_table(df: pd.DataFrame, dataset: str, table: str | os.PathLike, manifest_path: str | os.PathLike, extra: dict) -> dict:
     if df.empty:
         raise DataError(f"{dataset}/{SPLIT}: no pairs left to write ({json.dumps(extra.get('counts', {}))})")
+    check_table(df, table, written=True)
     write_parquet_atomic(df, table)
     manifest = {
         "dataset": dataset,

@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from aoe.data.contracts import read_table
 from aoe.data.io import DataError, sha256_file
 from aoe.model.backbones import tokenizer_fingerprint
 from aoe.model.prompts import apply_prompt
@@ -79,36 +80,23 @@ def _rows(mask: np.ndarray, shown: int = 5) -> str:
     return ", ".join(map(str, rows[:shown])) + (", ..." if len(rows) > shown else "")
 
 
-def _refuse_blank(table: Path, df: pd.DataFrame, blank: dict[str, np.ndarray], what: str) -> None:
-    """A DataError naming the rows whose text is ``what``, per column, if any.
+def _refuse_hollow(table: Path, df: pd.DataFrame, hollow: dict[str, np.ndarray]) -> None:
+    """A DataError naming the rows whose text the tokenizer drops whole, per column, if any.
 
-    Such a text is only its special tokens (and prompt) to the model, the same sequence
-    for every one of them: the losses drop the pairs as identical texts, and a table
-    of them trains on a zero loss without a word. The published datasets have none
-    (aoe.data refuses or drops empty sentences when it prepares them), so one is a broken table.
+    Such a text is only its special tokens (and prompt) to the model, as an empty one is
+    (:func:`aoe.data.contracts.check_table` refuses those on reading), but ``str.strip`` cannot
+    see it: zero-width spaces, control characters.
     """
-    rows = np.logical_or.reduce(list(blank.values()))
+    rows = np.logical_or.reduce(list(hollow.values()))
     if not rows.any():
         return
-    per_column = ", ".join(f"{c}: {int(m.sum())}" for c, m in blank.items() if m.any())
+    per_column = ", ".join(f"{c}: {int(m.sum())}" for c, m in hollow.items() if m.any())
     raise DataError(
-        f"{table}: {int(rows.sum())} of {len(df)} rows have a text that is {what} ({per_column}; "
+        f"{table}: {int(rows.sum())} of {len(df)} rows have a text that is dropped whole by the tokenizer ({per_column}; "
         f"0-based rows {_rows(rows)}); the model would see only special tokens, the same for every such text, and "
         "the losses would drop these pairs as identical texts: remove or fix those rows in the table "
         "(or in the data it was prepared from) and rerun"
     )
-
-
-def _refuse_missing_scores(table: Path, df: pd.DataFrame) -> None:
-    """NaN scores are an error: the losses' ``score > threshold`` would count each as a negative pair."""
-    if "score" not in df.columns:
-        return
-    missing = df["score"].isna().to_numpy()
-    if missing.any():
-        raise DataError(
-            f"{table}: {int(missing.sum())} of {len(df)} rows have no score (NaN in column score; 0-based rows "
-            f"{_rows(missing)}); they would train as negative pairs: fill in or remove those rows and rerun"
-        )
 
 
 def _refuse_past_positions(table: Path, model_dir: Path, ids: list[list[int]], max_length: int) -> None:
@@ -144,24 +132,17 @@ def build_token_cache(
     classes, 3 for triplets) and optionally ``score`` (a pair's gold score or an NLI
     class); the cache gets ``input_ids_k`` and ``text_id_k`` per text column and
     ``score`` (1.0 where the table has none: every triplet is a positive).
-    Empty or whitespace-only texts and NaN scores are a :class:`DataError`, as is a
-    ``max_length`` that leaves no room for text (``ValueError``, aoe.model.tokens.check_max_length).
+    A table that breaks its contract (:mod:`aoe.data.contracts`: empty texts, NaN scores, ...) is a
+    :class:`DataError`, as is a text the tokenizer drops whole; a ``max_length`` that leaves no room for
+    text is a ``ValueError`` (aoe.model.tokens.check_max_length).
     """
     import datasets
     from transformers import AutoTokenizer
 
     table, out_dir = Path(table), Path(out_dir)
-    df = pd.read_parquet(table)
+    # the one place a train table enters training: its contract (texts, scores, rows) is checked here
+    df = read_table(table)
     cols = text_columns(df)
-    if len(cols) < 2:
-        raise DataError(f"{table}: needs text columns sentence1 and sentence2, has {list(df.columns)}")
-    if df.empty:  # the tokenizer fails on an empty batch with an IndexError
-        raise DataError(f"{table}: no rows to tokenize; check the table (or the data it was prepared from) and rerun")
-    _refuse_blank(
-        table, df, {c: (df[c].isna() | (df[c].astype(str).str.strip() == "")).to_numpy() for c in cols},
-        "empty or whitespace-only",
-    )
-    _refuse_missing_scores(table, df)
     tokenizer = ensure_pad_token(AutoTokenizer.from_pretrained(tokenizer_dir))
     check_max_length(tokenizer, max_length, prompt)  # before the tokenizer runs over the whole table
     # Each distinct string is tokenized once; its text id (text_identities) is what the
@@ -177,9 +158,7 @@ def build_token_cache(
     # spaces, control characters) is as empty to the model
     overhead = text_overhead(tokenizer, prompt)
     hollow = np.array([x == overhead for x in ids], dtype=bool)
-    _refuse_blank(
-        table, df, {c: hollow[df[c].map(index).to_numpy(dtype=np.int64)] for c in cols}, "dropped whole by the tokenizer"
-    )
+    _refuse_hollow(table, df, {c: hollow[df[c].map(index).to_numpy(dtype=np.int64)] for c in cols})
     identity_of = text_identities(ids)
     columns: dict[str, list] = {}
     for k, col in enumerate(cols, start=1):

@@ -340,8 +340,10 @@ def check_backbones(config: dict) -> None:
 
 
 def check_trainsets(config: dict) -> None:
-    """Each train set: a split its dataset has, formats the dataset provides, an increasing score range."""
+    """Each train set: a split its dataset has, formats the dataset provides, an increasing score range that holds
+    the pair table's scores."""
     from aoe.data.catalog import SOURCES, dataset_splits
+    from aoe.data.contracts import score_scale
 
     all_splits = dataset_splits(config)
     for name, spec in config["trainsets"].items():
@@ -357,6 +359,15 @@ def check_trainsets(config: dict) -> None:
         lo, hi = spec["score_range"]
         if not hi > lo:
             raise ConfigError(f"trainsets.{name}.score_range: must be increasing, got {spec['score_range']}")
+        # the pair table's contract bounds its scores: a range that does not hold them fails the train job
+        # (aoe.data.contracts.check_score_range), known here before any job runs
+        scale = score_scale(spec["dataset"], spec["split"]) if "pairs" in spec.get("formats", ["pairs"]) else None
+        if scale is not None and not lo <= scale[0][0] <= scale[0][1] <= hi:
+            (low, high), what = scale
+            raise ConfigError(
+                f"trainsets.{name}.score_range: {spec['score_range']} does not hold the scores of {spec['dataset']}/{spec['split']} "
+                f"({what}: {low:g} to {high:g}); its labels are the scores rescaled by this range: set it to [{low:g}, {high:g}]"
+            )
 
 
 def check_inits(config: dict) -> None:

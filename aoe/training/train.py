@@ -89,6 +89,7 @@ from typing import ClassVar
 import torch
 
 from aoe.config.hparams import SELECTION_OFF, TrainSettings
+from aoe.data.contracts import check_score_range, read_table
 from aoe.data.io import DataError, sha256_file
 from aoe.losses import Objective, get_objective
 from aoe.losses.objectives import FORMATS
@@ -349,15 +350,11 @@ class _Selection:
     """
 
     def __init__(self, cfg: TrainConfig, table: str | Path, tokenizer, split_is_test: bool):
-        import pandas as pd
-
         from aoe.evaluate.sts import unique_texts
 
-        df = pd.read_parquet(table)
-        missing = [c for c in ("sentence1", "sentence2", "score") if c not in df.columns]
-        if missing or df.empty or df["score"].isna().any():
-            why = f"no column {missing}" if missing else "no rows" if df.empty else f"{int(df['score'].isna().sum())} scores missing"
-            raise DataError(f"{table}: not a pair table with gold scores to select a checkpoint on ({why}); select_split {cfg.select_split}")
+        df = read_table(table)  # its contract: texts, finite scores, rows
+        if "score" not in df.columns:  # a table of no catalogued dataset, whose contract leaves the score out
+            raise DataError(f"{table}: not a pair table with gold scores to select a checkpoint on (no column score); select_split {cfg.select_split}")
         self.split, self.table, self.split_is_test = dict(cfg.select_split), str(table), bool(split_is_test)
         self.table_sha256 = sha256_file(table)
         texts = unique_texts([df])
@@ -477,7 +474,10 @@ def train(
                   f"delete {ckpt_root} to train it again", flush=True)
         return summary
 
-    run = _build(cfg, objective, cache_dir, table, backbone_dir, init_dir, select_table, select_is_test, project_dir=ckpt_root)
+    # the setting a score outside the train set's range is fixed in: the cell (Snakemake's wildcards) names the train set
+    cell = (extra_record or {}).get("cell") or {}
+    named = {"score_key": f"trainsets.{cell['trainset']}.score_range"} if "trainset" in cell else {}
+    run = _build(cfg, objective, cache_dir, table, backbone_dir, init_dir, select_table, select_is_test, project_dir=ckpt_root, **named)
     out_dir.parent.mkdir(parents=True, exist_ok=True)  # checkpoints and the model go here
     state = {"step": 0, "epoch": 0, "batch": 0, "examples_seen": 0, "train_seconds": 0.0, "zero_loss_steps": 0,
              "interval": {"n": 0, "sums": {}}}
@@ -513,9 +513,11 @@ def _with_selection(identity: dict, select_table: str | Path | None) -> dict:
 
 
 def _build(cfg: TrainConfig, objective: Objective, cache_dir, table, backbone_dir, init_dir,
-           select_table=None, select_is_test: bool = False, project_dir: str | Path | None = None) -> _Run:
+           select_table=None, select_is_test: bool = False, project_dir: str | Path | None = None,
+           score_key: str = "trainsets.<name>.score_range") -> _Run:
     """Accelerator, data, encoder, optimizer, scheduler, checkpoint hooks and validation pairs of one run;
-    ``project_dir``: where accelerate's TensorBoard tracker writes (None: no tracker)."""
+    ``project_dir``: where accelerate's TensorBoard tracker writes (None: no tracker); ``score_key``: the
+    setting that declares the train set's score_range, for the message refusing a score outside it."""
     from accelerate import Accelerator
     from accelerate.utils import DistributedDataParallelKwargs, set_seed
     from transformers import AutoTokenizer, get_linear_schedule_with_warmup
@@ -542,7 +544,7 @@ def _build(cfg: TrainConfig, objective: Objective, cache_dir, table, backbone_di
         _use_deterministic_algorithms()
 
     tokenizer = ensure_pad_token(AutoTokenizer.from_pretrained(backbone_dir))
-    data = _load_data(cfg, objective, cache_dir, table, backbone_dir)
+    data = _load_data(cfg, objective, cache_dir, table, backbone_dir, score_key)
     avoid_cudnn_attention(accelerator.device)
     encoder = finetuning.load_encoder(backbone_dir, init_dir, accelerator.device)
     module = _Trainee(encoder, objective.make_head(encoder.config.hidden_size), cfg.pooling, cfg.length_buckets)
@@ -597,14 +599,17 @@ def _use_deterministic_algorithms() -> None:
     torch.backends.cudnn.benchmark = False
 
 
-def _load_data(cfg: TrainConfig, objective, cache_dir, table, backbone_dir):
-    """The token cache of ``table``, checked to hold a batch, the texts the objective reads and labels it can learn from."""
+def _load_data(cfg: TrainConfig, objective, cache_dir, table, backbone_dir, score_key: str):
+    """The token cache of ``table``, checked to hold a batch, the texts the objective reads, scores within the train
+    set's ``score_range`` (``score_key`` names it) and labels the objective can learn from."""
     data = load_token_cache(cache_dir, table, backbone_dir, cfg.max_length, cfg.prompt)
     if len(data) < cfg.batch_size:
         raise ValueError(f"{table}: {len(data)} training examples, fewer than one batch of {cfg.batch_size}")
     missing = [f"input_ids_{j}" for j in range(1, objective.n_texts + 1) if f"input_ids_{j}" not in data.column_names]
     if missing:
         raise ValueError(f"{cache_dir}: objective {cfg.objective!r} on {cfg.format} needs {missing}")
+    if cfg.format == "pairs":  # nli3 scores are classes and triplets have none: no scale to leave
+        check_score_range(data["score"], cfg.score_range, table, score_key)
     scores = torch.tensor(data["score"], dtype=torch.float64)  # never NaN: build_token_cache refuses them
     labels = objective.train_labels(scores, cfg.score_range) if cfg.format == "pairs" else scores
     problems = objective.label_problems(labels)

@@ -6,17 +6,39 @@ import os
 import re
 import shutil
 import signal
+import socket
 import sys
 import tempfile
 import threading
+import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Iterator
 
-__all__ = ["atomic_file", "atomic_dir", "remove_stale_temporaries", "exit_on_sigterm", "as_created"]
+__all__ = ["atomic_file", "atomic_dir", "remove_stale_temporaries", "remove_orphaned_files", "exit_on_sigterm", "as_created"]
 
 # tempfile.mkdtemp's random part: 8 characters of tempfile._RandomNameSequence.characters
 _MKDTEMP_SUFFIX = "[a-z0-9_]{8}"
+
+
+def _writer_host() -> str:
+    """This host's name, and its pid namespace where /proc tells it: containers that share a folder and a hostname
+    but not their processes must not take each other's live writers for dead ones."""
+    host = re.sub(r"[^A-Za-z0-9-]", "-", socket.gethostname().split(".")[0]) or "host"
+    try:
+        namespace = re.sub(r"[^0-9]", "", os.readlink("/proc/self/ns/pid"))
+    except OSError:
+        namespace = ""
+    return f"{host}-{namespace}" if namespace else host
+
+
+# atomic_file's temporaries carry their writer, .name.<host>-<pid>.XXXXXXXX.tmp, so that a later run can tell
+# one whose writer died (SIGKILL, out of memory) from one a concurrent job is writing right now
+_HOST = _writer_host()
+_WRITER = r"(?:(?P<host>[A-Za-z0-9-]+)-(?P<pid>[0-9]+)\.)?"  # absent in the names of versions before the pid
+# a temporary whose writer cannot be asked (another node's, or one named before the pid) is left alone this long:
+# every atomic_file write goes from open to rename in seconds, so one untouched for an hour has no writer
+ORPHAN_AGE_S = 3600.0
 
 
 def _temporary_pattern(out_dir: Path) -> re.Pattern:
@@ -29,8 +51,8 @@ def remove_stale_temporaries(out_dir: str | os.PathLike) -> list[Path]:
     A run killed by SIGKILL (or an out-of-memory kill, or a node lost) never reaches
     ``atomic_dir``'s cleanup, and its partial folder would stay beside the output for
     good. Only the exact names ``atomic_dir`` makes for this output are touched, and
-    only folders (not links): :func:`atomic_file`'s ``.name.XXXXXXXX.tmp`` files or another output's
-    ``.other.*`` folders stay. Safe because one output is written by one job at a time
+    only folders (not links): :func:`atomic_file`'s ``.name.<host>-<pid>.XXXXXXXX.tmp`` files
+    (:func:`remove_orphaned_files`'s) or another output's ``.other.*`` folders stay. Safe because one output is written by one job at a time
     (Snakemake never runs two jobs on the same output).
     """
     out_dir = Path(out_dir)
@@ -45,14 +67,67 @@ def remove_stale_temporaries(out_dir: str | os.PathLike) -> list[Path]:
     return removed
 
 
+def _writer_alive(host: str | None, pid: str | None) -> bool | None:
+    """Whether the process that named a temporary file still runs; None where this process cannot tell."""
+    if host != _HOST or pid is None:
+        return None
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process: alive
+        return True
+    return True
+
+
+def remove_orphaned_files(folder: str | os.PathLike, name: str | None = None) -> list[Path]:
+    """Remove the hidden temporaries of :func:`atomic_file` in ``folder`` whose writer is gone; return them.
+
+    ``name``: only the temporaries of the file ``folder/name`` (else those of every file). A
+    write killed by SIGKILL never reaches atomic_file's cleanup, and its ``.name.<host>-<pid>.XXXXXXXX.tmp``
+    would stay for good (an embedding cache file of a whole text set: megabytes to gigabytes). One is
+    an orphan when its writer ran on this host and its pid is gone, or, where that cannot be asked
+    (another host's, or a name without a pid), when nothing has touched it for :data:`ORPHAN_AGE_S`:
+    a concurrent job's file being written is never removed. A pid reused since is taken as the writer:
+    the file stays until a later run.
+    """
+    folder = Path(folder)
+    # lazy: a greedy name would swallow the writer's part and leave the file to the age rule
+    base = re.escape(f".{name}.") if name is not None else r"\..+?\."
+    pattern = re.compile(base + _WRITER + _MKDTEMP_SUFFIX + r"\.tmp")
+    removed = []
+    try:
+        siblings = list(folder.iterdir())
+    except FileNotFoundError:
+        return []
+    now = time.time()
+    for sibling in siblings:
+        match = pattern.fullmatch(sibling.name)
+        if match is None:
+            continue
+        alive = _writer_alive(match["host"], match["pid"])
+        try:
+            if alive is None:
+                stat = sibling.lstat()
+                alive = now - stat.st_mtime < ORPHAN_AGE_S
+            if alive or not sibling.is_file() or sibling.is_symlink():
+                continue
+            sibling.unlink()
+        except OSError:  # gone meanwhile (its writer renamed it), or another user's we cannot delete: not this job's failure
+            continue
+        removed.append(sibling)
+    return removed
+
+
 @contextmanager
 def atomic_file(path: str | os.PathLike, mode: str = "w", *, encoding: str | None = "utf-8", fsync: bool = False) -> Iterator[IO]:
-    """Open a hidden temporary file beside ``path`` (``.name.XXXXXXXX.tmp``, in ``mode``: "w" or "wb");
+    """Open a hidden temporary file beside ``path`` (``.name.<host>-<pid>.XXXXXXXX.tmp``, in ``mode``: "w" or "wb");
     when the block ends without error it is moved over ``path``, else removed.
 
     A reader never sees a half-written ``path``: a job killed mid-write leaves the previous file or
     none (os.replace is atomic within one filesystem, hence the same folder). Under SIGKILL the
-    hidden file stays; under SIGTERM it is removed if the process turned SIGTERM into an exception
+    hidden file stays until the next write of ``path`` removes it (:func:`remove_orphaned_files`);
+    under SIGTERM it is removed if the process turned SIGTERM into an exception
     (:func:`exit_on_sigterm`). The file gets the mode ``open()`` gives (:func:`as_created`), not
     tempfile's 0600. ``fsync``: flush it to the disk before the move (a table a later job reads
     after a node crash).
@@ -61,7 +136,8 @@ def atomic_file(path: str | os.PathLike, mode: str = "w", *, encoding: str | Non
         raise ValueError(f"atomic_file writes a whole new file: mode 'w' or 'wb', not {mode!r}")
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    remove_orphaned_files(path.parent, path.name)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.{_HOST}-{os.getpid()}.", suffix=".tmp")
     try:
         with os.fdopen(fd, mode, encoding=None if "b" in mode else encoding) as fh:
             yield fh

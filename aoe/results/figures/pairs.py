@@ -24,6 +24,7 @@ from typing import Callable, Mapping
 import numpy as np
 import pandas as pd
 
+from aoe.data.contracts import read_table
 from aoe.util.fsutil import atomic_file
 
 __all__ = ["eval_text_set", "pair_arrays", "run_figure_pairs", "load_pairs"]
@@ -105,7 +106,7 @@ def run_figure_pairs(
     frames, metas = {}, {}
     for table, manifest in zip(tables, manifests, strict=True):
         meta = json.loads(Path(manifest).read_text())
-        frames[meta["dataset"]] = pd.read_parquet(table)
+        frames[meta["dataset"]] = read_table(table, manifest)
         metas[meta["dataset"]] = meta
     if dataset not in frames:
         raise KeyError(f"figure pairs: no prepared test table for {dataset!r} among {sorted(frames)}")
