@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import shutil
 import subprocess
@@ -44,6 +45,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 RESULT = REPO / "bench" / "results" / "gpu_check.json"
+# where the runs write their models; AOE_GPU_CHECK_WORK moves it, so two runs on one machine (a test beside another
+# checkout's) never share a folder
+WORK_ROOT = Path(os.environ.get("AOE_GPU_CHECK_WORK", "/tmp/aoe-gpu-check"))
 MINILM, BERT = "minilm-l6", "bert-base-uncased"
 NLI_CELLS = ("aoe", "angle_arxiv")
 # optimizer steps timed per NLI cell: 8 x 2,048 and 200 x 50 examples
@@ -191,11 +195,9 @@ def run(bundle: Path, device: str, parts: list[str], out_json: Path, nli_steps: 
         raise SystemExit("--device cuda: torch sees no GPU")
     if device == "cpu":
         # accelerate picks the GPU whenever there is one
-        import os
-
         os.environ["CUDA_VISIBLE_DEVICES"] = ""  # inherited by the parts' child processes
     meta = json.loads((bundle / "bundle.json").read_text())
-    work = Path("/tmp/aoe-gpu-check") / device
+    work = WORK_ROOT / device
     work.mkdir(parents=True, exist_ok=True)
     minilm = fp32_copy(bundle / MINILM, work / "backbone-minilm-fp32") if {"minilm", "bert-nli"} & set(parts) else None
     result: dict = {"device": device, "parts": parts, "versions": {k: library_versions().get(k) for k in ("torch", "transformers", "accelerate", "python")},
@@ -249,7 +251,7 @@ def profile_nli(bundle: Path, precision: str, steps: int, out: Path) -> None:
     import torch
     from torch.profiler import ProfilerActivity, profile
 
-    work = Path("/tmp/aoe-gpu-check") / "cuda"
+    work = WORK_ROOT / "cuda"
     work.mkdir(parents=True, exist_ok=True)
     bert = bert_base_random(fp32_copy(bundle / MINILM, work / "backbone-minilm-fp32"), work / "backbone-bert-base-random")
     meta = json.loads((bundle / "bundle.json").read_text())
@@ -378,7 +380,6 @@ def llama_eval(bundle: Path, model_dir: Path, device: str, kv_cache: bool, out: 
     """One process: the STS-B test evaluation of a trained adapter (aoe.evaluate.run.run_sts_evaluation, as the
     evaluate rule runs it), the GPU's peak while the model loads and while it embeds; ``kv_cache``: with the
     decoder's key/value cache, as before aoe.model.encoder.no_cache."""
-    import dataclasses
 
     import torch
 

@@ -18,7 +18,8 @@ pytestmark = pytest.mark.skipif(MIRROR is None, reason=NO_MIRROR)
 
 
 def test_the_llama_part_runs_a_tiny_shape_on_the_cpu(tmp_path):
-    env = {**os.environ, "AOE_DATA_MIRROR": str(MIRROR), "OMP_NUM_THREADS": "1"}
+    # its own work folder: the script's default /tmp/aoe-gpu-check is shared by every checkout on the machine
+    env = {**os.environ, "AOE_DATA_MIRROR": str(MIRROR), "OMP_NUM_THREADS": "1", "AOE_GPU_CHECK_WORK": str(tmp_path / "work")}
     bundle, out = tmp_path / "bundle", tmp_path / "cpu.json"
     script = str(REPO / "bench" / "gpu_check.py")
     subprocess.run([sys.executable, script, "prepare", "--bundle", str(bundle), "--parts", "llama"], cwd=REPO, env=env, check=True,
