@@ -27,6 +27,7 @@ from aoe.config.workflow import (
     settings_changed,
     suite_results,
     protocol_differences,
+    scored_split_selections,
     table_inputs,
     table_rows,
     table_target,

@@ -17,6 +17,8 @@ rule table:
         name=lambda wildcards: wildcards.table,
         # how this configuration trains the table's rows otherwise than the paper grid: a note of the table
         differences=lambda wildcards: protocol_differences(config, GRID_CONFIG, wildcards.table),
+        # rows whose models were chosen on a split the table scores: marked, with a note
+        selections=lambda wildcards: scored_split_selections(config, wildcards.table),
     script:
         "../workflow_scripts/make_table.py"
 

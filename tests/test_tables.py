@@ -1286,3 +1286,37 @@ def test_table2_keeps_the_papers_columns_where_a_preset_trains_one_of_them():
     md = to_markdown(table)
     assert "| *AoE (paper: Li & Li, AoE, ACL 2024, Table 2)* | 86.28 ± 0.19 | 70.59 ± 0.35 | 78.44 |" in md
     assert "- GIS: the paper's column, no model of this configuration trains on it (–); the average of ours needs every column." in md
+
+
+def test_a_row_chosen_on_a_split_the_table_scores_says_so(tmp_path):
+    """Issue 51: under select_checkpoint best on a scored split (the official choice for QQP / QNLI: the GLUE dev
+    split it reports; MRPC's only held-out split is its test split), the row is marked and a note names where it
+    was chosen; REPORT.md's lines carry the mark. The grid keeps the last checkpoint: no mark."""
+    from aoe.config.workflow import SCORED_SPLIT_MARK, scored_split_selections
+    from aoe.plan.check import load_config
+    from aoe.publish.report import build_report
+    from aoe.results.render import write_table
+    from tests.workflow_utils import REPO
+
+    grid = load_config(REPO, [])
+    assert scored_split_selections(grid, "angle_table2_nontransfer") == []
+    best = load_config(REPO, ["presets/paper-best-checkpoint.yaml"])
+    selections = scored_split_selections(best, "angle_table2_nontransfer")
+    assert {s["objective"] for s in selections} == {"sbert", "simcse_sup", "cosent", "angle_arxiv"}
+    assert {s["split"] for s in selections} == {"mrpc test, qnli dev, qqp dev"}  # STS-B (dev) and GIS (valid) are held out
+    assert scored_split_selections(best, "table2_indomain") == []  # STS-B dev, GIS valid
+    root = tmp_path / "eval"
+    files = [write_indomain(root, "bert-base-uncased", "angle_arxiv", t, 42, t, 70.0) for t in ("mrpc", "stsb", "qqp", "qnli", "gis")]
+    files += [write_indomain(root, "bert-base-uncased", "sbert", t, 42, t, 65.0) for t in ("mrpc", "stsb", "qqp", "qnli", "gis")]
+    spec = {**_config_table("angle_table2_nontransfer"), "objectives": ["sbert", "angle_arxiv"]}
+    table = render_table("angle_table2_nontransfer", spec, files, selections=selections)
+    labels = {r.objective: r.label for r in table.rows if not r.reference}
+    assert labels["angle_arxiv"] == f"AnglE {SCORED_SPLIT_MARK}" and labels["sbert"] == f"SBERT {SCORED_SPLIT_MARK}"
+    assert table.notes[0].startswith(f"{SCORED_SPLIT_MARK}: the checkpoint was chosen on a split this table scores")
+    assert "bert-base-uncased AnglE on mrpc test, qnli dev, qqp dev" in table.notes[0]
+    out = {ext: tmp_path / f"t.{ext}" for ext in ("tex", "csv", "md", "json")}
+    write_table(table, out["tex"], out["csv"], out["md"], out["json"])
+    report = build_report([out["json"]])
+    assert f"AnglE {SCORED_SPLIT_MARK}" in report and "not a held-out estimate" in report
+    unmarked = render_table("angle_table2_nontransfer", spec, files)
+    assert not any(SCORED_SPLIT_MARK in r.label for r in unmarked.rows)

@@ -38,6 +38,8 @@ __all__ = [
     "TableRow",
     "table_rows",
     "protocol_differences",
+    "SCORED_SPLIT_MARK",
+    "scored_split_selections",
     "row_entries",
     "table_inputs",
     "suite_results",
@@ -426,6 +428,26 @@ def protocol_differences(config: dict, grid: dict, table: str) -> list[str]:
     length, paper_length = _training_length(config, ours[0]), _training_length(grid, match)
     if length != paper_length:
         out.append(f"{length} (paper: {paper_length})")
+    return out
+
+
+# what a table row trained under such a selection carries, and the note that says why
+SCORED_SPLIT_MARK = "§"
+
+
+def scored_split_selections(config: dict, table: str) -> list[dict]:
+    """The rows of ``table`` whose models were chosen on a split their numbers are read on (``select_checkpoint:
+    best`` with a ``select_split`` that :func:`selection_is_test` calls scored, as the official code chose for NLI-STS
+    and QQP / QNLI): ``[{backbone, objective, trainsets, split}]``, one per row; [] under the grid's ``last``.
+    Such a number is not a held-out estimate, so the table marks the row (:data:`SCORED_SPLIT_MARK`) and says so."""
+    out = []
+    for row in table_rows(config, table):
+        if row.objective in (PRETRAINED, RELEASED):
+            continue
+        chosen = sorted({f"{found['dataset']} {found['split']}" for cell in row.cells
+                         if (found := selection_split(config, cell)) and found["split_is_test"]})
+        if chosen:
+            out.append({"backbone": row.backbone, "objective": row.objective, "trainsets": list(row.trainsets), "split": ", ".join(chosen)})
     return out
 
 

@@ -30,6 +30,7 @@ import yaml
 
 from aoe.config.hparams import recipe_anchor
 from aoe.config.table_kinds import table_kind
+from aoe.config.workflow import SCORED_SPLIT_MARK
 from aoe.config.workflow import PRETRAINED, RELEASED
 from aoe.plan.ledger import md_cell
 from aoe.results.render import and_join, no_delta_reason, paper_digits
@@ -106,6 +107,8 @@ def table_section(table: dict, sources: list[str] | None = None) -> tuple[str, d
     if table.get("caption"):
         lines += [f"{table['caption']}", ""]
     lines.append(f"- Kind: `{table['kind']}`; config: {', '.join(f'`{s}`' for s in sources) if sources else 'defaults'}.")
+    # a row chosen on a split the table scores carries the mark in its label: its line here says why
+    lines += [f"- {note}" for note in table.get("notes", []) if note.startswith(f"{SCORED_SPLIT_MARK}: ")]
     headers = {c["key"]: c["header"] for c in table["columns"]}
     counts = dict.fromkeys(_COUNTS, 0)
     kind = table_kind(table["kind"])  # decimals per column as in the table itself (GIS split sizes: none)

@@ -606,11 +606,13 @@ def source_files(paths: list[str | Path]) -> list[dict]:
 
 
 def render_table(name: str, spec: dict, inputs: list[str | Path], rows: list[dict] | None = None,
-                 numbers_file: str | Path | None = None, differences: list[str] | None = None) -> Table:
+                 numbers_file: str | Path | None = None, differences: list[str] | None = None,
+                 selections: list[dict] | None = None) -> Table:
     """The table a rule renders: its kind's loader on the inputs, then :func:`build_table` (or the GIS
     table), with the files it read (:func:`source_files`); ``differences``
     (:func:`aoe.config.workflow.protocol_differences`): a first note naming each way its rows are trained otherwise
-    than the paper's."""
+    than the paper's; ``selections`` (:func:`aoe.config.workflow.scored_split_selections`): the rows whose models
+    were chosen on a split the table scores, marked and named in a note."""
     kind = spec["kind"]
     if table_kind(kind).inputs == "gis_stats":
         stats = json.loads(Path(inputs[0]).read_text())
@@ -621,4 +623,26 @@ def render_table(name: str, spec: dict, inputs: list[str | Path], rows: list[dic
     table.sources = source_files(inputs)
     if differences:
         table.notes.insert(0, "Not the paper's protocol, so a Δ measures the protocol too: " + "; ".join(differences) + ".")
+    if selections:
+        mark_scored_split_selections(table, selections)
     return table
+
+
+def mark_scored_split_selections(table: Table, selections: list[dict]) -> None:
+    """Mark each row of ours that :func:`aoe.config.workflow.scored_split_selections` names (its label, so REPORT.md's
+    lines carry it too) and say in a note where it was chosen: such a number is not a held-out estimate."""
+    from aoe.config.workflow import SCORED_SPLIT_MARK
+
+    named = []
+    for sel in selections:
+        for row in table.rows:
+            if (row.reference or (row.backbone, row.objective) != (sel["backbone"], sel["objective"])
+                    or sorted(row.trainsets) != sorted(sel["trainsets"])):
+                continue
+            if not row.label.endswith(SCORED_SPLIT_MARK):
+                row.label = f"{row.label} {SCORED_SPLIT_MARK}"
+            named.append(f"{row.backbone} {row.label.removesuffix(' ' + SCORED_SPLIT_MARK)} on {sel['split']}")
+    if named:
+        table.notes.insert(0, f"{SCORED_SPLIT_MARK}: the checkpoint was chosen on a split this table scores (select_checkpoint: best), "
+                              "as the official code chose for NLI-STS and QQP / QNLI, so the number is not a held-out estimate: "
+                              + "; ".join(named) + ".")
