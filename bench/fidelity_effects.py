@@ -1,8 +1,10 @@
 """What four fidelity points of issue 36 change in real CPU runs: evaluation pooling (1, 2), best vs last
-checkpoint (3) and the LLM evaluation text (6), on MiniLM-L6 and Gemma 3 270M.
+checkpoint (3) and the LLM evaluation text (6), on MiniLM-L6 and Gemma 3 270M; and issue 51's recipe change of
+AnglE's in-domain cells (51).
 
     .venv/bin/python bench/fidelity_effects.py [--parts 1,2,3,6] [--max-pairs 1000] [--llm-max-pairs 120]
                                                [--mirror DIR] [--out PATH]
+    .venv/bin/python bench/fidelity_effects.py --parts 51 --out bench/results/fidelity_effects_issue51.json
 
 Everything goes through the pipeline's own code: the test, dev and train tables are prepared by
 ``aoe.data.prepare.prepare_sts_table`` (rule prepare_sts), the backbones by
@@ -29,6 +31,14 @@ materialized backbones (their preparation time is recorded apart); every model i
    each text as in the table (``raw``, the reference) and rewritten as the official eval.py
    (``official_eval_py``, the grid's setting).
 
+5. (Part 51) AnglE's in-domain cells (AnglE Table 2, its ablation table) before and after issue 51, on the CPU
+   demo's backbone: the angle_arxiv objective on STS-B train, seeds 1 and 2, ``--indomain-steps`` steps of 32 pairs,
+   from the backbone, under the official STS-B example's values the grid had (lr 2e-5, no warm-up, max_length 128:
+   presets/paper-angle-indomain-readme.yaml, the reference) and under fcb6223 train_angle.py's defaults the grid
+   trains now (lr 1e-5, 100 warm-up steps, max_length 512). Not measured: the start (the README example fine-tunes
+   the NLI model, the script BERT as downloaded), since an NLI stage is hours of CPU, and the 20 epochs, since the
+   step count is held equal; so the row measures the rate, warm-up and length at equal length of training.
+
 Caps: the MiniLM scores use a seeded ``--max-pairs`` subset of each task but STS-B (every one of its
 1,379 test pairs): the official arithmetic embeds every text in its SentEval batch, without dedup or
 length sorting, and batches of 2 run at a fraction of the masked path's speed, so every pair of the 7
@@ -54,7 +64,8 @@ import _common as C  # noqa: E402
 
 RESULT = C.REPO / "bench" / "results" / "fidelity_effects.json"
 WORK = C.WORK_DIR / "fidelity"
-PARTS = ("1", "2", "3", "6")
+PARTS = ("1", "2", "3", "6", "51")
+SEEDS_51 = (1, 2)  # the CPU demo's seeds
 SEED = 1  # the CPU demo's first seed
 SUBSET_SEED = 0
 MINILM, GEMMA = "minilm-l6", "gemma3-270m"
@@ -115,13 +126,14 @@ def backbone(name: str, config: dict) -> tuple[Path, dict]:
 # --------------------------------------------------------------------------- training and scoring
 
 
-def train_cell(config: dict, backbone_dir: Path, table: Path, name: str, dev: Path | None = None, **overrides) -> tuple[Path, dict]:
-    """The CPU demo's MiniLM AoE cell (seed SEED) with ``overrides``, trained from scratch into WORK/models/name."""
+def train_cell(config: dict, backbone_dir: Path, table: Path, name: str, dev: Path | None = None, objective: str = "aoe",
+               seed: int = SEED, **overrides) -> tuple[Path, dict]:
+    """The CPU demo's MiniLM cell (AoE, seed SEED unless given) with ``overrides``, trained from scratch into WORK/models/name."""
     from aoe.config.workflow import train_params
     from aoe.model.tokens import build_token_cache
     from aoe.training.train import TrainConfig, train
 
-    params = {**train_params(config, MINILM, "aoe", "stsb", SEED), **overrides}
+    params = {**train_params(config, MINILM, objective, "stsb", seed), **overrides}
     cfg = TrainConfig(**params)
     out = WORK / "models" / name
     # a finished run of the same identity would be restored from its .ckpt folder instead of trained
@@ -248,6 +260,39 @@ def part3(ctx, subset: int, epochs: int) -> dict:
     }
 
 
+# (row label, the training values that differ): the grid's values before issue 51 first (the reference)
+RECIPES_51 = [
+    ("STS-B example (00a78ed): lr 2e-5, no warm-up, max_length 128", {"learning_rate": 2e-5, "warmup_ratio": 0.0, "warmup_steps": 0, "max_length": 128}),
+    ("train_angle.py defaults (fcb6223): lr 1e-5, 100 warm-up steps, max_length 512",
+     {"learning_rate": 1e-5, "warmup_ratio": 0.0, "warmup_steps": 100, "max_length": 512}),
+]
+
+
+def part51(ctx, steps: int) -> dict:
+    import statistics
+
+    train_table = ctx["tables"][("stsb", "train")][0]
+    rows, training = [], {}
+    for label, values in RECIPES_51:
+        runs = []
+        for seed in SEEDS_51:
+            name = f"part51-{values['max_length']}-seed{seed}"
+            model_dir, rec = train_cell(ctx["demo"], ctx["minilm"], train_table, name, objective="angle_arxiv", seed=seed,
+                                        init=None, max_steps=steps, **values)
+            r = ctx["score"](model_dir, name)
+            runs.append(r)
+            training[name] = rec
+            print(f"  part 51: {label}, seed {seed}: STS-B {r['stsb']:.2f}, avg {r['avg']:.2f} "
+                  f"({rec['summary']['wall_seconds']} s training)", flush=True)
+        mean = lambda k: statistics.fmean(x[k] for x in runs)
+        rows.append({"part": "51", "model": f"MiniLM-L6 AnglE (angle_arxiv, STS-B train, {steps} steps, seeds {SEEDS_51[0]}, {SEEDS_51[1]})",
+                     "setting": label, "eval_pooling": "cls", "senteval_batch": None, "stsb": mean("stsb"), "avg": mean("avg"),
+                     "per_seed": {str(s): {"stsb": x["stsb"], "avg": x["avg"]} for s, x in zip(SEEDS_51, runs)},
+                     "stsb_std": statistics.stdev(x["stsb"] for x in runs), "values": values})
+    return {"rows": with_deltas(rows), "training": training,
+            "not_measured": "the start (NLI model vs BERT as downloaded) and the 20 epochs: equal steps from the backbone"}
+
+
 def part6(ctx) -> dict:
     from aoe.config.workflow import evaluation_text, pretrained_embedding
 
@@ -268,7 +313,8 @@ def part6(ctx) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--parts", default=",".join(PARTS), help="comma-separated subset of 1,2,3,6")
+    ap.add_argument("--parts", default="1,2,3,6", help="comma-separated subset of 1,2,3,6,51 (51: its own --out)")
+    ap.add_argument("--indomain-steps", type=int, default=300, help="part 51: steps of each training")
     ap.add_argument("--max-pairs", type=int, default=300, help="MiniLM: pairs per task but STS-B (0: every pair)")
     ap.add_argument("--llm-max-pairs", type=int, default=120, help="Gemma: pairs per task, STS-B included")
     ap.add_argument("--select-subset", type=int, default=500, help="part 3: STS-B train pairs")
@@ -293,7 +339,7 @@ def main() -> None:
     tables = prepare_tables(args.mirror)
     demo = load_config(C.REPO, [C.REPO / "presets" / "cpu-demo.yaml"])
     llm = load_config(C.REPO, [C.REPO / "presets" / "llm-cpu.yaml"])
-    minilm, minilm_fetched = backbone(MINILM, demo) if set(parts) & {"1", "2", "3"} else (None, None)
+    minilm, minilm_fetched = backbone(MINILM, demo) if set(parts) & {"1", "2", "3", "51"} else (None, None)
     seconds["setup"] = round(time.perf_counter() - began, 1)
     ctx = {"tables": tables, "demo": demo, "llm": llm, "minilm": minilm,
            "score": Scorer(tables, args.max_pairs or None, ["STSB"]),
@@ -303,7 +349,8 @@ def main() -> None:
         print(f"part {p} ...", flush=True)
         began, part_load = time.perf_counter(), C.load()
         results[p] = {"1": lambda: part1(ctx), "2": lambda: part2(ctx),
-                      "3": lambda: part3(ctx, args.select_subset, args.select_epochs), "6": lambda: part6(ctx)}[p]()
+                      "3": lambda: part3(ctx, args.select_subset, args.select_epochs), "6": lambda: part6(ctx),
+                      "51": lambda: part51(ctx, args.indomain_steps)}[p]()
         seconds[f"part{p}"] = round(time.perf_counter() - began, 1)
         # another process on the 2 cores slows an evaluation several-fold (threads oversubscribed): the load says if one ran
         results[p]["load_before_after"] = [part_load, C.load()]
