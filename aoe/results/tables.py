@@ -328,6 +328,18 @@ def _paper_group(ref: str, numbers_file: str | Path | None) -> str:
     return str((entry.get("group_labels") or {}).get(group, group))
 
 
+def _paper_group_position(ref: str, numbers_file: str | Path | None) -> tuple[int, int]:
+    """(the paper table, the group) positions of a grouped reference row, in the order the numbers file holds them
+    (the paper's); a stable sort by it leaves rows of one group in the order they were named."""
+    numbers = load_paper_numbers(numbers_file)
+    parts = ref.split("/")
+    entry = numbers.get(parts[0])
+    tables = list(numbers)
+    groups = list((entry.get("groups") or entry.get("rows") or {}) if isinstance(entry, dict) else {})
+    return (tables.index(parts[0]) if parts[0] in numbers else len(tables),
+            groups.index(parts[1]) if len(parts) > 2 and parts[1] in groups else len(groups))
+
+
 def _labels_groups(ref: str, numbers_file: str | Path | None) -> bool:
     """Whether the paper entry ``ref`` points into names the groups it prints its rows under (AoE Table 1's backbones)."""
     entry = load_paper_numbers(numbers_file).get(ref.split("/")[0])
@@ -483,6 +495,10 @@ def build_table(
                 paper_label=label, paper=values, paper_std=stds, reference=True,
                 paper_backbone=paper_backbone, paper_objective=paper_objective)
         )
+    # a grouped paper table's rows stay in the paper's order of groups, whichever list named them (paper_reference,
+    # or a `paper` entry no row of ours takes), so each group's heading is printed once
+    # (rows of no group, e.g. the reproduction report's, after them)
+    table.references.sort(key=lambda r: _paper_group_position(r.paper_ref, numbers_file) if r.section else (math.inf, 0))
     _tell_apart(table, numbers_file)
     marks = paper_marks([r.paper_ref for r in [*table.rows, *table.references]], numbers_file)
     if marks:
