@@ -6,6 +6,7 @@ from snakemake.logging import logger
 sys.path.insert(0, workflow.basedir)
 
 from aoe.plan.check import complete_config, config_sources, load_config
+from aoe.plan.ledger import reading_presets
 from aoe.config.hparams import freeze_for_planning
 from aoe.config.workflow import (
     PRETRAINED,
@@ -49,6 +50,10 @@ from aoe.llm_supervised import generators as llm_generators
 # names (the report names the preset behind each table, the recipe the file behind each value)
 CONFIGFILES, CONFIG_OVERRIDES = config_sources(workflow)
 RUN_CONFIGFILES = [os.path.relpath(f) for f in CONFIGFILES]
+# the paper grid's ledger lists the readings of the sources it did not take: the overlay presets over it
+RECIPE_READINGS = reading_presets(
+    Path.cwd(), RUN_CONFIGFILES
+)  # the run is in the repository root (aoe.plan.targets.explain_workdir)
 
 try:
     # the schema, then every cross-key check (aoe.plan.check: the rules files check nothing more);

@@ -29,6 +29,7 @@ rule recipe:
         configfiles=RUN_CONFIGFILES,
         official="aoe/resources/official_recipes.yaml",
         code=library_code("config/hparams.py", "plan/ledger.py", "config/recipes.py"),
+        readings=RECIPE_READINGS,
     output:
         md=R("results/RECIPE.md"),
         json=R("results/recipe.json"),
@@ -38,6 +39,7 @@ rule recipe:
         "../envs/report.yaml"
     params:
         configfiles=RUN_CONFIGFILES,
+        readings=RECIPE_READINGS,
     script:
         "../workflow_scripts/make_recipe.py"
 

@@ -11,7 +11,7 @@ from aoe.config.hparams import LOSS_LAYERS, TRAIN_LAYERS, key_comments, recipe_a
 from aoe.config.recipes import OBJECTIVES
 from aoe.config.workflow import train_params
 from aoe.plan.check import load_config
-from aoe.plan.ledger import DEVIATES, build_recipe, changes_markdown, recipe_changes, recipe_json, recipe_markdown
+from aoe.plan.ledger import DEVIATES, build_recipe, changes_markdown, reading_presets, readings, readings_markdown, recipe_changes, recipe_json, recipe_markdown
 from aoe.training.train import TrainConfig
 from tests.workflow_utils import REPO
 
@@ -252,6 +252,28 @@ def test_recipe_diff_names_each_changed_value_of_a_preset_against_the_grid(grid,
     bad = subprocess.run([sys.executable, "-m", "aoe", "recipe-diff", str(tmp_path / "a.json"), str(tmp_path / "c.json")],
                          capture_output=True, text=True, cwd=REPO)
     assert bad.returncode == 2 and f"{tmp_path / 'c.json'}: not a recipe.json" in bad.stderr and "snakemake recipe" in bad.stderr
+
+
+def test_the_grids_ledger_lists_each_reading_it_did_not_take(grid):
+    """RECIPE.md of the paper grid ends with every overlay preset (presets/paper-*.yaml: another reading of the
+    sources) and the values it would change, the grid's beside the preset's, with the preset's source; the
+    workflow gives the recipe rule those presets for the grid alone."""
+    presets = sorted((REPO / "presets").glob("paper-*.yaml"))
+    found = {r["preset"]: r for r in readings(grid, ["config.yaml"], presets, REPO)}
+    assert set(found) == {f"presets/{p.name}" for p in presets} and len(found) >= 8
+    nli = found["presets/paper-angle-nli-2024-command.yaml"]
+    assert nli["summary"].startswith("AnglE (arXiv) on NLI with the 2024 command's rate")
+    assert {(c["section"], c["key"], c["before"], c["after"]) for c in nli["changes"]} == {
+        ("bert-base-uncased / angle_arxiv / nli", "learning_rate", 1e-5, 5e-5),
+        ("bert-base-uncased / angle_arxiv / nli", "epochs", 20, 10),
+        ("bert-base-uncased / angle_arxiv / nli", "warmup_steps", 100, 50)}
+    # every preset there changes something, else it is no reading of its own
+    assert all(r["changes"] for r in found.values())
+    md = readings_markdown(list(found.values()))
+    assert "## Other readings of the sources" in md and "### `presets/paper-angle-indomain-readme.yaml`" in md
+    assert "| bert-base-uncased / angle_arxiv / qqp (5) | epochs | 20 | 1 | our choice then: the set is 90x STS-B |" in md
+    assert reading_presets(REPO, ["config.yaml"]) == [f"presets/{p.name}" for p in presets]
+    assert reading_presets(REPO, ["config.yaml", "presets/cpu-demo.yaml"]) == []
 
 
 def test_the_ledger_summary_says_how_long_a_cell_trains():

@@ -370,6 +370,55 @@ def changes_markdown(changes: list[dict], before: str, after: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def preset_summary(path: Path) -> str:
+    """A preset's first comment sentence after its 'Overlay on the paper grid ...:' lead: what reading of the sources it is."""
+    lines = [ln[1:].strip() for ln in path.read_text().splitlines() if ln.startswith("#")]
+    text = " ".join(lines)
+    first = text.split(": ", 1)[1].split(". ")[0].rstrip(".") + "." if ": " in text else text
+    return first[:1].upper() + first[1:]
+
+
+def reading_presets(root: Path, configfiles: list[str]) -> list[str]:
+    """The overlay presets whose readings the ledger lists (presets/paper-*.yaml, relative to ``root``): for the paper
+    grid alone (``configfiles`` config.yaml only); a preset's ledger compares nothing with them, they overlay the grid."""
+    if [Path(f).name for f in configfiles] != ["config.yaml"]:
+        return []
+    return sorted(str(p.relative_to(root)) for p in (root / "presets").glob("paper-*.yaml"))
+
+
+def readings(config: dict, configfiles: list[str | Path], presets: list[Path], root: Path) -> list[dict]:
+    """What each overlay preset of the paper grid (``presets/paper-*.yaml``: another reading of the sources)
+    changes against ``config``: ``[{preset, summary, changes}]`` with :func:`recipe_changes` of this config
+    (before) and the config with the preset over it (after). The grid follows one source per value; these are
+    the readings it did not take, so a reader sees each value's alternative and where it would come from."""
+    from aoe.plan.check import load_config
+
+    here = build_recipe(config, configfiles)
+    extra = [Path(f) for f in configfiles if Path(f).resolve() != (root / "config.yaml").resolve()]
+    out = []
+    for preset in presets:
+        other = build_recipe(load_config(root, [*extra, preset]), [*configfiles, preset])
+        out.append({"preset": str(preset.relative_to(root)) if preset.is_relative_to(root) else str(preset),
+                    "summary": preset_summary(preset), "changes": recipe_changes(here, other)})
+    return out
+
+
+def readings_markdown(found: list[dict]) -> str:
+    """:func:`readings` as RECIPE.md's last section: per preset, each changed value, this grid's and the preset's."""
+    lines = ["", '<a id="readings"></a>', "## Other readings of the sources", "",
+             "The grid takes each value from one source, by the precedence of docs/configuration.md. Each preset below "
+             "is a reading it did not take (`--configfile` it over config.yaml); the values it changes, the grid's "
+             "(before) and the preset's (after), with the preset's source:", ""]
+    for r in found:
+        changed = [c for c in r["changes"] if c["key"] is not None]
+        cells = {c["section"] for c in r["changes"]}
+        lines += [f"### `{r['preset']}`", "", f"{r['summary']} {len(changed)} values in {len(cells)} cell groups.", ""]
+        if r["changes"]:
+            lines += changes_markdown(r["changes"], "the grid", r["preset"]).splitlines()[2:]
+        lines.append("")
+    return "\n".join(lines)
+
+
 def main_diff(argv: list[str] | None = None, prog: str = "python -m aoe.plan.ledger") -> int:
     import argparse
 
