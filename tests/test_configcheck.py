@@ -362,7 +362,7 @@ def test_a_transfer_row_takes_an_evaluation_only_pooling(tmp_path):
         # SimCSE's SentEval orders STS12-16 otherwise than AnglE's copy: no batch-dependent pooling on STS there,
         # neither a row's nor a cell's (config.yaml's AnglE-BERT NLI cell scores its STS under cls_avg_padded)
         ({"evaluation": {"backend": "senteval"}},
-         "tables.table1_sts.rows[4].eval_pooling: 'cls_avg_batchsum' depends on the batch, and evaluation.backend senteval "
+         "tables.table1_sts.rows[5].eval_pooling: 'cls_avg_batchsum' depends on the batch, and evaluation.backend senteval "
          "(SimCSE's SentEval) batches STS12-16 in another order than the official copy (aoe.evaluate.senteval_batches); "
          "set evaluation.backend builtin or drop the key"),
         ({"evaluation": {"backend": "senteval"}, **_building(without=("table1_sts", "released"))},

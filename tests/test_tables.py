@@ -1350,3 +1350,27 @@ def test_no_baseline_row_trained_with_the_aoe_recipe_carries_a_delta():
                 checked += 1
                 assert not row.paper_ref, (name, row.backbone, row.label, row.paper_ref)
     assert checked >= 15
+
+
+def test_sbert_at_its_papers_recipe_is_the_row_beside_sberts_number():
+    """Issue 51: SBERT † (AoE Table 1: Reimers & Gurevych's own number) and SBERT ⋆ (Table 3: the authors' run with
+    SBERT's code) sit beside the cell that trains SBERT's published recipe (mean pooling, batch 16, one epoch,
+    2e-5, 10% warm-up), with Δ; the AoE-recipe SBERT row beside it carries none."""
+    import yaml
+
+    from aoe.config.hparams import resolve_cell
+    from aoe.plan.check import load_config
+    from aoe.results.load import RESULT_COLUMNS
+    from tests.workflow_utils import REPO
+
+    grid = load_config(REPO, [])
+    params = resolve_cell(grid, "bert-base-uncased", "sbert_paper", "nli", 42).params
+    assert {k: params[k] for k in ("pooling", "format", "batch_size", "epochs", "learning_rate", "warmup_ratio", "warmup_steps")} == {
+        "pooling": "avg", "format": "nli3", "batch_size": 16, "epochs": 1, "learning_rate": 2e-5, "warmup_ratio": 0.1, "warmup_steps": 0}
+    config = yaml.safe_load((REPO / "config.yaml").read_text())
+    empty = pd.DataFrame(columns=RESULT_COLUMNS)
+    for name, ref in (("table1_sts", "acl2024_table1/BERT-base/SBERT †"), ("table3_transfer", "acl2024_table3/SBERTbase ⋆")):
+        table = build_table(empty, config["tables"][name], name=name)
+        paper = {r.objective: r.paper_ref for r in table.rows if r.backbone == "bert-base-uncased" and r.objective.startswith("sbert")}
+        assert paper == {"sbert": None, "sbert_paper": ref}, (name, paper)
+        assert ref not in {r.paper_ref for r in table.references}
