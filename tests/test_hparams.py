@@ -31,7 +31,7 @@ def test_each_layer_wins_over_the_ones_below(grid):
     config = copy.deepcopy(grid)
     config["objectives"]["aoe_pool_max"]["angle_tau"] = 5.0
     config["trainsets"]["nli"]["train"]["warmup_steps"] = 7
-    config["backbones"]["bert-base-uncased"]["train_overrides"] = {"warmup_steps": 9}
+    config["backbones"]["bert-base-uncased"]["train_overrides"] = {"warmup_steps": 9, "length_buckets": 8}
     config["trainsets"]["nli"]["objective_settings"]["all"] = {"contrastive_tau": 10.0, "angle_tau": 3.0, "weights": {"angle": 9.0}}
     s = _settings(resolve_cell(config, "bert-base-uncased", "aoe_pool_max", "nli", 43))
     assert (s["warmup_steps"].value, s["warmup_steps"].set_by) == (9, "backbones.bert-base-uncased.train_overrides.warmup_steps")
@@ -42,7 +42,9 @@ def test_each_layer_wins_over_the_ones_below(grid):
     assert s["loss.weights"].value == {"angle": 1.0, "contrastive": 30.0}
     assert s["loss.weights"].set_by == "trainsets.nli.objective_settings.aoe.weights"
     assert (s["objective"].value, s["objective"].set_by) == ("aoe", "objectives.aoe_pool_max.base")
-    assert (s["pooling"].value, s["pooling"].set_by) == ("max", "objectives.aoe_pool_max.pooling")
+    assert (s["pooling"].value, s["pooling"].set_by) == ("max_zeroed", "objectives.aoe_pool_max.pooling")
+    # the variant's own length_buckets wins over every train layer: its padded pooling needs one pass
+    assert (s["length_buckets"].value, s["length_buckets"].set_by) == (1, "objectives.aoe_pool_max.length_buckets")
     assert (s["seed"].value, s["seed"].set_by) == (43, "cell")
     # a backbone's recipe on the train set is the top loss layer
     s = _settings(resolve_cell(grid, "llama-2-7b", "aoe", "nli", 42))
