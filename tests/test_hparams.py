@@ -275,3 +275,17 @@ def test_schema_default_reads_the_schema():
 
     assert schema_default("evaluation", "sts", "batch_size") == 64
     assert schema_default("evaluation", "sts", "max_length") == 512
+
+
+def test_the_ledger_shows_a_padded_pooling_cell_trains_in_one_pass(grid):
+    """The pooling-ablation cells train the official padded arithmetic: the ledger names the pooling and the
+    length_buckets 1 it needs, each with the key that set it and the official line its comment cites."""
+    recipe = build_recipe(grid, ["config.yaml"])
+    rows = {c["cell"]: {r["key"]: r for r in c["rows"]} for c in recipe["cells"]}
+    padded, masked = rows["bert-base-uncased/angle_pool_avg/stsb/seed42"], rows["bert-base-uncased/angle_pool_avg_masked/stsb/seed42"]
+    assert (padded["pooling"]["value"], padded["pooling"]["set_by"]) == ("avg_padded", "objectives.angle_pool_avg.pooling")
+    assert (padded["length_buckets"]["value"], padded["length_buckets"]["set_by"]) == (1, "objectives.angle_pool_avg.length_buckets")
+    assert "fcb6223 angle.py:370-371" in padded["length_buckets"]["source"]
+    assert masked["pooling"]["value"] == "avg" and masked["length_buckets"]["set_by"] != "objectives.angle_pool_avg_masked.length_buckets"
+    aoe_max = rows["bert-base-uncased/aoe_pool_max/nli/seed42"]
+    assert (aoe_max["pooling"]["value"], aoe_max["length_buckets"]["value"]) == ("max_zeroed", 1)

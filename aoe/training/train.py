@@ -1039,10 +1039,12 @@ def _save(run: _Run, out_dir: Path, record: dict, summary: dict, metrics_lines: 
             (work / "metrics.jsonl").write_text("".join(line + "\n" for line in metrics_lines))
             (work / "aoe_config.json").write_text(json.dumps(record, indent=2) + "\n")
             (work / "versions.json").write_text(json.dumps(library_versions(), indent=2) + "\n")
-            # so that sentence_transformers.SentenceTransformer(out_dir) embeds as our Encoder does
-            from aoe.model.interop import write_sentence_transformers_files
+            # so that sentence_transformers.SentenceTransformer(out_dir) embeds as our Encoder does; a padded
+            # pooling has no sentence-transformers form (its vector of a text depends on the batch)
+            if run.cfg.pooling not in BATCH_DEPENDENT_POOLINGS:
+                from aoe.model.interop import write_sentence_transformers_files
 
-            write_sentence_transformers_files(work)
+                write_sentence_transformers_files(work)
             checkpoints.keep_final(work, root, identity, summary)
             # after final/ is made: TensorBoard would list its hard links as a second copy of every run
             _Curves.move_into(root, work)
