@@ -243,8 +243,9 @@ def resolve_cell(config: dict, backbone: str, objective: str, trainset: str, see
     """The cell's TrainConfig arguments (``params``) and every value's setter (``settings``).
 
     A variant (``objectives.<name>.base``) trains its base's recipe with the train set's settings
-    for the base, and may change the pooling and loss settings; the model folder records the base
-    objective and the pooling it was trained with.
+    for the base, and may change the pooling, the loss settings and ``length_buckets`` (above every
+    train layer: a padded pooling's one pass); the model folder records the base objective and the
+    pooling it was trained with.
     """
     frozen = _FROZEN.get(id(config))
     if frozen is None or frozen[0] is not config:
