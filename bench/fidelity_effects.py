@@ -2,7 +2,7 @@
 checkpoint (3) and the LLM evaluation text (6), on MiniLM-L6 and Gemma 3 270M; and issue 51's recipe change of
 AnglE's in-domain cells (51).
 
-    .venv/bin/python bench/fidelity_effects.py [--parts 1,2,3,6] [--max-pairs 1000] [--llm-max-pairs 120]
+    .venv/bin/python bench/fidelity_effects.py [--parts 1,2,3,6,7] [--max-pairs 1000] [--llm-max-pairs 120] [--part7-steps 200]
                                                [--mirror DIR] [--out PATH]
     .venv/bin/python bench/fidelity_effects.py --parts 51 --out bench/results/fidelity_effects_issue51.json
 
@@ -30,8 +30,12 @@ materialized backbones (their preparation time is recorded apart); every model i
 4. (Point 6) Gemma 3 270M as downloaded (presets/llm-cpu.yaml: AoE's prompt, last-token pooling),
    each text as in the table (``raw``, the reference) and rewritten as the official eval.py
    (``official_eval_py``, the grid's setting).
-
-5. (Part 51) AnglE's in-domain cells (AnglE Table 2, its ablation table) before and after issue 51, on the CPU
+5. (Part 7, issue 51) The pooling ablations' arithmetic: the part-1 cell trained twice, with the masked
+   ``avg`` (the reference; the demo's length buckets) and with 0.1.1's ``avg_padded`` (length_buckets 1:
+   each micro-batch padded to its longest text, as the official collator), each scored on all of STS-B
+   test in-domain as AnglE Table 3 is (aoe.evaluate.run.run_indomain_evaluation: the padded model in
+   AnglE.evaluate's batches of 32 interleaved pairs) and on the 7 STS tasks under the cap.
+6. (Part 51) AnglE's in-domain cells (AnglE Table 2, its ablation table) before and after issue 51, on the CPU
    demo's backbone: the angle_arxiv objective on STS-B train, seeds 1 and 2, ``--indomain-steps`` steps of 32 pairs,
    from the backbone, under the official STS-B example's values the grid had (lr 2e-5, no warm-up, max_length 128:
    presets/paper-angle-indomain-readme.yaml, the reference) and under fcb6223 train_angle.py's defaults the grid
@@ -64,7 +68,7 @@ import _common as C  # noqa: E402
 
 RESULT = C.REPO / "bench" / "results" / "fidelity_effects.json"
 WORK = C.WORK_DIR / "fidelity"
-PARTS = ("1", "2", "3", "6", "51")
+PARTS = ("1", "2", "3", "6", "7", "51")
 SEEDS_51 = (1, 2)  # the CPU demo's seeds
 SEED = 1  # the CPU demo's first seed
 SUBSET_SEED = 0
@@ -308,17 +312,41 @@ def part6(ctx) -> dict:
             "grid_eval_text": evaluation_text(ctx["llm"], GEMMA, "pretrained", "none"), "backbone": fetched}
 
 
+def part7(ctx, steps: int) -> dict:
+    from aoe.evaluate.run import run_indomain_evaluation
+
+    test_table, test_manifest = ctx["tables"][("stsb", "test")]
+    rows, training = [], {}
+    for label, pooling, buckets in (("avg (masked)", "avg", None), ("avg_padded (0.1.1, length_buckets 1)", "avg_padded", 1)):
+        overrides = {"pooling": pooling, "max_steps": steps, **({"length_buckets": buckets} if buckets else {})}
+        model_dir, rec = train_cell(ctx["demo"], ctx["minilm"], ctx["tables"][("stsb", "train")][0], f"part7-{pooling}", **overrides)
+        training[pooling] = rec
+        print(f"  part 7: {label}: trained {rec['summary'].get('steps')} steps in {rec['summary']['wall_seconds']} s", flush=True)
+        indomain = run_indomain_evaluation(model_dir, test_table, test_manifest, WORK / "eval" / f"part7-{pooling}-indomain.json", "stsb",
+                                           max_length=rec["train"]["max_length"], device="cpu")
+        r = ctx["score"](model_dir, f"part7-{pooling}")
+        rows.append({"part": "7", "model": f"MiniLM-L6 AoE (STS-B train, {steps} steps)", "setting": f"trained and scored {label}",
+                     "eval_pooling": pooling, "senteval_batch": None, "indomain_stsb_test": indomain["spearman"],
+                     "indomain_protocol": indomain["protocol"], **r})
+        print(f"  part 7: {label}: in-domain STS-B test {indomain['spearman']:.2f}; STS-B {r['stsb']:.2f}, avg {r['avg']:.2f}", flush=True)
+    rows = with_deltas(rows)
+    for r in rows:
+        r["delta_indomain_stsb_test"] = r["indomain_stsb_test"] - rows[0]["indomain_stsb_test"]
+    return {"rows": rows, "training": training}
+
+
 # --------------------------------------------------------------------------- main
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--parts", default="1,2,3,6", help="comma-separated subset of 1,2,3,6,51 (51: its own --out)")
+    ap.add_argument("--parts", default="1,2,3,6,7", help="comma-separated subset of 1,2,3,6,7,51 (51: its own --out)")
     ap.add_argument("--indomain-steps", type=int, default=300, help="part 51: steps of each training")
     ap.add_argument("--max-pairs", type=int, default=300, help="MiniLM: pairs per task but STS-B (0: every pair)")
     ap.add_argument("--llm-max-pairs", type=int, default=120, help="Gemma: pairs per task, STS-B included")
     ap.add_argument("--select-subset", type=int, default=500, help="part 3: STS-B train pairs")
     ap.add_argument("--select-epochs", type=int, default=8, help="part 3: epochs")
+    ap.add_argument("--part7-steps", type=int, default=200, help="part 7: training steps of each cell (the CPU demo's 200)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--mirror", default=C.default_mirror())
     ap.add_argument("--out", default=None, help=f"JSON path (default {RESULT.relative_to(C.REPO)})")
@@ -339,7 +367,7 @@ def main() -> None:
     tables = prepare_tables(args.mirror)
     demo = load_config(C.REPO, [C.REPO / "presets" / "cpu-demo.yaml"])
     llm = load_config(C.REPO, [C.REPO / "presets" / "llm-cpu.yaml"])
-    minilm, minilm_fetched = backbone(MINILM, demo) if set(parts) & {"1", "2", "3", "51"} else (None, None)
+    minilm, minilm_fetched = backbone(MINILM, demo) if set(parts) & {"1", "2", "3", "7", "51"} else (None, None)
     seconds["setup"] = round(time.perf_counter() - began, 1)
     ctx = {"tables": tables, "demo": demo, "llm": llm, "minilm": minilm,
            "score": Scorer(tables, args.max_pairs or None, ["STSB"]),
@@ -350,7 +378,7 @@ def main() -> None:
         began, part_load = time.perf_counter(), C.load()
         results[p] = {"1": lambda: part1(ctx), "2": lambda: part2(ctx),
                       "3": lambda: part3(ctx, args.select_subset, args.select_epochs), "6": lambda: part6(ctx),
-                      "51": lambda: part51(ctx, args.indomain_steps)}[p]()
+                      "7": lambda: part7(ctx, args.part7_steps), "51": lambda: part51(ctx, args.indomain_steps)}[p]()
         seconds[f"part{p}"] = round(time.perf_counter() - began, 1)
         # another process on the 2 cores slows an evaluation several-fold (threads oversubscribed): the load says if one ran
         results[p]["load_before_after"] = [part_load, C.load()]

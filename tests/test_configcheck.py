@@ -176,6 +176,14 @@ CROSS_KEY_CASES = {
         {"evaluation": {"backend": "senteval"}, **_building(without=("table1_sts", "released"))},
         "trainsets.nli.objective_train.angle_arxiv.eval_pooling: 'cls_avg_padded' (cell bert-base-uncased/angle_arxiv/nli/seed42's",
     ),
+    # a padded pooling reads the micro-batch's padding: buckets would train another arithmetic
+    "check_padded_pooling_buckets": (
+        {"objectives": {"angle_pool_avg": {"length_buckets": 4}}},
+        "objectives.angle_pool_avg.pooling: 'avg_padded' pools over the micro-batch's padding, so cell "
+        "bert-base-uncased/angle_pool_avg/stsb/seed42 must embed each micro-batch in one pass padded to its longest text "
+        "(the official padding='longest'), but length_buckets is 4 (objectives.angle_pool_avg.length_buckets); "
+        "add length_buckets: 1 to objectives.angle_pool_avg",
+    ),
     # SimCSE's SentEval scores every pair and sample: a CPU cap would be ignored there
     "check_senteval_caps": (
         {"evaluation": {"backend": "senteval", "transfer": {"max_rows": 500}}},
@@ -332,12 +340,27 @@ def test_a_transfer_row_takes_an_evaluation_only_pooling(tmp_path):
     config = load_config(REPO, [tmp_path / "override.yaml"])
     assert [r.get("eval_pooling") for r in config["tables"]["released_transfer"]["rows"]] == ["cls_avg_padded", None]
     # SimCSE's SentEval (backend senteval) batches the transfer tasks as the official copy: a transfer row may keep one
+    # the cells trained with a padded pooling are scored with it on STS too: masked here, as the backend needs
+    (tmp_path / "override.yaml").write_text(yaml.safe_dump({
+        "evaluation": {"backend": "senteval"},
+        "trainsets": {"nli": {"objective_train": {"angle_arxiv": {"eval_pooling": None}}}},
+        "objectives": {"angle_pool_cls_avg": {"pooling": "cls_avg"}, "angle_pool_avg": {"pooling": "avg"},
+                       "angle_pool_max": {"pooling": "max"}, "aoe_pool_max": {"pooling": "max"}},
+        **_building(without=("table1_sts", "released")),
+    }))
+    load_config(REPO, [tmp_path / "override.yaml"])
+
+
+def test_senteval_backend_refuses_a_cell_trained_with_a_padded_pooling(tmp_path):
+    """Its STS evaluation must batch as the official eval did (aoe.evaluate.run.scoring_pooling), which SimCSE's
+    SentEval does not; the message names the key that gave the cell its pooling."""
     (tmp_path / "override.yaml").write_text(yaml.safe_dump({
         "evaluation": {"backend": "senteval"},
         "trainsets": {"nli": {"objective_train": {"angle_arxiv": {"eval_pooling": None}}}},
         **_building(without=("table1_sts", "released")),
     }))
-    load_config(REPO, [tmp_path / "override.yaml"])
+    with pytest.raises(ConfigError, match=r"^objectives\.angle_pool_avg\.pooling: 'avg_padded' \(cell bert-base-uncased/angle_pool_avg/stsb/seed42's"):
+        load_config(REPO, [tmp_path / "override.yaml"])
 
 
 @pytest.mark.parametrize(

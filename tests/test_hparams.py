@@ -31,7 +31,7 @@ def test_each_layer_wins_over_the_ones_below(grid):
     config = copy.deepcopy(grid)
     config["objectives"]["aoe_pool_max"]["angle_tau"] = 5.0
     config["trainsets"]["nli"]["train"]["warmup_steps"] = 7
-    config["backbones"]["bert-base-uncased"]["train_overrides"] = {"warmup_steps": 9}
+    config["backbones"]["bert-base-uncased"]["train_overrides"] = {"warmup_steps": 9, "length_buckets": 8}
     config["trainsets"]["nli"]["objective_settings"]["all"] = {"contrastive_tau": 10.0, "angle_tau": 3.0, "weights": {"angle": 9.0}}
     s = _settings(resolve_cell(config, "bert-base-uncased", "aoe_pool_max", "nli", 43))
     assert (s["warmup_steps"].value, s["warmup_steps"].set_by) == (9, "backbones.bert-base-uncased.train_overrides.warmup_steps")
@@ -42,7 +42,9 @@ def test_each_layer_wins_over_the_ones_below(grid):
     assert s["loss.weights"].value == {"angle": 1.0, "contrastive": 30.0}
     assert s["loss.weights"].set_by == "trainsets.nli.objective_settings.aoe.weights"
     assert (s["objective"].value, s["objective"].set_by) == ("aoe", "objectives.aoe_pool_max.base")
-    assert (s["pooling"].value, s["pooling"].set_by) == ("max", "objectives.aoe_pool_max.pooling")
+    assert (s["pooling"].value, s["pooling"].set_by) == ("max_zeroed", "objectives.aoe_pool_max.pooling")
+    # the variant's own length_buckets wins over every train layer: its padded pooling needs one pass
+    assert (s["length_buckets"].value, s["length_buckets"].set_by) == (1, "objectives.aoe_pool_max.length_buckets")
     assert (s["seed"].value, s["seed"].set_by) == (43, "cell")
     # a backbone's recipe on the train set is the top loss layer
     s = _settings(resolve_cell(grid, "llama-2-7b", "aoe", "nli", 42))
@@ -308,3 +310,17 @@ def test_schema_default_reads_the_schema():
 
     assert schema_default("evaluation", "sts", "batch_size") == 64
     assert schema_default("evaluation", "sts", "max_length") == 512
+
+
+def test_the_ledger_shows_a_padded_pooling_cell_trains_in_one_pass(grid):
+    """The pooling-ablation cells train the official padded arithmetic: the ledger names the pooling and the
+    length_buckets 1 it needs, each with the key that set it and the official line its comment cites."""
+    recipe = build_recipe(grid, ["config.yaml"])
+    rows = {c["cell"]: {r["key"]: r for r in c["rows"]} for c in recipe["cells"]}
+    padded, masked = rows["bert-base-uncased/angle_pool_avg/stsb/seed42"], rows["bert-base-uncased/angle_pool_avg_masked/stsb/seed42"]
+    assert (padded["pooling"]["value"], padded["pooling"]["set_by"]) == ("avg_padded", "objectives.angle_pool_avg.pooling")
+    assert (padded["length_buckets"]["value"], padded["length_buckets"]["set_by"]) == (1, "objectives.angle_pool_avg.length_buckets")
+    assert "fcb6223 angle.py:370-371" in padded["length_buckets"]["source"]
+    assert masked["pooling"]["value"] == "avg" and masked["length_buckets"]["set_by"] != "objectives.angle_pool_avg_masked.length_buckets"
+    aoe_max = rows["bert-base-uncased/aoe_pool_max/nli/seed42"]
+    assert (aoe_max["pooling"]["value"], aoe_max["length_buckets"]["value"]) == ("max_zeroed", 1)

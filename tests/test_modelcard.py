@@ -189,6 +189,17 @@ def test_usage_code_names_the_real_folder_and_parses(plan, tmp_path):
     assert 'SentenceTransformer("someone/aoe-minilm")' in str(render_card(pushed, root=tmp_path))
 
 
+def test_a_padded_pooling_model_card_offers_no_sentence_transformers_usage(plan, tmp_path):
+    """A pooling-ablation cell trained with the official padded arithmetic has no sentence-transformers files."""
+    from aoe.publish.modelcard import render_card
+
+    write_results(tmp_path, plan)
+    record = tmp_path / plan["model_dir"] / "aoe_config.json"
+    record.write_text(json.dumps({**json.loads(record.read_text()), "pooling": "avg_padded"}))
+    usage = str(render_card(plan, root=tmp_path)).split("## Usage")[1]
+    assert "SentenceTransformer(" not in usage and "(`avg_padded`)" in usage and ".encode_batches(batches)" in usage
+
+
 def test_missing_results_are_named_or_listed_on_request(plan, tmp_path):
     from aoe.publish.modelcard import CardError, render_card
 

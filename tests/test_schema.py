@@ -24,6 +24,8 @@ NO_DEFAULT = {
     "config.backbones.*.pooling",
     # absent = "not a variant" / "the backbone's pooling" / "no in-domain evaluation"
     "config.objectives.*.base", "config.objectives.*.pooling", "config.trainsets.*.eval_split",
+    # absent = the train set's length_buckets (TrainSettings' default below them all)
+    "config.objectives.*.length_buckets",
     "config.objectives.*.weights", "config.objectives.*.by_format",
     *(f"config.objectives.*.weights.{k}" for k in ("angle", "contrastive", "cosine", "cosine_mse", "softmax", "simcse")),
     *(f"config.objectives.*.{k}" for k in ("angle_tau", "cosine_tau", "contrastive_tau", "simcse_tau",

@@ -945,11 +945,14 @@ def test_angle_ablation_is_in_domain_stsb_with_the_papers_rows(tmp_path):
     assert by_label["without ibn"].delta("stsb") == pytest.approx(85.2 - 86.00)
     papers = {label: row.paper["stsb"] for label, row in by_label.items() if row.paper}
     # the ISP-detection ablation: the paper prints no score (§4.4: "about 0.18% performance drop")
-    assert set(by_label) - set(papers) == {"only ibn without ISP detection"}
+    # and the masked poolings beside the official arithmetic's rows: ours, no paper number
+    assert set(by_label) - set(papers) == {"only ibn without ISP detection", "cls-last-avg (masked)", "last-avg (masked)",
+                                           "last-max (masked)"}
     assert papers == {"AnglE-BERT-all": 86.26, "without ibn": 86.00, "without angle": 85.30, "only cosine": 85.28, "only ibn": 72.48,
                       "only angle": 85.15, "cls": 86.26, "cls-last-avg": 85.81, "last-avg": 84.15, "last-max": 79.76, "first-last-avg": 81.99}
     assert [spec_row["objective"] for spec_row in spec["rows"] if spec_row["section"] == "pooling"] == [
-        "angle_arxiv", "angle_pool_cls_avg", "angle_pool_avg", "angle_pool_max", "angle_pool_first_last_avg"]
+        "angle_arxiv", "angle_pool_cls_avg", "angle_pool_avg", "angle_pool_max", "angle_pool_first_last_avg",
+        "angle_pool_cls_avg_masked", "angle_pool_avg_masked", "angle_pool_max_masked"]
     assert not table.references
     md = to_markdown(table)
     assert "| *pooling* |" in md and "first-last-avg" in md and "81.99" in md

@@ -159,8 +159,10 @@ LOSS_LAYERS: tuple[tuple[str, ...], ...] = (
     # a backbone's own recipe on a train set wins (LLaMA on NLI: in-batch weight 35, BERT 30)
     ("backbones", "{backbone}", "objective_settings", "{trainset}", "{base}"),
 )
-# keys of an objectives entry that name the variant, not a loss setting
-_VARIANT_KEYS = ("base", "pooling")
+# keys of an objectives entry that name the variant, not a loss setting; length_buckets is the one
+# training setting a variant carries: a padded pooling's cell needs 1 whatever its train set buckets
+# (aoe.plan.check.check_padded_pooling_buckets)
+_VARIANT_KEYS = ("base", "pooling", "length_buckets")
 
 
 @dataclass(frozen=True)
@@ -245,8 +247,9 @@ def resolve_cell(config: dict, backbone: str, objective: str, trainset: str, see
     """The cell's TrainConfig arguments (``params``) and every value's setter (``settings``).
 
     A variant (``objectives.<name>.base``) trains its base's recipe with the train set's settings
-    for the base, and may change the pooling and loss settings; the model folder records the base
-    objective and the pooling it was trained with.
+    for the base, and may change the pooling, the loss settings and ``length_buckets`` (above every
+    train layer: a padded pooling's one pass); the model folder records the base objective and the
+    pooling it was trained with.
     """
     frozen = _FROZEN.get(id(config))
     if frozen is None or frozen[0] is not config:
@@ -277,6 +280,8 @@ def _resolve_cell(config: dict, backbone: str, objective: str, trainset: str, se
     for where, layer in _layers(config, TRAIN_LAYERS, parts):
         for key, value in layer.items():
             put(key, value, f"{where}.{key}")
+    if "length_buckets" in variant:
+        put("length_buckets", variant["length_buckets"], f"objectives.{objective}.length_buckets")
     put("objective", base, f"objectives.{objective}.base" if base != objective else "cell")
     put("seed", int(seed), "cell")
     put("score_range", list(ts["score_range"]), f"trainsets.{trainset}.score_range")

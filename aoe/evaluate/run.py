@@ -7,6 +7,9 @@ import os
 import time
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
+
 from aoe.config.hparams import schema_default
 from aoe.data.contracts import read_table
 from aoe.data.io import DataError
@@ -61,6 +64,7 @@ def run_sts_evaluation(
     eval.py does (:func:`aoe.model.prompts.official_eval_text`).
     """
     start = time.perf_counter()
+    eval_pooling = scoring_pooling(model_dir, eval_pooling) or eval_pooling
     if backend == "senteval":
         return _run_senteval_suite("sts", model_dir, downstream, out, tasks, "test", pooling, batch_size, max_length, cell, device, start, prompt, eval_text,
                                    eval_pooling)
@@ -129,9 +133,19 @@ def run_indomain_evaluation(
         raise DataError(f"{table}: in-domain evaluation needs a gold score column score; it has {', '.join(pairs.columns)}")
     if "subset" not in pairs.columns:
         pairs = pairs.assign(subset=meta["dataset"])
-    encoder, encode, cache = cached_encoder(model_dir, pooling, batch_size, max_length, cache_root, device, prompt=prompt)
-    unique = unique_texts([pairs])
-    sims = cosine_rows(*pair_embeddings(encode(unique), unique, pairs))
+    official_batches = scoring_pooling(model_dir, None) is not None
+    if official_batches:
+        from aoe.model.encoder import Encoder
+
+        # a padded pooling's embedding depends on its batch: AnglE.evaluate's, not each unique text once
+        encoder, cache = Encoder(model_dir, pooling=pooling, device=device, prompt=prompt), None
+        batch_size = ANGLE_EVALUATE_PAIRS
+        sims = cosine_rows(*angle_evaluate_embeddings(encoder.encode_batches, pairs, batch_size, max_length))
+        unique = unique_texts([pairs])
+    else:
+        encoder, encode, cache = cached_encoder(model_dir, pooling, batch_size, max_length, cache_root, device, prompt=prompt)
+        unique = unique_texts([pairs])
+        sims = cosine_rows(*pair_embeddings(encode(unique), unique, pairs))
     task = f"{meta['dataset']}/{meta['split']}"
     scores = sts_scores(sims, pairs, task)
     result = {
@@ -141,11 +155,43 @@ def run_indomain_evaluation(
         "spearman": scores["spearman"],
         "pearson": scores["pearson"],
         "n": scores["n"],
-        "protocol": {"name": "indomain-spearman", "similarity": "cosine", "metric": "spearman x100", "batch_size": batch_size},
+        "protocol": {"name": "indomain-spearman", "similarity": "cosine", "metric": "spearman x100", "batch_size": batch_size,
+                     **({"batches": "angle-emb 0.1.1 AnglE.evaluate: pairs in table order, texts interleaved"} if official_batches else {})},
         "data": {meta["dataset"]: {"table_sha256": meta["table_sha256"], "rows": meta["rows"], "split": meta["split"]}},
         "embedding": {"unique_sentences": int(len(unique)), "sentences_in_tasks": int(2 * len(pairs))},
     }
     return finish_result(result, model_dir, cell, encoder, cache, max_length, start, out)
+
+
+# pairs per AnglE.evaluate batch of angle-emb 0.1.1's STS-B script: --batch_size, default 32
+# (fcb6223 train_angle.py:41, passed to model.evaluate at :260)
+ANGLE_EVALUATE_PAIRS = 32
+
+
+def angle_evaluate_embeddings(encode_batches, pairs: pd.DataFrame, batch_size: int, max_length: int) -> tuple[np.ndarray, np.ndarray]:
+    """(sentence1, sentence2) embeddings of ``pairs`` as 0.1.1's ``AnglE.evaluate`` formed its batches
+    (fcb6223 angle_emb/angle.py:736-760): ``batch_size`` pairs in table order, their texts interleaved
+    (text1, text2 of each pair: AngleDataCollator, :271-301) and padded together to the longest
+    (padding='longest', :262, :314-324). ``encode_batches``: :meth:`aoe.model.encoder.Encoder.encode_batches`."""
+    s1, s2 = pairs["sentence1"].tolist(), pairs["sentence2"].tolist()
+    batches = [[t for i in range(start, min(start + batch_size, len(s1))) for t in (s1[i], s2[i])]
+               for start in range(0, len(s1), batch_size)]
+    emb = encode_batches(batches, max_length=max_length)
+    return emb[0::2], emb[1::2]
+
+
+def scoring_pooling(model_dir, eval_pooling: str | None) -> str | None:
+    """The batch-dependent pooling an evaluation must batch as the official one did, or None: ``eval_pooling``
+    if given, else the model's trained pooling when it is an official padded one (the pooling-ablation cells:
+    config.yaml objectives.angle_pool_*), whose embeddings length-sorted batches would change."""
+    from aoe.model.folder import aoe_record
+    from aoe.model.pooling import BATCH_DEPENDENT_POOLINGS
+
+    if eval_pooling is not None:
+        return eval_pooling if eval_pooling in BATCH_DEPENDENT_POOLINGS else None
+    record = aoe_record(Path(model_dir))
+    trained = record.get("pooling") if record else None
+    return trained if trained in BATCH_DEPENDENT_POOLINGS else None
 
 
 def official_eval_batch_size(pooling: str, mode: str = "test") -> int:
@@ -336,6 +382,7 @@ def run_transfer_evaluation(
     if backend == "senteval" and max_rows is not None:
         raise ValueError("evaluation.transfer.max_rows: SimCSE's SentEval (evaluation.backend senteval) reads every sample; "
                          "set max_rows null or evaluation.backend builtin")
+    eval_pooling = scoring_pooling(model_dir, eval_pooling) or eval_pooling
     if backend == "senteval":
         return _run_senteval_suite("transfer", model_dir, downstream, out, tasks, mode, pooling, batch_size, max_length, cell, device, start, prompt,
                                    eval_text, eval_pooling)

@@ -216,7 +216,8 @@ class Encoder:
     rewrites prompted texts only), and :attr:`eval_text` is then ``raw``.
 
     ``pooling`` is the model's own pooling: a fine-tuned folder's recorded one (asking for
-    another is an error) or, for a backbone, the caller's. ``eval_pooling`` (any key of
+    another is an error; an official padded one where the cell trained with it) or, for a backbone,
+    the caller's (a masked one). ``eval_pooling`` (any key of
     :data:`EVAL_POOLINGS`) embeds with another pooling on purpose, for evaluation only, e.g.
     an official replica (:data:`OFFICIAL_POOLINGS`). :attr:`pooling` is the pooling used,
     :attr:`trained_pooling` the model's own (None for a backbone given only ``eval_pooling``).
@@ -250,7 +251,10 @@ class Encoder:
             prompt = trained_prompt
         if pooling is None and eval_pooling is None:
             raise ValueError(f"{model_dir}: no aoe_config.json and no pooling given")
-        if pooling is not None and pooling not in POOLINGS:
+        # a folder may record an official padded pooling (the pooling-ablation cells train with one);
+        # a caller's own pooling is a masked one, the padded ones being asked for as eval_pooling
+        trainable = EVAL_POOLINGS if record is not None else POOLINGS
+        if pooling is not None and pooling not in trainable:
             hint = " (an evaluation-only pooling: pass it as eval_pooling)" if pooling in EVAL_POOLINGS else ""
             raise ValueError(f"unknown pooling {pooling!r}; known: {sorted(POOLINGS)}{hint}")
         if eval_pooling is not None and eval_pooling not in EVAL_POOLINGS:

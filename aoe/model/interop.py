@@ -51,7 +51,7 @@ import torch
 from aoe.model.backbones import TOKENIZER_FILES
 from aoe.model.encoder import pad_ids
 from aoe.model.folder import MAX_LENGTH_CAP, aoe_record, base_model_dir, default_max_length, is_adapter_dir, model_text_config
-from aoe.model.pooling import POOLINGS
+from aoe.model.pooling import BATCH_DEPENDENT_POOLINGS, POOLINGS
 from aoe.model.prompts import check_prompt
 from aoe.model.tokens import tokenize_texts
 
@@ -252,6 +252,10 @@ def write_sentence_transformers_files(
         prompt = record.get("prompt")
     if pooling is None:
         raise ValueError(f"{model_dir}: no aoe_config.json and no pooling given")
+    if pooling in BATCH_DEPENDENT_POOLINGS:
+        raise ValueError(f"{model_dir}: pooling {pooling!r} is the official arithmetic over a padded batch, so its embedding "
+                         "of a text depends on the texts batched with it; sentence-transformers pools each text alone "
+                         "and has no such mode (the cell's masked variant, objectives.<name>_masked, exports)")
     if pooling not in POOLINGS:
         raise ValueError(f"unknown pooling {pooling!r}; known: {sorted(POOLINGS)}")
     check_prompt(prompt)

@@ -1,8 +1,9 @@
 """Pooling: (hidden states, attention mask) -> one vector per text.
 
-The masked poolings a model trains and is evaluated with (:data:`POOLINGS`), and the
-official angle-emb arithmetic over padded batches, for evaluation only
-(:data:`OFFICIAL_POOLINGS`). Their names, import-light for planning: :mod:`aoe.model.pooling_names`.
+The masked poolings (:data:`POOLINGS`), and the official angle-emb arithmetic over padded batches
+(:data:`OFFICIAL_POOLINGS`): evaluation variants of any model, and the training pooling of the
+pooling-ablation cells whose papers' numbers it produced. Their names, import-light for planning:
+:mod:`aoe.model.pooling_names`.
 """
 
 from __future__ import annotations
@@ -75,14 +76,17 @@ NEEDS_FIRST_LAYER = frozenset({"first_last_avg"})
 
 
 # ---------------------------------------------------------------------------
-# The official angle-emb arithmetic over padded batches, for evaluation only.
+# The official angle-emb arithmetic over padded batches.
 #
 # The official releases pool a batch padded to its longest text without (0.1.1) or with a
 # batch-wide (0.4.x) use of the mask, so an official embedding depends on the texts it was
 # batched with. These replicas reproduce the numbers the papers' evaluations computed, given
 # the same batches (aoe.model.encoder.Encoder.encode_batches, aoe.evaluate.senteval_batches). They are kept
-# out of POOLINGS on purpose: a trained model, its aoe_config.json and its
-# sentence-transformers export (aoe.model.interop) only ever use batch-independent, masked pooling.
+# out of POOLINGS on purpose: a backbone, a released checkpoint and every cell but the pooling
+# ablations' use a batch-independent, masked pooling. The pooling-ablation cells (AnglE Table 3,
+# AoE Table 4's max) train with the official one because the papers' numbers came from it: one padded
+# pass per micro-batch (length_buckets 1, aoe.plan.check.check_padded_pooling_buckets), scored in the
+# official evaluation's batches (aoe.evaluate.run.scoring_pooling); they have no sentence-transformers export.
 # 0.1.1's ``cls`` and 0.4.x's ``cls`` and ``last`` (attention_mask.sum - 1 under right
 # padding, -1 under left) already equal the masked ``cls`` / ``last``: no replica needed.
 

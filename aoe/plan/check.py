@@ -77,6 +77,7 @@ __all__ = [
     "check_table_targets",
     "check_tables",
     "check_eval_pooling_backend",
+    "check_padded_pooling_buckets",
     "check_trainsets",
     "COMMAND_LINE",
     "published_rows",
@@ -607,12 +608,38 @@ def check_eval_pooling_backend(config: dict) -> None:
             continue
         done.add((cell.backbone, cell.objective, cell.trainset))
         recipe = resolve_cell(config, cell.backbone, cell.objective, cell.trainset, cell.seed)
-        pooling = recipe.params.get("eval_pooling")
+        # a cell trained with a padded pooling is scored with it (aoe.config.workflow.cell_eval_pooling)
+        key = "eval_pooling" if recipe.params.get("eval_pooling") else "pooling"
+        pooling = recipe.params.get(key)
         if pooling in OFFICIAL_POOLING_NAMES:
-            key = recipe.provenance()["eval_pooling"]
+            key = recipe.provenance()[key]
             raise ConfigError(f"{key}: {pooling!r} (cell {cell.path}'s STS and transfer evaluations) depends on the batch, and "
                               "evaluation.backend senteval (SimCSE's SentEval) batches STS12-16 in another order than the "
                               "official copy (aoe.evaluate.senteval_batches); set evaluation.backend builtin or drop the key")
+
+
+def check_padded_pooling_buckets(config: dict) -> None:
+    """A cell that trains with an official padded pooling embeds each micro-batch in one pass
+    (length_buckets 1): its pooling reads the padding of the micro-batch padded to its longest text, as
+    the official collator padded it (fcb6223 angle_emb/angle.py:262,314-334 padding='longest'). Length
+    buckets would pad each bucket to its own longest text and so train another arithmetic; the train
+    set's speed setting is not silently overridden but refused here, naming the key to add."""
+    from aoe.config.hparams import resolve_cell
+
+    done = set()
+    for cell in run_cells(config):
+        if (cell.backbone, cell.objective, cell.trainset) in done:
+            continue
+        done.add((cell.backbone, cell.objective, cell.trainset))
+        recipe = resolve_cell(config, cell.backbone, cell.objective, cell.trainset, cell.seed)
+        pooling, buckets = recipe.params["pooling"], recipe.params["length_buckets"]
+        if pooling in OFFICIAL_POOLING_NAMES and buckets != 1:
+            setters = recipe.provenance()
+            raise ConfigError(
+                f"{setters['pooling']}: {pooling!r} pools over the micro-batch's padding, so cell {cell.path} must embed "
+                f"each micro-batch in one pass padded to its longest text (the official padding='longest'), but "
+                f"length_buckets is {buckets} ({setters['length_buckets']}); add length_buckets: 1 to objectives.{cell.objective}"
+            )
 
 
 def _check_table_row(config: dict, where: str, row: TableRow) -> None:
@@ -776,6 +803,7 @@ CHECKS = (
     check_pretrained_variants,
     check_tables,
     check_eval_pooling_backend,
+    check_padded_pooling_buckets,
     check_mteb,
     check_figures,
 )

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from aoe.config.workflow import ConfigError, Cell, parse_run, results_path, run_cells, suite_file, table_rows, built_tables
+from aoe.model.pooling_names import OFFICIAL_POOLING_NAMES
 from aoe.plan.ledger import ConfigFiles, cell_ledger, format_value, md_cell, recipe_table, training_length
 
 __all__ = ["CardError", "CardPlanner", "card_path", "cell_repo_id", "check_card_config", "push_repo_id", "render_card", "write_card", "main"]
@@ -430,6 +431,15 @@ def _usage_md(plan: dict, record: dict) -> list[str]:
     remote = adapter or prompt is not None  # aoe.model.interop.AoETransformer: needs aoe installed
     where = model_dir if adapter or not repo_id else repo_id
     lines = ["## Usage", "", "### sentence-transformers", ""]
+    if record.get("pooling") in OFFICIAL_POOLING_NAMES:
+        # a padded pooling's vector of a text depends on its batch: the folder has no sentence-transformers files
+        return lines + [
+            f"None: the model pools with angle-emb's official arithmetic over a padded batch (`{record['pooling']}`), "
+            "so a text's embedding depends on the texts batched with it, which sentence-transformers cannot express "
+            "(docs/evaluation.md, \"Pooling ablations\"). `aoe.model.encoder.Encoder(\"" + model_dir + "\").encode_batches(batches)` "
+            "embeds given batches as the official code did.",
+            "",
+        ]
     if adapter:
         lines += [
             f"The model is a {plan['finetune'].upper()} adapter over `{plan['base_model'] or plan['cell']['backbone']}`; "

@@ -95,7 +95,7 @@ from aoe.losses import Objective, get_objective
 from aoe.losses.objectives import FORMATS
 from aoe.model.encoder import EVAL_DTYPES, avoid_cudnn_attention, embed, embed_bucketed, pad_ids
 from aoe.model.lora import FINETUNES, QLORA_COMPUTE_DTYPES, build_lora_model, quantization_settings, relative_base, trainable_names
-from aoe.model.pooling import POOLINGS
+from aoe.model.pooling import BATCH_DEPENDENT_POOLINGS, EVAL_POOLINGS
 from aoe.model.prompts import check_prompt
 from aoe.model.tokens import ensure_pad_token, load_token_cache, tokenize_texts
 from aoe.training import checkpoints
@@ -120,8 +120,8 @@ class TrainConfig(TrainSettings):
         if self.finetune not in FINETUNES:
             raise ValueError(f"finetune must be one of {FINETUNES}, got {self.finetune!r}")
         check_prompt(self.prompt)
-        if self.pooling not in POOLINGS:
-            raise ValueError(f"unknown pooling {self.pooling!r}; known: {sorted(POOLINGS)}")
+        if self.pooling not in EVAL_POOLINGS:
+            raise ValueError(f"unknown pooling {self.pooling!r}; known: {sorted(EVAL_POOLINGS)}")
         if self.mixed_precision not in ("no", "fp16", "bf16"):
             raise ValueError(f"mixed_precision must be no, fp16 or bf16, got {self.mixed_precision!r}")
         if self.qlora_compute_dtype not in QLORA_COMPUTE_DTYPES:
@@ -136,6 +136,10 @@ class TrainConfig(TrainSettings):
                 raise ValueError("eval_base_dtype sets the base under a LoRA adapter; a full fine-tuning has none")
         if self.length_buckets < 1:
             raise ValueError(f"length_buckets must be >= 1 (1: one padded forward pass), got {self.length_buckets}")
+        if self.pooling in BATCH_DEPENDENT_POOLINGS and self.length_buckets != 1:
+            # buckets would pad each to its own longest text: another arithmetic than the official collator's
+            raise ValueError(f"pooling {self.pooling!r} reads the micro-batch's padding and trains one padded pass per "
+                             f"micro-batch: length_buckets must be 1, got {self.length_buckets} (objectives.<name>.length_buckets: 1)")
         if self.format not in FORMATS:
             raise ValueError(f"format must be one of {FORMATS}, got {self.format!r}")
         lo, hi = self.score_range
@@ -997,12 +1001,23 @@ def _step(run: _Run, rows: list[dict], state: dict, b_idx: int) -> dict[str, flo
     return logged
 
 
+def longest_of_slice(ids: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """A process's (b, K, T) slice of a micro-batch without the positions that are padding in all its
+    texts: padded to its own longest text, as each GPU's collator padded its own per-device batch
+    (fcb6223 angle_emb/angle.py:262, 314-334, padding='longest'), which a padded pooling reads."""
+    keep = mask.flatten(0, 1).any(dim=0)  # (T,): right or left padding leaves one contiguous run
+    return ids[..., keep], mask[..., keep]
+
+
 def _micro_batch_loss(run: _Run, batch: dict) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """The objective on this process's slice of the micro-batch (``process``) or on the whole micro-batch (``global``)."""
     accelerator = run.accelerator
     device, n_proc, rank = accelerator.device, accelerator.num_processes, accelerator.process_index
     mine = slice(rank * run.local, (rank + 1) * run.local)
-    emb = run.module(batch["input_ids"][mine].to(device), batch["attention_mask"][mine].to(device))  # (local, K, H)
+    ids, mask = batch["input_ids"][mine], batch["attention_mask"][mine]
+    if run.cfg.pooling in BATCH_DEPENDENT_POOLINGS and n_proc > 1:
+        ids, mask = longest_of_slice(ids, mask)
+    emb = run.module(ids.to(device), mask.to(device))  # (local, K, H)
     if run.cfg.in_batch_pool == "global":
         emb = _gather_with_grad(emb, n_proc)  # (micro, K, H)
         labels, text_ids = batch["labels"], batch["text_ids"]
@@ -1029,10 +1044,12 @@ def _save(run: _Run, out_dir: Path, record: dict, summary: dict, metrics_lines: 
             (work / "metrics.jsonl").write_text("".join(line + "\n" for line in metrics_lines))
             (work / "aoe_config.json").write_text(json.dumps(record, indent=2) + "\n")
             (work / "versions.json").write_text(json.dumps(library_versions(), indent=2) + "\n")
-            # so that sentence_transformers.SentenceTransformer(out_dir) embeds as our Encoder does
-            from aoe.model.interop import write_sentence_transformers_files
+            # so that sentence_transformers.SentenceTransformer(out_dir) embeds as our Encoder does; a padded
+            # pooling has no sentence-transformers form (its vector of a text depends on the batch)
+            if run.cfg.pooling not in BATCH_DEPENDENT_POOLINGS:
+                from aoe.model.interop import write_sentence_transformers_files
 
-            write_sentence_transformers_files(work)
+                write_sentence_transformers_files(work)
             checkpoints.keep_final(work, root, identity, summary)
             # after final/ is made: TensorBoard would list its hard links as a second copy of every run
             _Curves.move_into(root, work)
