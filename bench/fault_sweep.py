@@ -752,9 +752,9 @@ def _full_disk(fid: str, stage: str, rule: str, targets_glob: str, slack_kb: int
         subprocess.run(["umount", "-l", str(mnt)], check=False)
 
 
-@fault("D1", "disks", "a full disk at download (the results tree on a full tmpfs, STS-B's files fetched again)")
+@fault("D1", "disks", "a full disk at download (the results tree on a full tmpfs, the NLI files fetched again)")
 def d1():
-    return _full_disk("d1", "download", "download_published", "results/ci/downloads/files/stsbenchmark/*.csv", 64)
+    return _full_disk("d1", "download", "download_file", "results/ci/downloads/files/nli/*.csv", 64)
 
 
 @fault("D2", "disks", "a full disk at tokenize")
@@ -774,7 +774,7 @@ def d4():
 
 @fault("D5", "disks", "a full disk at report (the tables)")
 def d5():
-    return _full_disk("d5", "report", "make_table", "results/ci/tables/*.md", 4)
+    return _full_disk("d5", "report", "table", "results/ci/tables/*.md", 4)
 
 
 @fault("D6", "disks", "a read-only mirror (a read-only bind mount), a fresh tree's downloads")
@@ -850,9 +850,12 @@ def d9():
 # ------------------------------------------------------------------------------- kills of report and tables
 
 
-def _kill_snakemake(fid: str, args: list[str], wait_file: str | None, sig: int, *, after_s: float = 0.0):
+def _kill_snakemake(fid: str, args: list[str], wait_file: str | None, sig: int, *, after_s: float = 0.0, rerun: tuple = ()):
     work = copy_base(fid)
     before = tree_digest(work / "results")
+    if wait_file:
+        for old in work.glob(wait_file):
+            old.unlink()
     p = sm_bg(work, *args)
     if wait_file:
         wait_for(lambda: any(work.glob(wait_file)), 600, p)
@@ -861,7 +864,7 @@ def _kill_snakemake(fid: str, args: list[str], wait_file: str | None, sig: int, 
     out = p.communicate(timeout=120)[0]
     rc_kill = p.returncode
     subprocess.run([PY, "-m", "snakemake", "--unlock", "--configfile", *CI], cwd=work, env=env(), capture_output=True)
-    rc, out2 = sm(work, *[a for a in args if a != "--forcerun" and not a.startswith("make_")], timeout=1200)
+    rc, out2 = sm(work, *rerun, timeout=1200)
     after = tree_digest(work / "results")
     changed = [k for k in before if after.get(k) != before[k] and not k.endswith((".html", ".png", ".pdf", ".svg"))]
     return work, row(rc_kill, first_error(out) or f"killed ({signal.Signals(sig).name})", intact=True, silent_wrong=bool(changed),
@@ -870,26 +873,126 @@ def _kill_snakemake(fid: str, args: list[str], wait_file: str | None, sig: int, 
 
 @fault("K13", "caches", "SIGKILL of `snakemake --report` while it writes the report")
 def k13():
-    work, r = _kill_snakemake("k13", ["--report", "results/ci/report.html"], "results/ci/report.html", signal.SIGKILL)
+    work, r = _kill_snakemake("k13", ["--report", "results/ci/report.html"], "results/ci/report.html", signal.SIGKILL,
+                              rerun=("--report", "results/ci/report.html"))
     return r
 
 
 @fault("K14", "caches", "SIGTERM of `snakemake --report` while it writes the report")
 def k14():
-    work, r = _kill_snakemake("k14", ["--report", "results/ci/report.html"], None, signal.SIGTERM, after_s=20)
+    work, r = _kill_snakemake("k14", ["--report", "results/ci/report.html"], None, signal.SIGTERM, after_s=20,
+                              rerun=("--report", "results/ci/report.html"))
     return r
 
 
 @fault("K15", "caches", "SIGKILL of the run during a table build (every table forced), rerun")
 def k15():
-    work, r = _kill_snakemake("k15", ["--forcerun", "make_table", "--", "all"], "results/ci/logs/tables/*", signal.SIGKILL, after_s=3)
+    work, r = _kill_snakemake("k15", ["--forcerun", "table", "--", "tables"], "results/ci/logs/tables/*", rerun=("--rerun-incomplete",),
+                              sig=signal.SIGKILL, after_s=3)
     return r
 
 
 @fault("K16", "caches", "SIGTERM of the run during a table build (every table forced), rerun")
 def k16():
-    work, r = _kill_snakemake("k16", ["--forcerun", "make_table", "--", "all"], "results/ci/logs/tables/*", signal.SIGTERM, after_s=3)
+    work, r = _kill_snakemake("k16", ["--forcerun", "table", "--", "tables"], "results/ci/logs/tables/*", rerun=("--rerun-incomplete",),
+                              sig=signal.SIGTERM, after_s=3)
     return r
+
+
+# ---------------------------------------------------------------------------------------------------- SLURM
+
+PROFILES = ("--profile", "slurm", "--profile", "profiles/slurm-ci")
+SUBMITTED = re.compile(r"Job \d+ has been submitted with SLURM jobid (\d+)")
+
+
+def _slurm_env(**extra) -> dict:
+    return {k: v for k, v in env(**extra).items() if not k.startswith(("SLURM_", "SBATCH_", "SRUN_"))}
+
+
+def _job_state(jobid: str) -> str:
+    out = subprocess.run(["squeue", "-h", "-j", jobid, "-o", "%T"], capture_output=True, text=True).stdout.strip()
+    return out or "GONE"
+
+
+def _script_pids(work: Path, rule: str) -> list[int]:
+    """The rule script's process of a running job (what the kernel's OOM killer picks: the one holding the model)."""
+    out = subprocess.run(["pgrep", "-f", f"\\.snakemake/scripts/tmp.*{rule}"], capture_output=True, text=True).stdout.split()
+    return [int(p) for p in out]
+
+
+def _slurm_fault(fid: str, action, *, extra_args=(), extra_env=None):
+    """One STS evaluation forced through the SLURM profiles; ``action(work, jobid, out_path)`` once its job runs the script."""
+    if subprocess.run(["squeue", "-h"], capture_output=True, text=True).stdout.strip():
+        raise SkipFault("the test cluster is busy")
+    work = copy_base(fid)
+    outs = sorted(str(p.relative_to(work)) for p in work.glob("results/ci/eval/**/sts.json"))[:1]
+    ref = json.loads((work / outs[0]).read_text())
+    out_path = WORK / f"{fid}.out"
+    with open(out_path, "w") as fh:
+        p = subprocess.Popen([PY, "-m", "snakemake", *PROFILES, "--verbose", "--configfile", *CI, *extra_args,
+                              "--forcerun", "evaluate_sts", "--", *outs], cwd=work, env=_slurm_env(**(extra_env or {})),
+                             stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        ok = wait_for(lambda: bool(SUBMITTED.search(out_path.read_text(errors="replace"))) and bool(_script_pids(work, "evaluate_sts")), 600, p)
+        if not ok:
+            raise RuntimeError(f"the evaluation never ran: {out_path.read_text(errors='replace')[-1500:]}")
+        jobid = SUBMITTED.findall(out_path.read_text(errors="replace"))[-1]
+        time.sleep(3)  # inside the evaluation: the model loaded, texts being embedded
+        note = action(work, jobid, out_path)
+        p.wait(timeout=900)
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGTERM)
+            p.wait(timeout=60)
+        text = out_path.read_text(errors="replace")
+        run_id = re.search(r"SLURM run ID: (\S+)", text)
+        if run_id:
+            subprocess.run(["scancel", "--name", run_id.group(1)], capture_output=True)
+    text = out_path.read_text(errors="replace")
+    new = json.loads((work / outs[0]).read_text()) if (work / outs[0]).exists() else None
+    same = new is not None and new.get("all") == ref.get("all")
+    jobs = SUBMITTED.findall(text)
+    return row(p.returncode, first_error(text) if p.returncode else f"exit 0 after {len(jobs)} submission(s)",
+               intact=(work / outs[0]).exists(), silent_wrong=p.returncode == 0 and not same,
+               note=f"{note}; SLURM jobs {jobs}; {outs[0]} {'equal to the clean run' if same else 'differs or missing'}")
+
+
+@fault("S1", "slurm", "preemption and requeue during evaluation (`scontrol requeue` of a running evaluate_sts job)")
+def s1():
+    def requeue(work, jobid, out_path):
+        r = subprocess.run(["scontrol", "requeue", jobid], capture_output=True, text=True)
+        return f"scontrol requeue {jobid}: rc {r.returncode} {r.stderr.strip()}"
+
+    return _slurm_fault("s1", requeue)
+
+
+@fault("S2", "slurm", "a job killed for its memory (the OOM killer's SIGKILL of the evaluation's process; the test cluster "
+       "enforces no memory, TaskPlugin=task/none) and its retry (`--retries 1`)")
+def s2():
+    def oom(work, jobid, out_path):
+        pids = _script_pids(work, "evaluate_sts")
+        for pid in pids:
+            os.kill(pid, signal.SIGKILL)
+        return f"SIGKILL to {pids}"
+
+    return _slurm_fault("s2", oom, extra_args=("--retries", "1"))
+
+
+@fault("S3", "slurm", "a node that loses its /tmp between retries (the job's tmpdir removed after a killed first attempt)")
+def s3():
+    node_tmp = WORK / "s3-node-tmp"
+    shutil.rmtree(node_tmp, ignore_errors=True)
+    node_tmp.mkdir(parents=True)
+
+    def lose_tmp(work, jobid, out_path):
+        pids = _script_pids(work, "evaluate_sts")
+        held = sorted(p.name for p in node_tmp.iterdir())
+        for pid in pids:
+            os.kill(pid, signal.SIGKILL)
+        shutil.rmtree(node_tmp, ignore_errors=True)
+        return f"the first attempt's tmpdir held {held[:5] or 'nothing'}; removed with the folder itself"
+
+    return _slurm_fault("s3", lose_tmp, extra_args=("--retries", "1", "--default-resources", f"tmpdir='{node_tmp}'", "mem_mb=1000", "runtime=20"))
 
 
 # --------------------------------------------------------------------------------------------------- main
