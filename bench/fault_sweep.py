@@ -60,8 +60,12 @@ def env(**extra) -> dict:
 def first_error(text: str) -> str:
     """The line a user reads first: a DataError/exception line, else Snakemake's error line, else the last line."""
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    # Snakemake prints a script's exception as "DataError in file …, line N:" and the message on the next line
+    for i, ln in enumerate(lines[:-1]):
+        if re.match(r"^\w+(Error|Exception) in file .*, line \d+:$", ln):
+            return f"{ln.split(' in file ')[0]}: {lines[i + 1]}"[:300]
     for pat in (r"^(aoe\.\S+Error|DataError|StaleCacheError|DamagedModelError)[:(]", r"^\w*(Error|Exception)\b[:(]",
-                r"^(WARNING|warning)\b", r"^(terminated by|SIGTERM|SIGINT)", r"^(Error in rule|LockException|MissingOutput)"):
+                r"^(WARNING|warning)\b", r"(cannot be read|is damaged|is not writable) \(", r"^(terminated by|SIGTERM|SIGINT)", r"^(Error in rule|LockException|MissingOutput)"):
         for ln in lines:
             if re.search(pat, ln):
                 return ln[:300]
@@ -123,8 +127,7 @@ def copy_base(name: str, dest: Path | None = None) -> Path:
             shutil.copytree(src, dest / name_)
         else:
             shutil.copy2(src, dest / name_)
-    # copied files are newer than their outputs: touch nothing else into a rerun
-    sm(dest, "--touch", timeout=600)
+    # copytree keeps mtimes: the outputs stay newer than their inputs and nothing else reruns
     return dest
 
 
@@ -134,7 +137,17 @@ def sm(work: Path, *args: str, timeout: float = 900, extra_env: dict | None = No
     if user:
         cmd = ["runuser", "-u", user, "--", *cmd]
     p = subprocess.run(cmd, cwd=work, env=env(**(extra_env or {})), capture_output=True, text=True, timeout=timeout)
-    return p.returncode, p.stdout + p.stderr
+    return p.returncode, with_failed_logs(work, p.stdout + p.stderr)
+
+
+def with_failed_logs(work: Path, text: str) -> str:
+    """The failed jobs' own logs first (where a rule's script writes its error), then Snakemake's output."""
+    logs = []
+    for block in text.split("Error in rule ")[1:]:
+        m = re.search(r"^\s+log: (\S+?)(?: \(check log file\(s\) for error details\))?$", block, re.M)
+        if m and (work / m[1]).is_file():
+            logs.append((work / m[1]).read_text(errors="replace"))
+    return "\n".join(logs) + "\n" + text
 
 
 def sm_bg(work: Path, *args: str, extra_env: dict | None = None, configfiles=CI) -> subprocess.Popen:
@@ -213,8 +226,8 @@ def k1():
     shutil.rmtree(root, ignore_errors=True)
     rc, out = kill_mid_write(EMBED_CHILD.format(root=str(root), stall=True, marker=str(WORK / "k1.m")), signal.SIGTERM, WORK / "k1.m")
     left = [p.name for p in (root / "k").iterdir() if p.name.endswith(".tmp") or p.suffix == ".npz"]
-    rc2, out2 = child(EMBED_CHILD.format(root=str(root), stall=False, marker=""))
-    rc3, out3 = child(EMBED_CHILD.format(root=str(root), stall=False, marker=""))
+    _, out2 = child(EMBED_CHILD.format(root=str(root), stall=False, marker=""))
+    _, out3 = child(EMBED_CHILD.format(root=str(root), stall=False, marker=""))
     clean = child(EMBED_CHILD.format(root=str(WORK / "k1clean"), stall=False, marker=""))[1].split()[-1]
     return row(rc, first_error(out), intact=not left, silent_wrong=out3.split()[-1] != clean or "hit" not in out3,
                note=f"files left after the kill: {left or 'none'}; rerun {out2.split()[0]}, then {out3.split()[0]}")
@@ -250,12 +263,12 @@ print("records", len(GenerationCache(path).records), "skipped", GenerationCache(
 def _gen_fault(fid: str, sig: int):
     path = WORK / fid / "gen.jsonl"
     shutil.rmtree(path.parent, ignore_errors=True)
-    rc0, out0 = child(GEN_CHILD.format(path=str(path), start=0, n=30, stall=False, marker=""))
+    child(GEN_CHILD.format(path=str(path), start=0, n=30, stall=False, marker=""))
     before = path.read_bytes()
     rc, out = kill_mid_write(GEN_CHILD.format(path=str(path), start=30, n=30, stall=True, marker=str(WORK / f"{fid}.m")), sig,
                              WORK / f"{fid}.m")
     intact = path.read_bytes().startswith(before)
-    rc2, out2 = child(GEN_CHILD.format(path=str(path), start=30, n=30, stall=False, marker=""))
+    _, out2 = child(GEN_CHILD.format(path=str(path), start=30, n=30, stall=False, marker=""))
     m = re.search(r"records (\d+) skipped (\d+)", out2)
     ok = m is not None and int(m[1]) == 60
     return row(rc, first_error(out), intact=intact and ok, silent_wrong=not ok,
@@ -327,7 +340,7 @@ def k5():
 def _mteb_damaged(fid: str, how: str):
     """The CI run's MTEB result cache: one task's JSON cut short as a kill mid-write leaves it, then the job rerun."""
     work = copy_base(fid)
-    cache = work / "results/ci/embeddings/mteb"
+    cache = work / "results/embeddings/mteb"
     files = sorted(p for p in cache.rglob("STSBenchmarkLocal.json"))
     if not files:
         raise SkipFault(f"no MTEB cache file under {cache}")
@@ -412,7 +425,7 @@ def _umount(path: Path):
 @fault("K11", "caches", "the embedding-cache folder read-only (a shared cache of another group, a read-only bind mount), evaluation run")
 def k11():
     work = copy_base("k11")
-    emb = work / "results/ci/embeddings"
+    emb = work / "results/embeddings"
     outs = sorted(str(p.relative_to(work)) for p in work.glob("results/ci/eval/**/sts.json"))[:1]
     ref = json.loads((work / outs[0]).read_text())
     # an empty cache the job may read but not write: every text set has to be embedded and stored
@@ -699,55 +712,76 @@ def c4():
                note=f"grid rc {p1.returncode}, preset rc {rc2}")
 
 
-@fault("C5", "concurrency", "`--keep-going` with one job failing mid-way (one transfer task's SentEval file damaged in the mirror)")
+@fault("C5", "concurrency", "`--keep-going` with one job failing mid-way (an evaluation's SentEval TREC file cut short in the "
+       "results tree), beside an STS evaluation")
 def c5():
     work = copy_base("c5")
-    m = _mirror_copy("c5-mirror")
-    trec = m / "senteval/downstream/TREC/TREC_10.label"
+    trec = work / "results/ci/downloads/files/senteval/downstream/TREC/TREC_10.label"
+    st = trec.stat()
     trec.write_bytes(trec.read_bytes()[:3000])
-    for p in work.glob("results/ci/downloads/files/senteval/downstream/TREC/*"):
-        p.unlink()
+    os.utime(trec, ns=(st.st_atime_ns, st.st_mtime_ns))  # damaged in place, not newer: only the forced jobs run
+    transfer = sorted(str(p.relative_to(work)) for p in work.glob("results/ci/eval/**/transfer.json"))[:1]
+    sts = sorted(str(p.relative_to(work)) for p in work.glob("results/ci/eval/**/sts.json"))[:1]
+    ref = json.loads((work / sts[0]).read_text())
     before = tree_digest(work / "results/ci/eval")
-    rc, out = sm(work, "--keep-going", extra_env={"AOE_DATA_MIRROR": str(m)}, timeout=1800)
+    rc, out = sm(work, "--keep-going", "--forcerun", "evaluate_transfer", "evaluate_sts", "--", *transfer, *sts, timeout=1800)
     after = tree_digest(work / "results/ci/eval")
-    lost = [k for k in before if k not in after and "transfer" not in k]
-    shutil.rmtree(m)
-    return row(rc, first_error(out), intact=not lost, silent_wrong=False,
-               note=f"finished evaluations lost: {lost or 'none'}; jobs done: {out.count('Finished job')}")
+    lost = [k for k in before if k not in after and k != transfer[0].removeprefix("results/ci/eval/")]
+    same = (work / sts[0]).exists() and json.loads((work / sts[0]).read_text()).get("all") == ref.get("all")
+    return row(rc, first_error(out), intact=not lost and same, silent_wrong=(work / transfer[0]).exists(),
+               note=f"the STS evaluation beside it {'done, equal to the clean run' if same else 'NOT done'}; "
+                    f"the failed job's output present: {(work / transfer[0]).exists()}; finished evaluations lost: {lost or 'none'}")
 
 
 # ------------------------------------------------------------------------------------ disks and rights
 
 
-def _full_disk(fid: str, stage: str, rule: str, targets_glob: str, slack_kb: int):
-    """The CI tree on a tmpfs with ``slack_kb`` free, ``rule`` forced to rerun."""
+def _comparable(path: Path):
+    """A result's content for comparison with the clean run: a JSON without its timings and provenance, else the bytes' sha256."""
+    if path.suffix != ".json":
+        return sha(path)
+
+    def strip(obj):
+        if isinstance(obj, dict):
+            return {k: strip(v) for k, v in obj.items() if not re.search(r"time|wall|second|date|version|host|started|path", k)}
+        if isinstance(obj, list):
+            return [strip(v) for v in obj]
+        return obj
+
+    return strip(json.loads(path.read_text()))
+
+
+def _full_disk(fid: str, stage: str, rule: str, targets_glob: str, slack_kb: int, *, parent: bool = False, prepare=None):
+    """The CI tree on a full tmpfs (``slack_kb`` left free), ``rule`` forced to rerun on the outputs ``targets_glob`` finds."""
     src = copy_base(f"{fid}-src")
     mnt = WORK / f"{fid}-mnt"
     mnt.mkdir(exist_ok=True)
+    if prepare is not None:
+        prepare(src)
     used_kb = int(subprocess.run(["du", "-sk", str(src)], capture_output=True, text=True).stdout.split()[0])
-    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={used_kb + slack_kb}k", "tmpfs", str(mnt)], check=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={used_kb + 4096}k", "tmpfs", str(mnt)], check=True)
     try:
         subprocess.run(["cp", "-a", f"{src}/.", str(mnt)], check=True)
         shutil.rmtree(src)
-        targets = sorted(str(p.relative_to(mnt)) for p in mnt.glob(targets_glob))
+        found = sorted(mnt.glob(targets_glob))
+        targets = sorted({str((p.parent if parent else p).relative_to(mnt)) for p in found})
+        ref = {t: _comparable(mnt / t) for t in targets if (mnt / t).is_file()}
         before = tree_digest(mnt / "results")
-        # fill what is left: a full disk, not a small one
-        filler = mnt / "filler"
+        filler = mnt / "filler"  # fill what is left: a full disk, not a small one
         subprocess.run(["dd", "if=/dev/zero", f"of={filler}", "bs=64k"], capture_output=True)
-        free_kb = shutil.disk_usage(mnt).free // 1024
-        filler_kb = filler.stat().st_size // 1024
-        # give back a little room: enough for Snakemake's bookkeeping, not for the job's output
-        with open(filler, "r+b") as fh:
+        with open(filler, "r+b") as fh:  # give back a little: Snakemake's bookkeeping, not the job's output
             fh.truncate(max(0, filler.stat().st_size - slack_kb * 1024))
         rc, out = sm(mnt, "--forcerun", rule, "--", *targets, timeout=1200)
         after = tree_digest(mnt / "results")
-        lost = [k for k, v in before.items() if k not in after and not any(k.startswith(t) for t in targets)]
-        changed = [k for k, v in before.items() if k in after and after[k] != v and not any(k.startswith(t) for t in targets)]
+        forced = lambda k: any(f"results/{k}".startswith(t) for t in targets)  # noqa: E731
+        lost = [k for k in before if k not in after and not forced(k)]
+        changed = [k for k in before if k in after and after[k] != before[k] and not forced(k)]
         hidden = [str(p.relative_to(mnt)) for p in (mnt / "results").rglob(".*") if re.search(r"\.tmp$|\.[a-z0-9_]{8}$", p.name)]
-        partial = [t for t in targets if (mnt / t).exists()] if rc else []
-        return row(rc, first_error(out), intact=not lost and not changed, silent_wrong=bool(partial and rc),
-                   note=f"{stage}: {len(targets)} outputs forced, {slack_kb} KiB free; lost {lost or 'none'}; temporaries left {hidden or 'none'}; "
-                        f"outputs present after the failure {partial or 'none'}")
+        present = [t for t in targets if (mnt / t).exists()]
+        wrong = [t for t in present if t in ref and _comparable(mnt / t) != ref[t]]
+        return row(rc, first_error(out), intact=not lost and not changed, silent_wrong=bool(wrong),
+                   note=f"{stage}: {len(targets)} outputs forced with {slack_kb} KiB free, {len(present)} made (differing from the clean "
+                        f"run: {wrong or 'none'}); other files lost {lost or 'none'}, changed {changed or 'none'}; temporaries left {hidden or 'none'}")
     finally:
         subprocess.run(["umount", "-l", str(mnt)], check=False)
 
@@ -759,17 +793,19 @@ def d1():
 
 @fault("D2", "disks", "a full disk at tokenize")
 def d2():
-    return _full_disk("d2", "tokenize", "tokenize", "results/ci/tokens/**/cache.json", 64)
+    return _full_disk("d2", "tokenize", "tokenize", "results/ci/tokens/**/cache.json", 64, parent=True)
 
 
 @fault("D3", "disks", "a full disk at train (the model's save)")
 def d3():
-    return _full_disk("d3", "train", "train_model", "results/ci/models/minilm-l6/aoe/stsb/seed1", 256)
+    # without its .ckpt folder the job trains (a final/ would restore it in seconds, by hard links, taking no space)
+    return _full_disk("d3", "train", "train_model", "results/ci/models/minilm-l6/aoe/stsb/seed1", 256,
+                      prepare=lambda w: shutil.rmtree(w / "results/ci/models/minilm-l6/aoe/stsb/seed1.ckpt"))
 
 
 @fault("D4", "disks", "a full disk at evaluate (STS)")
 def d4():
-    return _full_disk("d4", "evaluate", "evaluate_sts", "results/ci/eval/**/sts.json", 16)
+    return _full_disk("d4", "evaluate", "evaluate_sts", "results/ci/eval/**/sts.json", 4)
 
 
 @fault("D5", "disks", "a full disk at report (the tables)")
@@ -901,7 +937,7 @@ def k16():
 
 # ---------------------------------------------------------------------------------------------------- SLURM
 
-PROFILES = ("--profile", "slurm", "--profile", "profiles/slurm-ci")
+PROFILES = ("--profile", str(ROOT / "slurm"), "--profile", str(ROOT / "profiles" / "slurm-ci"))
 SUBMITTED = re.compile(r"Job \d+ has been submitted with SLURM jobid (\d+)")
 
 
