@@ -59,12 +59,10 @@ def env(**extra) -> dict:
 
 def first_error(text: str) -> str:
     """The line a user reads first: a DataError/exception line, else Snakemake's error line, else the last line."""
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    # Snakemake prints a script's exception as "DataError in file …, line N:" and the message on the next line
-    for i, ln in enumerate(lines[:-1]):
-        if re.match(r"^\w+(Error|Exception) in file .*, line \d+:$", ln):
-            return f"{ln.split(' in file ')[0]}: {lines[i + 1]}"[:300]
-    for pat in (r"^(aoe\.\S+Error|DataError|StaleCacheError|DamagedModelError)[:(]", r"^\w*(Error|Exception)\b[:(]",
+    # Snakemake's own wrappers of a job's failure, not what the job said
+    lines = [ln.strip() for ln in text.splitlines()
+             if ln.strip() and not re.match(r"^(CalledProcessError|RuleException|WorkflowError)\b", ln.strip())]
+    for pat in (r"^(aoe\.\S+Error|DataError|StaleCacheError|DamagedModelError)[:(]", r"^[\w.]*(Error|Exception)\b[:(]",
                 r"^(WARNING|warning)\b", r"(cannot be read|is damaged|is not writable) \(", r"^(terminated by|SIGTERM|SIGINT)", r"^(Error in rule|LockException|MissingOutput)"):
         for ln in lines:
             if re.search(pat, ln):
@@ -148,6 +146,16 @@ def with_failed_logs(work: Path, text: str) -> str:
         if m and (work / m[1]).is_file():
             logs.append((work / m[1]).read_text(errors="replace"))
     return "\n".join(logs) + "\n" + text
+
+
+def job_warning(work: Path, since: float) -> str | None:
+    """The first warning a job wrote to its own log (under results/) since ``since``: what a succeeding job tells."""
+    for log in sorted((work / "results").rglob("*.log")):
+        if log.stat().st_mtime >= since:
+            for ln in log.read_text(errors="replace").splitlines():
+                if re.search(r"(cannot be read|is damaged|is not writable) \(", ln):
+                    return ln.strip()[:300]
+    return None
 
 
 def sm_bg(work: Path, *args: str, extra_env: dict | None = None, configfiles=CI) -> subprocess.Popen:
@@ -357,7 +365,9 @@ def _mteb_damaged(fid: str, how: str):
         target.write_text(json.dumps(obj))
     outs = sorted(work.glob("results/ci/eval/**/mteb.json"))
     ref = {str(p.relative_to(work)): json.loads(p.read_text()).get("summary") for p in outs}
+    t0 = time.time()
     rc, out = sm(work, "--forcerun", "evaluate_mteb", "--", *[str(p.relative_to(work)) for p in outs])
+    out = (job_warning(work, t0) or "") + "\n" + out
     new = {str(p.relative_to(work)): json.loads(p.read_text()).get("summary") for p in outs if p.exists()}
     return row(rc, first_error(out), intact=all(p.exists() for p in outs) and rc == 0, silent_wrong=rc == 0 and new != ref,
                note=f"{target.relative_to(work)} {how}; MTEB summaries {'equal' if new == ref else 'differ'} after the rerun")
@@ -432,10 +442,12 @@ def k11():
     emb.rename(emb.with_name("embeddings.kept"))
     emb.mkdir()
     _ro_bind(emb)
+    t0 = time.time()
     try:
         rc, out = sm(work, "--forcerun", "evaluate_sts", "--", *outs)
     finally:
         _umount(emb)
+    out = (job_warning(work, t0) or "") + "\n" + out
     new = json.loads((work / outs[0]).read_text()) if (work / outs[0]).exists() else None
     same = new is not None and new.get("all") == ref.get("all") and new.get("tasks", new.get("results")) == ref.get("tasks", ref.get("results"))
     return row(rc, first_error(out), intact=(work / outs[0]).exists(), silent_wrong=rc == 0 and not same,
@@ -767,11 +779,15 @@ def _full_disk(fid: str, stage: str, rule: str, targets_glob: str, slack_kb: int
         targets = sorted({str((p.parent if parent else p).relative_to(mnt)) for p in found})
         ref = {t: _comparable(mnt / t) for t in targets if (mnt / t).is_file()}
         before = tree_digest(mnt / "results")
+        # the outputs removed before the disk is filled: Snakemake deletes a forced job's outputs before it runs,
+        # which would hand the job back their space
+        for t in targets:
+            (shutil.rmtree if (mnt / t).is_dir() else os.unlink)(mnt / t)
         filler = mnt / "filler"  # fill what is left: a full disk, not a small one
         subprocess.run(["dd", "if=/dev/zero", f"of={filler}", "bs=64k"], capture_output=True)
         with open(filler, "r+b") as fh:  # give back a little: Snakemake's bookkeeping, not the job's output
             fh.truncate(max(0, filler.stat().st_size - slack_kb * 1024))
-        rc, out = sm(mnt, "--forcerun", rule, "--", *targets, timeout=1200)
+        rc, out = sm(mnt, "--allowed-rules", rule, "--", *targets, timeout=1200)
         after = tree_digest(mnt / "results")
         forced = lambda k: any(f"results/{k}".startswith(t) for t in targets)  # noqa: E731
         lost = [k for k in before if k not in after and not forced(k)]
