@@ -332,9 +332,11 @@ def run_mteb_evaluation(
     start = time.perf_counter()
     local_tasks = list(local_tasks or [])
     if local_tasks:
+        from aoe.data.contracts import read_manifest
+
         table_map: dict[str, tuple[str, str]] = {}
         for table, manifest in zip(tables or [], manifests or [], strict=True):
-            table_map[json.loads(Path(manifest).read_text())["dataset"]] = (table, manifest)
+            table_map[read_manifest(manifest, table)["dataset"]] = (table, manifest)
         task_objs = [local_task(n, tables=table_map, downstream=downstream) for n in local_tasks]
         benchmark_name = None
     else:
