@@ -1,7 +1,10 @@
 """Issue 53 part 2: a second sweep of faults, each run for real, printed as a table and written to
 bench/results/fault_sweep.json.
 
-    PYTHONPATH=. AOE_DATA_MIRROR=../shared/data python bench/fault_sweep.py [--code DIR] [--base TREE] [--only ID ...]
+    PYTHONPATH=. AOE_DATA_MIRROR=../shared/data python bench/fault_sweep.py [--code DIR] [--base TREE] [--only ID ...] [--out FILE]
+
+``--out`` gets one row per fault; the committed bench/results/fault_sweep.json pairs a run with ``--code`` at the
+commit before the fixes ("before") with one of this tree ("after"), as docs/reliability.md's table does.
 
 ``--code``: the package tree the faults run against (default this checkout; a ``git archive`` of an
 older commit gives the "before" column). ``--base``: a finished run of ``presets/ci.yaml`` with the tiny
@@ -788,6 +791,7 @@ def _full_disk(fid: str, stage: str, rule: str, targets_glob: str, slack_kb: int
         with open(filler, "r+b") as fh:  # give back a little: Snakemake's bookkeeping, not the job's output
             fh.truncate(max(0, filler.stat().st_size - slack_kb * 1024))
         rc, out = sm(mnt, "--allowed-rules", rule, "--", *targets, timeout=1200)
+        (WORK / f"{fid}.out").write_text(out)  # the tmpfs goes with its logs
         after = tree_digest(mnt / "results")
         forced = lambda k: any(f"results/{k}".startswith(t) for t in targets)  # noqa: E731
         lost = [k for k in before if k not in after and not forced(k)]
@@ -930,9 +934,9 @@ def k13():
     return r
 
 
-@fault("K14", "caches", "SIGTERM of `snakemake --report` while it writes the report")
+@fault("K14", "caches", "SIGTERM of `snakemake --report` 2 s after its start")
 def k14():
-    work, r = _kill_snakemake("k14", ["--report", "results/ci/report.html"], None, signal.SIGTERM, after_s=8,
+    work, r = _kill_snakemake("k14", ["--report", "results/ci/report.html"], None, signal.SIGTERM, after_s=2,
                               rerun=("--report", "results/ci/report.html"))
     return r
 
