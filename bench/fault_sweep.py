@@ -894,6 +894,8 @@ def d9():
     # a member of the group replaces a folder by removing its entries: the folder itself must be group-writable
     closed = [str(d.relative_to(work)) for t in (tok[0], model) for d in [work / t, *(work / t).rglob("*")]
               if d.is_dir() and not d.stat().st_mode & 0o020]
+    subprocess.run(["chgrp", "-R", "root", str(work)], check=True)
+    subprocess.run(["groupdel", "aoeshare"], check=False)  # the sweep's own group: not left on the machine
     return row(p.returncode, f"folders the group cannot write: {closed or 'none'}", intact=(work / tok[0] / "cache.json").exists(),
                silent_wrong=False, note=f"modes: {tok[0]} {oct((work / tok[0]).stat().st_mode & 0o7777)}, {model} "
                                         f"{oct((work / model).stat().st_mode & 0o7777)}")
