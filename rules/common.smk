@@ -265,8 +265,10 @@ def gpu_placement(resources_of=None):
 
 def library_code(*modules):
     """Package modules a rendering job runs, as inputs: Snakemake's code trigger sees only the job's
-    own script, so an edit of aoe/results/tables.py would otherwise leave every table stale."""
-    return [str(Path(workflow.basedir) / "aoe" / m) for m in modules]
+    own script, so an edit of aoe/results/tables.py would otherwise leave every table stale. Relative to the
+    working folder, as RUN_CONFIGFILES: an absolute path is part of the job's recorded input set, so a results
+    tree moved or copied elsewhere replanned every table, figure and report ("Set of input files has changed")."""
+    return [os.path.relpath(Path(workflow.basedir) / "aoe" / m) for m in modules]
 
 
 def eval_resources(key, scale=1, extra=0):

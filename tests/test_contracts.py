@@ -179,6 +179,21 @@ def test_an_evaluation_refuses_a_table_changed_after_its_manifest_before_loading
         check_manifest(table, manifest)
 
 
+def test_an_evaluation_names_a_manifest_cut_short_before_loading_the_model(tmp_path):
+    # the STS, in-domain and retrieval evaluations, the MTEB tasks and the STS figures read a manifest's dataset
+    # before checking the table against it: a manifest cut short failed there in a bare JSONDecodeError
+    # (issue 53's second sweep, I20)
+    from aoe.evaluate.run import run_indomain_evaluation, run_sts_evaluation
+
+    table, manifest = _prepared(tmp_path, "stsb/test.parquet")
+    manifest.write_bytes(manifest.read_bytes()[:40])
+    expected = rf"{manifest}: not a readable manifest \(.*\); delete it and {table}, and rerun snakemake"
+    for run in (lambda: run_sts_evaluation(tmp_path / "no-model", [str(table)], [str(manifest)], tmp_path / "sts.json", tasks=["STSB"]),
+                lambda: run_indomain_evaluation(tmp_path / "no-model", table, manifest, tmp_path / "in.json", evalset="stsb_test")):
+        with pytest.raises(DataError, match=expected):
+            run()
+
+
 def test_an_evaluation_refuses_a_table_without_its_manifest(tmp_path):
     from aoe.evaluate.run import run_nli_probe
 

@@ -330,6 +330,19 @@ def test_a_folder_written_by_atomic_dir_has_no_private_files(tmp_path, group_uma
     assert oct((out / "sub" / "config.json").stat().st_mode & 0o777) == oct(0o664)
 
 
+@pytest.mark.parametrize("mask", [0o002, 0o022, 0o077])
+def test_a_folder_written_by_atomic_dir_gets_the_umask_mode(tmp_path, mask):
+    # atomic_dir's folder was 0755 whatever the umask: in a group-shared tree (umask 002) another member's
+    # rerun of the job (a token cache, a model) could not remove the files in it to replace it
+    old = os.umask(mask)
+    try:
+        with atomic_dir(tmp_path / "cache") as tmp:
+            (tmp / "cache.json").write_text("{}")
+    finally:
+        os.umask(old)
+    assert oct((tmp_path / "cache").stat().st_mode & 0o777) == oct(0o777 & ~mask)
+
+
 # --- atomic_file's temporaries left by a SIGKILL: removed by the next write once their writer is gone ---
 
 # A job stopped inside atomic_file, part of its file written, until it is killed.

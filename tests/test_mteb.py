@@ -353,3 +353,22 @@ def test_trec_classification_and_cache_reuse(tiny_bert, mirror, tmp_path):
     second = run_mteb_evaluation(tiny_bert, tmp_path / "b.json", **kw)
     assert second["embedding"]["cache"]["hit"] is True
     assert second["tasks"]["TRECLocal"]["main_score"] == trec["main_score"]
+
+
+@pytest.mark.parametrize("damage", ["cut", "empty"])
+def test_a_result_cache_file_cut_short_is_evaluated_again(tiny_bert, tmp_path, capsys, damage):
+    """mteb writes a task's result in place (open("w"), json.dump): a job killed in that write left the JSON cut
+    short or empty, and every rerun failed in mteb's JSONDecodeError (issue 53's second sweep, K6/K7)."""
+    table, manifest = _write_table(tmp_path / "stsb", _synthetic_sts())
+    kw = dict(local_tasks=["STSBenchmarkLocal"], tables=[str(table)], manifests=[str(manifest)], pooling="cls", device="cpu",
+              result_cache=tmp_path / "cache")
+    first = run_mteb_evaluation(tiny_bert, tmp_path / "first.json", **kw)
+    (held,) = (tmp_path / "cache").rglob("STSBenchmarkLocal.json")
+    data = held.read_bytes()
+    held.write_bytes(data[: len(data) // 2] if damage == "cut" else b"")
+    capsys.readouterr()
+    again = run_mteb_evaluation(tiny_bert, tmp_path / "again.json", **kw)
+    assert f"MTEB result cache file {held} cannot be read (JSONDecodeError" in capsys.readouterr().err
+    assert again["mteb_results"]["reused"] == []
+    assert again["tasks"]["STSBenchmarkLocal"]["main_score"] == pytest.approx(first["tasks"]["STSBenchmarkLocal"]["main_score"], abs=1e-4)
+    assert json.loads(held.read_text())["task_name"] == "STSBenchmarkLocal"  # rewritten whole

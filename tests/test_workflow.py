@@ -701,3 +701,17 @@ def test_protocol_differences_name_how_a_presets_rows_train_otherwise():
     assert protocol_differences(demo, grid, "table2_indomain")[1:] == [
         "backbone minilm-l6 (paper: bert-base-uncased)", "200 steps of 32 pairs (paper: 5 epochs of 32 pairs)"]
     assert protocol_differences(grid, grid, "table1_sts") == []
+
+
+@pytest.mark.slow
+@needs_mirror
+def test_a_moved_results_tree_plans_nothing_new(tmp_path):
+    """No planned input names the workflow folder's absolute path: Snakemake records a job's input set, so the
+    package modules a table job reads, given as absolute paths, replanned 17 rendering jobs of the CI preset's
+    finished tree once it was moved (issue 53's second sweep, D7)."""
+    out = _ci_with_override(tmp_path, "{}\n", "table2")
+    assert out.returncode == 0, out.stdout[-3000:]
+    work = str((tmp_path / "wf").resolve())
+    tables = [j for j in dry_run_jobs(out.stdout) if j["rule"] == "table"]
+    assert tables and "aoe/results/tables.py" in tables[0]["input"]
+    assert not [i for j in dry_run_jobs(out.stdout) for i in j["input"] if i.startswith(work)]

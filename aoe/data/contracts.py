@@ -52,7 +52,7 @@ from aoe.data.io import DataError, sha256_file
 from aoe.data.nli import NLI_CLASSES
 from aoe.data.sts import EXPECTED_ROWS, SCORE_RANGE, SPLITS as STS_SPLITS
 
-__all__ = ["Contract", "GIS_PAIRS", "contract_of", "score_scale", "check_table", "read_table", "manifest_of", "check_manifest", "check_score_range"]
+__all__ = ["Contract", "GIS_PAIRS", "contract_of", "score_scale", "check_table", "read_table", "manifest_of", "read_manifest", "check_manifest", "check_score_range"]
 
 SHOWN_ROWS = 5  # offending rows named in a message; the count says how many more
 _REMAKE = "delete it and rerun snakemake, which prepares it again from its source (its prepare rule)"
@@ -242,16 +242,25 @@ def manifest_of(table: str | os.PathLike) -> Path:
     return table.parent / f"{_parse(table)[1]}.manifest.json"
 
 
-def _recorded(table: Path, manifest: Path) -> tuple[str, int]:
-    """(sha256, rows) that ``manifest`` records for ``table``: an STS or generated table's own, or the
-    entry of a pair set's format (``tables.<format>``)."""
+def read_manifest(manifest: str | os.PathLike, table: str | os.PathLike | None = None) -> dict:
+    """The manifest a prepare rule wrote (beside ``table``), as a dict; :class:`DataError` naming it and the fix
+    where it is missing or cannot be read (a copy cut short: every evaluation that reads it failed in a bare
+    JSONDecodeError)."""
+    manifest = Path(manifest)
+    table = table if table is not None else "its table"
     try:
-        meta = json.loads(manifest.read_text())
+        return json.loads(manifest.read_text())
     except FileNotFoundError:
         raise DataError(f"{table}: its manifest {manifest} is missing, so nothing says the table is the one its prepare rule "
                         f"wrote; {_REMAKE}") from None
     except (OSError, ValueError) as exc:
         raise DataError(f"{manifest}: not a readable manifest ({exc}); delete it and {table}, and rerun snakemake") from exc
+
+
+def _recorded(table: Path, manifest: Path) -> tuple[str, int]:
+    """(sha256, rows) that ``manifest`` records for ``table``: an STS or generated table's own, or the
+    entry of a pair set's format (``tables.<format>``)."""
+    meta = read_manifest(manifest, table)
     if "table_sha256" in meta:
         return meta["table_sha256"], int(meta["rows"])
     fmt = _parse(table)[2] or ("captions" if "captions" in meta.get("tables", {}) else "pairs")

@@ -29,6 +29,7 @@ import csv
 import gzip
 import io
 import os
+import zlib
 from pathlib import Path
 
 import pandas as pd
@@ -99,18 +100,27 @@ def read_allnli(path: str | os.PathLike, split: str = "train") -> pd.DataFrame:
         raise DataError(f"{path}: AllNLI file not found")
     opener = gzip.open if path.suffix == ".gz" else open
     rows = []
-    with opener(path, "rb") as raw:
-        text = io.TextIOWrapper(raw, encoding="utf-8", newline="")
-        reader = csv.reader(text, delimiter="\t", quoting=csv.QUOTE_NONE)
-        header = next(reader, None)
-        want = ["split", "dataset", "filename", "sentence1", "sentence2", "label"]
-        if header != want:
-            raise DataError(f"{path}, line 1: header {header}, expected {want}")
-        for line, fields in enumerate(reader, start=2):
-            if len(fields) != len(want):
-                raise DataError(f"{path}, line {line}: {len(fields)} fields, expected {len(want)}")
-            if fields[0] == split:
-                rows.append((f"{fields[1]}:{line}", fields[3], fields[4], fields[5], line))
+    line = 1
+    want = ["split", "dataset", "filename", "sentence1", "sentence2", "label"]
+    try:
+        with opener(path, "rb") as raw:
+            text = io.TextIOWrapper(raw, encoding="utf-8", newline="")
+            reader = csv.reader(text, delimiter="\t", quoting=csv.QUOTE_NONE)
+            header = next(reader, None)
+            if header != want:
+                raise DataError(f"{path}, line 1: header {header}, expected {want}")
+            for line, fields in enumerate(reader, start=2):
+                if len(fields) != len(want):
+                    raise DataError(f"{path}, line {line}: {len(fields)} fields, expected {len(want)}")
+                if fields[0] == split:
+                    rows.append((f"{fields[1]}:{line}", fields[3], fields[4], fields[5], line))
+    # a download or copy cut short ends the gzip stream early: without this, a bare EOFError naming no file
+    except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
+        raise DataError(f"{path}: not a whole gzip file ({type(exc).__name__}: {exc}; {line} lines read): a copy cut short; "
+                        "delete it (and the mirror's copy, if it came from there) and rerun") from None
+    except UnicodeDecodeError as exc:
+        raise DataError(f"{path}: not UTF-8 after line {line} ({exc.reason}), where sentence-transformers' AllNLI is UTF-8; "
+                        "delete it and rerun to fetch the published file") from None
     if not rows:
         raise DataError(f"{path}: no rows in split {split!r}")
     df = pd.DataFrame(rows, columns=["pair_id", "sentence1", "sentence2", "label", "line"])

@@ -22,6 +22,7 @@ rewritten before the prompt: the set's key is its texts as the table holds them)
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -35,6 +36,9 @@ from aoe.data.io import sha256_file
 from aoe.util.fsutil import atomic_file, remove_orphaned_files
 
 __all__ = ["EmbeddingCache", "model_key"]
+
+# the errors of a folder this process may read but not write
+_NOT_WRITABLE = (errno.EACCES, errno.EPERM, errno.EROFS)
 
 # files whose bytes define a model's embeddings (tokenizer files included: they change the ids)
 _IDENTITY_SUFFIXES = (".safetensors", ".bin", ".json", ".txt", ".model")
@@ -64,13 +68,17 @@ class EmbeddingCache:
 
     def __init__(self, root: str | os.PathLike, key: str, record: dict, encode: Callable[[list[str]], np.ndarray]):
         self.dir = Path(root) / key
-        self.dir.mkdir(parents=True, exist_ok=True)
-        # every text set's leftovers, not only the one asked for next: a killed write of a set no later job asks for
-        remove_orphaned_files(self.dir)
-        meta = self.dir / "model.json"
-        if not meta.is_file():
-            with atomic_file(meta) as fh:
-                json.dump(record, fh, indent=2)
+        self.writable = True
+        try:
+            self.dir.mkdir(parents=True, exist_ok=True)
+            # every text set's leftovers, not only the one asked for next: a killed write of a set no later job asks for
+            remove_orphaned_files(self.dir)
+            meta = self.dir / "model.json"
+            if not meta.is_file():
+                with atomic_file(meta) as fh:
+                    json.dump(record, fh, indent=2)
+        except OSError as e:
+            self._read_only(e)
         self._encode = encode
         self.hit: bool | None = None  # whether the last call was served from disk
 
@@ -94,10 +102,28 @@ class EmbeddingCache:
                 return stored[1]
         self.hit = False
         emb = np.asarray(self._encode(texts), dtype=np.float32)
-        # a failed write (disk full, SIGTERM turned into SystemExit) leaves no hidden partial file
-        with atomic_file(path, "wb") as fh:
-            np.savez(fh, texts=np.array(texts, dtype=str), emb=emb)
+        if self.writable:
+            # a failed write (disk full, SIGTERM turned into SystemExit) leaves no hidden partial file
+            try:
+                with atomic_file(path, "wb") as fh:
+                    np.savez(fh, texts=np.array(texts, dtype=str), emb=emb)
+            except OSError as e:
+                self._read_only(e)
         return emb
+
+    def _read_only(self, error: OSError) -> None:
+        """Go on without writing where the cache folder refuses writes (another group's shared cache, a read-only
+        mount): the cache only saves time, so it must not fail the evaluation it serves. Other errors (a full
+        disk) still fail the job."""
+        if error.errno not in _NOT_WRITABLE:
+            raise error
+        self.writable = False
+        print(
+            f"embedding cache {self.dir} is not writable ({error.strerror}); embedding without storing the result "
+            "(set evaluation.embedding_cache to a folder you can write to keep it)",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 def _read(path: Path, n_texts: int) -> tuple[np.ndarray, np.ndarray] | None:

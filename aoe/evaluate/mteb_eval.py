@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 from functools import lru_cache
 from pathlib import Path
@@ -268,6 +269,23 @@ def _task_data_record(task) -> dict:
     return {"source": "huggingface", "path": ds.get("path"), "revision": ds.get("revision")}
 
 
+def _held_result(cache, task_name: str, meta):
+    """The task's result in mteb's result cache, or None; a file that cannot be read is removed (with a warning).
+
+    mteb writes a result in place (``open("w")``, then ``json.dump``): a job killed in that write, or a
+    disk that filled, leaves the JSON cut short or empty, on which every rerun failed in mteb's own
+    JSONDecodeError. The cache only saves time: the task is evaluated again and its file rewritten.
+    """
+    try:
+        return cache.load_task_result(task_name, meta)
+    except Exception as e:  # JSONDecodeError, pydantic's ValidationError, a KeyError of an older layout
+        path = cache.get_task_result_path(task_name=task_name, model_name=meta)
+        print(f"MTEB result cache file {path} cannot be read ({type(e).__name__}: {str(e).splitlines()[0][:200]}); "
+              f"evaluating {task_name} again", file=sys.stderr, flush=True)
+        path.unlink(missing_ok=True)
+        return None
+
+
 def run_mteb_evaluation(
     model_dir: str | os.PathLike,
     out: str | os.PathLike,
@@ -314,9 +332,11 @@ def run_mteb_evaluation(
     start = time.perf_counter()
     local_tasks = list(local_tasks or [])
     if local_tasks:
+        from aoe.data.contracts import read_manifest
+
         table_map: dict[str, tuple[str, str]] = {}
         for table, manifest in zip(tables or [], manifests or [], strict=True):
-            table_map[json.loads(Path(manifest).read_text())["dataset"]] = (table, manifest)
+            table_map[read_manifest(manifest, table)["dataset"]] = (table, manifest)
         task_objs = [local_task(n, tables=table_map, downstream=downstream) for n in local_tasks]
         benchmark_name = None
     else:
@@ -347,7 +367,7 @@ def run_mteb_evaluation(
             bar.set_postfix(task=task.metadata.name)
             strategy = "only-missing"  # mteb's cache: a finished task is read back, a cut-short one resumed
             if cache is not None:
-                held = cache.load_task_result(task.metadata.name, meta)
+                held = _held_result(cache, task.metadata.name, meta)
                 if held is not None and held.dataset_revision != task.metadata.revision:
                     strategy = "always"  # other data under the same task name: mteb's cache would serve it
                 elif held is not None and not held.get_missing_evaluations(task):

@@ -158,7 +158,7 @@ def local_task(
     """
     import datasets
 
-    from aoe.data.contracts import read_table
+    from aoe.data.contracts import read_manifest, read_table
     from aoe.data.io import sha256_file
 
     spec = LOCAL_TASKS[check_local([name])[0]]
@@ -169,7 +169,7 @@ def local_task(
             for p in (table, manifest):
                 if not p.is_file():
                     raise MtebEvalError(f"{name}: missing {p}")
-            meta = json.loads(manifest.read_text())
+            meta = read_manifest(manifest, table)
             if (meta.get("dataset"), meta.get("split")) != (spec.dataset, "test"):
                 raise MtebEvalError(f"{name}: {manifest} describes {meta.get('dataset')}/{meta.get('split')}, not {spec.dataset}/test")
             files = {str(table): meta["table_sha256"]}

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from aoe.config.hparams import schema_default
-from aoe.data.contracts import read_table
+from aoe.data.contracts import read_manifest, read_table
 from aoe.data.io import DataError
 from aoe.evaluate.sts import CAP_SEED, TASKS, capped_tables, evaluate_sts
 from aoe.util.jsonio import write_json_atomic
@@ -72,7 +72,7 @@ def run_sts_evaluation(
         raise ValueError(f"evaluation.backend must be builtin or senteval, got {backend!r}")
     by_dataset = {}
     for table, manifest in zip(tables, manifests, strict=True):
-        meta = json.loads(Path(manifest).read_text())
+        meta = read_manifest(manifest, table)
         by_dataset[meta["dataset"]] = (read_table(table, manifest), meta)
     wanted = list(TASKS) if tasks is None else list(tasks)
     missing = [TASKS[t] for t in wanted if TASKS.get(t) not in by_dataset]
@@ -127,7 +127,7 @@ def run_indomain_evaluation(
     from aoe.evaluate.sts import cosine_rows, pair_embeddings, sts_scores, unique_texts
 
     start = time.perf_counter()
-    meta = json.loads(Path(manifest).read_text())
+    meta = read_manifest(manifest, table)
     pairs = read_table(table, manifest)  # the manifest's table, and its contract: texts, gold scores, rows
     if "score" not in pairs.columns:  # a table of no catalogued dataset, whose contract leaves the score out
         raise DataError(f"{table}: in-domain evaluation needs a gold score column score; it has {', '.join(pairs.columns)}")
@@ -337,7 +337,7 @@ def run_retrieval_evaluation(
     from aoe.evaluate.retrieval import flickr_strict_accuracy
 
     start = time.perf_counter()
-    meta = json.loads(Path(manifest).read_text())
+    meta = read_manifest(manifest, table)
     captions = read_table(table, manifest)  # before the model loads: a changed table costs seconds, not an embedding
     encoder, encode, cache = cached_encoder(model_dir, pooling, batch_size, max_length, cache_root, device, prompt=prompt)
     result = flickr_strict_accuracy(encode, captions)

@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import os
 import time
-from pathlib import Path
 from typing import Callable
 
 import numpy as np
 import pandas as pd
 
-from aoe.data.contracts import read_table
+from aoe.data.contracts import read_manifest, read_table
 from aoe.evaluate.sts import cosine_rows, pair_embeddings, unique_texts
 from aoe.util.jsonio import write_json_atomic
 from aoe.util.provenance import library_versions
@@ -71,8 +70,6 @@ def run_saturation(
 
     ``max_pairs`` draws a seeded random subset (the full AllNLI train is 600k+ pairs).
     """
-    import json
-
     from aoe.evaluate.run import cached_encoder
 
     start = time.perf_counter()
@@ -81,7 +78,7 @@ def run_saturation(
         df = df.sample(n=max_pairs, random_state=seed).sort_index()
     encoder, encode, _ = cached_encoder(model_dir, pooling, batch_size, max_length, cache_root=None, prompt=prompt)
     result = saturation_stats(encode, df)
-    meta = json.loads(Path(manifest).read_text())
+    meta = read_manifest(manifest, table)
     result.update(
         {
             "model": {"path": str(model_dir), "pooling": encoder.pooling},

@@ -28,6 +28,7 @@ Definitions (also written into the returned dict):
 from __future__ import annotations
 
 import argparse
+import codecs
 import json
 import math
 import sys
@@ -40,7 +41,7 @@ import numpy as np
 import pandas as pd
 
 from aoe.data.contracts import GIS_PAIRS, check_table
-from aoe.data.io import DataError
+from aoe.data.io import DataError, text_lines
 
 __all__ = [
     "SPLIT_ORDER",
@@ -74,24 +75,36 @@ def load_pairs(path: str | Path) -> list[dict[str, Any]]:
     path = Path(path)
     if not path.is_file():
         raise DataError(f"{path}: pairs file not found")
+    raw = path.read_bytes()
+    # the collector writes UTF-8; a file edited or re-saved elsewhere may not be, and must name itself rather
+    # than fail in a bare UnicodeDecodeError
+    if raw.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        raise DataError(f"{path}: UTF-16 (it starts with a UTF-16 byte-order mark), where JSON Lines are UTF-8; save it as UTF-8")
+    # a UTF-8 byte-order mark (Windows editors write one) says nothing about the rows: dropped, not a line 1 that is not JSON
+    raw = raw.removeprefix(codecs.BOM_UTF8)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        raise DataError(f"{path}, line {line}: not UTF-8 ({exc.reason} at byte {exc.start}: Latin-1 or cp1252?), where JSON "
+                        "Lines are UTF-8; save it as UTF-8") from None
     rows = []
-    with open(path, encoding="utf-8") as fh:
-        for line_no, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except ValueError as exc:
-                raise DataError(f"{path}, line {line_no}: not JSON ({exc})") from None
-            if not isinstance(row, dict):
-                raise DataError(f"{path}, line {line_no}: not a JSON object")
-            missing = [k for k in ("text1", "text2", "label") if k not in row]
-            if missing:
-                raise DataError(f"{path}, line {line_no}: no {', '.join(missing)} (a pair is text1, text2, label)")
-            bad = [k for k in ("text1", "text2") if not isinstance(row[k], str)]
-            if bad:
-                raise DataError(f"{path}, line {line_no}: {', '.join(bad)} must be a string")
-            rows.append(row)
+    for line_no, line in enumerate(text_lines(text), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except ValueError as exc:
+            raise DataError(f"{path}, line {line_no}: not JSON ({exc})") from None
+        if not isinstance(row, dict):
+            raise DataError(f"{path}, line {line_no}: not a JSON object")
+        missing = [k for k in ("text1", "text2", "label") if k not in row]
+        if missing:
+            raise DataError(f"{path}, line {line_no}: no {', '.join(missing)} (a pair is text1, text2, label)")
+        bad = [k for k in ("text1", "text2") if not isinstance(row[k], str)]
+        if bad:
+            raise DataError(f"{path}, line {line_no}: {', '.join(bad)} must be a string")
+        rows.append(row)
     if rows:  # an empty file is the caller's to explain (main: "no pairs")
         check_table(pd.DataFrame(rows), path, GIS_PAIRS)
     return rows

@@ -19,10 +19,12 @@ is not even loaded.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import math
 import os
+import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -141,18 +143,27 @@ class GenerationCache:
             self.records[rec["key"]] = rec
         if self.path is None or not records:
             return
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
-        if self.path.is_file() and self.path.stat().st_size:
-            with self.path.open("rb") as fh:
-                fh.seek(-1, os.SEEK_END)
-                if fh.read(1) != b"\n":  # a killed job's torn last line must not swallow the next record
-                    text = "\n" + text
-        # one write per batch, flushed to disk: a killed job loses at most the batch in flight
-        with self.path.open("a", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            if self.path.is_file() and self.path.stat().st_size:
+                with self.path.open("rb") as fh:
+                    fh.seek(-1, os.SEEK_END)
+                    if fh.read(1) != b"\n":  # a killed job's torn last line must not swallow the next record
+                        text = "\n" + text
+            # one write per batch, flushed to disk: a killed job loses at most the batch in flight
+            with self.path.open("a", encoding="utf-8") as fh:
+                fh.write(text)
+                fh.flush()
+                os.fsync(fh.fileno())
+        except OSError as e:
+            # a cache another group shares read-only, or a read-only mount: the job's own output holds what it
+            # generates, so generation goes on (uncached) rather than fail at its first batch; a full disk still fails
+            if e.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
+                raise
+            print(f"generation cache {self.path} is not writable ({e.strerror}); generating without storing the outputs "
+                  "(set llm_supervised.cache to a file you can write to keep them)", file=sys.stderr, flush=True)
+            self.path = None
 
 
 def _remote_code(model_dir: Path) -> dict:

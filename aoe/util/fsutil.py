@@ -163,7 +163,9 @@ def atomic_dir(out_dir: str | os.PathLike) -> Iterator[Path]:
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     remove_stale_temporaries(out_dir)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
-    tmp.chmod(0o755)  # mkdtemp makes it private; results are shared with other users' jobs
+    # mkdtemp makes it private; results are shared with other users' jobs, and in a group-shared tree (umask 002)
+    # with the group's: a fixed 0755 kept another member's rerun of this job from replacing the folder
+    tmp.chmod(0o777 & ~_umask())
     try:
         yield tmp
         # files libraries made private (safetensors writes model.safetensors 0600, as tempfile

@@ -18,13 +18,12 @@ from __future__ import annotations
 import json
 import os
 import time
-from pathlib import Path
 from typing import Callable, Mapping
 
 import numpy as np
 import pandas as pd
 
-from aoe.data.contracts import read_table
+from aoe.data.contracts import read_manifest, read_table
 from aoe.util.fsutil import atomic_file
 
 __all__ = ["eval_text_set", "pair_arrays", "run_figure_pairs", "load_pairs"]
@@ -105,7 +104,7 @@ def run_figure_pairs(
     start = time.perf_counter()
     frames, metas = {}, {}
     for table, manifest in zip(tables, manifests, strict=True):
-        meta = json.loads(Path(manifest).read_text())
+        meta = read_manifest(manifest, table)
         frames[meta["dataset"]] = read_table(table, manifest)
         metas[meta["dataset"]] = meta
     if dataset not in frames:
