@@ -375,6 +375,7 @@ def to_json(table: Table) -> dict:
             "missing": table.missing,
             "notes": _notes(table, latex=False),
             "sources": table.sources,
+            "study": table.study,
         }
     )
 
