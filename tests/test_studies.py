@@ -17,7 +17,7 @@ from aoe.results.render import to_json, to_markdown
 from aoe.results.stats import PAPER_SEED_STD
 from aoe.results.studies import INCONCLUSIVE, NO_RESULT, NOT_SUPPORTED, STUDY_RULE, SUPPORTED, StudyRow, judge_study
 from aoe.results.tables import build_table
-from tests.workflow_utils import REPO, dry_run_jobs, job_counts, snakemake
+from tests.workflow_utils import MIRROR, REPO, dry_run_jobs, job_counts, needs_mirror, snakemake, tiny_backbone_overlay
 
 STUDIES = ("study_weights", "study_tau", "study_batch", "study_pooling")
 BEST = {"claim": "cls is the most helpful", "source": "aoe-acl2024.txt l.210", "test": "best", "best": "cls"}
@@ -174,3 +174,29 @@ def test_a_study_naming_a_row_it_lacks_is_refused_at_planning():
     config["tables"]["study_pooling"]["study"]["best"] = "cls"
     with pytest.raises(ConfigError, match="test increasing needs two rows or more"):
         check_tables(config)
+
+
+@pytest.mark.slow
+@needs_mirror
+def test_the_cpu_presets_batch_study_is_built_with_its_claim_line(tmp_path):
+    """presets/studies-cpu.yaml's batch study end to end, a tiny random BERT in MiniLM-L6's place (its
+    rows' batches 8 to 50 through the real rules): the table's JSON carries the verdict and the Markdown the
+    claim. The tiny model's numbers mean nothing; that the verdict is one of the three, and says so, does."""
+    from tests.workflow_utils import copy_workflow
+
+    work = copy_workflow(tmp_path / "wf")
+    overlay = tiny_backbone_overlay(work, tmp_path / "tiny")
+    out = snakemake(work, "study_batch", "--cores", "2", "--configfile", "presets/studies-cpu.yaml", overlay.name,
+                    env={"AOE_DATA_MIRROR": str(MIRROR), "HF_HUB_OFFLINE": "1"}, timeout=1500)
+    assert out.returncode == 0, out.stdout[-3000:]
+    tables = work / "results" / "studies-cpu" / "tables"
+    table = json.loads((tables / "study_batch.json").read_text())
+    assert [r["label"] for r in table["rows"]] == ["batch 8", "batch 16", "batch 32", "batch 50"]
+    assert all(r["count"]["STSB"] == 2 for r in table["rows"]), table["rows"]
+    assert table["study"]["status"] in (SUPPORTED, NOT_SUPPORTED, INCONCLUSIVE), table["study"]
+    assert "angle-arxiv-b.txt l.333" in table["study"]["text"] and "batch 50 − batch 32 = " in table["study"]["text"]
+    assert "larger batch sizes yield better results" in (tables / "study_batch.md").read_text()
+    # each row trained at its own batch on the same 1,600 pairs
+    for objective, batch, steps in (("angle_batch8", 8, 200), ("angle_arxiv", 50, 32)):
+        config = json.loads((work / f"results/studies-cpu/models/minilm-l6/{objective}/stsb/seed1/aoe_config.json").read_text())
+        assert (config["train"]["batch_size"], config["train"]["max_steps"]) == (batch, steps), objective
