@@ -200,3 +200,24 @@ def test_the_cpu_presets_batch_study_is_built_with_its_claim_line(tmp_path):
     for objective, batch, steps in (("angle_batch8", 8, 200), ("angle_arxiv", 50, 32)):
         config = json.loads((work / f"results/studies-cpu/models/minilm-l6/{objective}/stsb/seed1/aoe_config.json").read_text())
         assert (config["train"]["batch_size"], config["train"]["max_steps"]) == (batch, steps), objective
+
+
+def test_a_study_tables_latex_compiles(tmp_path):
+    """The claim's quotes and the τ of the rows spelled out for pdflatex: the study tables compile."""
+    import shutil
+    import subprocess
+
+    from aoe.results.render import to_latex
+
+    if shutil.which("pdflatex") is None:
+        pytest.skip("pdflatex not installed")
+    config = _config()
+    for name in ("study_tau", "study_pooling"):
+        frame = _frame(config, name, lambda i, seed, rerun: 80.0 - i + 0.01 * rerun)
+        table = build_table(frame, config["tables"][name], name=name, rows=[r.as_dict() for r in table_rows(config, name)])
+        tex = to_latex(table)
+        assert not [c for c in tex if ord(c) > 127], name
+        (tmp_path / f"{name}.tex").write_text(tex)
+        out = subprocess.run(["pdflatex", "-interaction=nonstopmode", "-halt-on-error", f"{name}.tex"], cwd=tmp_path,
+                             capture_output=True, text=True, timeout=300)
+        assert out.returncode == 0, out.stdout[-2000:]
