@@ -231,10 +231,11 @@ def test_recipe_diff_names_each_changed_value_of_a_preset_against_the_grid(grid,
     readme = load_config(REPO, ["presets/paper-angle-nli-2024-command.yaml"])
     before, after = build_recipe(grid, ["config.yaml"]), build_recipe(readme, ["config.yaml", "presets/paper-angle-nli-2024-command.yaml"])
     changes = recipe_changes(before, after)
+    # AnglE's NLI cell and its variants of the papers' studies (angle_tau_*, angle_batch*), which train its recipe
+    angle = ("angle_arxiv", "angle_tau_0_05", "angle_tau_0_5", "angle_tau_2", "angle_batch8", "angle_batch16", "angle_batch32")
     assert {(c["section"], c["key"], c["before"], c["after"]) for c in changes} == {
-        ("bert-base-uncased / angle_arxiv / nli", "learning_rate", 1e-5, 5e-5),
-        ("bert-base-uncased / angle_arxiv / nli", "epochs", 20, 10),
-        ("bert-base-uncased / angle_arxiv / nli", "warmup_steps", 100, 50),
+        (f"bert-base-uncased / {o} / nli", key, before, after) for o in angle
+        for key, before, after in (("learning_rate", 1e-5, 5e-5), ("epochs", 20, 10), ("warmup_steps", 100, 50))
     }
     assert all(c["cells"] == 5 for c in changes) and "1c5515b examples/NLI/README.md:60" in changes[0]["source"] + changes[1]["source"]
     fewer = copy.deepcopy(grid)

@@ -34,6 +34,8 @@ NO_DEFAULT = {
     # a table's rows and references: absent = none, or the table's own value
     *(f"config.tables.*.{k}" for k in ("trainset", "trainsets", "backbones", "objectives", "rows", "paper", "reproduction",
                                        "ttest.treatment")),
+    # absent = not a study table; a study's row the paper chose (test increasing has none) and its column (the table's last)
+    "config.tables.*.study", "config.tables.*.study.best", "config.tables.*.study.column",
     *(f"config.tables.*.rows[].{k}" for k in ("trainset", "trainsets", "seeds", "reruns", "label", "paper", "reproduction",
                                               "variant", "eval_pooling")),
     # absent = the backbone's own pooling / prompt (a null prompt is a value: no prompt)

@@ -883,8 +883,10 @@ def test_every_configured_paper_reference_exists():
             assert values and all(isinstance(v, float) for v in values.values()), (name, ref)
             n += 1
     assert n >= 55
-    # AnglE Table 4's experiment is still being built; every other table shows the paper's numbers
-    assert without <= {"angle_table4_llm"}, without
+    # AnglE Table 4's experiment is still being built, and the papers print no number for three of their own
+    # studies (aoe-acl2024.txt l.182, angle-arxiv-a.txt l.134, angle-arxiv-b.txt l.333); every other table
+    # shows the paper's numbers
+    assert without <= {"angle_table4_llm", "study_weights", "study_tau", "study_batch"}, without
     _, values, stds = paper_reference("acl2024_table2/AoE", columns=["stsb", "gis", "avg"])
     assert values == {"stsb": 86.28, "gis": 70.59, "avg": 78.44} and stds == {"stsb": 0.19, "gis": 0.35}
 

@@ -565,6 +565,22 @@ def check_tables(config: dict) -> None:
             if row.eval_pooling:
                 _check_eval_pooling(config, where, table["kind"], row)
             _check_table_row(config, where, row)
+        if table.get("study"):
+            _check_study(name, table["study"], rows)
+
+
+def _check_study(name: str, study: dict, rows: list[TableRow]) -> None:
+    """A study table's claim names rows it has: test best the label of the row the paper chose (one row's:
+    a preset replacing the rows must keep it), test increasing at least two rows in the order of the setting."""
+    from aoe.results.tables import row_label
+
+    labels = [row_label(r.as_dict()) for r in rows]
+    if study["test"] == "best":
+        if labels.count(study.get("best")) != 1:
+            raise ConfigError(f"tables.{name}.study.best: {study.get('best')!r} must be the label of one row of the table "
+                              f"(its rows: {', '.join(map(repr, labels))})")
+    elif len(rows) < 2:
+        raise ConfigError(f"tables.{name}.study: test increasing needs two rows or more")
 
 
 def _check_eval_pooling(config: dict, where: str, kind_name: str, row: TableRow) -> None:

@@ -36,6 +36,7 @@ from aoe.plan.ledger import md_cell
 from aoe.results.render import and_join, no_delta_reason, paper_digits
 from aoe.results.stats import (FLAG, FLAG_RULE, FLAG_TEST, NOT_TESTED, PAPER_SEEDS, SPREAD_PAPER, SPREAD_RERUNS, SPREAD_SEEDS, TTEST_RULE, flag_bound,
                                flag_of, seed_spread, spread_of)
+from aoe.results.studies import STUDY_RULE
 from aoe.results.tables import OBJECTIVE_LABELS, paper_reference
 from aoe.util.jsonio import finite_or_none
 
@@ -199,6 +200,8 @@ def table_section(table: dict, sources: list[str] | None = None) -> tuple[str, d
     if kind.seeded:
         lines += _gain_lines(table, kind)
         lines += _ordering_lines(table, kind)
+    if table.get("study"):  # a study table: whether our rows support the paper's claim (aoe.results.studies)
+        lines += ["", f"**Study, {table['study']['status']}.** {md_cell(table['study']['text'])} Rule: {STUDY_RULE}."]
     # one line per paper row, in the table's columns, as the table itself prints them
     ref_body = []
     for r in (r for r in table["rows"] if r.get("reference")):

@@ -38,7 +38,7 @@ def _num_text(value: float, digits: int) -> str:
 _LATEX_CHARS = {"–": "--", "—": "---", "†": "\\textdagger{}", "‡": "\\textdaggerdbl{}", "⋆": "$\\star$",
                 "♢": "$\\diamondsuit$", "±": "$\\pm$", "Δ": "$\\Delta$", "−": "$-$", "×": "$\\times$", "≥": "$\\geq$",
                 "≤": "$\\leq$", "ρ": "$\\rho$", "§": "\\S{}", "σ": "$\\sigma$", "√": "$\\surd$", "·": "$\\cdot$",
-                "⚠": "(!)"}
+                "⚠": "(!)", "τ": "$\\tau$", "“": "``", "”": "''", "’": "'"}
 
 
 def _escape(text: str) -> str:
@@ -375,6 +375,7 @@ def to_json(table: Table) -> dict:
             "missing": table.missing,
             "notes": _notes(table, latex=False),
             "sources": table.sources,
+            "study": table.study,
         }
     )
 

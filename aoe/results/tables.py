@@ -46,6 +46,7 @@ from aoe.data.io import sha256_file
 from aoe.evaluate.sts import TASKS
 from aoe.results.load import load_results
 from aoe.results.stats import WELCH, compare_runs
+from aoe.results.studies import STUDY_RULE, StudyRow, StudyVerdict, judge_study
 
 __all__ = [
     "OBJECTIVE_LABELS",
@@ -62,6 +63,7 @@ __all__ = [
     "row_paper_refs",
     "source_files",
     "spec_rows",
+    "study_verdict",
     "ttests",
 ]
 
@@ -253,6 +255,7 @@ class Table:
     notes: list[str] = field(default_factory=list)
     extra: dict = field(default_factory=dict)  # gis_stats: the body rows
     sources: list[dict] = field(default_factory=list)  # the files it read (source_files)
+    study: dict | None = None  # a study table's verdict on the paper's claim (aoe.results.studies.judge_study)
 
 
 def spec_rows(spec: dict) -> list[dict]:
@@ -504,9 +507,20 @@ def build_table(
     if marks:
         table.notes.append("The paper's marks: " + "; ".join(marks))
     table.ttests = ttests(table, spec)
+    if spec.get("study"):
+        table.study = study_verdict(table, spec["study"]).as_dict()
+        table.notes.append(f"{table.study['text']} Rule: {STUDY_RULE}.")
     if table.missing:
         log.warning("%s: %d missing cell(s) printed as –: %s", name, len(table.missing), "; ".join(table.missing))
     return table
+
+
+def study_verdict(table: Table, study: dict) -> StudyVerdict:
+    """The verdict on a study table's claim (``tables.<name>.study``) from its rows of ours, in one column:
+    the study's ``column``, else the table's last (its summary: Avg. STS, or STS-B test)."""
+    col = study.get("column") or table.columns[-1].key
+    rows = [StudyRow(r.label, r.values.get(col, {})) for r in table.rows]
+    return judge_study(rows, study, table_kind(table.kind).digits(col))
 
 
 # ---------------------------------------------------------------------------

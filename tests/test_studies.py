@@ -1,0 +1,223 @@
+"""The papers' own studies (issue 51): the verdict on each claim (aoe.results.studies), the study tables of
+the grid and of presets/studies-cpu.yaml, built from result frames, their note and REPORT.md line, and the
+grid's plan of each study's jobs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from aoe.config.workflow import run_cells, table_cells, table_rows
+from aoe.publish.report import build_report
+from aoe.results.render import to_json, to_markdown
+from aoe.results.stats import PAPER_SEED_STD
+from aoe.results.studies import INCONCLUSIVE, NO_RESULT, NOT_SUPPORTED, STUDY_RULE, SUPPORTED, StudyRow, judge_study
+from aoe.results.tables import build_table
+from tests.workflow_utils import MIRROR, REPO, dry_run_jobs, job_counts, needs_mirror, snakemake, tiny_backbone_overlay
+
+STUDIES = ("study_weights", "study_tau", "study_batch", "study_pooling")
+BEST = {"claim": "cls is the most helpful", "source": "aoe-acl2024.txt l.210", "test": "best", "best": "cls"}
+RISING = {"claim": "larger batch sizes yield better results", "source": "angle-arxiv-b.txt l.333", "test": "increasing"}
+
+
+def _row(label: str, *values: float) -> StudyRow:
+    """A row of different seeds 1, 2, ... with these values."""
+    return StudyRow(label, {str(i): v for i, v in enumerate(values, 1)})
+
+
+def test_best_is_supported_only_beyond_the_seed_spread():
+    # cls beats avg by 1.0 with seeds spread 0.14: supported
+    v = judge_study([_row("cls", 80.0, 80.2), _row("avg", 79.0, 79.2)], BEST)
+    assert v.status == SUPPORTED
+    assert "cls − avg = +1.00 (σ 0.14, ours)" in v.text and "l.210" in v.text
+    # the same gap with seeds spread 1.4: within it
+    v = judge_study([_row("cls", 79.0, 81.0), _row("avg", 78.0, 80.0)], BEST)
+    assert v.status == INCONCLUSIVE and "within the seed spread" in v.text
+    # another row beats it beyond the spread: not supported, naming that row
+    v = judge_study([_row("cls", 80.0, 80.2), _row("avg", 79.0, 79.2), _row("max", 82.0, 82.2)], BEST)
+    assert v.status == NOT_SUPPORTED
+    assert "cls − max = -2.00" in v.text and "cls − avg" not in v.text.split("Means:")[0]
+
+
+def test_reruns_of_one_seed_are_judged_by_the_papers_seed_spread():
+    """Five reruns of seed 42 spread by GPU noise only: another seed moves a row by AoE Table 4's ±1.42, so a
+    1-point gap is inconclusive and a 2-point one is not."""
+    def reruns(label, v):
+        return StudyRow(label, {"42": v, **{f"42-rerun{i}": v + 0.01 * i for i in range(1, 5)}})
+
+    assert judge_study([reruns("cls", 81.0), reruns("avg", 80.0)], BEST).status == INCONCLUSIVE
+    v = judge_study([reruns("cls", 82.0), reruns("avg", 80.0)], BEST)
+    assert v.status == SUPPORTED and f"σ {PAPER_SEED_STD:.2f}, AoE Table 4" in v.text
+
+
+def test_increasing_needs_every_step_to_rise():
+    rows = [_row("batch 8", 70.0, 70.1), _row("batch 16", 71.0, 71.1), _row("batch 32", 72.0, 72.1)]
+    assert judge_study(rows, RISING).status == SUPPORTED
+    # one step within the spread: inconclusive; one step down beyond it: not supported
+    flat = rows[:2] + [_row("batch 32", 71.05, 71.15)]
+    assert judge_study(flat, RISING).status == INCONCLUSIVE
+    down = rows[:2] + [_row("batch 32", 69.0, 69.1)]
+    v = judge_study(down, RISING)
+    assert v.status == NOT_SUPPORTED and "batch 32 − batch 16 = -2.00" in v.text
+
+
+def test_a_study_without_its_rows_says_so_and_a_bad_spec_is_refused():
+    assert judge_study([_row("cls"), _row("avg", 79.0)], BEST).status == NO_RESULT
+    assert judge_study([_row("batch 8", 70.0), _row("batch 16")], RISING).status == NO_RESULT
+    v = judge_study([_row("avg", 1.0), _row("max", 2.0)], BEST)
+    assert v.status == NO_RESULT and "'cls' is not one row's label (avg, max)" in v.text
+    with pytest.raises(ValueError, match="study test"):
+        judge_study([_row("cls", 1.0)], {**BEST, "test": "lowest"})
+
+
+def _config(*presets: str) -> dict:
+    from snakemake.utils import update_config, validate
+
+    config = yaml.safe_load((REPO / "config.yaml").read_text())
+    for p in presets:
+        update_config(config, yaml.safe_load((REPO / p).read_text()))
+    validate(config, str(REPO / "schemas" / "config.schema.yaml"))
+    return config
+
+
+def _frame(config: dict, name: str, value_of) -> pd.DataFrame:
+    """A long results frame with one value per cell of the table's rows: value_of(row index, seed, rerun)."""
+    column = "avg" if config["tables"][name]["kind"] == "ablation" else "STSB"
+    out = []
+    for i, row in enumerate(table_rows(config, name)):
+        for seed in row.seeds:
+            for rerun in range(row.reruns):
+                out.append({"backbone": row.backbone, "objective": row.objective, "trainset": row.trainsets[0],
+                            "seed": seed, "rerun": rerun, "column": column, "value": value_of(i, seed, rerun)})
+    return pd.DataFrame(out)
+
+
+@pytest.mark.parametrize("presets", [(), ("presets/studies-cpu.yaml",)], ids=["grid", "studies-cpu"])
+def test_each_study_table_carries_its_claim_line(presets, tmp_path):
+    """The grid's four study tables and the CPU preset's, built from results, each say in a note, in their
+    JSON and in REPORT.md whether the rows support the paper's claim."""
+    config = _config(*presets)
+    assert set(STUDIES) <= set(config["build"]["tables"])
+    paths = []
+    for name in STUDIES:
+        spec = config["tables"][name]
+        # rows rising in table order, seeds / reruns 0.05 apart: every claim of the rising kind holds, and a
+        # best-row claim holds where the paper's row is the last
+        frame = _frame(config, name, lambda i, seed, rerun: 70.0 + 3.0 * i + 0.05 * (seed % 2) + 0.01 * rerun)
+        table = build_table(frame, spec, name=name, rows=[r.as_dict() for r in table_rows(config, name)])
+        last = table.rows[-1].label
+        expected = SUPPORTED if spec["study"]["test"] == "increasing" or spec["study"].get("best") == last else NOT_SUPPORTED
+        assert table.study["status"] == expected, (name, table.study)
+        assert spec["study"]["source"] in table.study["text"]
+        assert any(n.startswith("Paper's claim") and STUDY_RULE in n for n in to_json(table)["notes"])
+        assert spec["study"]["claim"] in to_markdown(table)
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps(to_json(table)))
+        paths.append(path)
+    report = build_report(paths)
+    for name in STUDIES:
+        section = report.split(f"## {name}\n", 1)[1].split("\n## ", 1)[0]
+        assert f"**Study, {json.loads((tmp_path / f'{name}.json').read_text())['study']['status']}.**" in section
+
+
+def test_the_grid_trains_each_studys_rows_once():
+    """Each study row is a cell the grid trains (seed 42, five reruns); the batch rows differ from AnglE's by
+    the batch alone and the weight rows from AoE's by w2 alone."""
+    from aoe.config.hparams import resolve_cell
+
+    config = _config()
+    cells = set(run_cells(config))
+    for name in STUDIES:
+        needed = {c for c in table_cells(config, name) if c.objective != "pretrained"}
+        assert needed and needed <= cells, name
+        assert len(needed) == 4 * 5, name
+    params = {o: resolve_cell(config, "bert-base-uncased", o, "nli", 42).params
+              for o in ("angle_arxiv", "angle_batch8", "angle_tau_0_05", "aoe", "aoe_w2_10", "aoe_pool_cls_avg")}
+    differ = lambda a, b: {k for k in params[a] if params[a][k] != params[b][k]}  # noqa: E731
+    assert differ("angle_batch8", "angle_arxiv") == {"batch_size"}  # "objective" is the base recipe, angle_arxiv for both
+    assert params["angle_batch8"]["batch_size"] == 8 and params["angle_arxiv"]["batch_size"] == 50
+    assert differ("angle_tau_0_05", "angle_arxiv") == {"objective_overrides"}
+    assert params["angle_tau_0_05"]["objective_overrides"] == {"angle_tau": 20.0}
+    assert differ("aoe_w2_10", "aoe") == {"objective_overrides"}
+    assert params["aoe_w2_10"]["objective_overrides"]["weights"] == {"angle": 1.0, "contrastive": 10.0}
+    assert differ("aoe_pool_cls_avg", "aoe") == {"pooling"}
+
+
+def test_snakemake_plans_each_study_of_the_grid(tmp_path):
+    """`snakemake -n study_<name>` on the grid plans its rows' trainings and evaluations (without a mirror)."""
+    from tests.workflow_utils import copy_workflow
+
+    work = copy_workflow(tmp_path / "wf")
+    out = snakemake(work, "-n", *STUDIES, env={"AOE_DATA_MIRROR": ""})
+    assert out.returncode == 0, out.stdout[-3000:]
+    counts = job_counts(out.stdout)
+    # 14 objectives x 5 trainings of seed 42: 10 new variants and aoe, aoe_pool_avg, aoe_pool_max, angle_arxiv
+    assert counts["train_model"] == 70 and counts["evaluate_sts"] == 70 and counts["table"] == 4, counts
+    trained = {j["wildcards"].get("objective") for j in dry_run_jobs(out.stdout) if j["rule"] == "train_model"}
+    assert {"angle_batch8", "angle_tau_2", "aoe_w2_50", "aoe_pool_cls_avg"} <= trained
+
+
+def test_a_study_naming_a_row_it_lacks_is_refused_at_planning():
+    from aoe.config.workflow import ConfigError
+    from aoe.plan.check import check_tables
+
+    config = _config("presets/studies-cpu.yaml")
+    check_tables(config)
+    config["tables"]["study_pooling"]["study"]["best"] = "CLS"
+    with pytest.raises(ConfigError, match=r"tables.study_pooling.study.best: 'CLS' must be the label of one row .*'cls', 'cls_avg"):
+        check_tables(config)
+    config["tables"]["study_batch"]["rows"] = config["tables"]["study_batch"]["rows"][:1]
+    config["tables"]["study_pooling"]["study"]["best"] = "cls"
+    with pytest.raises(ConfigError, match="test increasing needs two rows or more"):
+        check_tables(config)
+
+
+@pytest.mark.slow
+@needs_mirror
+def test_the_cpu_presets_batch_study_is_built_with_its_claim_line(tmp_path):
+    """presets/studies-cpu.yaml's batch study end to end, a tiny random BERT in MiniLM-L6's place (its
+    rows' batches 8 to 50 through the real rules): the table's JSON carries the verdict and the Markdown the
+    claim. The tiny model's numbers mean nothing; that the verdict is one of the three, and says so, does."""
+    from tests.workflow_utils import copy_workflow
+
+    work = copy_workflow(tmp_path / "wf")
+    overlay = tiny_backbone_overlay(work, tmp_path / "tiny")
+    out = snakemake(work, "study_batch", "--cores", "2", "--configfile", "presets/studies-cpu.yaml", overlay.name,
+                    env={"AOE_DATA_MIRROR": str(MIRROR), "HF_HUB_OFFLINE": "1"}, timeout=1500)
+    assert out.returncode == 0, out.stdout[-3000:]
+    tables = work / "results" / "studies-cpu" / "tables"
+    table = json.loads((tables / "study_batch.json").read_text())
+    assert [r["label"] for r in table["rows"]] == ["batch 8", "batch 16", "batch 32", "batch 50"]
+    assert all(r["count"]["STSB"] == 2 for r in table["rows"]), table["rows"]
+    assert table["study"]["status"] in (SUPPORTED, NOT_SUPPORTED, INCONCLUSIVE), table["study"]
+    assert "angle-arxiv-b.txt l.333" in table["study"]["text"] and "batch 50 − batch 32 = " in table["study"]["text"]
+    assert "larger batch sizes yield better results" in (tables / "study_batch.md").read_text()
+    # each row trained at its own batch on the same 1,600 pairs
+    for objective, batch, steps in (("angle_batch8", 8, 200), ("angle_arxiv", 50, 32)):
+        config = json.loads((work / f"results/studies-cpu/models/minilm-l6/{objective}/stsb/seed1/aoe_config.json").read_text())
+        assert (config["train"]["batch_size"], config["train"]["max_steps"]) == (batch, steps), objective
+
+
+def test_a_study_tables_latex_compiles(tmp_path):
+    """The claim's quotes and the τ of the rows spelled out for pdflatex: the study tables compile."""
+    import shutil
+    import subprocess
+
+    from aoe.results.render import to_latex
+
+    if shutil.which("pdflatex") is None:
+        pytest.skip("pdflatex not installed")
+    config = _config()
+    for name in ("study_tau", "study_pooling"):
+        frame = _frame(config, name, lambda i, seed, rerun: 80.0 - i + 0.01 * rerun)
+        table = build_table(frame, config["tables"][name], name=name, rows=[r.as_dict() for r in table_rows(config, name)])
+        tex = to_latex(table)
+        assert not [c for c in tex if ord(c) > 127], name
+        (tmp_path / f"{name}.tex").write_text(tex)
+        out = subprocess.run(["pdflatex", "-interaction=nonstopmode", "-halt-on-error", f"{name}.tex"], cwd=tmp_path,
+                             capture_output=True, text=True, timeout=300)
+        assert out.returncode == 0, out.stdout[-2000:]
