@@ -266,10 +266,11 @@ def test_the_grids_ledger_lists_each_reading_it_did_not_take(grid):
     assert set(found) == {f"presets/{p.name}" for p in presets} and len(found) >= 8
     nli = found["presets/paper-angle-nli-2024-command.yaml"]
     assert nli["summary"].startswith("AnglE (arXiv) on NLI with the 2024 command's rate")
+    # AnglE's NLI cell and the studies' variants of it (angle_tau_*, angle_batch*), which train its recipe
+    angle = ("angle_arxiv", "angle_tau_0_05", "angle_tau_0_5", "angle_tau_2", "angle_batch8", "angle_batch16", "angle_batch32")
     assert {(c["section"], c["key"], c["before"], c["after"]) for c in nli["changes"]} == {
-        ("bert-base-uncased / angle_arxiv / nli", "learning_rate", 1e-5, 5e-5),
-        ("bert-base-uncased / angle_arxiv / nli", "epochs", 20, 10),
-        ("bert-base-uncased / angle_arxiv / nli", "warmup_steps", 100, 50)}
+        (f"bert-base-uncased / {o} / nli", key, before, after) for o in angle
+        for key, before, after in (("learning_rate", 1e-5, 5e-5), ("epochs", 20, 10), ("warmup_steps", 100, 50))}
     # every preset there changes something, else it is no reading of its own
     assert all(r["changes"] for r in found.values())
     md = readings_markdown(list(found.values()))
