@@ -128,7 +128,7 @@ def test_requested_targets_reads_the_command_line():
         (["results/tables/table1_sts.tex", "--configfile", "presets/cpu-demo.yaml"],
          "target results/tables/table1_sts.tex: this configuration writes under results/cpu-demo/ (results: results/cpu-demo in presets/cpu-demo.yaml); ask for results/cpu-demo/tables/table1_sts.tex"),
         (["results/cpu-demo/tables/table9.tex", "--configfile", "presets/cpu-demo.yaml"],
-         "target results/cpu-demo/tables/table9.tex: unknown table 'table9'; valid: angle_flickr30k, angle_table2_nontransfer, angle_table3_ablation, angle_table4_llm, angle_transfer_sts, angle_transfer_tasks, released, released_mteb, released_transfer, table1_sts, table2_indomain, table3_transfer, table4_ablation, table5_nli, table_gis_stats, table_mteb, table_train_time (config.yaml tables)"),
+         "target results/cpu-demo/tables/table9.tex: unknown table 'table9'; valid: angle_flickr30k, angle_table2_nontransfer, angle_table3_ablation, angle_table4_llm, angle_transfer_sts, angle_transfer_tasks, released, released_mteb, released_transfer, study_batch, study_pooling, study_tau, study_weights, table1_sts, table2_indomain, table3_transfer, table4_ablation, table5_nli, table_gis_stats, table_mteb, table_train_time (config.yaml tables)"),
     ],
 )
 def test_snakemake_names_the_reason_before_planning(tmp_path, args, line):

@@ -281,12 +281,13 @@ def test_full_paper_config_plans(paper_grid_plan):
     # under the official NLI eval's cls_avg (Table 3), 5 runs each
     assert counts["evaluate_transfer_eval_pooling"] == 10
     assert counts["table"] == len(_validated_config()["build"]["tables"]) == len(_validated_config()["tables"])
-    # one table of the paper grid: AoE Table 2 trains only BERT on STS-B and GIS (3 objectives x 5 runs
-    # each), each from the NLI AnglE model of its seed and rerun (5 more), which it does not evaluate
+    # one table of the paper grid: AoE Table 2 trains only BERT on STS-B and GIS (4 objectives x 5 runs
+    # each: AoE from the NLI model and from BERT, SBERT, SimCSE), AoE from the NLI AnglE model of its seed and
+    # rerun (5 more), which it does not evaluate
     out = snakemake(work, "-n", "table2", env={"AOE_DATA_MIRROR": ""})
     assert out.returncode == 0, out.stdout[-3000:]
     counts = job_counts(out.stdout)
-    assert counts["train_model"] == 35 and counts["evaluate_indomain"] == 32 and "evaluate_sts" not in counts
+    assert counts["train_model"] == 45 and counts["evaluate_indomain"] == 42 and "evaluate_sts" not in counts
     trains = {tuple(j["wildcards"][k] for k in ("objective", "trainset", "seed")): j["input"]
               for j in dry_run_jobs(out.stdout) if j["rule"] == "train_model"}
     # a rerun repeats the whole chain: the third rerun starts from the NLI model's third rerun; the
