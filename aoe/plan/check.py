@@ -610,12 +610,9 @@ def _check_eval_pooling(config: dict, where: str, kind_name: str, row: TableRow)
                           "(aoe.evaluate.senteval_batches); set evaluation.backend builtin or drop the key")
 
 
-def check_eval_pooling_backend(config: dict) -> None:
-    """Under evaluation.backend senteval, no trained cell's own eval_pooling is batch-dependent: its STS
-    evaluation would need the official copy's STS12-16 batches, which SimCSE's SentEval does not make
-    (its transfer batches are the same: a transfer row's eval_pooling runs there)."""
-    if config["evaluation"]["backend"] != "senteval":
-        return
+def _cell_group_recipes(config: dict):
+    """(first cell, its resolved recipe) of each (backbone, objective, train set) the runs train: seeds and reruns
+    of one group share every setting these checks read, so each group is resolved once."""
     from aoe.config.hparams import resolve_cell
 
     done = set()
@@ -623,7 +620,16 @@ def check_eval_pooling_backend(config: dict) -> None:
         if (cell.backbone, cell.objective, cell.trainset) in done:
             continue
         done.add((cell.backbone, cell.objective, cell.trainset))
-        recipe = resolve_cell(config, cell.backbone, cell.objective, cell.trainset, cell.seed)
+        yield cell, resolve_cell(config, cell.backbone, cell.objective, cell.trainset, cell.seed)
+
+
+def check_eval_pooling_backend(config: dict) -> None:
+    """Under evaluation.backend senteval, no trained cell's own eval_pooling is batch-dependent: its STS
+    evaluation would need the official copy's STS12-16 batches, which SimCSE's SentEval does not make
+    (its transfer batches are the same: a transfer row's eval_pooling runs there)."""
+    if config["evaluation"]["backend"] != "senteval":
+        return
+    for cell, recipe in _cell_group_recipes(config):
         # a cell trained with a padded pooling is scored with it (aoe.config.workflow.cell_eval_pooling)
         key = "eval_pooling" if recipe.params.get("eval_pooling") else "pooling"
         pooling = recipe.params.get(key)
@@ -640,14 +646,7 @@ def check_padded_pooling_buckets(config: dict) -> None:
     the official collator padded it (fcb6223 angle_emb/angle.py:262,314-334 padding='longest'). Length
     buckets would pad each bucket to its own longest text and so train another arithmetic; the train
     set's speed setting is not silently overridden but refused here, naming the key to add."""
-    from aoe.config.hparams import resolve_cell
-
-    done = set()
-    for cell in run_cells(config):
-        if (cell.backbone, cell.objective, cell.trainset) in done:
-            continue
-        done.add((cell.backbone, cell.objective, cell.trainset))
-        recipe = resolve_cell(config, cell.backbone, cell.objective, cell.trainset, cell.seed)
+    for cell, recipe in _cell_group_recipes(config):
         pooling, buckets = recipe.params["pooling"], recipe.params["length_buckets"]
         if pooling in OFFICIAL_POOLING_NAMES and buckets != 1:
             setters = recipe.provenance()
