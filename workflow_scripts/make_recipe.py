@@ -16,7 +16,6 @@ recipe = build_recipe(snakemake.config, snakemake.params.configfiles)
 Path(snakemake.output.json).write_text(recipe_json(recipe))
 md = recipe_markdown(recipe)
 if snakemake.params.readings:  # the paper grid: the readings of the sources it did not take, each a preset over it
-    md += readings_markdown(readings(snakemake.config, snakemake.params.configfiles, [Path(p) for p in snakemake.params.readings],
-                                     Path(snakemake.scriptdir).parent))
+    md += readings_markdown(readings(recipe, [Path(p) for p in snakemake.params.readings], Path(snakemake.scriptdir).parent))
 Path(snakemake.output.md).write_text(md)
 logging.getLogger("aoe.plan.ledger").info("wrote %s (%d trained cells)", snakemake.output.md, len(recipe["cells"]))

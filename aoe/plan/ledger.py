@@ -386,20 +386,21 @@ def reading_presets(root: Path, configfiles: list[str]) -> list[str]:
     return sorted(str(p.relative_to(root)) for p in (root / "presets").glob("paper-*.yaml"))
 
 
-def readings(config: dict, configfiles: list[str | Path], presets: list[Path], root: Path) -> list[dict]:
+def readings(recipe: dict, presets: list[Path], root: Path) -> list[dict]:
     """What each overlay preset of the paper grid (``presets/paper-*.yaml``: another reading of the sources)
-    changes against ``config``: ``[{preset, summary, changes}]`` with :func:`recipe_changes` of this config
-    (before) and the config with the preset over it (after). The grid follows one source per value; these are
-    the readings it did not take, so a reader sees each value's alternative and where it would come from."""
+    changes against ``recipe`` (:func:`build_recipe` of the active config): ``[{preset, summary, changes}]`` with
+    :func:`recipe_changes` of this config (before) and the config with the preset over it (after). The grid follows
+    one source per value; these are the readings it did not take, so a reader sees each value's alternative and
+    where it would come from."""
     from aoe.plan.check import load_config
 
-    here = build_recipe(config, configfiles)
+    configfiles = recipe["configfiles"]
     extra = [Path(f) for f in configfiles if Path(f).resolve() != (root / "config.yaml").resolve()]
     out = []
     for preset in presets:
         other = build_recipe(load_config(root, [*extra, preset]), [*configfiles, preset])
         out.append({"preset": str(preset.relative_to(root)) if preset.is_relative_to(root) else str(preset),
-                    "summary": preset_summary(preset), "changes": recipe_changes(here, other)})
+                    "summary": preset_summary(preset), "changes": recipe_changes(recipe, other)})
     return out
 
 
