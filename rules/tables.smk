@@ -19,6 +19,8 @@ rule table:
         differences=lambda wildcards: protocol_differences(config, GRID_CONFIG, wildcards.table),
         # rows whose models were chosen on a split the table scores: marked, with a note
         selections=lambda wildcards: scored_split_selections(config, wildcards.table),
+        # rows whose models were chosen on a held-out split (SimCSE's STS-B dev): named in a note, no mark
+        held_out=lambda wildcards: scored_split_selections(config, wildcards.table, held_out=True),
     script:
         "../workflow_scripts/make_table.py"
 

@@ -26,7 +26,7 @@ import yaml
 from aoe.config.recipes import OBJECTIVES, RECIPE_SOURCES, LossSettings, objective_spec, resolve_format, source
 
 __all__ = [
-    "EVAL_ONLY", "EVERY_OBJECTIVE", "LOSS_LAYERS", "NOT_SET", "RUN_ONLY", "SELECTION_OFF", "TRAIN_LAYERS", "CellRecipe", "Setting", "TrainSettings", "key_comments",
+    "EVAL_ONLY", "EVERY_OBJECTIVE", "LOSS_LAYERS", "NOT_SET", "RUN_ONLY", "OFF_DEFAULTS", "TRAIN_LAYERS", "CellRecipe", "Setting", "TrainSettings", "key_comments",
     "backbone_pooling", "lookup", "objective_base", "recipe_anchor", "resolve_cell", "schema_default", "train_default",
 ]
 
@@ -116,11 +116,19 @@ class TrainSettings:
     )  # last | best
     # select_checkpoint best: the prepared pair table scored at each epoch end, {dataset: <d>, split: <s>}
     select_split: dict | None = field(default=None, metadata=source("no selection split: select_checkpoint last scores none"))
+    # select_checkpoint best: score every this many optimizer steps instead of at epoch ends (0: epoch ends)
+    select_every: int = field(
+        default=0,
+        metadata=source("official angle-emb EvaluateCallback: at each epoch end (fcb6223 angle_emb/angle.py:398-415)"),
+    )
+    # re-initialise the backbone's pooler (dense + tanh over [CLS]) before training, as a fresh head:
+    # what a cls_mlp cell trains when its recipe's MLP was new (SimCSE's MLPLayer)
+    reinit_pooler: bool = field(default=False, metadata=source("our choice: the backbone's weights as downloaded"))
 
 
 # Settings at these values leave a run as it was before they existed: out of a cell's train job params
 # (aoe.config.workflow.train_params) and of a checkpoint's identity (aoe.training.train), so that adding them reran nothing.
-SELECTION_OFF = {"select_checkpoint": "last", "select_split": None}
+OFF_DEFAULTS = {"select_checkpoint": "last", "select_split": None, "select_every": 0, "reinit_pooler": False}
 
 # Settings of how a run goes, not of what it trains: left out of a train job's Snakemake params (a
 # change reruns nothing) and of a checkpoint's identity (aoe.training.checkpoints: a change resumes).

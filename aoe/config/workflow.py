@@ -435,17 +435,19 @@ def protocol_differences(config: dict, grid: dict, table: str) -> list[str]:
 SCORED_SPLIT_MARK = "§"
 
 
-def scored_split_selections(config: dict, table: str) -> list[dict]:
+def scored_split_selections(config: dict, table: str, held_out: bool = False) -> list[dict]:
     """The rows of ``table`` whose models were chosen on a split their numbers are read on (``select_checkpoint:
     best`` with a ``select_split`` that :func:`selection_is_test` calls scored, as the official code chose for NLI-STS
     and QQP / QNLI): ``[{backbone, objective, trainsets, split}]``, one per row; [] under the grid's ``last``.
-    Such a number is not a held-out estimate, so the table marks the row (:data:`SCORED_SPLIT_MARK`) and says so."""
+    Such a number is not a held-out estimate, so the table marks the row (:data:`SCORED_SPLIT_MARK`) and says so.
+    ``held_out``: the rows chosen on a split the table does not score instead (SimCSE's recipe: STS-B dev), which
+    a note names without the mark: the number is held out, the choice is still part of the recipe."""
     out = []
     for row in table_rows(config, table):
         if row.objective in (PRETRAINED, RELEASED):
             continue
         chosen = sorted({f"{found['dataset']} {found['split']}" for cell in row.cells
-                         if (found := selection_split(config, cell)) and found["split_is_test"]})
+                         if (found := selection_split(config, cell)) and found["split_is_test"] != held_out})
         if chosen:
             out.append({"backbone": row.backbone, "objective": row.objective, "trainsets": list(row.trainsets), "split": ", ".join(chosen)})
     return out
@@ -457,11 +459,11 @@ def train_params(config: dict, backbone: str, objective: str, trainset: str, see
     ``job``: a train job's Snakemake params, without :data:`aoe.config.hparams.RUN_ONLY` (how often it logs and
     checkpoints): changing those reruns nothing; the job reads them from the config itself.
     """
-    from aoe.config.hparams import EVAL_ONLY, RUN_ONLY, SELECTION_OFF, resolve_cell
+    from aoe.config.hparams import EVAL_ONLY, RUN_ONLY, OFF_DEFAULTS, resolve_cell
 
     params = {k: v for k, v in resolve_cell(config, backbone, objective, trainset, seed).params.items() if k not in EVAL_ONLY}
-    # at its off default a selection setting is left out: the params of jobs planned before it existed stay as they were
-    params = {k: v for k, v in params.items() if not (k in SELECTION_OFF and v == SELECTION_OFF[k])}
+    # at its off default a later setting is left out: the params of jobs planned before it existed stay as they were
+    params = {k: v for k, v in params.items() if not (k in OFF_DEFAULTS and v == OFF_DEFAULTS[k])}
     return {k: v for k, v in params.items() if k not in RUN_ONLY} if job else params
 
 

@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from aoe.model.folder import is_adapter_dir
-from aoe.model.pooling import BATCH_DEPENDENT_POOLINGS, EVAL_POOLINGS, NEEDS_FIRST_LAYER, POOLINGS, pool
+from aoe.model.pooling import BATCH_DEPENDENT_POOLINGS, EVAL_POOLINGS, NEEDS_FIRST_LAYER, NEEDS_POOLER, POOLINGS, pool
 from aoe.model.prompts import check_eval_text, check_prompt, eval_text
 from aoe.model.tokens import ensure_pad_token, length_buckets, tokenize_texts
 
@@ -36,7 +36,8 @@ def embed(model, pooling: str, input_ids: torch.Tensor, attention_mask: torch.Te
         kwargs["position_ids"] = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
     out = model(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=need_layers, **kwargs)
     first = out.hidden_states[1] if need_layers else None
-    return pool(pooling, out.last_hidden_state, attention_mask, first)
+    pooler = getattr(out, "pooler_output", None) if pooling in NEEDS_POOLER else None
+    return pool(pooling, out.last_hidden_state, attention_mask, first, pooler)
 
 
 def no_cache(model) -> dict:

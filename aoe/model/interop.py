@@ -30,7 +30,9 @@ from built-in modules as well, so they need no custom code: ``cls_avg`` and
 ``WeightedLayerPooling`` from layer 1 with weights 1 on the first and the last block
 and 0 between (the hidden states of the first and the top layer, averaged), then the
 ``mean`` mode. Each multiplies by 0, 1 or 0.5, so the results equal
-:func:`aoe.model.pooling.pool`'s to the last bit on the same hidden states.
+:func:`aoe.model.pooling.pool`'s to the last bit on the same hidden states. ``cls_mlp`` (BERT's
+pooler, SimCSE's MLP) is the ``cls`` mode followed by a ``Dense`` with tanh holding the trained
+pooler's weight and bias (the same arithmetic in another module: equal to rounding).
 
 One difference is by design: for ``cls`` on a left-padded batch sentence-transformers
 reads the first real token, :func:`aoe.model.pooling.pool` position 0 (a pad token for all but
@@ -72,6 +74,7 @@ ST_POOLING_MODES: dict[str, str | tuple[str, str]] = {
     "cls_avg": ("cls", "mean"),
     "cls_last_avg": ("cls", "lasttoken"),
     "first_last_avg": "mean",
+    "cls_mlp": "cls",
 }
 
 _CONFIG = "sentence_bert_config.json"
@@ -183,7 +186,26 @@ def _needs_aoe_module(model_dir: Path, prompt: str | None) -> bool:
     return tokenizer.pad_token is None or tokenizer.padding_side != "right"
 
 
-def _pooling_modules(pooling: str, hidden: int, num_layers: int) -> list:
+def _pooler_weights(model_dir: Path) -> tuple[torch.Tensor, torch.Tensor]:
+    """The trained pooler's dense weight and bias (``cls_mlp``), read from the folder's safetensors."""
+    from safetensors import safe_open
+
+    if is_adapter_dir(model_dir):
+        raise ValueError(f"{model_dir}: pooling 'cls_mlp' reads the backbone's trained pooler, which a LoRA adapter does not hold")
+    found = {}
+    for file in sorted(model_dir.glob("*.safetensors")):
+        with safe_open(str(file), framework="pt") as f:
+            for key in f.keys():
+                for part in ("weight", "bias"):
+                    if key.endswith(f"pooler.dense.{part}"):
+                        found[part] = f.get_tensor(key).float()
+    if set(found) != {"weight", "bias"}:
+        raise ValueError(f"{model_dir}: pooling 'cls_mlp' needs the model's pooler.dense weight and bias, and its "
+                         f"safetensors hold {sorted(found) or 'neither'}")
+    return found["weight"], found["bias"]
+
+
+def _pooling_modules(pooling: str, hidden: int, num_layers: int, pooler: tuple | None = None) -> list:
     from torch import nn
     from sentence_transformers.base.modules import Dense
     from sentence_transformers.sentence_transformer.modules import Pooling, WeightedLayerPooling
@@ -201,6 +223,10 @@ def _pooling_modules(pooling: str, hidden: int, num_layers: int) -> list:
             )
         )
     modules.append(Pooling(hidden, pooling_mode=ST_POOLING_MODES[pooling]))
+    if pooling == "cls_mlp":
+        # BERT's pooler as sentence-transformers' Dense: tanh(W h_cls + b), the trained weights
+        weight, bias = pooler
+        modules.append(Dense(hidden, hidden, bias=True, activation_function=nn.Tanh(), init_weight=weight, init_bias=bias))
     if isinstance(ST_POOLING_MODES[pooling], tuple):
         eye = torch.eye(hidden)
         modules.append(
@@ -287,7 +313,8 @@ def write_sentence_transformers_files(
                 shutil.rmtree(old)
 
     entries = [{"idx": 0, "name": "0", "path": "", "type": first_type}]
-    for idx, module in enumerate(_pooling_modules(pooling, config.hidden_size, config.num_hidden_layers), start=1):
+    pooler = _pooler_weights(model_dir) if pooling == "cls_mlp" else None
+    for idx, module in enumerate(_pooling_modules(pooling, config.hidden_size, config.num_hidden_layers, pooler), start=1):
         path = f"{idx}_{type(module).__name__}"
         (model_dir / path).mkdir(exist_ok=True)
         module.save(str(model_dir / path))

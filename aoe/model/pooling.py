@@ -13,6 +13,8 @@ from typing import Callable
 
 import torch
 
+from aoe.model.pooling_names import POOLER_POOLINGS
+
 __all__ = [
     "POOLINGS",
     "OFFICIAL_POOLINGS",
@@ -20,6 +22,7 @@ __all__ = [
     "EVAL_POOLINGS",
     "BATCH_DEPENDENT_POOLINGS",
     "NEEDS_FIRST_LAYER",
+    "NEEDS_POOLER",
     "OfficialPooling",
     "pool",
 ]
@@ -63,6 +66,17 @@ def _first_last_avg(last: torch.Tensor, mask: torch.Tensor, first: torch.Tensor 
     return _avg((first + last) / 2, mask)
 
 
+def _cls_mlp(last: torch.Tensor, mask: torch.Tensor, pooler_output: torch.Tensor | None = None) -> torch.Tensor:
+    # SimCSE's `cls` pooler: an MLP (dense + tanh) over [CLS] (princeton-nlp/SimCSE simcse/models.py:19-33,
+    # 155-161), kept at test time for supervised SimCSE (models.py:262-263, mlp_only_train off; README.md:197).
+    # Its released checkpoints store that MLP as BERT's own pooler (simcse_to_huggingface.py:21-23), whose
+    # output is tanh(W h_cls + b): the backbone computes it, this returns it.
+    if pooler_output is None:
+        raise ValueError("cls_mlp pooling needs the backbone's pooler output (BERT's dense + tanh over [CLS]); "
+                         "this model returned none (a decoder, or a BERT loaded without its pooling layer)")
+    return pooler_output
+
+
 POOLINGS: dict[str, Callable[..., torch.Tensor]] = {
     "cls": _cls,
     "avg": _avg,
@@ -71,8 +85,10 @@ POOLINGS: dict[str, Callable[..., torch.Tensor]] = {
     "cls_avg": _cls_avg,
     "cls_last_avg": _cls_last_avg,
     "first_last_avg": _first_last_avg,
+    "cls_mlp": _cls_mlp,
 }
 NEEDS_FIRST_LAYER = frozenset({"first_last_avg"})
+NEEDS_POOLER = frozenset(POOLER_POOLINGS)
 
 
 # ---------------------------------------------------------------------------
@@ -185,12 +201,14 @@ EVAL_POOLINGS: dict[str, Callable[..., torch.Tensor]] = {**POOLINGS, **OFFICIAL_
 
 
 def pool(
-    name: str, last_hidden: torch.Tensor, attention_mask: torch.Tensor, first_hidden: torch.Tensor | None = None
+    name: str, last_hidden: torch.Tensor, attention_mask: torch.Tensor, first_hidden: torch.Tensor | None = None,
+    pooler_output: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Pool (B, T, H) hidden states into (B, H) with strategy ``name`` (a key of :data:`EVAL_POOLINGS`).
 
     ``first_hidden`` (the first transformer block's output) is used by
-    ``first_last_avg`` only; :func:`aoe.model.encoder.embed` passes it when needed. The
+    ``first_last_avg`` only, ``pooler_output`` (the backbone's pooler over [CLS]) by ``cls_mlp`` only;
+    :func:`aoe.model.encoder.embed` passes them when needed. The
     :data:`OFFICIAL_POOLINGS` replicas read the batch as given, padding included.
     """
     try:
@@ -199,4 +217,6 @@ def pool(
         raise ValueError(f"unknown pooling {name!r}; known: {sorted(EVAL_POOLINGS)}") from None
     if name in NEEDS_FIRST_LAYER:
         return fn(last_hidden, attention_mask, first_hidden)
+    if name in NEEDS_POOLER:
+        return fn(last_hidden, attention_mask, pooler_output)
     return fn(last_hidden, attention_mask)

@@ -35,7 +35,7 @@ import yaml
 
 from aoe.config.hparams import EVERY_OBJECTIVE, NOT_SET, lookup, objective_base, read_yaml, schema_default
 from aoe.config.table_kinds import table_kind
-from aoe.model.pooling_names import OFFICIAL_POOLING_NAMES
+from aoe.model.pooling_names import OFFICIAL_POOLING_NAMES, POOLER_POOLINGS
 from aoe.config.workflow import (
     EVAL_POOLING_SUITES,
     PRETRAINED,
@@ -657,6 +657,33 @@ def check_padded_pooling_buckets(config: dict) -> None:
             )
 
 
+def check_pooler_poolings(config: dict) -> None:
+    """A cell that pools with the backbone's pooler (``cls_mlp``: BERT's dense + tanh over [CLS], SimCSE's MLP) trains a
+    backbone that has one, all its weights: a decoder (LLaMA, Gemma: aoe.config.memory.ARCHS family llama) has no
+    pooler, and a LoRA adapter would neither train nor save it. Refused while planning, not after a download."""
+    from aoe.config.memory import ARCHS
+
+    for cell, recipe in _cell_group_recipes(config):
+        params = recipe.params
+        pooling = params["pooling"]
+        if pooling not in POOLER_POOLINGS and not params.get("reinit_pooler"):
+            continue
+        setters = recipe.provenance()
+        if pooling not in POOLER_POOLINGS:
+            raise ConfigError(f"{setters['reinit_pooler']}: reinit_pooler draws afresh the pooler that pooling "
+                              f"{', '.join(POOLER_POOLINGS)} reads, but cell {cell.path} pools with {pooling!r} "
+                              f"({setters['pooling']}); remove reinit_pooler or pool with {POOLER_POOLINGS[0]}")
+        arch = ARCHS.get(cell.backbone)
+        if arch is not None and arch.family != "bert":
+            raise ConfigError(f"{setters['pooling']}: {pooling!r} returns the backbone's pooler (dense + tanh over [CLS]), and "
+                              f"backbone {cell.backbone!r} is a decoder without one (cell {cell.path}); train this objective "
+                              f"on a BERT backbone, or pool with cls / last")
+        if params["finetune"] != "full":
+            raise ConfigError(f"{setters['pooling']}: {pooling!r} trains the backbone's pooler, which finetune "
+                              f"{params['finetune']!r} ({setters['finetune']}) neither trains nor saves (cell {cell.path}); "
+                              "train it with finetune: full")
+
+
 def _check_table_row(config: dict, where: str, row: TableRow) -> None:
     """A known backbone; unless pretrained, train sets on which runs train it with every seed asked."""
     if row.backbone not in config["backbones"]:
@@ -815,6 +842,7 @@ CHECKS = (
     check_saturation,
     check_table_targets,
     check_released,
+    check_pooler_poolings,
     check_pretrained_variants,
     check_tables,
     check_eval_pooling_backend,

@@ -637,12 +637,13 @@ def source_files(paths: list[str | Path]) -> list[dict]:
 
 def render_table(name: str, spec: dict, inputs: list[str | Path], rows: list[dict] | None = None,
                  numbers_file: str | Path | None = None, differences: list[str] | None = None,
-                 selections: list[dict] | None = None) -> Table:
+                 selections: list[dict] | None = None, held_out: list[dict] | None = None) -> Table:
     """The table a rule renders: its kind's loader on the inputs, then :func:`build_table` (or the GIS
     table), with the files it read (:func:`source_files`); ``differences``
     (:func:`aoe.config.workflow.protocol_differences`): a first note naming each way its rows are trained otherwise
     than the paper's; ``selections`` (:func:`aoe.config.workflow.scored_split_selections`): the rows whose models
-    were chosen on a split the table scores, marked and named in a note."""
+    were chosen on a split the table scores, marked and named in a note; ``held_out`` (the same with
+    ``held_out=True``): the rows chosen on a split the table does not score, named in a note."""
     kind = spec["kind"]
     if table_kind(kind).inputs == "gis_stats":
         stats = json.loads(Path(inputs[0]).read_text())
@@ -655,7 +656,20 @@ def render_table(name: str, spec: dict, inputs: list[str | Path], rows: list[dic
         table.notes.insert(0, "Not the paper's protocol, so a Δ measures the protocol too: " + "; ".join(differences) + ".")
     if selections:
         mark_scored_split_selections(table, selections)
+    if held_out:
+        note_held_out_selections(table, held_out)
     return table
+
+
+def note_held_out_selections(table: Table, selections: list[dict]) -> None:
+    """Say which rows of ours had their checkpoint chosen on a held-out split (select_checkpoint: best; e.g. SimCSE's
+    recipe on STS-B dev): their numbers stay held-out estimates, so no mark, but the choice is part of their recipe."""
+    named = [f"{row.backbone} {row.label} on {sel['split']}" for sel in selections for row in table.rows
+             if not row.reference and (row.backbone, row.objective) == (sel["backbone"], sel["objective"])
+             and sorted(row.trainsets) == sorted(sel["trainsets"])]
+    if named:
+        table.notes.append("Chosen on a held-out split: the checkpoint was the one with the best Spearman on a split "
+                           "this table does not score (select_checkpoint: best), as its recipe chooses: " + "; ".join(named) + ".")
 
 
 def mark_scored_split_selections(table: Table, selections: list[dict]) -> None:

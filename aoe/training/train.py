@@ -88,14 +88,14 @@ from typing import ClassVar
 
 import torch
 
-from aoe.config.hparams import SELECTION_OFF, TrainSettings
+from aoe.config.hparams import OFF_DEFAULTS, TrainSettings
 from aoe.data.contracts import check_score_range, read_table
 from aoe.data.io import DataError, sha256_file
 from aoe.losses import Objective, get_objective
 from aoe.losses.objectives import FORMATS
 from aoe.model.encoder import EVAL_DTYPES, avoid_cudnn_attention, embed, embed_bucketed, pad_ids
 from aoe.model.lora import FINETUNES, QLORA_COMPUTE_DTYPES, build_lora_model, quantization_settings, relative_base, trainable_names
-from aoe.model.pooling import BATCH_DEPENDENT_POOLINGS, EVAL_POOLINGS
+from aoe.model.pooling import BATCH_DEPENDENT_POOLINGS, EVAL_POOLINGS, NEEDS_POOLER
 from aoe.model.prompts import check_prompt
 from aoe.model.tokens import ensure_pad_token, load_token_cache, tokenize_texts
 from aoe.training import checkpoints
@@ -158,6 +158,13 @@ class TrainConfig(TrainSettings):
                 raise ValueError(f"select_checkpoint best needs select_split {{dataset: <d>, split: <s>}}, got {self.select_split!r}")
         elif self.select_split is not None:
             raise ValueError(f"select_split {self.select_split!r} is read only by select_checkpoint best, not {self.select_checkpoint!r}")
+        if self.select_every < 0 or (self.select_every and self.select_checkpoint != "best"):
+            raise ValueError(f"select_every {self.select_every!r} must be 0 or, with select_checkpoint best, a number of steps")
+        if self.reinit_pooler and self.pooling not in NEEDS_POOLER:
+            raise ValueError(f"reinit_pooler re-initialises the pooler that pooling {sorted(NEEDS_POOLER)} trains; "
+                             f"pooling {self.pooling!r} never reads it")
+        if self.reinit_pooler and self.finetune != "full":
+            raise ValueError(f"reinit_pooler needs full fine-tuning (an adapter neither trains nor saves the pooler), not {self.finetune!r}")
 
 
 def num_warmup_steps(cfg: TrainConfig, total_steps: int) -> int:
@@ -360,6 +367,7 @@ class _Selection:
         if "score" not in df.columns:  # a table of no catalogued dataset, whose contract leaves the score out
             raise DataError(f"{table}: not a pair table with gold scores to select a checkpoint on (no column score); select_split {cfg.select_split}")
         self.split, self.table, self.split_is_test = dict(cfg.select_split), str(table), bool(split_is_test)
+        self.every = cfg.select_every
         self.table_sha256 = sha256_file(table)
         texts = unique_texts([df])
         index = {t: i for i, t in enumerate(texts)}
@@ -383,9 +391,10 @@ class _Selection:
 
     def record(self) -> dict:
         """aoe_config.json's ``selection``."""
+        when = f"the step (one every {self.every})" if self.every else "the epoch end"
         return {
             "rule": "best",
-            "criterion": "the epoch end with the highest Spearman x100 of cosine vs gold on split above 0; a later one only if "
+            "criterion": f"{when} with the highest Spearman x100 of cosine vs gold on split above 0; a later one only if "
                          "strictly higher; epoch null: no epoch above 0, the model folder holds the last step's weights",
             "split": self.split,
             "table_sha256": self.table_sha256,
@@ -509,7 +518,7 @@ def _with_selection(identity: dict, select_table: str | Path | None) -> dict:
     """The run identity of :func:`aoe.training.checkpoints.run_identity` with what decides the selection: the saved
     weights depend on the table's content too. At their off default the selection settings are left out,
     so a run trained before they existed keeps its identity (its checkpoints resume, its final restores)."""
-    train = {k: v for k, v in identity["train"].items() if not (k in SELECTION_OFF and v == SELECTION_OFF[k])}
+    train = {k: v for k, v in identity["train"].items() if not (k in OFF_DEFAULTS and v == OFF_DEFAULTS[k])}
     out = {**identity, "train": train}
     if select_table is not None:
         out["select_table_sha256"] = sha256_file(select_table)
@@ -551,6 +560,8 @@ def _build(cfg: TrainConfig, objective: Objective, cache_dir, table, backbone_di
     data = _load_data(cfg, objective, cache_dir, table, backbone_dir, score_key)
     avoid_cudnn_attention(accelerator.device)
     encoder = finetuning.load_encoder(backbone_dir, init_dir, accelerator.device)
+    if cfg.reinit_pooler:
+        reinit_pooler(encoder, cfg.seed)
     module = _Trainee(encoder, objective.make_head(encoder.config.hidden_size), cfg.pooling, cfg.length_buckets)
     optimizer = _adamw(_param_groups(module, cfg.weight_decay), cfg.learning_rate)
     if module.head is not None:
@@ -577,6 +588,27 @@ def _build(cfg: TrainConfig, objective: Objective, cache_dir, table, backbone_di
         optimizer=optimizer, scheduler=scheduler, total_steps=total_steps, micro=micro, local=micro // n_proc,
         selection=selection,
     )
+
+
+def reinit_pooler(encoder: torch.nn.Module, seed: int) -> None:
+    """Draw the backbone's pooler (dense + tanh over [CLS]) afresh, as SimCSE's new MLP head is drawn.
+
+    SimCSE trains its ``cls`` pooler as a new MLPLayer (princeton-nlp/SimCSE simcse/models.py:19-33, 92-95):
+    BertForCL builds BERT without its pooling layer (models.py:281) and ``cl_init`` calls ``init_weights``,
+    transformers' ``_init_weights`` for a Linear: weight ~ normal(0, initializer_range), bias 0; from_pretrained
+    then loads every BERT weight, the MLP being in no checkpoint. Here the MLP is BERT's own pooler, so it is
+    redrawn the same way. Its own generator seeded with the run's seed: the same draw in every rerun of the
+    cell, and the other random streams (dropout, batch order) left as a run without it has them.
+    """
+    pooler = getattr(getattr(encoder, "pooler", None), "dense", None)
+    if not isinstance(pooler, torch.nn.Linear):
+        raise ValueError(f"reinit_pooler: {type(encoder).__name__} has no pooler (dense + tanh over [CLS]) to draw afresh")
+    generator = torch.Generator(device="cpu").manual_seed(seed)
+    std = encoder.config.initializer_range
+    with torch.no_grad():
+        weight = torch.empty(pooler.weight.shape, dtype=torch.float32).normal_(0.0, std, generator=generator)
+        pooler.weight.copy_(weight.to(pooler.weight.dtype))
+        pooler.bias.zero_()
 
 
 def _param_groups(module: torch.nn.Module, weight_decay: float) -> list[dict]:
@@ -827,6 +859,9 @@ def _train_steps(run: _Run, state: dict, ckpt_root: Path, identity: dict, metric
                     if curves is not None:
                         curves.push(metrics_lines)
                 state["zero_loss_steps"] += logged["loss"] == 0.0
+                if cfg.select_every and state["step"] % cfg.select_every == 0:
+                    # before a checkpoint of this step, which then holds the score and the weights it kept
+                    start += _select(run, state, metrics_lines)
                 stopping = _agreed(run.accelerator, bool(arrived))
                 checkpoint = state["step"] < total and (stopping or (cfg.checkpoint_every and state["step"] % cfg.checkpoint_every == 0))
                 if checkpoint or state["step"] % cfg.log_every == 0:
@@ -845,24 +880,28 @@ def _train_steps(run: _Run, state: dict, ckpt_root: Path, identity: dict, metric
                     break
             else:
                 # an epoch end (also one a resumed run reaches from a checkpoint of the epoch's last step)
-                start += _select(run, state, metrics_lines)
+                if not cfg.select_every:
+                    start += _select(run, state, metrics_lines)
                 if curves is not None:
                     curves.push(metrics_lines)
                 state["epoch"] += 1
                 state["batch"] = 0
-    # the last epoch ends at the last step (or max_steps cuts it), as the HF Trainer's on_epoch_end
-    start += _select(run, state, metrics_lines)
+    # the last epoch ends at the last step (or max_steps cuts it), as the HF Trainer's on_epoch_end; by steps
+    # (select_every) the HF Trainer evaluates at multiples of eval_steps only, never at the end
+    if not cfg.select_every:
+        start += _select(run, state, metrics_lines)
     if curves is not None:
         curves.push(metrics_lines)
     state["train_seconds"] += time.perf_counter() - start
 
 
 def _select(run: _Run, state: dict, metrics_lines: list[str]) -> float:
-    """``select_checkpoint: best`` at an epoch end: score the model on the validation pairs, keep its weights
-    if strictly better than the best so far (which starts at 0), log a metrics line; the seconds it took
-    (0 without selection)."""
+    """``select_checkpoint: best`` at an epoch end (or every ``select_every`` steps): score the model on the validation
+    pairs, keep its weights if strictly better than the best so far (which starts at 0), log a metrics line; the
+    seconds it took (0 without selection, or where this epoch end or step was scored already: a resumed run)."""
     sel = run.selection
-    if sel is None or (sel.scores and sel.scores[-1]["epoch"] == state["epoch"]):
+    key = "step" if run.cfg.select_every else "epoch"
+    if sel is None or (sel.scores and sel.scores[-1][key] == state[key]):
         return 0.0
     began = time.perf_counter()
     score = _validation_spearman(run)
