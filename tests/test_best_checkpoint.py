@@ -177,6 +177,39 @@ def test_the_recorded_score_is_the_saved_models_spearman_as_the_evaluation_embed
     assert ours == pytest.approx(sel["score"], abs=1e-6)
 
 
+def test_select_every_scores_every_n_steps_and_never_at_the_end(data, tmp_path, monkeypatch):
+    """SimCSE's selection (run_sup_example.sh:26-29, --evaluation_strategy steps --eval_steps 125): the HF Trainer scores
+    at multiples of eval_steps, never at an epoch end nor at the last step; the best of those wins."""
+    scores = [10.0, 30.0, 30.0, 20.0, 5.0, 1.0]  # steps 3, 6, ..., 18 of 20: the best is step 6's
+    seen = _script(monkeypatch, scores)
+    out = tmp_path / "seed0"
+    _train(data, out, select_every=3)
+    sel = _record(out)["selection"]
+    assert [s["step"] for s in sel["scores"]] == [3, 6, 9, 12, 15, 18]
+    assert (sel["step"], sel["score"]) == (6, 30.0) and sel["criterion"].startswith("the step (one every 3)")
+    saved = load_file(out / "model.safetensors")
+    assert all(torch.equal(saved[k], seen[1][k]) for k in saved)
+    assert _record(out)["train"]["select_every"] == 3
+
+
+def test_select_every_resumed_after_a_kill_selects_as_an_uninterrupted_one(data, tmp_path, monkeypatch):
+    scores = [10.0, 30.0, 30.0, 20.0, 5.0, 1.0]
+    _script(monkeypatch, scores)
+    full = tmp_path / "full"
+    _train(data, full, select_every=3, checkpoint_every=6)
+    killed = tmp_path / "killed"
+    # step 6 is scored before its checkpoint, which then holds that score and its weights
+    _killed_after_checkpoint(data, killed, 6, monkeypatch, select_every=3, checkpoint_every=6)
+    kept = torch.load(step_dirs(checkpoint_dir(killed))[0] / "custom_checkpoint_1.pkl", weights_only=False)
+    assert [s["step"] for s in kept["scores"]] == [3, 6] and kept["best"]["step"] == 6
+    summary = _train(data, killed, select_every=3, checkpoint_every=6)
+    assert summary["resumed_from_step"] == 6
+    assert _record(killed)["selection"] == _record(full)["selection"]
+    a, b = load_file(full / "model.safetensors"), load_file(killed / "model.safetensors")
+    for k in a:
+        torch.testing.assert_close(b[k], a[k], rtol=1e-5, atol=1e-6)
+
+
 # ---- a kill does not change the choice -----------------------------------------------------------
 
 
@@ -341,6 +374,8 @@ def test_lora_keeps_the_best_epochs_adapters_only(tiny_llama, tmp_path, monkeypa
     ({"select_checkpoint": "best", "select_split": {"dataset": "stsb"}}, "needs select_split"),
     ({"select_split": SPLIT}, "read only by select_checkpoint best"),
     ({"select_checkpoint": "final"}, "select_checkpoint must be one of"),
+    ({"select_every": 125}, "must be 0 or, with select_checkpoint best"),
+    ({**BEST, "select_every": -1}, "must be 0 or, with select_checkpoint best"),
 ])
 def test_train_config_refuses_a_selection_that_cannot_work(kw, message):
     with pytest.raises(ValueError, match=message):
@@ -362,15 +397,20 @@ def configs() -> dict:
     return {"grid": load_config(REPO, []), "best": load_config(REPO, ["presets/paper-best-checkpoint.yaml"])}
 
 
-def test_the_grid_selects_nothing_and_its_train_jobs_keep_their_params(configs):
+def test_the_grid_selects_only_for_simcses_recipe_and_its_other_train_jobs_keep_their_params(configs):
+    """The grid keeps the last step's weights but for SimCSE's own recipe (simcse_paper: STS-B dev every 125 steps,
+    SimCSE run_sup_example.sh:26-29); every other train job's params are those it had before selection existed."""
     from aoe.config.hparams import resolve_cell
     from aoe.config.workflow import run_cells, selection_input, train_params
 
     config = configs["grid"]
     cells = run_cells(config)
-    assert all(selection_input(config, c) == [] for c in cells)
-    assert not any({"select_checkpoint", "select_split"} & set(train_params(config, c.backbone, c.objective, c.trainset, c.seed, job=True))
-                   for c in cells)
+    selecting = [c for c in cells if selection_input(config, c)]
+    assert {c.objective for c in selecting} == {"simcse_paper"} and len(selecting) == 5
+    assert all(selection_input(config, c) == ["results/data/stsb/dev.parquet"] for c in selecting)
+    assert not any({"select_checkpoint", "select_split", "select_every", "reinit_pooler"}
+                   & set(train_params(config, c.backbone, c.objective, c.trainset, c.seed, job=True))
+                   for c in cells if c.objective != "simcse_paper")
     # the recipe ledger shows the value and the key that set it
     settings = {s.key: s for s in resolve_cell(config, "bert-base-uncased", "aoe", "stsb", 42).settings}
     assert (settings["select_checkpoint"].value, settings["select_checkpoint"].set_by) == ("last", "trainsets.stsb.train.select_checkpoint")
