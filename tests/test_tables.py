@@ -1379,3 +1379,35 @@ def test_sbert_at_its_papers_recipe_is_the_row_beside_sberts_number():
         paper = {r.objective: r.paper_ref for r in table.rows if r.backbone == "bert-base-uncased" and r.objective.startswith("sbert")}
         assert paper == {"sbert": None, "sbert_paper": ref}, (name, paper)
         assert ref not in {r.paper_ref for r in table.references}
+
+
+def test_simcse_at_its_papers_recipe_is_the_row_beside_simcses_number(tmp_path):
+    """Issue 51: AoE Table 1's BERT-base SimCSE (81.57) and Table 3's SimCSE-BERTbase are the SimCSE paper's own numbers
+    (captions l.147, l.180: "from their original papers"): they sit beside the cell that trains SimCSE's published recipe
+    (simcse_paper), with Δ, and its table note says its checkpoint was chosen on STS-B dev, a split no column scores,
+    without the § mark; the AoE-recipe SimCSE row beside it carries none, and neither table lists the number apart."""
+    import yaml
+
+    from aoe.config.workflow import SCORED_SPLIT_MARK, scored_split_selections
+    from aoe.plan.check import load_config
+    from aoe.results.load import RESULT_COLUMNS
+    from tests.workflow_utils import REPO
+
+    config = yaml.safe_load((REPO / "config.yaml").read_text())
+    empty = pd.DataFrame(columns=RESULT_COLUMNS)
+    for name, ref in (("table1_sts", "acl2024_table1/BERT-base/SimCSE"), ("table3_transfer", "acl2024_table3/SimCSE-BERTbase")):
+        table = build_table(empty, config["tables"][name], name=name)
+        paper = {r.objective: r.paper_ref for r in table.rows if r.backbone == "bert-base-uncased" and r.objective.startswith("simcse")}
+        assert paper == {"simcse_sup": None, "simcse_paper": ref}, (name, paper)
+        assert ref not in {r.paper_ref for r in table.references}
+    grid = load_config(REPO, [])
+    held = scored_split_selections(grid, "table1_sts", held_out=True)
+    files = [write_sts(tmp_path, "bert-base-uncased", o, "nli", 42, {t: 80.0 for t in TASKS}) for o in ("simcse_paper", "aoe")]
+    spec = {**config["tables"]["table1_sts"], "rows": [r for r in config["tables"]["table1_sts"]["rows"]
+                                                        if r["backbone"] == "bert-base-uncased" and r["objective"] in ("simcse_paper", "aoe")]}
+    table = render_table("table1_sts", spec, files, selections=scored_split_selections(grid, "table1_sts"), held_out=held)
+    assert not any(SCORED_SPLIT_MARK in r.label for r in table.rows)
+    note = next(n for n in table.notes if n.startswith("Chosen on a held-out split"))
+    assert "bert-base-uncased SimCSE (sup., SimCSE's recipe) on stsb dev" in note and "AoE" not in note.split(":", 1)[1]
+    row = next(r for r in table.rows if r.objective == "simcse_paper")
+    assert row.paper_ref == "acl2024_table1/BERT-base/SimCSE"
