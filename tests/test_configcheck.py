@@ -184,6 +184,12 @@ CROSS_KEY_CASES = {
         "(the official padding='longest'), but length_buckets is 4 (objectives.angle_pool_avg.length_buckets); "
         "add length_buckets: 1 to objectives.angle_pool_avg",
     ),
+    # the pooler drawn afresh is read by cls_mlp only (SimCSE's MLP over [CLS])
+    "check_pooler_poolings": (
+        {"objectives": {"simcse_paper": {"pooling": "cls"}}},
+        "trainsets.nli.objective_train.simcse_paper.reinit_pooler: reinit_pooler draws afresh the pooler that pooling "
+        "cls_mlp reads, but cell bert-base-uncased/simcse_paper/nli/seed42 pools with 'cls'",
+    ),
     # SimCSE's SentEval scores every pair and sample: a CPU cap would be ignored there
     "check_senteval_caps": (
         {"evaluation": {"backend": "senteval", "transfer": {"max_rows": 500}}},
@@ -385,7 +391,7 @@ def test_senteval_backend_refuses_a_cell_trained_with_a_padded_pooling(tmp_path)
         # SimCSE's SentEval orders STS12-16 otherwise than AnglE's copy: no batch-dependent pooling on STS there,
         # neither a row's nor a cell's (config.yaml's AnglE-BERT NLI cell scores its STS under cls_avg_padded)
         ({"evaluation": {"backend": "senteval"}},
-         "tables.table1_sts.rows[5].eval_pooling: 'cls_avg_batchsum' depends on the batch, and evaluation.backend senteval "
+         "tables.table1_sts.rows[6].eval_pooling: 'cls_avg_batchsum' depends on the batch, and evaluation.backend senteval "
          "(SimCSE's SentEval) batches STS12-16 in another order than the official copy (aoe.evaluate.senteval_batches); "
          "set evaluation.backend builtin or drop the key"),
         ({"evaluation": {"backend": "senteval"}, **_building(without=("table1_sts", "released"))},
