@@ -177,6 +177,25 @@ def test_the_recorded_score_is_the_saved_models_spearman_as_the_evaluation_embed
     assert ours == pytest.approx(sel["score"], abs=1e-6)
 
 
+def test_select_max_length_cuts_the_selection_texts_there_not_at_the_training_length(data, tmp_path):
+    """SimCSE's STS-B dev batcher cuts nothing (simcse/trainers.py:105-111) while its training cuts at 32: the selection
+    embeds at select_max_length, here 4 tokens against training's 16, as the Encoder does at 4."""
+    from scipy.stats import spearmanr
+
+    from aoe.evaluate.sts import cosine_rows, pair_embeddings, unique_texts
+    from aoe.model.encoder import Encoder
+
+    out = tmp_path / "seed0"
+    _train(data, out, epochs=1, pooling="avg", select_max_length=4)
+    score = _record(out)["selection"]["scores"][0]["spearman"]
+    dev = pd.read_parquet(data["dev"])
+    texts = unique_texts([dev])
+    encoder = Encoder(out, device="cpu")
+    at = {n: 100 * spearmanr(cosine_rows(*pair_embeddings(encoder.encode(texts, batch_size=8, max_length=n), texts, dev)),
+                             dev["score"]).statistic for n in (4, 16)}
+    assert score == pytest.approx(at[4], abs=1e-6) and abs(at[4] - at[16]) > 1e-3
+
+
 def test_select_every_scores_every_n_steps_and_never_at_the_end(data, tmp_path, monkeypatch):
     """SimCSE's selection (run_sup_example.sh:26-29, --evaluation_strategy steps --eval_steps 125): the HF Trainer scores
     at multiples of eval_steps, never at an epoch end nor at the last step; the best of those wins."""
@@ -375,6 +394,7 @@ def test_lora_keeps_the_best_epochs_adapters_only(tiny_llama, tmp_path, monkeypa
     ({"select_split": SPLIT}, "read only by select_checkpoint best"),
     ({"select_checkpoint": "final"}, "select_checkpoint must be one of"),
     ({"select_every": 125}, "must be 0 or, with select_checkpoint best"),
+    ({"select_max_length": 512}, "must be 0 or, with select_checkpoint best"),
     ({**BEST, "select_every": -1}, "must be 0 or, with select_checkpoint best"),
 ])
 def test_train_config_refuses_a_selection_that_cannot_work(kw, message):
@@ -408,7 +428,7 @@ def test_the_grid_selects_only_for_simcses_recipe_and_its_other_train_jobs_keep_
     selecting = [c for c in cells if selection_input(config, c)]
     assert {c.objective for c in selecting} == {"simcse_paper"} and len(selecting) == 5
     assert all(selection_input(config, c) == ["results/data/stsb/dev.parquet"] for c in selecting)
-    assert not any({"select_checkpoint", "select_split", "select_every", "reinit_pooler"}
+    assert not any({"select_checkpoint", "select_split", "select_every", "select_max_length", "reinit_pooler"}
                    & set(train_params(config, c.backbone, c.objective, c.trainset, c.seed, job=True))
                    for c in cells if c.objective != "simcse_paper")
     # the recipe ledger shows the value and the key that set it

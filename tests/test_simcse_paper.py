@@ -184,6 +184,7 @@ SIMCSE = {
     "select_checkpoint": ("best", "run_sup_example.sh:27-28"),
     "select_split": ({"dataset": "stsb", "split": "dev"}, "simcse/trainers.py:125,131"),
     "select_every": (125, "run_sup_example.sh:26,29"),
+    "select_max_length": (512, "simcse/trainers.py:105-111"),
     "simcse_tau": (20.0, "run_sup_example.sh:32"),
     "init": ("bert-base-uncased", None),  # --model_name_or_path bert-base-uncased (run_sup_example.sh:19): the backbone
 }

@@ -121,6 +121,11 @@ class TrainSettings:
         default=0,
         metadata=source("official angle-emb EvaluateCallback: at each epoch end (fcb6223 angle_emb/angle.py:398-415)"),
     )
+    # select_checkpoint best: the length the selection pairs are cut to (0: the training max_length)
+    select_max_length: int = field(
+        default=0,
+        metadata=source("official angle-emb EvaluateCallback: valid_ds tokenized as train_ds, at --maxlen (fcb6223 train_angle.py:222-224)"),
+    )
     # re-initialise the backbone's pooler (dense + tanh over [CLS]) before training, as a fresh head:
     # what a cls_mlp cell trains when its recipe's MLP was new (SimCSE's MLPLayer)
     reinit_pooler: bool = field(default=False, metadata=source("our choice: the backbone's weights as downloaded"))
@@ -128,7 +133,7 @@ class TrainSettings:
 
 # Settings at these values leave a run as it was before they existed: out of a cell's train job params
 # (aoe.config.workflow.train_params) and of a checkpoint's identity (aoe.training.train), so that adding them reran nothing.
-OFF_DEFAULTS = {"select_checkpoint": "last", "select_split": None, "select_every": 0, "reinit_pooler": False}
+OFF_DEFAULTS = {"select_checkpoint": "last", "select_split": None, "select_every": 0, "select_max_length": 0, "reinit_pooler": False}
 
 # Settings of how a run goes, not of what it trains: left out of a train job's Snakemake params (a
 # change reruns nothing) and of a checkpoint's identity (aoe.training.checkpoints: a change resumes).

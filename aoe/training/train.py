@@ -160,6 +160,8 @@ class TrainConfig(TrainSettings):
             raise ValueError(f"select_split {self.select_split!r} is read only by select_checkpoint best, not {self.select_checkpoint!r}")
         if self.select_every < 0 or (self.select_every and self.select_checkpoint != "best"):
             raise ValueError(f"select_every {self.select_every!r} must be 0 or, with select_checkpoint best, a number of steps")
+        if self.select_max_length < 0 or (self.select_max_length and self.select_checkpoint != "best"):
+            raise ValueError(f"select_max_length {self.select_max_length!r} must be 0 or, with select_checkpoint best, a length in tokens")
         if self.reinit_pooler and self.pooling not in NEEDS_POOLER:
             raise ValueError(f"reinit_pooler re-initialises the pooler that pooling {sorted(NEEDS_POOLER)} trains; "
                              f"pooling {self.pooling!r} never reads it")
@@ -371,8 +373,9 @@ class _Selection:
         self.table_sha256 = sha256_file(table)
         texts = unique_texts([df])
         index = {t: i for i, t in enumerate(texts)}
-        # tokenized as the training texts are (the official callback's valid_ds, AngleDataTokenizer as train_ds)
-        self.ids = tokenize_texts(tokenizer, texts, cfg.max_length, cfg.prompt)
+        # tokenized as the training texts are (the official callback's valid_ds, AngleDataTokenizer as train_ds), or
+        # at select_max_length (SimCSE's evaluation batcher cuts nothing, simcse/trainers.py:105-111)
+        self.ids = tokenize_texts(tokenizer, texts, cfg.select_max_length or cfg.max_length, cfg.prompt)
         self.first, self.second = df["sentence1"].map(index).to_numpy(), df["sentence2"].map(index).to_numpy()
         self.gold = df["score"].to_numpy(dtype="float64")
         self.scores: list[dict] = []  # {"epoch", "step", "spearman"} per epoch end, in order
