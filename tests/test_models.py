@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 import shutil
 from importlib.metadata import version
@@ -46,8 +47,13 @@ EXPECTED = {
     "cls_last_avg": [[3.0, -2.0], [54.5, 45.0], [-2.0, -1.25]],
     # masked mean of (FIRST + HIDDEN) / 2 = masked mean of HIDDEN + 1
     "first_last_avg": [[4.0, 1.0], [9.0, 0.0], [-1.0, -0.25]],
+    # the backbone's pooler output, as given: tanh(W cls + b) with W = [[0.5, 0], [0, -1]], b = [0, 0.25]
+    "cls_mlp": [[math.tanh(0.5), math.tanh(-1.75)], [math.tanh(50.0), math.tanh(-99.75)], [math.tanh(-0.5), math.tanh(2.25)]],
 }
 FIRST = HIDDEN + 2.0  # a stand-in for the first transformer block's output
+# a stand-in for BERT's pooler (dense + tanh over position 0), which cls_mlp returns (SimCSE's MLP)
+POOLER = torch.tanh(HIDDEN[:, 0] @ torch.tensor([[0.5, 0.0], [0.0, -1.0]], dtype=torch.float64).T
+                    + torch.tensor([0.0, 0.25], dtype=torch.float64))
 
 
 def test_every_pooling_has_a_hand_computed_case():
@@ -56,7 +62,7 @@ def test_every_pooling_has_a_hand_computed_case():
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_pooling_by_hand(name):
-    out = pool(name, HIDDEN, MASK, first_hidden=FIRST)
+    out = pool(name, HIDDEN, MASK, first_hidden=FIRST, pooler_output=POOLER)
     assert out.shape == (3, 2)
     torch.testing.assert_close(out, torch.tensor(EXPECTED[name], dtype=torch.float64))
 
