@@ -85,6 +85,19 @@ def test_a_padded_pooling_trains_on_the_official_padded_batch(data):
     assert _first_loss(data, "avg", length_buckets=4)[0] == pytest.approx(masked, rel=1e-5)
 
 
+def test_the_fourth_aoe_pooling_trains_with_the_batch_wide_token_count(data):
+    """AoE's cls_avg (config.yaml objectives.aoe_pool_cls_avg): 1c5515b get_pooling (angle_emb/angle.py:304-307)
+    divides the masked token sum by the whole batch's token count, which turns each vector (the CLS half stays),
+    so its loss differs from the masked cls_avg's; the engine's first loss is that arithmetic's."""
+    official, mask = _by_hand(data, lambda h, m: (h[:, 0] + (h * m[:, :, None]).sum(1) / m.sum()) / 2.0)
+    masked, _ = _by_hand(data, lambda h, m: (h[:, 0] + (h * m[..., None]).sum(1) / m.sum(1, keepdim=True)) / 2.0)
+    assert abs(official - masked) > 1e-4
+    loss, record = _first_loss(data, "cls_avg_batchsum", length_buckets=1)
+    assert loss == pytest.approx(official, rel=1e-5)
+    assert record["pooling"] == "cls_avg_batchsum"
+    assert _first_loss(data, "cls_avg", length_buckets=4)[0] == pytest.approx(masked, rel=1e-5)
+
+
 def test_a_model_trained_with_a_padded_pooling_embeds_with_it(data):
     """Its folder loads with its own pooling, and the in-domain evaluation batches as AnglE.evaluate did."""
     from aoe.evaluate.run import ANGLE_EVALUATE_PAIRS, angle_evaluate_embeddings, scoring_pooling

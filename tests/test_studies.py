@@ -134,9 +134,11 @@ def test_the_grid_trains_each_studys_rows_once():
     for name in STUDIES:
         needed = {c for c in table_cells(config, name) if c.objective != "pretrained"}
         assert needed and needed <= cells, name
-        assert len(needed) == 4 * 5, name
+        # five rows for the poolings: the fourth in 1c5515b's arithmetic and masked
+        assert len(needed) == (5 if name == "study_pooling" else 4) * 5, name
     params = {o: resolve_cell(config, "bert-base-uncased", o, "nli", 42).params
-              for o in ("angle_arxiv", "angle_batch8", "angle_tau_0_05", "aoe", "aoe_w2_10", "aoe_pool_cls_avg")}
+              for o in ("angle_arxiv", "angle_batch8", "angle_tau_0_05", "aoe", "aoe_w2_10", "aoe_pool_cls_avg",
+                      "aoe_pool_cls_avg_masked")}
     differ = lambda a, b: {k for k in params[a] if params[a][k] != params[b][k]}  # noqa: E731
     assert differ("angle_batch8", "angle_arxiv") == {"batch_size"}  # "objective" is the base recipe, angle_arxiv for both
     assert params["angle_batch8"]["batch_size"] == 8 and params["angle_arxiv"]["batch_size"] == 50
@@ -144,7 +146,9 @@ def test_the_grid_trains_each_studys_rows_once():
     assert params["angle_tau_0_05"]["objective_overrides"] == {"angle_tau": 20.0}
     assert differ("aoe_w2_10", "aoe") == {"objective_overrides"}
     assert params["aoe_w2_10"]["objective_overrides"]["weights"] == {"angle": 1.0, "contrastive": 10.0}
-    assert differ("aoe_pool_cls_avg", "aoe") == {"pooling"}
+    assert differ("aoe_pool_cls_avg_masked", "aoe") == {"pooling"}
+    assert differ("aoe_pool_cls_avg", "aoe") == {"pooling", "length_buckets"}
+    assert (params["aoe_pool_cls_avg"]["pooling"], params["aoe_pool_cls_avg"]["length_buckets"]) == ("cls_avg_batchsum", 1)
 
 
 def test_snakemake_plans_each_study_of_the_grid(tmp_path):
@@ -155,10 +159,10 @@ def test_snakemake_plans_each_study_of_the_grid(tmp_path):
     out = snakemake(work, "-n", *STUDIES, env={"AOE_DATA_MIRROR": ""})
     assert out.returncode == 0, out.stdout[-3000:]
     counts = job_counts(out.stdout)
-    # 14 objectives x 5 trainings of seed 42: 10 new variants and aoe, aoe_pool_avg, aoe_pool_max, angle_arxiv
-    assert counts["train_model"] == 70 and counts["evaluate_sts"] == 70 and counts["table"] == 4, counts
+    # 15 objectives x 5 trainings of seed 42: 11 new variants and aoe, aoe_pool_avg, aoe_pool_max, angle_arxiv
+    assert counts["train_model"] == 75 and counts["evaluate_sts"] == 75 and counts["table"] == 4, counts
     trained = {j["wildcards"].get("objective") for j in dry_run_jobs(out.stdout) if j["rule"] == "train_model"}
-    assert {"angle_batch8", "angle_tau_2", "aoe_w2_50", "aoe_pool_cls_avg"} <= trained
+    assert {"angle_batch8", "angle_tau_2", "aoe_w2_50", "aoe_pool_cls_avg", "aoe_pool_cls_avg_masked"} <= trained
 
 
 def test_a_study_naming_a_row_it_lacks_is_refused_at_planning():
