@@ -705,6 +705,20 @@ def test_protocol_differences_name_how_a_presets_rows_train_otherwise():
     assert protocol_differences(grid, grid, "table1_sts") == []
 
 
+@pytest.mark.parametrize("preset", sorted(p.name for p in (REPO / "presets").glob("*.yaml")))
+def test_every_presets_table_notes_resolve(preset):
+    """What rule table computes for each built table of every preset (the notes beside the paper grid's): the
+    paper-* presets' dry runs stopped on table `released`, whose rows (released checkpoints) have no recipe."""
+    from aoe.config.workflow import built_tables, protocol_differences, scored_split_selections
+    from aoe.plan.check import load_config
+
+    grid, config = load_config(REPO), load_config(REPO, [REPO / "presets" / preset])
+    for table in built_tables(config):
+        differences = protocol_differences(config, grid, table)
+        assert isinstance(differences, list), table
+        scored_split_selections(config, table), scored_split_selections(config, table, held_out=True)
+
+
 @pytest.mark.slow
 @needs_mirror
 def test_a_moved_results_tree_plans_nothing_new(tmp_path):

@@ -413,8 +413,9 @@ def protocol_differences(config: dict, grid: dict, table: str) -> list[str]:
     in-domain STS-B model stood in AoE Table 1, which trains on NLI)."""
     if table not in grid.get("tables", {}) or config is grid:
         return []
-    ours = [r for r in table_rows(config, table) if r.objective != PRETRAINED]
-    theirs = [r for r in table_rows(grid, table) if r.objective != PRETRAINED]
+    # a backbone as downloaded and a released checkpoint train nothing here: no recipe to compare
+    ours = [r for r in table_rows(config, table) if r.objective not in (PRETRAINED, RELEASED)]
+    theirs = [r for r in table_rows(grid, table) if r.objective not in (PRETRAINED, RELEASED)]
     if not ours or not theirs:
         return []
     out = []
