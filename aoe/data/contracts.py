@@ -52,7 +52,7 @@ from aoe.data.io import DataError, sha256_file
 from aoe.data.nli import NLI_CLASSES
 from aoe.data.sts import EXPECTED_ROWS, SCORE_RANGE, SPLITS as STS_SPLITS
 
-__all__ = ["Contract", "GIS_PAIRS", "contract_of", "score_scale", "check_table", "read_table", "manifest_of", "read_manifest", "check_manifest", "check_score_range"]
+__all__ = ["Contract", "GIS_PAIRS", "contract_of", "score_scale", "check_table", "read_table", "manifest_of", "read_manifest", "check_manifest", "check_score_range", "refuse_empty_texts"]
 
 SHOWN_ROWS = 5  # offending rows named in a message; the count says how many more
 _REMAKE = "delete it and rerun snakemake, which prepares it again from its source (its prepare rule)"
@@ -191,17 +191,7 @@ def check_table(df: pd.DataFrame, path: str | os.PathLike, contract: Contract | 
         if not _fits(df[col], dtype):
             raise DataError(f"{where}: column {col} holds {df[col].dtype} values, not {dtype} ones; {c.fix}")
     blank = {col: (df[col].isna() | (df[col].astype(str).str.strip() == "")).to_numpy() for col in c.texts}
-    any_blank = np.logical_or.reduce(list(blank.values()))
-    if any_blank.any():
-        # the model would see such a text as its special tokens alone, the same for every one: the losses drop the
-        # pairs as identical texts and a table of them trains on a zero loss without a word
-        per_column = ", ".join(f"{col}: {int(m.sum())}" for col, m in blank.items() if m.any())
-        raise DataError(
-            f"{path}: {int(any_blank.sum())} of {len(df)} rows have a text that is empty or whitespace-only ({per_column}; "
-            f"{_rows(any_blank)}); the model would see only special tokens, the same for every such text, and "
-            "the losses would drop these pairs as identical texts: remove or fix those rows in the table "
-            "(or in the data it was prepared from) and rerun"
-        )
+    refuse_empty_texts(path, len(df), blank, "is empty or whitespace-only")
     numbers = [col for col, dtype in {**c.columns, **c.optional}.items() if dtype in ("number", "integer") and col in df.columns]
     for col in numbers:
         values = df[col].astype("float64")
@@ -234,6 +224,23 @@ def check_table(df: pd.DataFrame, path: str | os.PathLike, contract: Contract | 
                             f"(columns {', '.join(c.key)}; {_rows(repeated)}); {c.fix}")
     if written and c.rows is not None and len(df) != c.rows:
         raise DataError(f"{where}: {len(df)} rows where the published data set has {c.rows}; {c.fix}")
+
+
+def refuse_empty_texts(path: str | os.PathLike, n_rows: int, empty: dict[str, np.ndarray], how: str) -> None:
+    """Raise :class:`DataError` naming the rows (per text column, ``empty``: column -> row mask) whose text the
+    model would see as nothing; ``how`` says why (``is empty or whitespace-only`` here, ``is dropped whole by the
+    tokenizer`` in :mod:`aoe.model.tokens`, which sees what ``str.strip`` cannot)."""
+    rows = np.logical_or.reduce(list(empty.values()))
+    if not rows.any():
+        return
+    # the model would see such a text as its special tokens alone, the same for every one: the losses drop the
+    # pairs as identical texts and a table of them trains on a zero loss without a word
+    per_column = ", ".join(f"{col}: {int(m.sum())}" for col, m in empty.items() if m.any())
+    raise DataError(
+        f"{path}: {int(rows.sum())} of {n_rows} rows have a text that {how} ({per_column}; {_rows(rows)}); the model "
+        "would see only special tokens, the same for every such text, and the losses would drop these pairs as "
+        "identical texts: remove or fix those rows in the table (or in the data it was prepared from) and rerun"
+    )
 
 
 def manifest_of(table: str | os.PathLike) -> Path:
