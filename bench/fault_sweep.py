@@ -1,13 +1,17 @@
 """Issue 53 part 2: a second sweep of faults, each run for real, printed as a table and written to
 bench/results/fault_sweep.json.
 
-    PYTHONPATH=. AOE_DATA_MIRROR=../shared/data python bench/fault_sweep.py [--code DIR] [--base TREE] [--only ID ...] [--out FILE]
+    PYTHONPATH=. AOE_DATA_MIRROR=../shared/data python bench/fault_sweep.py \
+        [--before-code DIR [--before-label COMMIT]] [--base TREE] [--only ID ...] [--out FILE]
 
-``--out`` gets one row per fault; the committed bench/results/fault_sweep.json pairs a run with ``--code`` at the
-commit before the fixes ("before") with one of this tree ("after"), as docs/reliability.md's table does.
+Each fault runs on this checkout ("after"); with ``--before-code`` (a ``git archive`` of the commit before
+the fixes, e.g. ``git archive ce9e859 | tar -x -C /tmp/before``) it runs there too ("before"), and its row
+pairs the two runs. ``--out`` (default bench/results/fault_sweep.json) is updated in place: the faults run
+replace their rows, the others stay, and ``meta.runs`` records which rows each invocation wrote, on which
+code. A fault run without ``--before-code`` keeps the "before" its row had (if the fault is the same one).
+The committed file: ``{"meta": {"runs": [...]}, "rows": {id: {"group", "fault", "before", "after"}}}``.
 
-``--code``: the package tree the faults run against (default this checkout; a ``git archive`` of an
-older commit gives the "before" column). ``--base``: a finished run of ``presets/ci.yaml`` with the tiny
+``--base``: a finished run of ``presets/ci.yaml`` with the tiny
 backbone (tests/workflow_utils.py::tiny_backbone_overlay), copied for each pipeline-level fault;
 without it those faults are skipped. Unit-level faults (a cache writer killed mid-write, a table that
 breaks its contract, a file in another encoding) start a real subprocess of that code.
@@ -15,7 +19,8 @@ breaks its contract, a file in another encoding) start a real subprocess of that
 Each row records what the user sees (exit code, the message's first line), whether finished work
 survived (files present and unchanged), and whether a result came out silently wrong (compared with
 the clean run's). Run as root: the full-disk faults mount a tmpfs, the read-only ones a read-only bind
-mount, the group-shared one runs a step as a second user.
+mount, the group-shared one runs a step as a second user, the SLURM ones need the CI's cluster
+(``.ci/slurm/setup.sh``).
 """
 
 from __future__ import annotations
@@ -37,7 +42,7 @@ ROOT = Path(__file__).resolve().parents[1]
 WORK = Path("/tmp/fault_sweep")
 MIRROR = Path(os.environ.get("AOE_DATA_MIRROR") or ROOT.parent / "shared" / "data").resolve()
 PY = sys.executable
-CODE = ROOT  # set by --code
+CODE = ROOT  # the package tree a fault runs against: this checkout, or --before-code
 BASE: Path | None = None  # set by --base
 CI = ("presets/ci.yaml", "tiny-backbone.yaml")
 
@@ -1057,33 +1062,87 @@ def s3():
 # --------------------------------------------------------------------------------------------------- main
 
 
+def run_fault(fid: str, code: Path) -> dict:
+    """One fault's row, run against the package tree ``code``."""
+    global CODE
+    CODE = code
+    group, text, fn = next((g, t, f) for i, g, t, f in FAULTS if i == fid)
+    t0 = time.time()
+    try:
+        r = fn()
+    except SkipFault as e:
+        r = {"skipped": str(e)}
+    except Exception as e:  # the harness's own failure is a row too: never a silent gap in the table
+        r = {"harness_error": f"{type(e).__name__}: {e}"[:500]}
+    finally:
+        CODE = ROOT
+    r.update(seconds=round(time.time() - t0, 1))
+    return r
+
+
+def load_sweep(path: Path) -> dict:
+    """The sweep file: ``{"meta": {...}, "rows": {id: {"group", "fault", "before", "after"}}}``. A file of the first
+    layout (the rows alone, paired by hand from a before run and an after run) is read as rows with that said in meta."""
+    if not path.exists():
+        return {"meta": {"runs": []}, "rows": {}}
+    data = json.loads(path.read_text())
+    if "rows" in data and "meta" in data:
+        return data
+    return {"meta": {"runs": [{"rows": sorted(data), "how": "paired by hand from a run of this script's first version on "
+                                                             "ce9e859 (before) and one on this branch (after), stop 58"}]},
+            "rows": data}
+
+
+def code_label(code: Path, label: str | None) -> str:
+    if label:
+        return label
+    head = subprocess.run(["git", "-C", str(code), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    return head.stdout.strip() if head.returncode == 0 else str(code)
+
+
 def main() -> int:
-    global CODE, BASE
+    global BASE
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--code", type=Path, default=ROOT)
+    ap.add_argument("--before-code", type=Path, help="the package tree before the fixes (a `git archive` of it): each fault runs "
+                                                       "there too, and its row pairs the two runs")
+    ap.add_argument("--before-label", help="what --before-code is (its commit); default: `git rev-parse` of it")
     ap.add_argument("--base", type=Path)
     ap.add_argument("--only", nargs="*")
     ap.add_argument("--out", type=Path, default=ROOT / "bench/results/fault_sweep.json")
     args = ap.parse_args()
-    CODE, BASE = args.code.resolve(), args.base.resolve() if args.base else None
+    BASE = args.base.resolve() if args.base else None
     WORK.mkdir(parents=True, exist_ok=True)
-    rows = json.loads(args.out.read_text()) if args.out.exists() and args.only else {}
-    for fid, group, text, fn in FAULTS:
+    sweep = load_sweep(args.out)
+    after_label = code_label(ROOT, None) + (" (uncommitted changes)" if subprocess.run(
+        ["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True).stdout.strip() else "")
+    before_label = code_label(args.before_code.resolve(), args.before_label) if args.before_code else None
+    done = []
+    for fid, group, text, _ in FAULTS:
         if args.only and fid not in args.only:
             continue
-        t0 = time.time()
-        try:
-            r = fn()
-        except SkipFault as e:
-            r = {"skipped": str(e)}
-        except Exception as e:  # the harness's own failure is a row too: never a silent gap in the table
-            r = {"harness_error": f"{type(e).__name__}: {e}"[:500]}
-        r.update(group=group, fault=text, seconds=round(time.time() - t0, 1))
-        rows[fid] = r
-        print(f"{fid:4} {group:11} rc={r.get('rc')} intact={r.get('finished_work_intact')} wrong={r.get('silent_wrong')} "
-              f"| {r.get('message') or r.get('skipped') or r.get('harness_error')} | {r.get('note', '')}", flush=True)
+        sides = {"after": run_fault(fid, ROOT)}
+        if args.before_code:
+            sides["before"] = run_fault(fid, args.before_code.resolve())
+        old = sweep["rows"].get(fid, {})
+        # a fault run on this tree alone keeps its earlier "before" only if the fault is the same one
+        before = sides.get("before", old.get("before") if old.get("fault") == text else None)
+        if before is not None and "before" in sides:
+            before["code"] = before_label
+        sides["after"]["code"] = after_label
+        sweep["rows"][fid] = {"group": group, "fault": text, "before": before, "after": sides["after"]}
+        done.append(fid)
+        for side in ("before", "after") if args.before_code else ("after",):
+            r = sides[side]
+            print(f"{fid:4} {side:6} {group:11} rc={r.get('rc')} intact={r.get('finished_work_intact')} wrong={r.get('silent_wrong')} "
+                  f"| {r.get('message') or r.get('skipped') or r.get('harness_error')} | {r.get('note', '')}", flush=True)
+        order = [f[0] for f in FAULTS]
+        sweep["rows"] = dict(sorted(sweep["rows"].items(), key=lambda kv: order.index(kv[0]) if kv[0] in order else len(order)))
         args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(rows, indent=1, ensure_ascii=False) + "\n")
+        args.out.write_text(json.dumps(sweep, indent=1, ensure_ascii=False) + "\n")
+    if done:
+        sweep["meta"]["runs"].append({"date": time.strftime("%Y-%m-%d", time.gmtime()), "rows": done, "after": after_label,
+                                      "before": before_label, "command": " ".join(["python", "bench/fault_sweep.py", *sys.argv[1:]])})
+        args.out.write_text(json.dumps(sweep, indent=1, ensure_ascii=False) + "\n")
     return 0
 
 
