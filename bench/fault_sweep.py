@@ -648,6 +648,51 @@ def i20():
     return row(rc, first_error(out), intact=True, silent_wrong=rc == 0)
 
 
+TRANSFER_FILES = {"TREC": ("TREC/train_5500.label", "TREC/TREC_10.label"),
+                  "MRPC": ("MRPC/msr_paraphrase_train.txt", "MRPC/msr_paraphrase_test.txt")}
+
+
+def _transfer_fault(fid: str, task: str, rel: str, edit) -> dict:
+    """The published files of a SentEval task laid out as the workflow does (results/<tree>/downloads/files/senteval/
+    downstream), one of them edited, read as every transfer evaluation reads them (``read_transfer``)."""
+    root = WORK / fid / "downstream"
+    shutil.rmtree(root.parent, ignore_errors=True)
+    for f in TRANSFER_FILES[task]:
+        (root / f).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(MIRROR / "senteval/downstream" / f, root / f)
+    lines = (root / rel).read_bytes().split(b"\n")
+    (root / rel).write_bytes(b"\n".join(edit(lines)))
+    rc, out = child(f"""
+    from aoe.data.transfer import read_transfer
+    d = read_transfer({str(root)!r}, {task!r})
+    print({{s: len(x) for s, x in d.splits.items()}})
+    """)
+    return row(rc, first_error(out), intact=True, silent_wrong=rc == 0, note=f"{rel} edited")
+
+
+def _set(lines: list[bytes], i: int, fn) -> list[bytes]:
+    lines = list(lines)
+    lines[i] = fn(lines[i])
+    return lines
+
+
+@fault("I21", "inputs", "transfer: a TREC label outside the task's six classes (lines 3 and 9 of TREC_10.label relabelled FOO)")
+def i21():
+    relabel = lambda ln: b"FOO" + ln[ln.index(b":"):]  # noqa: E731
+    return _transfer_fault("i21", "TREC", "TREC/TREC_10.label", lambda ls: _set(_set(ls, 2, relabel), 8, relabel))
+
+
+@fault("I22", "inputs", "transfer: an empty sentence (MRPC test, line 7: the first sentence a space)")
+def i22():
+    blank = lambda ln: b"\t".join(ln.split(b"\t")[:3] + [b" "] + ln.split(b"\t")[4:])  # noqa: E731
+    return _transfer_fault("i22", "MRPC", "MRPC/msr_paraphrase_test.txt", lambda ls: _set(ls, 6, blank))
+
+
+@fault("I23", "inputs", "transfer: a file short of its published size (TREC_10.label cut to 65 of 500 lines)")
+def i23():
+    return _transfer_fault("i23", "TREC", "TREC/TREC_10.label", lambda ls: ls[:65] + [b""])
+
+
 # ------------------------------------------------------------------------------------------ concurrency
 
 EMB_RACE = """
@@ -718,6 +763,75 @@ def c3():
     return _two_trees("c3", None)
 
 
+SECOND_PRESET = """# the sweep's second configuration: another results tree, another seed (another model), one table of
+# the pretrained backbone and that model; the pretrained backbone's STS text sets are the same (model, text set)
+# keys as the CI preset's, so the two runs meet in the shared embedding cache
+results: results/ci-seed2
+build: {tables: [table1_sts], figures: [], analyses: []}
+runs:
+  - backbone: minilm-l6
+    trainset: stsb
+    objectives: [aoe]
+    seeds: [2]
+tables:
+  table1_sts:
+    kind: sts7
+    trainset: stsb
+    rows:
+      - {backbone: minilm-l6, objective: pretrained}
+      - {backbone: minilm-l6, objective: aoe, seeds: [2]}
+"""
+
+
+def _results_of(work: Path, tree: str) -> dict:
+    """Every evaluation and table of one results tree, comparable with another run's (no timings, versions, paths)."""
+    root = work / "results" / tree
+    return {str(p.relative_to(work)): _comparable(p) for sub in ("eval", "tables") for p in sorted((root / sub).rglob("*"))
+            if p.is_file() and p.suffix in (".json", ".md", ".csv")}
+
+
+@fault("C6", "concurrency", "two Snakemake runs of different configurations at once in one checkout (the CI preset's STS evaluations; "
+       "a second configuration that trains another seed and builds its own table1_sts), one shared embedding cache")
+def c6():
+    work = copy_base("c6")
+    shared = WORK / "c6-emb"
+    (work / "second.yaml").write_text(SECOND_PRESET)
+    a_files, b_files = (*CI, "shared-emb.yaml"), (*CI, "second.yaml", "shared-emb.yaml")
+    outs = sorted(str(p.relative_to(work)) for p in work.glob("results/ci/eval/**/sts.json"))
+    # the second configuration's tree starts from the CI tree's data (prepared tables, token caches: a copy with their
+    # mtimes, as a user's second preset would reuse nothing but the published files), then its clean run alone
+    subprocess.run(["cp", "-a", str(work / "results/ci"), str(work / "results/ci-seed2")], check=True)
+    for sub in ("models", "eval", "tables", "figures", "analyses", "report"):
+        shutil.rmtree(work / "results/ci-seed2" / sub, ignore_errors=True)
+    clean_emb = WORK / "c6-emb-clean"
+    for d in (shared, clean_emb):
+        shutil.rmtree(d, ignore_errors=True)
+    (work / "shared-emb.yaml").write_text(f"evaluation:\n  embedding_cache: {clean_emb}\n")
+    rc_clean, out_clean = sm(work, configfiles=b_files, timeout=1800)
+    if rc_clean:
+        raise RuntimeError(f"the second configuration's clean run failed: {first_error(out_clean)}")
+    ref_a = _results_of(work, "ci")
+    ref_b = _results_of(work, "ci-seed2")
+    for sub in ("models", "eval", "tables"):
+        shutil.rmtree(work / "results/ci-seed2" / sub, ignore_errors=True)
+    (work / "shared-emb.yaml").write_text(f"evaluation:\n  embedding_cache: {shared}\n")
+    pa = sm_bg(work, "--forcerun", "evaluate_sts", "--", *outs, configfiles=a_files)
+    pb = sm_bg(work, configfiles=b_files)
+    oa, ob = pa.communicate(timeout=1800)[0], pb.communicate(timeout=1800)[0]
+    new_a, new_b = _results_of(work, "ci"), _results_of(work, "ci-seed2")
+    wrong = [k for ref, new in ((ref_a, new_a), (ref_b, new_b)) for k in ref if k in new and new[k] != ref[k]]
+    missing = [k for ref, new in ((ref_a, new_a), (ref_b, new_b)) for k in ref if k not in new]
+    leftovers = [p.name for p in shared.rglob("*.tmp")]
+    keys = sorted(p.parent.name for p in shared.glob("*/model.json"))
+    shared_keys = sorted(set(p.name for p in shared.iterdir() if p.is_dir()) & set(p.name for p in clean_emb.iterdir() if p.is_dir()))
+    return row(max(pa.returncode, pb.returncode), first_error(oa + ob) if pa.returncode or pb.returncode else "both exit 0",
+               intact=not missing and not leftovers, silent_wrong=bool(wrong),
+               note=f"CI preset: {len(outs)} STS evaluations forced; second configuration: trains seed 2, evaluates it and the "
+                    f"pretrained backbone, builds table1_sts ({len(ref_b)} result files); {len(keys)} model folders in the shared "
+                    f"cache, {len(shared_keys)} of them the second run's too; results differing from each run's clean run: "
+                    f"{wrong or 'none'}; missing: {missing or 'none'}; temporaries left: {leftovers or 'none'}")
+
+
 @fault("C4", "concurrency", "the CI preset run while `snakemake recipe` of the paper grid (config.yaml) writes, in the same folder")
 def c4():
     work = copy_base("c4")
@@ -772,41 +886,47 @@ def _comparable(path: Path):
 
 
 def _full_disk(fid: str, stage: str, rule: str, targets_glob: str, slack_kb: int, *, parent: bool = False, prepare=None):
-    """The CI tree on a full tmpfs (``slack_kb`` left free), ``rule`` forced to rerun on the outputs ``targets_glob`` finds."""
-    src = copy_base(f"{fid}-src")
-    mnt = WORK / f"{fid}-mnt"
-    mnt.mkdir(exist_ok=True)
+    """The CI tree's ``results/`` on a full tmpfs (``slack_kb`` left free), ``rule`` forced to rerun on the outputs
+    ``targets_glob`` finds. Only the results tree is on it, as where a user's results: disk fills: with the whole
+    workflow folder there, Snakemake's own files (.snakemake/, the job's script) failed first, before any job ran."""
+    work = copy_base(f"{fid}-src")
     if prepare is not None:
-        prepare(src)
-    used_kb = int(subprocess.run(["du", "-sk", str(src)], capture_output=True, text=True).stdout.split()[0])
+        prepare(work)
+    mnt = work / "results"
+    kept = work / "results.kept"
+    mnt.rename(kept)
+    mnt.mkdir()
+    used_kb = int(subprocess.run(["du", "-sk", str(kept)], capture_output=True, text=True).stdout.split()[0])
     subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={used_kb + 4096}k", "tmpfs", str(mnt)], check=True)
     try:
-        subprocess.run(["cp", "-a", f"{src}/.", str(mnt)], check=True)
-        shutil.rmtree(src)
-        found = sorted(mnt.glob(targets_glob))
-        targets = sorted({str((p.parent if parent else p).relative_to(mnt)) for p in found})
-        ref = {t: _comparable(mnt / t) for t in targets if (mnt / t).is_file()}
-        before = tree_digest(mnt / "results")
+        subprocess.run(["cp", "-a", f"{kept}/.", str(mnt)], check=True)
+        shutil.rmtree(kept)
+        found = sorted(work.glob(targets_glob))
+        targets = sorted({str((p.parent if parent else p).relative_to(work)) for p in found})
+        ref = {t: _comparable(work / t) for t in targets if (work / t).is_file()}
+        before = tree_digest(mnt)
         # the outputs removed before the disk is filled: Snakemake deletes a forced job's outputs before it runs,
         # which would hand the job back their space
         for t in targets:
-            (shutil.rmtree if (mnt / t).is_dir() else os.unlink)(mnt / t)
+            (shutil.rmtree if (work / t).is_dir() else os.unlink)(work / t)
         filler = mnt / "filler"  # fill what is left: a full disk, not a small one
         subprocess.run(["dd", "if=/dev/zero", f"of={filler}", "bs=64k"], capture_output=True)
-        with open(filler, "r+b") as fh:  # give back a little: Snakemake's bookkeeping, not the job's output
+        with open(filler, "r+b") as fh:  # give back a little: the job's log, not its output
             fh.truncate(max(0, filler.stat().st_size - slack_kb * 1024))
-        rc, out = sm(mnt, "--allowed-rules", rule, "--", *targets, timeout=1200)
+        rc, out = sm(work, "--allowed-rules", rule, "--", *targets, timeout=1200)
         (WORK / f"{fid}.out").write_text(out)  # the tmpfs goes with its logs
-        after = tree_digest(mnt / "results")
+        filler.unlink()
+        after = tree_digest(mnt)
         forced = lambda k: any(f"results/{k}".startswith(t) for t in targets)  # noqa: E731
         lost = [k for k in before if k not in after and not forced(k)]
-        changed = [k for k in before if k in after and after[k] != before[k] and not forced(k)]
-        hidden = [str(p.relative_to(mnt)) for p in (mnt / "results").rglob(".*") if re.search(r"\.tmp$|\.[a-z0-9_]{8}$", p.name)]
-        present = [t for t in targets if (mnt / t).exists()]
-        wrong = [t for t in present if t in ref and _comparable(mnt / t) != ref[t]]
+        changed = [k for k in before if k in after and after[k] != before[k] and not forced(k) and "/logs/" not in f"/{k}"]
+        hidden = [str(p.relative_to(work)) for p in mnt.rglob(".*") if re.search(r"\.tmp$|\.[a-z0-9_]{8}$|\.part$", p.name)]
+        present = [t for t in targets if (work / t).exists()]
+        wrong = [t for t in present if t in ref and _comparable(work / t) != ref[t]]
         return row(rc, first_error(out), intact=not lost and not changed, silent_wrong=bool(wrong),
-                   note=f"{stage}: {len(targets)} outputs forced with {slack_kb} KiB free, {len(present)} made (differing from the clean "
-                        f"run: {wrong or 'none'}); other files lost {lost or 'none'}, changed {changed or 'none'}; temporaries left {hidden or 'none'}")
+                   note=f"{stage}: {len(targets)} outputs forced with {slack_kb} KiB free on results/, {len(present)} made (differing from "
+                        f"the clean run: {wrong or 'none'}); other files lost {lost or 'none'}, changed {changed or 'none'}; "
+                        f"temporaries left {hidden or 'none'}")
     finally:
         subprocess.run(["umount", "-l", str(mnt)], check=False)
 
@@ -984,7 +1104,7 @@ def _script_pids(work: Path, rule: str) -> list[int]:
     return [int(p) for p in out]
 
 
-def _slurm_fault(fid: str, action, *, extra_args=(), extra_env=None):
+def _slurm_fault(fid: str, action, *, extra_args=(), extra_env=None, configfiles=CI):
     """One STS evaluation forced through the SLURM profiles; ``action(work, jobid, out_path)`` once its job runs the script."""
     if subprocess.run(["squeue", "-h"], capture_output=True, text=True).stdout.strip():
         raise SkipFault("the test cluster is busy")
@@ -993,7 +1113,7 @@ def _slurm_fault(fid: str, action, *, extra_args=(), extra_env=None):
     ref = json.loads((work / outs[0]).read_text())
     out_path = WORK / f"{fid}.out"
     with open(out_path, "w") as fh:
-        p = subprocess.Popen([PY, "-m", "snakemake", *PROFILES, "--verbose", "--configfile", *CI, *extra_args,
+        p = subprocess.Popen([PY, "-m", "snakemake", *PROFILES, "--verbose", "--configfile", *configfiles, *extra_args,
                               "--forcerun", "evaluate_sts", "--", *outs], cwd=work, env=_slurm_env(**(extra_env or {})),
                              stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
     try:
@@ -1057,6 +1177,28 @@ def s3():
         return f"the first attempt's tmpdir held {held[:5] or 'nothing'}; removed with the folder itself"
 
     return _slurm_fault("s3", lose_tmp, extra_args=("--retries", "1", "--default-resources", f"tmpdir='{node_tmp}'", "mem_mb=1000", "runtime=20"))
+
+
+@fault("S4", "slurm", "a job over its memory, killed by SLURM itself (jobacct_gather/linux with OverMemoryKill: `Exceeded job "
+       "memory limit`), and its retry (`--retries 1`): the evaluation job asks for 600 MB, less than its processes use")
+def s4():
+    # the CI profile's set-resources (evaluate_sts: 3000 MB) would replace the rule's own request: a set-resources of
+    # another rule on the command line replaces that whole entry, and the backbone's eval_mem_mb sets the rule's
+    (WORK / "s4-mem.yaml").write_text("backbones:\n  minilm-l6:\n    resources:\n      eval_mem_mb: 600\n")
+    since = time.time()
+
+    def wait(work, jobid, out_path):
+        return f"first job {jobid} running"
+
+    r = _slurm_fault("s4", wait, extra_args=("--retries", "1", "--set-resources", "train_model:cpus_per_gpu=2"),
+                     configfiles=(*CI, str(WORK / "s4-mem.yaml")))
+    text = (WORK / "s4.out").read_text(errors="replace")
+    mems = re.findall(r"sbatch call: sbatch .*?--mem (\d+)", text)
+    log = Path("/var/log/slurm/slurmd.log")
+    killed = [ln.split("] ", 1)[-1] for ln in (log.read_text(errors="replace").splitlines() if log.exists() else [])
+              if "memory limit" in ln and ln[1:20] >= time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(since))[:19]]
+    r["note"] += f"; --mem of each submission: {mems}; slurmd: {sorted(set(killed))[:2] or 'no memory kill'}"
+    return r
 
 
 # --------------------------------------------------------------------------------------------------- main

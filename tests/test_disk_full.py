@@ -113,3 +113,31 @@ def test_a_download_on_a_full_tmpfs_names_the_file_and_keeps_the_part_to_resume(
     assert msg.startswith(f"{dest}: no space left on the device while writing it (the filesystem at {small_tmpfs}: ")
     assert f"kept: the bytes fetched so far in {dest}.part, which a rerun resumes" in msg
     assert not dest.exists()
+
+
+def test_a_step_checkpoint_on_a_full_tmpfs_is_removed_and_named(small_tmpfs):
+    # the sweep's D3: accelerate's save_state writes the model with safetensors, whose SafetensorError the old
+    # handler (OSError, RuntimeError) let through bare, naming no folder
+    import torch
+    from safetensors.torch import save_file
+
+    from aoe.training.checkpoints import save_checkpoint
+
+    class Accelerator:
+        is_main_process = True
+
+        def wait_for_everyone(self):
+            pass
+
+        def save_state(self, folder):
+            Path(folder).mkdir(parents=True)
+            save_file({"w": torch.zeros(512, 512)}, str(Path(folder) / "model.safetensors"))
+
+    root = small_tmpfs / "seed1.ckpt"
+    with pytest.raises(DiskFullError) as err:
+        save_checkpoint(Accelerator(), root, {"id": 1}, {"step": 20}, [])
+    msg = str(err.value)
+    assert msg.startswith(f"{root / 'step20'}: no space left on the device while writing it (the filesystem at {small_tmpfs}: ")
+    assert "kept: nothing of this checkpoint (its partial folder is removed; the earlier ones stay)" in msg
+    assert "or checkpoint less often (trainsets.<name>.train.checkpoint_every; 0: never), and rerun" in msg
+    assert list(root.iterdir()) == []

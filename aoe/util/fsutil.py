@@ -95,10 +95,12 @@ def _free_space(path: Path) -> str:
 
 
 @contextmanager
-def naming_full_disk(path: str | os.PathLike, kept: str = "nothing partial of it: the temporary is removed") -> Iterator[None]:
+def naming_full_disk(path: str | os.PathLike, kept: str = "nothing partial of it: the temporary is removed",
+                     also: str | None = None) -> Iterator[None]:
     """Turn a full disk or a spent quota met inside the block (an ``OSError`` ENOSPC or EDQUOT, or a library's
     exception that carries the errno in its text) into one :class:`DiskFullError` that names ``path`` (the
-    output being written), its filesystem's free space, what was ``kept`` and the fix.
+    output being written), its filesystem's free space, what was ``kept`` and the fix (``also``: a further way out,
+    as a clause: ``checkpoint less often (...)``).
 
     Every writer of the pipeline's outputs goes through it (:func:`atomic_file`, :func:`atomic_dir`, the
     download's resumable ``.part``): the job fails either way, but the message says where and what to do.
@@ -116,7 +118,8 @@ def naming_full_disk(path: str | os.PathLike, kept: str = "nothing partial of it
         raise DiskFullError(
             code,
             f"{path}: {why} while writing it ({_free_space(path.parent)}; {type(exc).__name__}: {exc}); kept: {kept}; "
-            "free space on that disk, or point the configuration's results: at a folder on another disk, and rerun",
+            "free space on that disk, or point the configuration's results: at a folder on another disk"
+            f"{', or ' + also if also else ''}, and rerun",
         ) from exc
 
 
