@@ -917,7 +917,9 @@ def _full_disk(fid: str, stage: str, rule: str, targets_glob: str, slack_kb: int
         (WORK / f"{fid}.out").write_text(out)  # the tmpfs goes with its logs
         filler.unlink()
         after = tree_digest(mnt)
-        forced = lambda k: any(f"results/{k}".startswith(t) for t in targets)  # noqa: E731
+        # a forced job's outputs are its targets and their twins (a table's .md, .csv, .tex, .json): Snakemake removes all
+        # of them when the job fails
+        forced = lambda k: any(f"results/{k}".startswith(str(Path(t).with_suffix(""))) for t in targets)  # noqa: E731
         lost = [k for k in before if k not in after and not forced(k)]
         changed = [k for k in before if k in after and after[k] != before[k] and not forced(k) and "/logs/" not in f"/{k}"]
         hidden = [str(p.relative_to(work)) for p in mnt.rglob(".*") if re.search(r"\.tmp$|\.[a-z0-9_]{8}$|\.part$", p.name)]
