@@ -9,6 +9,8 @@ the fixes, e.g. ``git archive ce9e859 | tar -x -C /tmp/before``) it runs there t
 pairs the two runs. ``--out`` (default bench/results/fault_sweep.json) is updated in place: the faults run
 replace their rows, the others stay, and ``meta.runs`` records which rows each invocation wrote, on which
 code. A fault run without ``--before-code`` keeps the "before" its row had (if the fault is the same one).
+Faults run at the same time write files of their own (``--out``); ``--merge FILE ...`` then takes their rows
+and runs into ``--out``.
 The committed file: ``{"meta": {"runs": [...]}, "rows": {id: {"group", "fault", "before", "after"}}}``.
 
 ``--base``: a finished run of ``presets/ci.yaml`` with the tiny
@@ -1267,7 +1269,19 @@ def main() -> int:
     ap.add_argument("--base", type=Path)
     ap.add_argument("--only", nargs="*")
     ap.add_argument("--out", type=Path, default=ROOT / "bench/results/fault_sweep.json")
+    ap.add_argument("--merge", type=Path, nargs="*", help="sweep files of other runs (an --out of their own, e.g. faults run at "
+                                                          "the same time): their rows replace --out's, their runs join its meta")
     args = ap.parse_args()
+    if args.merge:
+        sweep = load_sweep(args.out)
+        order = [f[0] for f in FAULTS]
+        for other in map(load_sweep, args.merge):
+            sweep["rows"].update(other["rows"])
+            sweep["meta"]["runs"] += other["meta"]["runs"]
+            sweep["meta"].update({k: v for k, v in other["meta"].items() if k != "runs"})
+        sweep["rows"] = dict(sorted(sweep["rows"].items(), key=lambda kv: order.index(kv[0]) if kv[0] in order else len(order)))
+        args.out.write_text(json.dumps(sweep, indent=1, ensure_ascii=False) + "\n")
+        return 0
     BASE = args.base.resolve() if args.base else None
     WORK.mkdir(parents=True, exist_ok=True)
     sweep = load_sweep(args.out)
@@ -1298,6 +1312,8 @@ def main() -> int:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(sweep, indent=1, ensure_ascii=False) + "\n")
     if done:
+        sweep["meta"]["about"] = ("each entry of runs names the rows that run of this script wrote and the code of each side; a row "
+                                  "is the last run's that names it, and each side of a row says its code")
         sweep["meta"]["runs"].append({"date": time.strftime("%Y-%m-%d", time.gmtime()), "rows": done, "after": after_label,
                                       "before": before_label, "command": " ".join(["python", "bench/fault_sweep.py", *sys.argv[1:]])})
         args.out.write_text(json.dumps(sweep, indent=1, ensure_ascii=False) + "\n")
