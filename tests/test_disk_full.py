@@ -141,3 +141,26 @@ def test_a_step_checkpoint_on_a_full_tmpfs_is_removed_and_named(small_tmpfs):
     assert "kept: nothing of this checkpoint (its partial folder is removed; the earlier ones stay)" in msg
     assert "or checkpoint less often (trainsets.<name>.train.checkpoint_every; 0: never), and rerun" in msg
     assert list(root.iterdir()) == []
+
+
+def test_a_jobs_error_that_its_full_log_cannot_take_reaches_snakemakes_stderr(small_tmpfs):
+    # the sweep's D5: on a full results disk the job's log (aoe.config.workflow.start_log) could not take the
+    # traceback either; the job ended with exit status 120, an empty log, and no reason anywhere
+    import sys
+    import textwrap
+
+    (small_tmpfs / "filler").write_bytes(b"\0" * (256 * 1024 - 4096))
+    log = small_tmpfs / "logs" / "table.log"
+    code = textwrap.dedent(f"""
+        from aoe.config.workflow import start_log
+        start_log({str(log)!r})
+        try:  # the job's progress lines fill the disk's last page (logging drops what it cannot write)
+            print("x" * 8192)
+        except OSError:
+            pass
+        raise SystemError("the table could not be written")
+    """)
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ, "PYTHONPATH": os.getcwd()})
+    assert p.returncode != 0
+    assert f"(the log {log} cannot be written: No space left on device; the job's error follows)" in p.stderr
+    assert "SystemError: the table could not be written" in p.stderr

@@ -534,9 +534,28 @@ def start_log(log_path: str | os.PathLike) -> None:
     log = open(log_path, "w", buffering=1)
     sys.stdout.flush()
     sys.stderr.flush()
+    # Snakemake's own stderr, kept: on a full disk the log cannot take the job's error either (the job ended
+    # with exit status 120 and an empty log: the user saw no reason at all)
+    terminal = os.dup(2)
     os.dup2(log.fileno(), 1)
     os.dup2(log.fileno(), 2)
     sys.stdout = sys.stderr = log
+    sys.excepthook = functools.partial(_report_uncaught, log, log_path, terminal)
+
+
+def _report_uncaught(log, log_path, terminal: int, etype, value, tb) -> None:
+    """The job's uncaught error into its log; where the log cannot take it, to Snakemake's stderr, saying so."""
+    import traceback
+
+    text = "".join(traceback.format_exception(etype, value, tb))
+    try:
+        log.write(text)
+        log.flush()
+    except OSError as exc:
+        try:
+            os.write(terminal, f"(the log {log_path} cannot be written: {exc.strerror}; the job's error follows)\n{text}".encode())
+        except OSError:
+            pass
     # SLURM's time limit and scancel send SIGTERM: let a job's cleanups (partial folders) run
     from aoe.util.fsutil import exit_on_sigterm
 
