@@ -143,9 +143,7 @@ def test_a_step_checkpoint_on_a_full_tmpfs_is_removed_and_named(small_tmpfs):
     assert list(root.iterdir()) == []
 
 
-def test_a_jobs_error_that_its_full_log_cannot_take_reaches_snakemakes_stderr(small_tmpfs):
-    # the sweep's D5: on a full results disk the job's log (aoe.config.workflow.start_log) could not take the
-    # traceback either; the job ended with exit status 120, an empty log, and no reason anywhere
+def _job_on_a_full_disk(small_tmpfs, body: str):
     import sys
     import textwrap
 
@@ -154,13 +152,25 @@ def test_a_jobs_error_that_its_full_log_cannot_take_reaches_snakemakes_stderr(sm
     code = textwrap.dedent(f"""
         from aoe.config.workflow import start_log
         start_log({str(log)!r})
-        try:  # the job's progress lines fill the disk's last page (logging drops what it cannot write)
-            print("x" * 8192)
-        except OSError:
-            pass
-        raise SystemError("the table could not be written")
-    """)
+        print("x" * 8192)  # the job's progress lines fill the disk's last page
+    """) + textwrap.dedent(body)
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ, "PYTHONPATH": os.getcwd()})
-    assert p.returncode != 0
-    assert f"(the log {log} cannot be written: No space left on device; the job's error follows)" in p.stderr
+    return log, p
+
+
+def test_a_jobs_error_that_its_full_log_cannot_take_reaches_snakemakes_stderr(small_tmpfs):
+    # the sweep's D5: on a full results disk the job's log (aoe.config.workflow.start_log) could not take the
+    # traceback either; the job ended with exit status 120, an empty log, and no reason anywhere
+    log, p = _job_on_a_full_disk(small_tmpfs, 'raise SystemError("the table could not be written")\n')
+    assert p.returncode == 1
+    assert p.stderr.startswith(f"(the log {log} cannot be written: No space left on device; what the job logs from here on is lost, "
+                               "and its error, if any, follows here)\n")
     assert "SystemError: the table could not be written" in p.stderr
+
+
+def test_a_job_that_wrote_its_outputs_is_not_failed_by_its_full_log(small_tmpfs):
+    # the interpreter's last flush of a log line on a full disk ended a finished table job with status 120, and
+    # Snakemake removed the tables it had written
+    log, p = _job_on_a_full_disk(small_tmpfs, 'import logging, sys\nlogging.basicConfig(stream=sys.stderr)\nlogging.warning("done")\n')
+    assert p.returncode == 0, p.stderr
+    assert "cannot be written: No space left on device" in p.stderr
