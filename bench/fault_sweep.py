@@ -1286,7 +1286,7 @@ def main() -> int:
     WORK.mkdir(parents=True, exist_ok=True)
     sweep = load_sweep(args.out)
     after_label = code_label(ROOT, None) + (" (uncommitted changes)" if subprocess.run(
-        ["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True).stdout.strip() else "")
+        ["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no", "--", ".", ":!bench/results"], capture_output=True, text=True).stdout.strip() else "")
     before_label = code_label(args.before_code.resolve(), args.before_label) if args.before_code else None
     done = []
     for fid, group, text, _ in FAULTS:
