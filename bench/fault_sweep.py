@@ -821,6 +821,7 @@ def c6():
     pb = sm_bg(work, configfiles=b_files)
     oa, ob = pa.communicate(timeout=1800)[0], pb.communicate(timeout=1800)[0]
     new_a, new_b = _results_of(work, "ci"), _results_of(work, "ci-seed2")
+    (WORK / "c6-compared.json").write_text(json.dumps({"clean": {**ref_a, **ref_b}, "concurrent": {**new_a, **new_b}}, indent=1))
     wrong = [k for ref, new in ((ref_a, new_a), (ref_b, new_b)) for k in ref if k in new and new[k] != ref[k]]
     missing = [k for ref, new in ((ref_a, new_a), (ref_b, new_b)) for k in ref if k not in new]
     leftovers = [p.name for p in shared.rglob("*.tmp")]
@@ -879,7 +880,9 @@ def _comparable(path: Path):
 
     def strip(obj):
         if isinstance(obj, dict):
-            return {k: strip(v) for k, v in obj.items() if not re.search(r"time|wall|second|date|version|host|started|path", k)}
+            # what a run records of itself, not of its result: timings, speeds, versions, where its cache was and what it hit
+            return {k: strip(v) for k, v in obj.items()
+                    if not re.search(r"time|wall|second|per_s$|date|version|host|started|path|^dir$|^cache$", k)}
         if isinstance(obj, list):
             return [strip(v) for v in obj]
         return obj
