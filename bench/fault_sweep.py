@@ -785,6 +785,9 @@ tables:
 """
 
 
+SECOND_TARGET = "results/ci-seed2/tables/table1_sts.md"  # its table alone: a training, two STS evaluations (not `all`'s MTEB, probes)
+
+
 def _results_of(work: Path, tree: str) -> dict:
     """Every evaluation and table of one results tree, comparable with another run's (no timings, versions, paths)."""
     root = work / "results" / tree
@@ -809,7 +812,7 @@ def c6():
     for d in (shared, clean_emb):
         shutil.rmtree(d, ignore_errors=True)
     (work / "shared-emb.yaml").write_text(f"evaluation:\n  embedding_cache: {clean_emb}\n")
-    rc_clean, out_clean = sm(work, configfiles=b_files, timeout=1800)
+    rc_clean, out_clean = sm(work, SECOND_TARGET, configfiles=b_files, timeout=1800)
     if rc_clean:
         raise RuntimeError(f"the second configuration's clean run failed: {first_error(out_clean)}")
     ref_a = _results_of(work, "ci")
@@ -818,7 +821,7 @@ def c6():
         shutil.rmtree(work / "results/ci-seed2" / sub, ignore_errors=True)
     (work / "shared-emb.yaml").write_text(f"evaluation:\n  embedding_cache: {shared}\n")
     pa = sm_bg(work, "--forcerun", "evaluate_sts", "--", *outs, configfiles=a_files)
-    pb = sm_bg(work, configfiles=b_files)
+    pb = sm_bg(work, SECOND_TARGET, configfiles=b_files)
     oa, ob = pa.communicate(timeout=1800)[0], pb.communicate(timeout=1800)[0]
     new_a, new_b = _results_of(work, "ci"), _results_of(work, "ci-seed2")
     (WORK / "c6-compared.json").write_text(json.dumps({"clean": {**ref_a, **ref_b}, "concurrent": {**new_a, **new_b}}, indent=1))
@@ -830,7 +833,7 @@ def c6():
     return row(max(pa.returncode, pb.returncode), first_error(oa + ob) if pa.returncode or pb.returncode else "both exit 0",
                intact=not missing and not leftovers, silent_wrong=bool(wrong),
                note=f"CI preset: {len(outs)} STS evaluations forced; second configuration: trains seed 2, evaluates it and the "
-                    f"pretrained backbone, builds table1_sts ({len(ref_b)} result files); {len(keys)} model folders in the shared "
+                    f"pretrained backbone, builds its table1_sts ({len(ref_b)} result files); {len(keys)} model folders in the shared "
                     f"cache, {len(shared_keys)} of them the second run's too; results differing from each run's clean run: "
                     f"{wrong or 'none'}; missing: {missing or 'none'}; temporaries left: {leftovers or 'none'}")
 
