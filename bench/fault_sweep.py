@@ -812,7 +812,7 @@ def c6():
     for d in (shared, clean_emb):
         shutil.rmtree(d, ignore_errors=True)
     (work / "shared-emb.yaml").write_text(f"evaluation:\n  embedding_cache: {clean_emb}\n")
-    rc_clean, out_clean = sm(work, SECOND_TARGET, configfiles=b_files, timeout=1800)
+    rc_clean, out_clean = sm(work, "--", SECOND_TARGET, configfiles=b_files, timeout=1800)
     if rc_clean:
         raise RuntimeError(f"the second configuration's clean run failed: {first_error(out_clean)}")
     ref_a = _results_of(work, "ci")
@@ -821,7 +821,7 @@ def c6():
         shutil.rmtree(work / "results/ci-seed2" / sub, ignore_errors=True)
     (work / "shared-emb.yaml").write_text(f"evaluation:\n  embedding_cache: {shared}\n")
     pa = sm_bg(work, "--forcerun", "evaluate_sts", "--", *outs, configfiles=a_files)
-    pb = sm_bg(work, SECOND_TARGET, configfiles=b_files)
+    pb = sm_bg(work, "--", SECOND_TARGET, configfiles=b_files)
     oa, ob = pa.communicate(timeout=1800)[0], pb.communicate(timeout=1800)[0]
     new_a, new_b = _results_of(work, "ci"), _results_of(work, "ci-seed2")
     (WORK / "c6-compared.json").write_text(json.dumps({"clean": {**ref_a, **ref_b}, "concurrent": {**new_a, **new_b}}, indent=1))
