@@ -812,7 +812,10 @@ def c6():
     for d in (shared, clean_emb):
         shutil.rmtree(d, ignore_errors=True)
     (work / "shared-emb.yaml").write_text(f"evaluation:\n  embedding_cache: {clean_emb}\n")
-    rc_clean, out_clean = sm(work, "--", SECOND_TARGET, configfiles=b_files, timeout=1800)
+    # with the cores the concurrent run has (sm_bg: one): a training's thread count is part of its result
+    clean = sm_bg(work, "--", SECOND_TARGET, configfiles=b_files)
+    out_clean = clean.communicate(timeout=1800)[0]
+    rc_clean = clean.returncode
     if rc_clean:
         raise RuntimeError(f"the second configuration's clean run failed: {first_error(out_clean)}")
     ref_a = _results_of(work, "ci")
