@@ -886,9 +886,10 @@ def _comparable(path: Path):
 
     def strip(obj):
         if isinstance(obj, dict):
-            # what a run records of itself, not of its result: timings, speeds, versions, where its cache was and what it hit
+            # what a run records of itself, not of its result: timings, speeds, versions, where its cache was and what it hit,
+            # the sha256 of files that hold timings (a model's aoe_config.json, an evaluation a table reads)
             return {k: strip(v) for k, v in obj.items()
-                    if not re.search(r"time|wall|second|per_s$|date|version|host|started|path|^dir$|^cache$", k)}
+                    if not re.search(r"time|wall|second|per_s$|date|version|host|started|path|^dir$|^cache$|sha256$", k)}
         if isinstance(obj, list):
             return [strip(v) for v in obj]
         return obj
