@@ -1,13 +1,19 @@
 """Issue 53 part 2: a second sweep of faults, each run for real, printed as a table and written to
 bench/results/fault_sweep.json.
 
-    PYTHONPATH=. AOE_DATA_MIRROR=../shared/data python bench/fault_sweep.py [--code DIR] [--base TREE] [--only ID ...] [--out FILE]
+    PYTHONPATH=. AOE_DATA_MIRROR=../shared/data python bench/fault_sweep.py \
+        [--before-code DIR [--before-label COMMIT]] [--base TREE] [--only ID ...] [--out FILE]
 
-``--out`` gets one row per fault; the committed bench/results/fault_sweep.json pairs a run with ``--code`` at the
-commit before the fixes ("before") with one of this tree ("after"), as docs/reliability.md's table does.
+Each fault runs on this checkout ("after"); with ``--before-code`` (a ``git archive`` of the commit before
+the fixes, e.g. ``git archive ce9e859 | tar -x -C /tmp/before``) it runs there too ("before"), and its row
+pairs the two runs. ``--out`` (default bench/results/fault_sweep.json) is updated in place: the faults run
+replace their rows, the others stay, and ``meta.runs`` records which rows each invocation wrote, on which
+code. A fault run without ``--before-code`` keeps the "before" its row had (if the fault is the same one).
+Faults run at the same time write files of their own (``--out``); ``--merge FILE ...`` then takes their rows
+and runs into ``--out``.
+The committed file: ``{"meta": {"runs": [...]}, "rows": {id: {"group", "fault", "before", "after"}}}``.
 
-``--code``: the package tree the faults run against (default this checkout; a ``git archive`` of an
-older commit gives the "before" column). ``--base``: a finished run of ``presets/ci.yaml`` with the tiny
+``--base``: a finished run of ``presets/ci.yaml`` with the tiny
 backbone (tests/workflow_utils.py::tiny_backbone_overlay), copied for each pipeline-level fault;
 without it those faults are skipped. Unit-level faults (a cache writer killed mid-write, a table that
 breaks its contract, a file in another encoding) start a real subprocess of that code.
@@ -15,7 +21,8 @@ breaks its contract, a file in another encoding) start a real subprocess of that
 Each row records what the user sees (exit code, the message's first line), whether finished work
 survived (files present and unchanged), and whether a result came out silently wrong (compared with
 the clean run's). Run as root: the full-disk faults mount a tmpfs, the read-only ones a read-only bind
-mount, the group-shared one runs a step as a second user.
+mount, the group-shared one runs a step as a second user, the SLURM ones need the CI's cluster
+(``.ci/slurm/setup.sh``).
 """
 
 from __future__ import annotations
@@ -37,7 +44,7 @@ ROOT = Path(__file__).resolve().parents[1]
 WORK = Path("/tmp/fault_sweep")
 MIRROR = Path(os.environ.get("AOE_DATA_MIRROR") or ROOT.parent / "shared" / "data").resolve()
 PY = sys.executable
-CODE = ROOT  # set by --code
+CODE = ROOT  # the package tree a fault runs against: this checkout, or --before-code
 BASE: Path | None = None  # set by --base
 CI = ("presets/ci.yaml", "tiny-backbone.yaml")
 
@@ -643,6 +650,51 @@ def i20():
     return row(rc, first_error(out), intact=True, silent_wrong=rc == 0)
 
 
+TRANSFER_FILES = {"TREC": ("TREC/train_5500.label", "TREC/TREC_10.label"),
+                  "MRPC": ("MRPC/msr_paraphrase_train.txt", "MRPC/msr_paraphrase_test.txt")}
+
+
+def _transfer_fault(fid: str, task: str, rel: str, edit) -> dict:
+    """The published files of a SentEval task laid out as the workflow does (results/<tree>/downloads/files/senteval/
+    downstream), one of them edited, read as every transfer evaluation reads them (``read_transfer``)."""
+    root = WORK / fid / "downstream"
+    shutil.rmtree(root.parent, ignore_errors=True)
+    for f in TRANSFER_FILES[task]:
+        (root / f).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(MIRROR / "senteval/downstream" / f, root / f)
+    lines = (root / rel).read_bytes().split(b"\n")
+    (root / rel).write_bytes(b"\n".join(edit(lines)))
+    rc, out = child(f"""
+    from aoe.data.transfer import read_transfer
+    d = read_transfer({str(root)!r}, {task!r})
+    print({{s: len(x) for s, x in d.splits.items()}})
+    """)
+    return row(rc, first_error(out), intact=True, silent_wrong=rc == 0, note=f"{rel} edited")
+
+
+def _set(lines: list[bytes], i: int, fn) -> list[bytes]:
+    lines = list(lines)
+    lines[i] = fn(lines[i])
+    return lines
+
+
+@fault("I21", "inputs", "transfer: a TREC label outside the task's six classes (lines 3 and 9 of TREC_10.label relabelled FOO)")
+def i21():
+    relabel = lambda ln: b"FOO" + ln[ln.index(b":"):]  # noqa: E731
+    return _transfer_fault("i21", "TREC", "TREC/TREC_10.label", lambda ls: _set(_set(ls, 2, relabel), 8, relabel))
+
+
+@fault("I22", "inputs", "transfer: an empty sentence (MRPC test, line 7: the first sentence a space)")
+def i22():
+    blank = lambda ln: b"\t".join(ln.split(b"\t")[:3] + [b" "] + ln.split(b"\t")[4:])  # noqa: E731
+    return _transfer_fault("i22", "MRPC", "MRPC/msr_paraphrase_test.txt", lambda ls: _set(ls, 6, blank))
+
+
+@fault("I23", "inputs", "transfer: a file short of its published size (TREC_10.label cut to 65 of 500 lines)")
+def i23():
+    return _transfer_fault("i23", "TREC", "TREC/TREC_10.label", lambda ls: ls[:65] + [b""])
+
+
 # ------------------------------------------------------------------------------------------ concurrency
 
 EMB_RACE = """
@@ -713,6 +765,82 @@ def c3():
     return _two_trees("c3", None)
 
 
+SECOND_PRESET = """# the sweep's second configuration: another results tree, another seed (another model), one table of
+# the pretrained backbone and that model; the pretrained backbone's STS text sets are the same (model, text set)
+# keys as the CI preset's, so the two runs meet in the shared embedding cache
+results: results/ci-seed2
+build: {tables: [table1_sts], figures: [], analyses: []}
+runs:
+  - backbone: minilm-l6
+    trainset: stsb
+    objectives: [aoe]
+    seeds: [2]
+tables:
+  table1_sts:
+    kind: sts7
+    trainset: stsb
+    rows:
+      - {backbone: minilm-l6, objective: pretrained}
+      - {backbone: minilm-l6, objective: aoe, seeds: [2]}
+"""
+
+
+SECOND_TARGET = "results/ci-seed2/tables/table1_sts.md"  # its table alone: a training, two STS evaluations (not `all`'s MTEB, probes)
+
+
+def _results_of(work: Path, tree: str) -> dict:
+    """Every evaluation and table of one results tree, comparable with another run's (no timings, versions, paths)."""
+    root = work / "results" / tree
+    return {str(p.relative_to(work)): _comparable(p) for sub in ("eval", "tables") for p in sorted((root / sub).rglob("*"))
+            if p.is_file() and p.suffix in (".json", ".md", ".csv")}
+
+
+@fault("C6", "concurrency", "two Snakemake runs of different configurations at once in one checkout (the CI preset's STS evaluations; "
+       "a second configuration that trains another seed and builds its own table1_sts), one shared embedding cache")
+def c6():
+    work = copy_base("c6")
+    shared = WORK / "c6-emb"
+    (work / "second.yaml").write_text(SECOND_PRESET)
+    a_files, b_files = (*CI, "shared-emb.yaml"), (*CI, "second.yaml", "shared-emb.yaml")
+    outs = sorted(str(p.relative_to(work)) for p in work.glob("results/ci/eval/**/sts.json"))
+    # the second configuration's tree starts from the CI tree's data (prepared tables, token caches: a copy with their
+    # mtimes, as a user's second preset would reuse nothing but the published files), then its clean run alone
+    subprocess.run(["cp", "-a", str(work / "results/ci"), str(work / "results/ci-seed2")], check=True)
+    for sub in ("models", "eval", "tables", "figures", "analyses", "report"):
+        shutil.rmtree(work / "results/ci-seed2" / sub, ignore_errors=True)
+    clean_emb = WORK / "c6-emb-clean"
+    for d in (shared, clean_emb):
+        shutil.rmtree(d, ignore_errors=True)
+    (work / "shared-emb.yaml").write_text(f"evaluation:\n  embedding_cache: {clean_emb}\n")
+    # with the cores the concurrent run has (sm_bg: one): a training's thread count is part of its result
+    clean = sm_bg(work, "--", SECOND_TARGET, configfiles=b_files)
+    out_clean = clean.communicate(timeout=1800)[0]
+    rc_clean = clean.returncode
+    if rc_clean:
+        raise RuntimeError(f"the second configuration's clean run failed: {first_error(out_clean)}")
+    ref_a = _results_of(work, "ci")
+    ref_b = _results_of(work, "ci-seed2")
+    for sub in ("models", "eval", "tables"):
+        shutil.rmtree(work / "results/ci-seed2" / sub, ignore_errors=True)
+    (work / "shared-emb.yaml").write_text(f"evaluation:\n  embedding_cache: {shared}\n")
+    pa = sm_bg(work, "--forcerun", "evaluate_sts", "--", *outs, configfiles=a_files)
+    pb = sm_bg(work, "--", SECOND_TARGET, configfiles=b_files)
+    oa, ob = pa.communicate(timeout=1800)[0], pb.communicate(timeout=1800)[0]
+    new_a, new_b = _results_of(work, "ci"), _results_of(work, "ci-seed2")
+    (WORK / "c6-compared.json").write_text(json.dumps({"clean": {**ref_a, **ref_b}, "concurrent": {**new_a, **new_b}}, indent=1))
+    wrong = [k for ref, new in ((ref_a, new_a), (ref_b, new_b)) for k in ref if k in new and new[k] != ref[k]]
+    missing = [k for ref, new in ((ref_a, new_a), (ref_b, new_b)) for k in ref if k not in new]
+    leftovers = [p.name for p in shared.rglob("*.tmp")]
+    keys = sorted(p.parent.name for p in shared.glob("*/model.json"))
+    shared_keys = sorted(set(p.name for p in shared.iterdir() if p.is_dir()) & set(p.name for p in clean_emb.iterdir() if p.is_dir()))
+    return row(max(pa.returncode, pb.returncode), first_error(oa + ob) if pa.returncode or pb.returncode else "both exit 0",
+               intact=not missing and not leftovers, silent_wrong=bool(wrong),
+               note=f"CI preset: {len(outs)} STS evaluations forced; second configuration: trains seed 2, evaluates it and the "
+                    f"pretrained backbone, builds its table1_sts ({len(ref_b)} result files); {len(keys)} model folders in the shared "
+                    f"cache, {len(shared_keys)} of them the second run's too; results differing from each run's clean run: "
+                    f"{wrong or 'none'}; missing: {missing or 'none'}; temporaries left: {leftovers or 'none'}")
+
+
 @fault("C4", "concurrency", "the CI preset run while `snakemake recipe` of the paper grid (config.yaml) writes, in the same folder")
 def c4():
     work = copy_base("c4")
@@ -758,7 +886,10 @@ def _comparable(path: Path):
 
     def strip(obj):
         if isinstance(obj, dict):
-            return {k: strip(v) for k, v in obj.items() if not re.search(r"time|wall|second|date|version|host|started|path", k)}
+            # what a run records of itself, not of its result: timings, speeds, versions, where its cache was and what it hit,
+            # the sha256 of files that hold timings (a model's aoe_config.json, an evaluation a table reads)
+            return {k: strip(v) for k, v in obj.items()
+                    if not re.search(r"time|wall|second|per_s$|date|version|host|started|path|^dir$|^cache$|sha256$", k)}
         if isinstance(obj, list):
             return [strip(v) for v in obj]
         return obj
@@ -767,41 +898,49 @@ def _comparable(path: Path):
 
 
 def _full_disk(fid: str, stage: str, rule: str, targets_glob: str, slack_kb: int, *, parent: bool = False, prepare=None):
-    """The CI tree on a full tmpfs (``slack_kb`` left free), ``rule`` forced to rerun on the outputs ``targets_glob`` finds."""
-    src = copy_base(f"{fid}-src")
-    mnt = WORK / f"{fid}-mnt"
-    mnt.mkdir(exist_ok=True)
+    """The CI tree's ``results/`` on a full tmpfs (``slack_kb`` left free), ``rule`` forced to rerun on the outputs
+    ``targets_glob`` finds. Only the results tree is on it, as where a user's results: disk fills: with the whole
+    workflow folder there, Snakemake's own files (.snakemake/, the job's script) failed first, before any job ran."""
+    work = copy_base(f"{fid}-src")
     if prepare is not None:
-        prepare(src)
-    used_kb = int(subprocess.run(["du", "-sk", str(src)], capture_output=True, text=True).stdout.split()[0])
+        prepare(work)
+    mnt = work / "results"
+    kept = work / "results.kept"
+    mnt.rename(kept)
+    mnt.mkdir()
+    used_kb = int(subprocess.run(["du", "-sk", str(kept)], capture_output=True, text=True).stdout.split()[0])
     subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={used_kb + 4096}k", "tmpfs", str(mnt)], check=True)
     try:
-        subprocess.run(["cp", "-a", f"{src}/.", str(mnt)], check=True)
-        shutil.rmtree(src)
-        found = sorted(mnt.glob(targets_glob))
-        targets = sorted({str((p.parent if parent else p).relative_to(mnt)) for p in found})
-        ref = {t: _comparable(mnt / t) for t in targets if (mnt / t).is_file()}
-        before = tree_digest(mnt / "results")
+        subprocess.run(["cp", "-a", f"{kept}/.", str(mnt)], check=True)
+        shutil.rmtree(kept)
+        found = sorted(work.glob(targets_glob))
+        targets = sorted({str((p.parent if parent else p).relative_to(work)) for p in found})
+        ref = {t: _comparable(work / t) for t in targets if (work / t).is_file()}
+        before = tree_digest(mnt)
         # the outputs removed before the disk is filled: Snakemake deletes a forced job's outputs before it runs,
         # which would hand the job back their space
         for t in targets:
-            (shutil.rmtree if (mnt / t).is_dir() else os.unlink)(mnt / t)
+            (shutil.rmtree if (work / t).is_dir() else os.unlink)(work / t)
         filler = mnt / "filler"  # fill what is left: a full disk, not a small one
         subprocess.run(["dd", "if=/dev/zero", f"of={filler}", "bs=64k"], capture_output=True)
-        with open(filler, "r+b") as fh:  # give back a little: Snakemake's bookkeeping, not the job's output
+        with open(filler, "r+b") as fh:  # give back a little: the job's log, not its output
             fh.truncate(max(0, filler.stat().st_size - slack_kb * 1024))
-        rc, out = sm(mnt, "--allowed-rules", rule, "--", *targets, timeout=1200)
+        rc, out = sm(work, "--allowed-rules", rule, "--", *targets, timeout=1200)
         (WORK / f"{fid}.out").write_text(out)  # the tmpfs goes with its logs
-        after = tree_digest(mnt / "results")
-        forced = lambda k: any(f"results/{k}".startswith(t) for t in targets)  # noqa: E731
+        filler.unlink()
+        after = tree_digest(mnt)
+        # a forced job's outputs are its targets and their twins (a table's .md, .csv, .tex, .json): Snakemake removes all
+        # of them when the job fails
+        forced = lambda k: any(f"results/{k}".startswith(str(Path(t).with_suffix(""))) for t in targets)  # noqa: E731
         lost = [k for k in before if k not in after and not forced(k)]
-        changed = [k for k in before if k in after and after[k] != before[k] and not forced(k)]
-        hidden = [str(p.relative_to(mnt)) for p in (mnt / "results").rglob(".*") if re.search(r"\.tmp$|\.[a-z0-9_]{8}$", p.name)]
-        present = [t for t in targets if (mnt / t).exists()]
-        wrong = [t for t in present if t in ref and _comparable(mnt / t) != ref[t]]
+        changed = [k for k in before if k in after and after[k] != before[k] and not forced(k) and "/logs/" not in f"/{k}"]
+        hidden = [str(p.relative_to(work)) for p in mnt.rglob(".*") if re.search(r"\.tmp$|\.[a-z0-9_]{8}$|\.part$", p.name)]
+        present = [t for t in targets if (work / t).exists()]
+        wrong = [t for t in present if t in ref and _comparable(work / t) != ref[t]]
         return row(rc, first_error(out), intact=not lost and not changed, silent_wrong=bool(wrong),
-                   note=f"{stage}: {len(targets)} outputs forced with {slack_kb} KiB free, {len(present)} made (differing from the clean "
-                        f"run: {wrong or 'none'}); other files lost {lost or 'none'}, changed {changed or 'none'}; temporaries left {hidden or 'none'}")
+                   note=f"{stage}: {len(targets)} outputs forced with {slack_kb} KiB free on results/, {len(present)} made (differing from "
+                        f"the clean run: {wrong or 'none'}); other files lost {lost or 'none'}, changed {changed or 'none'}; "
+                        f"temporaries left {hidden or 'none'}")
     finally:
         subprocess.run(["umount", "-l", str(mnt)], check=False)
 
@@ -830,7 +969,7 @@ def d4():
 
 @fault("D5", "disks", "a full disk at report (the tables)")
 def d5():
-    return _full_disk("d5", "report", "table", "results/ci/tables/*.md", 4)
+    return _full_disk("d5", "report", "table", "results/ci/tables/*.md", 16)  # room for the jobs' logs, not the tables
 
 
 @fault("D6", "disks", "a read-only mirror (a read-only bind mount), a fresh tree's downloads")
@@ -979,7 +1118,7 @@ def _script_pids(work: Path, rule: str) -> list[int]:
     return [int(p) for p in out]
 
 
-def _slurm_fault(fid: str, action, *, extra_args=(), extra_env=None):
+def _slurm_fault(fid: str, action, *, extra_args=(), extra_env=None, configfiles=CI):
     """One STS evaluation forced through the SLURM profiles; ``action(work, jobid, out_path)`` once its job runs the script."""
     if subprocess.run(["squeue", "-h"], capture_output=True, text=True).stdout.strip():
         raise SkipFault("the test cluster is busy")
@@ -988,7 +1127,7 @@ def _slurm_fault(fid: str, action, *, extra_args=(), extra_env=None):
     ref = json.loads((work / outs[0]).read_text())
     out_path = WORK / f"{fid}.out"
     with open(out_path, "w") as fh:
-        p = subprocess.Popen([PY, "-m", "snakemake", *PROFILES, "--verbose", "--configfile", *CI, *extra_args,
+        p = subprocess.Popen([PY, "-m", "snakemake", *PROFILES, "--verbose", "--configfile", *configfiles, *extra_args,
                               "--forcerun", "evaluate_sts", "--", *outs], cwd=work, env=_slurm_env(**(extra_env or {})),
                              stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
     try:
@@ -1054,36 +1193,140 @@ def s3():
     return _slurm_fault("s3", lose_tmp, extra_args=("--retries", "1", "--default-resources", f"tmpdir='{node_tmp}'", "mem_mb=1000", "runtime=20"))
 
 
+BALLAST = """# the sweep's S4: the evaluation's script process holds {mb} MB more, as a larger model would (the tiny BERT uses
+# too little for a request above the schema's 1000 MB minimum to be short of it)
+import os, sys
+if any("evaluate_sts.py" in a for a in sys.argv):
+    _ballast = bytearray({mb} * 2**20)
+    for _i in range(0, len(_ballast), 4096):
+        _ballast[_i] = 1
+"""
+
+
+@fault("S4", "slurm", "a job over its memory, killed by SLURM itself (jobacct_gather/linux with OverMemoryKill: `Exceeded job "
+       "memory limit`), and its retry (`--retries 1`): the evaluation job asks for 1000 MB (the schema's minimum) and its "
+       "processes hold about 1250 (a 450 MB ballast in the script stands in for a larger model)")
+def s4():
+    # the CI profile's set-resources (evaluate_sts: 3000 MB) would replace the rule's own request: a set-resources of
+    # another rule on the command line replaces that whole entry, and the backbone's eval_mem_mb sets the rule's
+    (WORK / "s4-mem.yaml").write_text("backbones:\n  minilm-l6:\n    resources:\n      eval_mem_mb: 1000\n")
+    site = WORK / "s4-site"
+    site.mkdir(exist_ok=True)
+    (site / "sitecustomize.py").write_text(BALLAST.format(mb=450))
+    since = time.strftime("%Y-%m-%dT%H:%M:%S")
+
+    def wait(work, jobid, out_path):
+        return f"first job {jobid} running"
+
+    r = _slurm_fault("s4", wait, extra_args=("--retries", "1", "--set-resources", "train_model:cpus_per_gpu=2"),
+                     configfiles=(*CI, str(WORK / "s4-mem.yaml")), extra_env={"PYTHONPATH": f"{CODE}:{site}"})
+    text = (WORK / "s4.out").read_text(errors="replace")
+    mems = re.findall(r"sbatch call: sbatch .*?--mem[ =](\d+)", text)
+    log = Path("/var/log/slurm/slurmd.log")
+    killed = [ln.split("] ", 1)[-1] for ln in (log.read_text(errors="replace").splitlines() if log.exists() else [])
+              if "memory limit" in ln and ln[1:20] >= since]
+    r["note"] += f"; --mem of each submission: {mems}; slurmd: {sorted(set(killed))[:2] or 'no memory kill'}"
+    return r
+
+
 # --------------------------------------------------------------------------------------------------- main
 
 
+def run_fault(fid: str, code: Path) -> dict:
+    """One fault's row, run against the package tree ``code``."""
+    global CODE
+    CODE = code
+    group, text, fn = next((g, t, f) for i, g, t, f in FAULTS if i == fid)
+    t0 = time.time()
+    try:
+        r = fn()
+    except SkipFault as e:
+        r = {"skipped": str(e)}
+    except Exception as e:  # the harness's own failure is a row too: never a silent gap in the table
+        r = {"harness_error": f"{type(e).__name__}: {e}"[:500]}
+    finally:
+        CODE = ROOT
+    r.update(seconds=round(time.time() - t0, 1))
+    return r
+
+
+def load_sweep(path: Path) -> dict:
+    """The sweep file: ``{"meta": {...}, "rows": {id: {"group", "fault", "before", "after"}}}``. A file of the first
+    layout (the rows alone, paired by hand from a before run and an after run) is read as rows with that said in meta."""
+    if not path.exists():
+        return {"meta": {"runs": []}, "rows": {}}
+    data = json.loads(path.read_text())
+    if "rows" in data and "meta" in data:
+        return data
+    return {"meta": {"runs": [{"rows": sorted(data), "how": "paired by hand from a run of this script's first version on "
+                                                             "ce9e859 (before) and one on this branch (after), stop 58"}]},
+            "rows": data}
+
+
+def code_label(code: Path, label: str | None) -> str:
+    if label:
+        return label
+    head = subprocess.run(["git", "-C", str(code), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    return head.stdout.strip() if head.returncode == 0 else str(code)
+
+
 def main() -> int:
-    global CODE, BASE
+    global BASE
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--code", type=Path, default=ROOT)
+    ap.add_argument("--before-code", type=Path, help="the package tree before the fixes (a `git archive` of it): each fault runs "
+                                                       "there too, and its row pairs the two runs")
+    ap.add_argument("--before-label", help="what --before-code is (its commit); default: `git rev-parse` of it")
     ap.add_argument("--base", type=Path)
     ap.add_argument("--only", nargs="*")
     ap.add_argument("--out", type=Path, default=ROOT / "bench/results/fault_sweep.json")
+    ap.add_argument("--merge", type=Path, nargs="*", help="sweep files of other runs (an --out of their own, e.g. faults run at "
+                                                          "the same time): their rows replace --out's, their runs join its meta")
     args = ap.parse_args()
-    CODE, BASE = args.code.resolve(), args.base.resolve() if args.base else None
+    if args.merge:
+        sweep = load_sweep(args.out)
+        order = [f[0] for f in FAULTS]
+        for other in map(load_sweep, args.merge):
+            sweep["rows"].update(other["rows"])
+            sweep["meta"]["runs"] += other["meta"]["runs"]
+            sweep["meta"].update({k: v for k, v in other["meta"].items() if k != "runs"})
+        sweep["rows"] = dict(sorted(sweep["rows"].items(), key=lambda kv: order.index(kv[0]) if kv[0] in order else len(order)))
+        args.out.write_text(json.dumps(sweep, indent=1, ensure_ascii=False) + "\n")
+        return 0
+    BASE = args.base.resolve() if args.base else None
     WORK.mkdir(parents=True, exist_ok=True)
-    rows = json.loads(args.out.read_text()) if args.out.exists() and args.only else {}
-    for fid, group, text, fn in FAULTS:
+    sweep = load_sweep(args.out)
+    after_label = code_label(ROOT, None) + (" (uncommitted changes)" if subprocess.run(
+        ["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no", "--", ".", ":!bench/results"], capture_output=True, text=True).stdout.strip() else "")
+    before_label = code_label(args.before_code.resolve(), args.before_label) if args.before_code else None
+    done = []
+    for fid, group, text, _ in FAULTS:
         if args.only and fid not in args.only:
             continue
-        t0 = time.time()
-        try:
-            r = fn()
-        except SkipFault as e:
-            r = {"skipped": str(e)}
-        except Exception as e:  # the harness's own failure is a row too: never a silent gap in the table
-            r = {"harness_error": f"{type(e).__name__}: {e}"[:500]}
-        r.update(group=group, fault=text, seconds=round(time.time() - t0, 1))
-        rows[fid] = r
-        print(f"{fid:4} {group:11} rc={r.get('rc')} intact={r.get('finished_work_intact')} wrong={r.get('silent_wrong')} "
-              f"| {r.get('message') or r.get('skipped') or r.get('harness_error')} | {r.get('note', '')}", flush=True)
+        sides = {"after": run_fault(fid, ROOT)}
+        if args.before_code:
+            sides["before"] = run_fault(fid, args.before_code.resolve())
+        old = sweep["rows"].get(fid, {})
+        # a fault run on this tree alone keeps its earlier "before" only if the fault is the same one
+        before = sides.get("before", old.get("before") if old.get("fault") == text else None)
+        if before is not None and "before" in sides:
+            before["code"] = before_label
+        sides["after"]["code"] = after_label
+        sweep["rows"][fid] = {"group": group, "fault": text, "before": before, "after": sides["after"]}
+        done.append(fid)
+        for side in ("before", "after") if args.before_code else ("after",):
+            r = sides[side]
+            print(f"{fid:4} {side:6} {group:11} rc={r.get('rc')} intact={r.get('finished_work_intact')} wrong={r.get('silent_wrong')} "
+                  f"| {r.get('message') or r.get('skipped') or r.get('harness_error')} | {r.get('note', '')}", flush=True)
+        order = [f[0] for f in FAULTS]
+        sweep["rows"] = dict(sorted(sweep["rows"].items(), key=lambda kv: order.index(kv[0]) if kv[0] in order else len(order)))
         args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(rows, indent=1, ensure_ascii=False) + "\n")
+        args.out.write_text(json.dumps(sweep, indent=1, ensure_ascii=False) + "\n")
+    if done:
+        sweep["meta"]["about"] = ("each entry of runs names the rows that run of this script wrote and the code of each side; a row "
+                                  "is the last run's that names it, and each side of a row says its code")
+        sweep["meta"]["runs"].append({"date": time.strftime("%Y-%m-%d", time.gmtime()), "rows": done, "after": after_label,
+                                      "before": before_label, "command": " ".join(["python", "bench/fault_sweep.py", *sys.argv[1:]])})
+        args.out.write_text(json.dumps(sweep, indent=1, ensure_ascii=False) + "\n")
     return 0
 
 

@@ -34,6 +34,7 @@ from aoe.config.workflow import (
     table_target,
     train_params,
 )
+from aoe.config.memory import grows_on_retry
 from aoe.data.io import DataError
 from aoe.data.mirror import DOWNSTREAM_SUBDIR, mirror_sources, resolve_downstream_root, upstream_url
 from aoe.data.sts import STS_DATASETS, STS_TASKS, sts_files
@@ -239,8 +240,10 @@ def _capped(resources, key, value):
 
 
 def train_resources(key):
-    """A training job's resource from its backbone's config; a runtime at most max_runtime."""
-    return lambda wildcards: _capped(backbone_resources(wildcards), key, backbone_resources(wildcards)[key])
+    """A training job's resource from its backbone's config; a runtime at most max_runtime; a memory request
+    that grows with each retry (aoe.config.memory.grows_on_retry)."""
+    resource = lambda wildcards: _capped(backbone_resources(wildcards), key, backbone_resources(wildcards)[key])
+    return grows_on_retry(resource) if key.endswith("mem_mb") else resource
 
 
 def gpu_placement(resources_of=None):
@@ -274,10 +277,11 @@ def library_code(*modules):
 def eval_resources(key, scale=1, extra=0):
     """A job's resource that loads a backbone to embed or generate, from the backbone's config
     (LLaMA needs more than BERT): ``scale`` times the STS evaluation's, plus ``extra``; a runtime
-    at most the backbone's max_runtime."""
-    return lambda wildcards: _capped(
+    at most the backbone's max_runtime; a memory request that grows with each retry (aoe.config.memory.grows_on_retry)."""
+    resource = lambda wildcards: _capped(
         backbone_resources(wildcards), key, int(backbone_resources(wildcards)[key] * scale) + extra
     )
+    return grows_on_retry(resource) if key.endswith("mem_mb") else resource
 
 
 def file_url(relpath):

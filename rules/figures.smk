@@ -97,7 +97,7 @@ rule figure_tsne:
         "../envs/report.yaml"
     threads: 1
     resources:
-        mem_mb=8000,
+        mem_mb=grows_on_retry(8000),
         runtime=30,
     params:
         geometry={k: v for k, v in _FIG["sts_geometry"].items() if k not in ("model", "distance", "max_label_chars")},

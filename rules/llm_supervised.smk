@@ -67,7 +67,7 @@ rule llm_generate:
         **gpu_placement(llm_generator_resources),  # one node, the generator's partition and constraint
         gpu=1,  # snakemake-executor-plugin-slurm: sbatch --gpus=1
         cpus_per_gpu=2,  # = threads
-        mem_mb=lambda wildcards: llm_generator_resources(wildcards)["eval_mem_mb"],
+        mem_mb=grows_on_retry(lambda wildcards: llm_generator_resources(wildcards)["eval_mem_mb"]),
         runtime=lambda wildcards: llm_generator_resources(wildcards)["eval_runtime"],
     params:
         generator=lambda wildcards: get_llm_generator(wildcards)["backbone"],

@@ -100,3 +100,38 @@ def test_the_docs_card_tables_print_what_the_model_computes():
         assert f"| {t['allocated_gb']:.1f} GB (" in llm  # beside the measured peak
         for e in (sts, full):
             assert f"| {e['forward_gb']:.2f} GB | {e['allocated_gb']:.1f} GB" in llm
+
+
+# ---- memory requests on retry: a job killed for its memory asks for more the next time
+
+
+def test_a_retry_asks_for_more_memory_than_the_attempt_before():
+    from aoe.config.memory import RETRY_MEMORY_FACTOR, grows_on_retry, memory_for_attempt
+
+    assert RETRY_MEMORY_FACTOR > 1  # the same request would be killed again at the same point
+    assert [memory_for_attempt(3000, k) for k in (1, 2, 3)] == [3000, 4500, 6750]
+    # a rule's mem_mb as the rules declare it: a function of the wildcards, or a number; Snakemake passes the
+    # attempt to a resource function by the parameter's name
+    per_backbone = grows_on_retry(lambda wildcards: {"bert": 16000}[wildcards.backbone])
+    wc = type("Wildcards", (), {"backbone": "bert"})()
+    assert [per_backbone(wc, attempt=k) for k in (1, 2)] == [16000, 24000]
+    assert grows_on_retry(8000)(wc, attempt=2) == 12000
+    import inspect
+
+    assert "attempt" in inspect.signature(per_backbone).parameters
+
+
+def test_every_rule_memory_request_grows_on_retry():
+    # a mem_mb written as a plain number or a wildcards-only function in a rule is the same request on every
+    # retry: the scheduler's OOM kill comes back at the same point (the sweep's S2 on the CI cluster)
+    import re
+
+    from tests.workflow_utils import REPO
+
+    fixed = []
+    for smk in sorted((REPO / "rules").glob("*.smk")):
+        for number, line in enumerate(smk.read_text().splitlines(), start=1):
+            m = re.match(r"\s+mem_mb=(.*)", line)
+            if m and not re.match(r"(grows_on_retry|eval_resources|train_resources)\(", m[1]):
+                fixed.append(f"{smk.name}:{number}: {line.strip()}")
+    assert not fixed, "\n".join(fixed)

@@ -18,7 +18,8 @@
 # Test-cluster facts baked in: no slurmdbd (accounting_storage/none: `sacct` fails, so the
 # Snakemake profile must use `slurm-status-command: squeue`); MinJobAge=3600 keeps finished jobs
 # visible to squeue and `scontrol show job`; DefMemPerCPU is set, otherwise a job without --mem
-# takes the whole node.
+# takes the whole node; a job past its --mem is killed by slurmd (jobacct_gather/linux with OverMemoryKill,
+# RSS sampled every second: no cgroups needed), state OUT_OF_MEMORY, as a real cluster's OOM kill.
 # Logs: /var/log/slurm/{slurmctld,slurmd}.log.
 set -euo pipefail
 
@@ -136,7 +137,12 @@ DefMemPerCPU=1000
 GresTypes=gpu
 # No slurmdbd: sacct does not work here; squeue and scontrol see finished jobs for MinJobAge s.
 AccountingStorageType=accounting_storage/none
-JobAcctGatherType=jobacct_gather/none
+# Memory enforced without cgroups (TaskPlugin=task/none: a container has no cgroup of its own to give): slurmd samples
+# each step's RSS every second and, with OverMemoryKill, kills a job past its --mem (\"Exceeded job memory limit\",
+# state OUT_OF_MEMORY), as a cluster's cgroup limit would.
+JobAcctGatherType=jobacct_gather/linux
+JobAcctGatherFrequency=task=1
+JobAcctGatherParams=OverMemoryKill
 JobCompType=jobcomp/none
 MinJobAge=3600
 KillWait=5

@@ -21,10 +21,35 @@ Host memory of one job, in GB (a lower bound; a request should leave headroom ab
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 GB = 1e9
 PROCESS_OVERHEAD_GB = 4.0
+
+# Each retry of a job asks for this many times the memory of the attempt before it (attempt k: the first
+# attempt's request times RETRY_MEMORY_FACTOR ** (k - 1)). A job the scheduler killed for its memory (SLURM's
+# "Exceeded job memory limit", OUT_OF_MEMORY) and resubmitted with the same --mem is killed again at the same
+# point: the retries of the SLURM profile (retries: 2) would be spent for nothing. 1.5 rather than 2: two
+# retries ask for 2.25 times the first request, which a node that fits the first one usually still has.
+RETRY_MEMORY_FACTOR = 1.5
+
+
+def memory_for_attempt(mem_mb: float, attempt: int) -> int:
+    """``mem_mb`` (the first attempt's request) for Snakemake's ``attempt`` (1 for the first), in whole MB."""
+    return int(math.ceil(mem_mb * RETRY_MEMORY_FACTOR ** (max(int(attempt), 1) - 1)))
+
+
+def grows_on_retry(mem_mb: Callable[..., float] | float) -> Callable[..., int]:
+    """A rule's ``mem_mb`` resource (a number, or a function of the job's wildcards) that grows with the job's
+    ``attempt`` (:data:`RETRY_MEMORY_FACTOR`): Snakemake passes ``attempt`` to a resource function that names it."""
+    first = mem_mb if callable(mem_mb) else (lambda wildcards: mem_mb)
+
+    def resource(wildcards, attempt):
+        return memory_for_attempt(first(wildcards), attempt)
+
+    return resource
 
 
 @dataclass(frozen=True)

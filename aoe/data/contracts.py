@@ -25,6 +25,11 @@ generated  ``stsb_llm*``, ``stsb_self`` (LLM pairs)     score 0 or 1, split and 
 gis_pairs  the GIS collector's ``pairs.jsonl``          text1, text2, label 0 or 1 (:data:`GIS_PAIRS`)
 ========== ============================================ ================================================
 
+The SentEval transfer tasks (MR, CR, SUBJ, MPQA, SST2, TREC, MRPC) are read from SentEval's own files, not from
+prepared tables: their contract (:data:`TRANSFER_CONTRACTS`: the labels a file may hold, non-empty sentences but
+for the blank lines the published files keep, the published sample count) is checked by
+:func:`check_transfer_file`, which :func:`aoe.data.transfer.read_transfer` calls on every file it reads.
+
 Any other table (a test's, a user's own) gets the contract of its format alone: the text columns
 ``sentence1 .. sentenceK`` non-empty and a score, where it has one, finite. A train set's declared
 ``score_range`` is a property of the cell, not of the table: the trainer checks the scores against it
@@ -52,7 +57,8 @@ from aoe.data.io import DataError, sha256_file
 from aoe.data.nli import NLI_CLASSES
 from aoe.data.sts import EXPECTED_ROWS, SCORE_RANGE, SPLITS as STS_SPLITS
 
-__all__ = ["Contract", "GIS_PAIRS", "contract_of", "score_scale", "check_table", "read_table", "manifest_of", "read_manifest", "check_manifest", "check_score_range"]
+__all__ = ["Contract", "GIS_PAIRS", "contract_of", "score_scale", "check_table", "read_table", "manifest_of", "read_manifest", "check_manifest", "check_score_range", "refuse_empty_texts",
+           "TransferContract", "TRANSFER_CONTRACTS", "check_transfer_file"]
 
 SHOWN_ROWS = 5  # offending rows named in a message; the count says how many more
 _REMAKE = "delete it and rerun snakemake, which prepares it again from its source (its prepare rule)"
@@ -191,17 +197,7 @@ def check_table(df: pd.DataFrame, path: str | os.PathLike, contract: Contract | 
         if not _fits(df[col], dtype):
             raise DataError(f"{where}: column {col} holds {df[col].dtype} values, not {dtype} ones; {c.fix}")
     blank = {col: (df[col].isna() | (df[col].astype(str).str.strip() == "")).to_numpy() for col in c.texts}
-    any_blank = np.logical_or.reduce(list(blank.values()))
-    if any_blank.any():
-        # the model would see such a text as its special tokens alone, the same for every one: the losses drop the
-        # pairs as identical texts and a table of them trains on a zero loss without a word
-        per_column = ", ".join(f"{col}: {int(m.sum())}" for col, m in blank.items() if m.any())
-        raise DataError(
-            f"{path}: {int(any_blank.sum())} of {len(df)} rows have a text that is empty or whitespace-only ({per_column}; "
-            f"{_rows(any_blank)}); the model would see only special tokens, the same for every such text, and "
-            "the losses would drop these pairs as identical texts: remove or fix those rows in the table "
-            "(or in the data it was prepared from) and rerun"
-        )
+    refuse_empty_texts(path, len(df), blank, "is empty or whitespace-only")
     numbers = [col for col, dtype in {**c.columns, **c.optional}.items() if dtype in ("number", "integer") and col in df.columns]
     for col in numbers:
         values = df[col].astype("float64")
@@ -234,6 +230,23 @@ def check_table(df: pd.DataFrame, path: str | os.PathLike, contract: Contract | 
                             f"(columns {', '.join(c.key)}; {_rows(repeated)}); {c.fix}")
     if written and c.rows is not None and len(df) != c.rows:
         raise DataError(f"{where}: {len(df)} rows where the published data set has {c.rows}; {c.fix}")
+
+
+def refuse_empty_texts(path: str | os.PathLike, n_rows: int, empty: dict[str, np.ndarray], how: str) -> None:
+    """Raise :class:`DataError` naming the rows (per text column, ``empty``: column -> row mask) whose text the
+    model would see as nothing; ``how`` says why (``is empty or whitespace-only`` here, ``is dropped whole by the
+    tokenizer`` in :mod:`aoe.model.tokens`, which sees what ``str.strip`` cannot)."""
+    rows = np.logical_or.reduce(list(empty.values()))
+    if not rows.any():
+        return
+    # the model would see such a text as its special tokens alone, the same for every one: the losses drop the
+    # pairs as identical texts and a table of them trains on a zero loss without a word
+    per_column = ", ".join(f"{col}: {int(m.sum())}" for col, m in empty.items() if m.any())
+    raise DataError(
+        f"{path}: {int(rows.sum())} of {n_rows} rows have a text that {how} ({per_column}; {_rows(rows)}); the model "
+        "would see only special tokens, the same for every such text, and the losses would drop these pairs as "
+        "identical texts: remove or fix those rows in the table (or in the data it was prepared from) and rerun"
+    )
 
 
 def manifest_of(table: str | os.PathLike) -> Path:
@@ -326,3 +339,86 @@ def check_score_range(scores: Sequence[float] | np.ndarray, score_range: tuple[f
             f"{scores.min():g} to {scores.max():g}): the labels would leave the scale the losses expect; set {key} to the "
             "table's scale, or fix those rows"
         )
+
+
+
+# ---------------------------------------------------------------------------------- SentEval transfer tasks
+
+
+@dataclass(frozen=True)
+class TransferContract:
+    """What SentEval's files of one transfer task hold: the ``labels`` a sample's label field may take, as the
+    file writes it (``label_field`` says where it stands; none for the binary tasks, whose label is the file
+    a sentence is in), the published samples per file (``rows``, paths relative to the downstream root) and
+    the blank lines a published file holds (``blank``): SentEval encodes those as empty samples, and dropping
+    them would change the cross-validation folds, so they are kept, and any other empty sentence is refused."""
+
+    task: str
+    rows: dict[str, int]
+    labels: tuple[str, ...] = ()
+    label_field: str = ""
+    blank: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def n_classes(self) -> int:
+        return len(self.labels) or 2
+
+
+_TRANSFER_FIX = ("restore the published file: delete it and rerun snakemake, which lays it out again from the data mirror "
+                 "or SentEval's download (rule download_file)")
+
+# the published sizes (MRPC without its header line) and blank lines, counted on SentEval's files (sha256 in the mirror's
+# manifest): a different count means another distribution of the data, and results that are not comparable
+TRANSFER_CONTRACTS: dict[str, TransferContract] = {c.task: c for c in (
+    TransferContract("MR", {"MR/rt-polarity.pos": 5331, "MR/rt-polarity.neg": 5331}),
+    TransferContract("CR", {"CR/custrev.pos": 2407, "CR/custrev.neg": 1368}, blank={"CR/custrev.pos": 2, "CR/custrev.neg": 2}),
+    TransferContract("SUBJ", {"SUBJ/subj.objective": 5000, "SUBJ/subj.subjective": 5000}),
+    TransferContract("MPQA", {"MPQA/mpqa.pos": 3312, "MPQA/mpqa.neg": 7294}, blank={"MPQA/mpqa.pos": 1, "MPQA/mpqa.neg": 2}),
+    TransferContract("SST2", {"SST/binary/sentiment-train": 67349, "SST/binary/sentiment-dev": 872, "SST/binary/sentiment-test": 1821},
+                     labels=("0", "1"), label_field="the label after the tab"),
+    # the coarse classes, in the order SentEval numbers them 0..5; the fine label after ':' is discarded
+    TransferContract("TREC", {"TREC/train_5500.label": 5452, "TREC/TREC_10.label": 500},
+                     labels=("ABBR", "DESC", "ENTY", "HUM", "LOC", "NUM"), label_field="the coarse label before ':'"),
+    TransferContract("MRPC", {"MRPC/msr_paraphrase_train.txt": 4076, "MRPC/msr_paraphrase_test.txt": 1725},
+                     labels=("0", "1"), label_field="the Quality field"),
+)}
+
+
+def _lines(lines: Sequence[int], mask: np.ndarray, values: Sequence | None = None) -> str:
+    rows = np.flatnonzero(mask)
+    shown = ", ".join(str(lines[i]) for i in rows[:SHOWN_ROWS]) + (", ..." if len(rows) > SHOWN_ROWS else "")
+    if values is None:
+        return f"lines {shown}"
+    return f"lines {shown}: values {', '.join(repr(values[i]) for i in rows[:SHOWN_ROWS])}"
+
+
+def check_transfer_file(path: str | os.PathLike, rel: str, task: str, *, texts: dict[str, Sequence[str]], lines: Sequence[int],
+                        labels: Sequence[str] | None = None, rows: int | None = None) -> None:
+    """Raise :class:`DataError` at the first way one SentEval file of ``task`` (``rel``: its path under the downstream
+    root) breaks :data:`TRANSFER_CONTRACTS`: a label outside the task's classes, an empty sentence the published
+    file does not have, a sample count other than ``rows`` (the published one; None for a synthetic corpus).
+
+    ``texts``: the sentences by field (``sentence``, or ``sentence1`` and ``sentence2``), as SentEval would encode
+    them; ``lines``: each sample's 1-based line in the file; ``labels``: each sample's label field as written.
+    One message names the file, the field, the count, the first offending lines with their values, and the fix.
+    """
+    c = TRANSFER_CONTRACTS[task]
+    n = len(lines)
+    where = f"{path} (SentEval {task})"
+    if labels is not None and c.labels:
+        outside = ~np.isin(np.asarray(labels, dtype=object), np.asarray(c.labels, dtype=object))
+        if outside.any():
+            raise DataError(f"{where}: {int(outside.sum())} of {n} samples have a label that is not one of {', '.join(c.labels)} "
+                            f"({c.label_field}; {_lines(lines, outside, labels)}); {_TRANSFER_FIX}")
+    empty = {name: np.array([not t for t in ts], dtype=bool) for name, ts in texts.items()}
+    any_empty = np.logical_or.reduce(list(empty.values())) if empty else np.zeros(n, dtype=bool)
+    kept = c.blank.get(rel, 0)
+    if any_empty.sum() > kept:
+        per_field = ", ".join(f"{name}: {int(m.sum())}" for name, m in empty.items() if m.any())
+        published = f"the published file has {kept} (blank lines SentEval keeps)" if kept else "the published file has none"
+        raise DataError(f"{where}: {int(any_empty.sum())} of {n} samples have an empty sentence ({per_field}; {_lines(lines, any_empty)}), "
+                        f"where {published}: each would be encoded as the special tokens alone, the same vector for every one; "
+                        f"{_TRANSFER_FIX}")
+    if rows is not None and n != rows:
+        raise DataError(f"{where}: {n} samples where the published file has {rows} (a copy cut short, or another version); "
+                        f"{_TRANSFER_FIX}")

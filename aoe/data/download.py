@@ -18,7 +18,7 @@ import requests
 
 from aoe.data.io import DataError, sha256_file
 from aoe.data.mirror import check_published, mirror_file, mirror_sources
-from aoe.util.fsutil import atomic_file
+from aoe.util.fsutil import atomic_file, naming_full_disk
 
 _OFFLINE_VARS = ("HF_HUB_OFFLINE", "AOE_OFFLINE")
 _CHUNK_BYTES = 1 << 16
@@ -116,7 +116,9 @@ def download_file(
     attempt = 0
     while True:
         try:
-            _attempt(url, part, timeout)
+            # the .part stays on a full disk (it is not a result: nothing reads it until it is whole), so a rerun resumes
+            with naming_full_disk(dest, f"the bytes fetched so far in {part}, which a rerun resumes"):
+                _attempt(url, part, timeout)
             break
         except _TransientError as exc:
             if attempt >= retries:

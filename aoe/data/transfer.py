@@ -25,10 +25,13 @@ SentEval then sorts samples by length before encoding; that order decides the
 cross-validation folds, so it is part of the evaluation protocol
 (:mod:`aoe.evaluate.transfer`), not of these readers, which keep file order.
 
-Where SentEval would crash (a label it does not know, a line with too few
-fields) or silently read something else (a different file, a missing MRPC
-header), these readers raise :class:`~aoe.data.io.DataError` naming the file
-and line, and every file's row count is checked against the published one.
+Where SentEval would crash (a line with too few fields) or silently read
+something else (a different file, a missing MRPC header), these readers raise
+:class:`~aoe.data.io.DataError` naming the file and line; every file they read
+is then held to its task's contract (:data:`aoe.data.contracts.TRANSFER_CONTRACTS`:
+the labels the task allows, no empty sentence but the published file's blank
+lines, the published sample count), one error naming the file, the field, the
+first offending lines and the fix.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from aoe.data.contracts import TRANSFER_CONTRACTS, check_transfer_file
 from aoe.data.io import DataError, read_text, text_lines
 from aoe.data.mirror import DOWNSTREAM_SUBDIR, check_published, find_downstream
 
@@ -61,29 +65,13 @@ _SPLIT_FILES: dict[str, dict[str, str]] = {
     "MRPC": {"train": "MRPC/msr_paraphrase_train.txt", "test": "MRPC/msr_paraphrase_test.txt"},
 }
 
-# Samples per file (MRPC without its header line). A different count means a
-# different distribution of the data, and results would not be comparable.
-EXPECTED_ROWS: dict[str, int] = {
-    "MR/rt-polarity.pos": 5331,
-    "MR/rt-polarity.neg": 5331,
-    "CR/custrev.pos": 2407,
-    "CR/custrev.neg": 1368,
-    "SUBJ/subj.objective": 5000,
-    "SUBJ/subj.subjective": 5000,
-    "MPQA/mpqa.pos": 3312,
-    "MPQA/mpqa.neg": 7294,
-    "SST/binary/sentiment-train": 67349,
-    "SST/binary/sentiment-dev": 872,
-    "SST/binary/sentiment-test": 1821,
-    "TREC/train_5500.label": 5452,
-    "TREC/TREC_10.label": 500,
-    "MRPC/msr_paraphrase_train.txt": 4076,
-    "MRPC/msr_paraphrase_test.txt": 1725,
-}
+# Samples per file (MRPC without its header line), labels and blank lines: the tasks' contracts
+# (aoe.data.contracts.TRANSFER_CONTRACTS), written once there.
+EXPECTED_ROWS: dict[str, int] = {rel: n for c in TRANSFER_CONTRACTS.values() for rel, n in c.rows.items()}
 
-N_CLASSES: dict[str, int] = {"MR": 2, "CR": 2, "SUBJ": 2, "MPQA": 2, "SST2": 2, "TREC": 6, "MRPC": 2}
+N_CLASSES: dict[str, int] = {task: c.n_classes for task, c in TRANSFER_CONTRACTS.items()}
 
-TREC_LABELS: dict[str, int] = {"ABBR": 0, "DESC": 1, "ENTY": 2, "HUM": 3, "LOC": 4, "NUM": 5}
+TREC_LABELS: dict[str, int] = {label: i for i, label in enumerate(TRANSFER_CONTRACTS["TREC"].labels)}
 
 _MRPC_HEADER_FIRST_FIELD = "Quality"
 _MRPC_MIN_FIELDS = 5  # quality, #1 ID, #2 ID, #1 String, #2 String
@@ -157,60 +145,57 @@ def resolve_transfer_root(path: str | os.PathLike[str]) -> Path:
     )
 
 
-def _check_rows(path: Path, rel: str, n: int, expected_rows: Mapping[str, int] | None) -> None:
-    expected = None if expected_rows is None else expected_rows.get(rel)
-    if expected is not None and n != expected:
-        raise DataError(f"{path}: expected {expected} samples, got {n}")
+def _check(path: Path, rel: str, task: str, expected_rows: Mapping[str, int] | None, *, texts: dict[str, list[str]],
+           lines: list[int], labels: list[str] | None = None) -> None:
+    """The file's contract (aoe.data.contracts.check_transfer_file), with the published count unless ``expected_rows`` is None."""
+    rows = None if expected_rows is None else expected_rows.get(rel)
+    check_transfer_file(path, rel, task, texts=texts, lines=lines, labels=labels, rows=rows)
 
 
 def _join(text: str) -> str:
     return " ".join(text.split())
 
 
-def _read_binary_file(root: Path, rel: str, expected_rows: Mapping[str, int] | None) -> list[str]:
+def _read_binary_file(root: Path, rel: str, task: str, expected_rows: Mapping[str, int] | None) -> list[str]:
     path = root / rel
     # splitlines, not file iteration: SentEval reads these files whole and calls
     # str.splitlines, which also breaks at \x0b, \x0c, \x1c-\x1e and \x85.
     sentences = [_join(line) for line in read_text(path, "latin-1").splitlines()]
-    _check_rows(path, rel, len(sentences), expected_rows)
+    _check(path, rel, task, expected_rows, texts={"sentence": sentences}, lines=list(range(1, len(sentences) + 1)))
     return sentences
 
 
 def _read_sst(root: Path, rel: str, expected_rows: Mapping[str, int] | None) -> TransferSplit:
     path = root / rel
     sentences: list[str] = []
-    labels: list[int] = []
+    raw: list[str] = []
+    numbers: list[int] = []
     for number, line in enumerate(text_lines(read_text(path, "utf-8")), start=1):
         fields = line.strip().split("\t")
         if len(fields) < 2:
             raise DataError(f"{path}:{number}: expected a sentence and a label separated by a tab")
-        try:
-            label = int(fields[1])
-        except ValueError:
-            raise DataError(f"{path}:{number}: label {fields[1]!r} is not an integer") from None
-        if label not in (0, 1):
-            raise DataError(f"{path}:{number}: label {label} is not 0 or 1")
         sentences.append(_join(fields[0]))
-        labels.append(label)
-    _check_rows(path, rel, len(labels), expected_rows)
-    return TransferSplit(sentences, labels)
+        raw.append(fields[1])
+        numbers.append(number)
+    _check(path, rel, "SST2", expected_rows, texts={"sentence": sentences}, lines=numbers, labels=raw)
+    return TransferSplit(sentences, [int(label) for label in raw])
 
 
 def _read_trec(root: Path, rel: str, expected_rows: Mapping[str, int] | None) -> TransferSplit:
     path = root / rel
     sentences: list[str] = []
-    labels: list[int] = []
+    raw: list[str] = []
+    numbers: list[int] = []
     for number, line in enumerate(text_lines(read_text(path, "latin-1")), start=1):
         parts = line.strip().split(":", 1)
         if len(parts) != 2 or " " not in parts[1]:
             raise DataError(f"{path}:{number}: expected 'COARSE:fine sentence'")
         coarse, rest = parts
-        if coarse not in TREC_LABELS:
-            raise DataError(f"{path}:{number}: unknown TREC label {coarse!r}; known: {', '.join(TREC_LABELS)}")
         sentences.append(_join(rest.split(" ", 1)[1]))
-        labels.append(TREC_LABELS[coarse])
-    _check_rows(path, rel, len(labels), expected_rows)
-    return TransferSplit(sentences, labels)
+        raw.append(coarse)
+        numbers.append(number)
+    _check(path, rel, "TREC", expected_rows, texts={"sentence": sentences}, lines=numbers, labels=raw)
+    return TransferSplit(sentences, [TREC_LABELS[coarse] for coarse in raw])
 
 
 def _read_mrpc(root: Path, rel: str, expected_rows: Mapping[str, int] | None) -> TransferSplit:
@@ -221,20 +206,20 @@ def _read_mrpc(root: Path, rel: str, expected_rows: Mapping[str, int] | None) ->
         raise DataError(f"{path}:1: expected a header line starting with {_MRPC_HEADER_FIRST_FIELD!r}")
     first: list[str] = []
     second: list[str] = []
-    labels: list[int] = []
+    raw: list[str] = []
+    numbers: list[int] = []
     for number, line in enumerate(lines[1:], start=2):
         fields = line.strip().split("\t")
         if len(fields) < _MRPC_MIN_FIELDS:
             raise DataError(
                 f"{path}:{number}: expected at least {_MRPC_MIN_FIELDS} tab-separated fields, got {len(fields)}"
             )
-        if fields[0] not in ("0", "1"):
-            raise DataError(f"{path}:{number}: quality {fields[0]!r} is not 0 or 1")
         first.append(_join(fields[3]))
         second.append(_join(fields[4]))
-        labels.append(int(fields[0]))
-    _check_rows(path, rel, len(labels), expected_rows)
-    return TransferSplit(first, labels, second)
+        raw.append(fields[0])
+        numbers.append(number)
+    _check(path, rel, "MRPC", expected_rows, texts={"sentence1": first, "sentence2": second}, lines=numbers, labels=raw)
+    return TransferSplit(first, [int(label) for label in raw], second)
 
 
 def read_transfer(
@@ -263,8 +248,8 @@ def read_transfer(
     splits: dict[str, TransferSplit]
     if task in _BINARY_FILES:
         pos_rel, neg_rel = _BINARY_FILES[task]
-        pos = _read_binary_file(root, pos_rel, expected_rows)
-        neg = _read_binary_file(root, neg_rel, expected_rows)
+        pos = _read_binary_file(root, pos_rel, task, expected_rows)
+        neg = _read_binary_file(root, neg_rel, task, expected_rows)
         splits = {"all": TransferSplit(pos + neg, [1] * len(pos) + [0] * len(neg))}
     elif task == "SST2":
         splits = {split: _read_sst(root, rel, expected_rows) for split, rel in _SPLIT_FILES[task].items()}

@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from aoe.data.contracts import read_table
+from aoe.data.contracts import read_table, refuse_empty_texts
 from aoe.data.io import DataError, sha256_file
 from aoe.model.backbones import tokenizer_fingerprint
 from aoe.model.prompts import apply_prompt
@@ -75,28 +75,14 @@ def text_identities(ids: list[list[int]]) -> list[int]:
     return [number.setdefault(tuple(x), len(number)) for x in ids]
 
 
-def _rows(mask: np.ndarray, shown: int = 5) -> str:
-    rows = np.flatnonzero(mask)
-    return ", ".join(map(str, rows[:shown])) + (", ..." if len(rows) > shown else "")
-
-
 def _refuse_hollow(table: Path, df: pd.DataFrame, hollow: dict[str, np.ndarray]) -> None:
     """A DataError naming the rows whose text the tokenizer drops whole, per column, if any.
 
     Such a text is only its special tokens (and prompt) to the model, as an empty one is
-    (:func:`aoe.data.contracts.check_table` refuses those on reading), but ``str.strip`` cannot
-    see it: zero-width spaces, control characters.
+    (:func:`aoe.data.contracts.check_table` refuses those on reading, with the same message), but
+    ``str.strip`` cannot see it: zero-width spaces, control characters.
     """
-    rows = np.logical_or.reduce(list(hollow.values()))
-    if not rows.any():
-        return
-    per_column = ", ".join(f"{c}: {int(m.sum())}" for c, m in hollow.items() if m.any())
-    raise DataError(
-        f"{table}: {int(rows.sum())} of {len(df)} rows have a text that is dropped whole by the tokenizer ({per_column}; "
-        f"0-based rows {_rows(rows)}); the model would see only special tokens, the same for every such text, and "
-        "the losses would drop these pairs as identical texts: remove or fix those rows in the table "
-        "(or in the data it was prepared from) and rerun"
-    )
+    refuse_empty_texts(table, len(df), hollow, "is dropped whole by the tokenizer")
 
 
 def _refuse_past_positions(table: Path, model_dir: Path, ids: list[list[int]], max_length: int) -> None:

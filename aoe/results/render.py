@@ -22,6 +22,7 @@ from aoe.config.workflow import PRETRAINED
 from aoe.results.stats import FLAG_RULE, TTEST_RULE
 from aoe.results.tables import Row, Table, TTest
 from aoe.util.jsonio import json_safe
+from aoe.util.fsutil import atomic_file
 
 __all__ = ["and_join", "no_delta_reason", "paper_digits", "to_frame", "to_json", "to_latex", "to_markdown", "write_table"]
 
@@ -382,8 +383,10 @@ def to_json(table: Table) -> dict:
 
 def write_table(table: Table, tex: str | Path, csv_path: str | Path, md: str | Path, json_path: str | Path | None = None) -> None:
     """The table's twins: LaTeX, CSV, Markdown and, where ``json_path`` is given, JSON."""
-    Path(tex).write_text(to_latex(table))
-    to_frame(table).to_csv(csv_path, index=False)
-    Path(md).write_text(to_markdown(table))
+    # through atomic_file: a full disk leaves no table cut short and names the file it could not write
+    texts = {tex: to_latex(table), csv_path: to_frame(table).to_csv(index=False), md: to_markdown(table)}
     if json_path:
-        Path(json_path).write_text(json.dumps(to_json(table), indent=2, ensure_ascii=False) + "\n")
+        texts[json_path] = json.dumps(to_json(table), indent=2, ensure_ascii=False) + "\n"
+    for path, text in texts.items():
+        with atomic_file(path) as fh:
+            fh.write(text)

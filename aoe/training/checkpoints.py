@@ -32,6 +32,7 @@ from pathlib import Path
 from aoe.config.hparams import RUN_ONLY
 from aoe.data.io import sha256_file
 from aoe.util.jsonio import write_json_atomic
+from aoe.util.fsutil import DiskFullError, naming_full_disk
 
 __all__ = [
     "RESULT_NEUTRAL", "TRAINER_STATE", "FINAL", "checkpoint_dir", "run_identity", "identity_changes",
@@ -153,16 +154,24 @@ def save_checkpoint(accelerator, root: Path, identity: dict, state: dict, metric
             shutil.rmtree(stale, ignore_errors=True)
     accelerator.wait_for_everyone()
     try:
-        accelerator.save_state(str(step_dir))
-        if accelerator.is_main_process:
-            (step_dir / "metrics.jsonl").write_text("".join(line + "\n" for line in metrics_lines))
-            files = _file_manifest(step_dir)
-            write_json_atomic({"state": state, "identity": identity, "files": files}, step_dir / TRAINER_STATE)
+        # safetensors' SafetensorError ("... (os error 28)") is no OSError: naming_full_disk reads the errno in its text
+        with naming_full_disk(step_dir, "nothing of this checkpoint (its partial folder is removed; the earlier ones stay)",
+                              also="checkpoint less often (trainsets.<name>.train.checkpoint_every; 0: never)"):
+            try:
+                accelerator.save_state(str(step_dir))
+                if accelerator.is_main_process:
+                    (step_dir / "metrics.jsonl").write_text("".join(line + "\n" for line in metrics_lines))
+                    files = _file_manifest(step_dir)
+                    write_json_atomic({"state": state, "identity": identity, "files": files}, step_dir / TRAINER_STATE)
+            except BaseException:
+                # the partial checkpoint would keep the space filled (for other users' jobs too) until the next run
+                shutil.rmtree(step_dir, ignore_errors=True)
+                raise
+    except DiskFullError:
+        raise
     except (OSError, RuntimeError) as e:
-        # a full disk or quota: torch says "[enforce fail at inline_container.cc:672] . unexpected pos
-        # 23744 vs 23636", naming neither the folder nor the disk, and the partial checkpoint kept
-        # the space filled (for other users' jobs too) until the next run of this one
-        shutil.rmtree(step_dir, ignore_errors=True)
+        # torch's zip writer on a full disk says "[enforce fail at inline_container.cc:672] . unexpected pos
+        # 23744 vs 23636", with no errno to tell a full disk from another failure
         free = shutil.disk_usage(root).free
         raise OSError(
             f"checkpoint {step_dir} could not be written ({type(e).__name__}: {e}); {free / 2**20:.0f} MiB are free "

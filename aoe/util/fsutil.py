@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import shutil
@@ -15,7 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Iterator
 
-__all__ = ["atomic_file", "atomic_dir", "remove_stale_temporaries", "remove_orphaned_files", "exit_on_sigterm", "as_created"]
+__all__ = ["DiskFullError", "naming_full_disk", "atomic_file", "atomic_dir", "remove_stale_temporaries", "remove_orphaned_files", "exit_on_sigterm", "as_created"]
 
 # tempfile.mkdtemp's random part: 8 characters of tempfile._RandomNameSequence.characters
 _MKDTEMP_SUFFIX = "[a-z0-9_]{8}"
@@ -39,6 +40,87 @@ _WRITER = r"(?:(?P<host>[A-Za-z0-9-]+)-(?P<pid>[0-9]+)\.)?"  # absent in the nam
 # a temporary whose writer cannot be asked (another node's, or one named before the pid) is left alone this long:
 # every atomic_file write goes from open to rename in seconds, so one untouched for an hour has no writer
 ORPHAN_AGE_S = 3600.0
+
+
+class DiskFullError(OSError):
+    """A write that found no room: the disk full, or the user's quota spent (errno ENOSPC or EDQUOT).
+
+    Its message names the path being written, the free space of the filesystem it is on, what was
+    kept and the fix: the bare ``OSError: [Errno 28] No space left on device`` a library raises names
+    none of them, and safetensors' ``SafetensorError`` not even the errno.
+    """
+
+    def __str__(self) -> str:  # the message alone: OSError's "[Errno 28] " prefix would hide the path it starts with
+        return self.strerror
+
+
+# how libraries written in Rust or C++ (safetensors, tokenizers, pyarrow) report the errno in their own exception types
+_FULL_IN_TEXT = re.compile(rf"\(os error ({errno.ENOSPC}|{errno.EDQUOT})\)|No space left on device|Disk quota exceeded")
+
+
+def _full_errno(exc: BaseException) -> int | None:
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return exc.errno
+    match = _FULL_IN_TEXT.search(str(exc))
+    if match is None:
+        return None
+    return errno.EDQUOT if match[1] == str(errno.EDQUOT) or "quota" in match[0] else errno.ENOSPC
+
+
+def _size(n: float) -> str:
+    for unit in ("bytes", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "bytes" else f"{n:.1f} {unit}"
+        n /= 1024
+    return ""  # unreachable
+
+
+def _mount_point(path: Path) -> Path:
+    path = path.resolve()
+    while not os.path.ismount(path) and path != path.parent:
+        path = path.parent
+    return path
+
+
+def _free_space(path: Path) -> str:
+    """``the filesystem at /mnt: 64.0 KiB free of 12.0 MiB``, of the nearest folder of ``path`` that exists."""
+    folder = path
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    try:
+        usage = shutil.disk_usage(folder)
+    except OSError:
+        return "its filesystem's free space unknown"
+    return f"the filesystem at {_mount_point(folder)}: {_size(usage.free)} free of {_size(usage.total)}"
+
+
+@contextmanager
+def naming_full_disk(path: str | os.PathLike, kept: str = "nothing partial of it: the temporary is removed",
+                     also: str | None = None) -> Iterator[None]:
+    """Turn a full disk or a spent quota met inside the block (an ``OSError`` ENOSPC or EDQUOT, or a library's
+    exception that carries the errno in its text) into one :class:`DiskFullError` that names ``path`` (the
+    output being written), its filesystem's free space, what was ``kept`` and the fix (``also``: a further way out,
+    as a clause: ``checkpoint less often (...)``).
+
+    Every writer of the pipeline's outputs goes through it (:func:`atomic_file`, :func:`atomic_dir`, the
+    download's resumable ``.part``): the job fails either way, but the message says where and what to do.
+    """
+    path = Path(path)
+    try:
+        yield
+    except DiskFullError:
+        raise
+    except Exception as exc:
+        code = _full_errno(exc)
+        if code is None:
+            raise
+        why = "the user's disk quota is spent" if code == errno.EDQUOT else "no space left on the device"
+        raise DiskFullError(
+            code,
+            f"{path}: {why} while writing it ({_free_space(path.parent)}; {type(exc).__name__}: {exc}); kept: {kept}; "
+            "free space on that disk, or point the configuration's results: at a folder on another disk"
+            f"{', or ' + also if also else ''}, and rerun",
+        ) from exc
 
 
 def _temporary_pattern(out_dir: Path) -> re.Pattern:
@@ -135,19 +217,21 @@ def atomic_file(path: str | os.PathLike, mode: str = "w", *, encoding: str | Non
     if mode not in ("w", "wb"):
         raise ValueError(f"atomic_file writes a whole new file: mode 'w' or 'wb', not {mode!r}")
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    remove_orphaned_files(path.parent, path.name)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.{_HOST}-{os.getpid()}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, mode, encoding=None if "b" in mode else encoding) as fh:
-            yield fh
-            if fsync:
-                fh.flush()
-                os.fsync(fh.fileno())
-        as_created(tmp)
-        os.replace(tmp, path)
-    finally:
-        Path(tmp).unlink(missing_ok=True)  # gone after the move; after an error, the partial file
+    # outside the try: the partial file is removed first, so the message's free space is what a rerun finds
+    with naming_full_disk(path, "nothing partial of it (the temporary is removed; an earlier file at that path stays as it was)"):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        remove_orphaned_files(path.parent, path.name)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.{_HOST}-{os.getpid()}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, mode, encoding=None if "b" in mode else encoding) as fh:
+                yield fh
+                if fsync:
+                    fh.flush()
+                    os.fsync(fh.fileno())
+            as_created(tmp)
+            os.replace(tmp, path)
+        finally:
+            Path(tmp).unlink(missing_ok=True)  # gone after the move; after an error, the partial file
 
 
 @contextmanager
@@ -160,25 +244,26 @@ def atomic_dir(out_dir: str | os.PathLike) -> Iterator[Path]:
     process turned SIGTERM into an exception (:func:`exit_on_sigterm`).
     """
     out_dir = Path(out_dir)
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    remove_stale_temporaries(out_dir)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
-    # mkdtemp makes it private; results are shared with other users' jobs, and in a group-shared tree (umask 002)
-    # with the group's: a fixed 0755 kept another member's rerun of this job from replacing the folder
-    tmp.chmod(0o777 & ~_umask())
-    try:
-        yield tmp
-        # files libraries made private (safetensors writes model.safetensors 0600, as tempfile
-        # does) get the mode open() gives, like the folder: other users' jobs read them
-        for path in tmp.rglob("*"):
-            if path.is_file() and not path.is_symlink() and path.stat().st_mode & 0o777 == 0o600:
-                as_created(path)
-        if out_dir.exists():
-            shutil.rmtree(out_dir)
-        os.replace(tmp, out_dir)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp)
+    with naming_full_disk(out_dir, "nothing partial of it (the temporary folder is removed; an earlier folder at that path stays as it was)"):
+        out_dir.parent.mkdir(parents=True, exist_ok=True)
+        remove_stale_temporaries(out_dir)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
+        # mkdtemp makes it private; results are shared with other users' jobs, and in a group-shared tree (umask 002)
+        # with the group's: a fixed 0755 kept another member's rerun of this job from replacing the folder
+        tmp.chmod(0o777 & ~_umask())
+        try:
+            yield tmp
+            # files libraries made private (safetensors writes model.safetensors 0600, as tempfile
+            # does) get the mode open() gives, like the folder: other users' jobs read them
+            for path in tmp.rglob("*"):
+                if path.is_file() and not path.is_symlink() and path.stat().st_mode & 0o777 == 0o600:
+                    as_created(path)
+            if out_dir.exists():
+                shutil.rmtree(out_dir)
+            os.replace(tmp, out_dir)
+        finally:
+            if tmp.exists():
+                shutil.rmtree(tmp)
 
 
 def _umask() -> int:
