@@ -277,7 +277,8 @@ def library_code(*modules):
 def eval_resources(key, scale=1, extra=0):
     """A job's resource that loads a backbone to embed or generate, from the backbone's config
     (LLaMA needs more than BERT): ``scale`` times the STS evaluation's, plus ``extra``; a runtime
-    at most the backbone's max_runtime; a memory request that grows with each retry (aoe.config.memory.grows_on_retry)."""
+    at most the backbone's max_runtime; a memory request that grows with each retry (aoe.config.memory.grows_on_retry).
+    """
     resource = lambda wildcards: _capped(
         backbone_resources(wildcards), key, int(backbone_resources(wildcards)[key] * scale) + extra
     )

@@ -351,7 +351,8 @@ def test_a_transfer_row_takes_an_evaluation_only_pooling(tmp_path):
         "evaluation": {"backend": "senteval"},
         "trainsets": {"nli": {"objective_train": {"angle_arxiv": {"eval_pooling": None}}}},
         "objectives": {"angle_pool_cls_avg": {"pooling": "cls_avg"}, "angle_pool_avg": {"pooling": "avg"},
-                       "angle_pool_max": {"pooling": "max"}, "aoe_pool_max": {"pooling": "max"}},
+                       "angle_pool_max": {"pooling": "max"}, "aoe_pool_max": {"pooling": "max"},
+                       "aoe_pool_cls_avg": {"pooling": "cls_avg"}},
         **_building(without=("table1_sts", "released")),
     }))
     load_config(REPO, [tmp_path / "override.yaml"])
