@@ -114,7 +114,7 @@ def _presumed(root: str, repo: Path) -> tuple[str, list[str], str] | None:
     except (OSError, ValueError, AttributeError):
         files = None
     if isinstance(files, list) and files and all(isinstance(f, str) and Path(f).is_file() for f in files):
-        return tree_owner(files), files, f"presumed from its recipe.json: no {RECORD} yet"
+        return tree_owner(files), files, f"presumed from its recipe.json; no {RECORD} yet"
     preset = preset_trees(repo / "presets").get(root)
     if preset is not None:
         return preset, ["config.yaml", preset], f"presumed: its results: names it; no {RECORD} yet"
