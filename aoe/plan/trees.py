@@ -147,19 +147,23 @@ def explain_tree(
         return None  # its own tree: an edited file, an overlay, --config values change its settings
     if record is not None:
         there, how = record.get("settings"), f"recorded in {root}/{RECORD}"
+        what = f"{root}/{RECORD} records none"
     else:
         _, files, how = presumed
+        what = f"{theirs} no longer loads"
         try:
             there = settings_of(load_config(repo, [f for f in files if os.path.normpath(f) != "config.yaml"]))
         except (ConfigError, OSError, yaml.YAMLError):
             there = None  # settings that no longer load are not the same settings
-    here = settings_of(config)
-    diff = first_difference(here, there) if there is not None else None
+    diff = first_difference(settings_of(config), there) if there is not None else None
     if there is not None and diff is None:
         return None  # the same settings under another name: nothing would change
-    named = "--config results=..." if owner == COMMAND_LINE else owner
-    what = (f"{diff[3]} value{'s differ' if diff[3] > 1 else ' differs'}; first: {'.'.join(map(str, diff[0]))} is {_show(diff[1])} in this run, {_show(diff[2])} in the tree"
-            if diff else f"{theirs} no longer loads")
-    fix = (f"give it its own tree (--config results={_own_tree(owner)})" if owner == COMMAND_LINE
-           else f"give {owner} its own results: (e.g. results: {_own_tree(owner)})")
+    if diff is not None:
+        path, ours, theirs_value, count = diff
+        what = (f"{count} value{'s differ' if count > 1 else ' differs'}; first: {'.'.join(map(str, path))} is "
+                   f"{_show(ours)} in this run, {_show(theirs_value)} in the tree")
+    if owner == COMMAND_LINE:
+        named, fix = "--config results=...", f"give it its own tree (--config results={_own_tree(owner)})"
+    else:
+        named, fix = owner, f"give {owner} its own results: (e.g. results: {_own_tree(owner)})"
     return f"{root}/ is the tree of {theirs} ({how}); {named} names it too, with other settings ({what}): {fix}"
