@@ -21,9 +21,10 @@ from typing import Iterable
 
 import yaml
 
+from aoe.config.hparams import read_yaml
 from aoe.config.workflow import ConfigError, built_tables, cell_parts, results_path, table_rows, table_target
 from aoe.data.catalog import dataset_splits
-from aoe.plan.check import _check_table_row, check_config, key_source
+from aoe.plan.check import _check_table_row, check_tables, key_source
 
 __all__ = ["explain_report", "explain_target", "explain_workdir", "job_counts_once", "preset_trees", "requested_report",
            "requested_targets"]
@@ -67,7 +68,7 @@ def preset_trees(presets: Path = PRESETS) -> dict[str, str]:
     trees = {}
     for f in sorted(presets.glob("*.yaml")):
         try:
-            root = (yaml.safe_load(f.read_text()) or {}).get("results")
+            root = (read_yaml(f) or {}).get("results")  # parsed once while unchanged
         except yaml.YAMLError:
             continue  # a broken preset is reported when it is used
         if isinstance(root, str):
@@ -114,7 +115,7 @@ def _table_needs(config: dict, table: str, grid: dict | None) -> str:
             missing += [model] if model not in missing else []
     if not missing:
         try:
-            check_config(trial)
+            check_tables(trial)  # the table's own checks (train sets, eval splits, a study's rows); not every cell's
         except ConfigError as err:
             return f"; named there, the configuration would stop at: {err}"
         return "; add it to that list to build it"
