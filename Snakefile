@@ -29,7 +29,9 @@
 # ├── REPORT.md                                 every reproduced number beside the paper's
 # ├── REPORT.html, RECIPE.html, tables/{table}.html   the same rendered for `snakemake --report`
 # ├── RUNTIMES.tsv, .html                       every job's wall time and max RSS from its benchmark file
-# └── logs/, benchmarks/                        one per job
+# ├── logs/, benchmarks/                        one per job
+# └── configuration.json                        the config file that names this tree, and its resolved settings
+#                                               (aoe.plan.trees: another file naming the tree is refused)
 
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import min_version
@@ -49,6 +51,13 @@ if _elsewhere:
 configfile: "config.yaml"
 
 
+# `snakemake -n -q rules` printed its job counts twice, the second table straight under the first (Snakemake logs
+# them before and after a dry run's job list, which -q rules leaves out): the counts once, then the reasons
+from aoe.plan.targets import job_counts_once
+
+job_counts_once(workflow)
+
+
 # the report's front page: where to start (the summary), before Snakemake's rule graph
 report: "report/workflow.rst"
 
@@ -64,6 +73,12 @@ include: "rules/mteb.smk"
 include: "rules/figures.smk"
 include: "rules/report.smk"
 include: "rules/cards.smk"
+
+
+# the tree records which file made it, and its settings (aoe.plan.trees: another file naming it is refused
+# in rules/common.smk); hooks run in a real run's main process only, not in a dry run
+onstart:
+    record_tree(config, CONFIGFILES, CONFIG_OVERRIDES)
 
 
 rule all:
@@ -125,8 +140,18 @@ for _table in built_tables(config):
 # (backbone, objective, train set, seed, dataset, split, table) or the config file not building it.
 from aoe.plan.targets import explain_report, explain_target, requested_report, requested_targets
 
+from snakemake.io import strip_wildcard_constraints
+
+_wildcard_rules = {r.name: strip_wildcard_constraints(str(r.output[0])) for r in workflow.rules if r.has_wildcards()}
 for _target in requested_targets(sys.argv):
-    _why = explain_target(_target, config, rule_names=[r.name for r in workflow.rules], configfiles=CONFIGFILES)
+    _why = explain_target(
+        _target,
+        config,
+        rule_names=[r.name for r in workflow.rules],
+        configfiles=CONFIGFILES,
+        wildcard_rules=_wildcard_rules,
+        grid=GRID_CONFIG,
+    )
     if _why:
         raise WorkflowError(f"target {_why}")
 # `snakemake --report` without the run's --configfile files plans another configuration and prints a

@@ -7,6 +7,7 @@ sys.path.insert(0, workflow.basedir)
 
 from aoe.plan.check import complete_config, config_sources, load_config
 from aoe.plan.ledger import reading_presets
+from aoe.plan.trees import explain_tree, record_tree
 from aoe.config.hparams import freeze_for_planning
 from aoe.config.workflow import (
     PRETRAINED,
@@ -62,6 +63,12 @@ try:
     complete_config(config, workflow.source_path("../schemas/config.schema.yaml"), CONFIGFILES, CONFIG_OVERRIDES)
 except ConfigError as err:
     raise WorkflowError(f"config: {err}") from None
+# the tree belongs to the file that names it (results:): a copy of a preset with other settings would retrain into,
+# and --report from, the preset's tree (aoe.plan.trees; its record is written as the run starts: Snakefile, onstart)
+if workflow.is_main_process:
+    _why = explain_tree(config, CONFIGFILES, CONFIG_OVERRIDES, workflow.basedir)
+    if _why:
+        raise WorkflowError(_why)
 freeze_for_planning(config)
 # the paper grid (config.yaml alone), which a preset's tables are compared with (protocol_differences)
 GRID_CONFIG = config if len(CONFIGFILES) == 1 and not CONFIG_OVERRIDES else load_config(workflow.basedir, [])

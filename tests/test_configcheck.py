@@ -7,6 +7,7 @@ of them to show the workflow calls the check before anything is planned.
 
 from __future__ import annotations
 
+import copy
 import types
 
 import pytest
@@ -19,7 +20,8 @@ from tests.workflow_utils import MIRROR, REPO, copy_workflow, snakemake
 
 SCHEMA = REPO / "schemas" / "config.schema.yaml"
 # the tables config.yaml builds (build.tables): a list a --configfile replaces whole
-PAPER_TABLES = yaml.safe_load((REPO / "config.yaml").read_text())["build"]["tables"]
+GRID = yaml.safe_load((REPO / "config.yaml").read_text())
+PAPER_TABLES = GRID["build"]["tables"]
 
 
 def _building(*tables: str, without: tuple = ()) -> dict:
@@ -31,8 +33,8 @@ def _check(tmp_path, override: dict) -> str:
     """check_schema on config.yaml + presets/ci.yaml + ``override`` (written to override.yaml); the error line."""
     files = [REPO / "config.yaml", REPO / "presets" / "ci.yaml", tmp_path / "override.yaml"]
     files[-1].write_text(yaml.safe_dump(override))
-    config = {}
-    for file in files:
+    config = copy.deepcopy(GRID)  # config.yaml parsed once (~0.3 s each time with PyYAML's pure-Python loader)
+    for file in files[1:]:
         update_config(config, yaml.safe_load(file.read_text()))
     with pytest.raises(ConfigError) as err:
         check_schema(config, SCHEMA, files)
@@ -657,3 +659,34 @@ def test_a_preset_building_an_undefined_table_is_refused_at_planning(workflow_co
     assert out.returncode != 0
     assert ("config: build.tables: no table 'table9_new' in tables (in presets/builds-undefined.yaml); defined: table1_sts, "
             in out.stdout), out.stdout[-3000:]
+
+
+def test_numbers_yaml_and_the_command_line_read_as_text_are_read_as_numbers():
+    """Issue 62: `learning_rate: 5e-5` (YAML 1.1 reads it as text) and --config's nested values (Snakemake reads them
+    all as text) were refused: "'5e-5' is not of type 'number'". Where the schema takes a number, an integer, a boolean
+    or null and not text, such text is read as one, in the config and in the override dictionaries alike."""
+    files = [REPO / "config.yaml", REPO / "presets" / "cpu-demo.yaml"]
+    config = copy.deepcopy(GRID)
+    update_config(config, yaml.safe_load(files[1].read_text()))
+    # as Snakemake's --config gives 'trainsets={"stsb":{"train":{...}}}': every value text
+    update_config(config, {"trainsets": {"stsb": {"train": {"learning_rate": "5e-5", "max_steps": "300", "deterministic": "true",
+                                                            "init": "null", "warmup_ratio": "1e-1"}}},
+                           "backbones": {"minilm-l6": {"train_overrides": {"weight_decay": "1e-2"}, "revision": "1234"}}})
+    check_schema(config, SCHEMA, files, {"trainsets": {}})
+    train = config["trainsets"]["stsb"]["train"]
+    assert (train["learning_rate"], train["max_steps"], train["deterministic"], train["init"], train["warmup_ratio"]) == (5e-5, 300, True, None, 0.1)
+    assert config["backbones"]["minilm-l6"]["train_overrides"]["weight_decay"] == 0.01
+    assert config["backbones"]["minilm-l6"]["revision"] == "1234"  # the schema takes text there: kept
+    # (text that is no number is still refused, naming the key: test_unknown_nested_key_and_bad_value)
+
+
+def test_a_misspelt_key_and_backbone_name_the_closest_first(tmp_path):
+    """Issue 62: `learning_rat:` listed 27 keys; an unknown backbone its names without the one meant or how to add one."""
+    from aoe.plan.check import unknown_backbone
+
+    message = _check(tmp_path, {"trainsets": {"stsb": {"train": {"learning_rat": 1e-4}}}})
+    assert message.startswith(f"trainsets.stsb.train.learning_rat: unknown key (in {tmp_path / 'override.yaml'}); did you mean "
+                              "learning_rate? valid keys: batch_size, "), message
+    assert unknown_backbone("minilm", {"backbones": {"minilm-l6": {}, "bert-base-uncased": {}}}) == (
+        "unknown backbone 'minilm'; did you mean minilm-l6? known: bert-base-uncased, minilm-l6 (a new one is a backbones: "
+        'entry with one source, hf_id, package, gguf_package or path: docs/configuration.md, "Adding a backbone")')

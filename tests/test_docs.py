@@ -247,6 +247,9 @@ def test_snakemake_commands_plan(tmp_path):
         for args, group, out in results if out.returncode != 0
     ]
     assert not failures, "\n\n".join(failures)
+    # issue 62: `-q rules` printed the job counts twice (aoe.plan.targets.job_counts_once)
+    twice = [" ".join(args) for args, _, out in results if out.stdout.count("Job stats:") > 1]
+    assert not twice, twice
 
 
 def _help_argv(kind: str, argv: list[str]) -> tuple[list[str], list[str]]:

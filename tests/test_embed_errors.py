@@ -22,7 +22,9 @@ import pytest
 from tests.workflow_utils import REPO
 
 REFETCH = "copy or download the model again, or point MODEL_DIR at a complete model folder"
-POINT = "point MODEL_DIR at a saved model folder (results/models/... or results/backbones/...)"
+POINT = ("point MODEL_DIR at a saved model folder: <tree>/models/<backbone>/<objective>/<trainset>/seed<N> or "
+         "<tree>/backbones/<backbone>, the tree being results/ for the paper grid, results/<preset>/ for a preset "
+         "(results/cpu-demo/models/minilm-l6/aoe/stsb/seed1 for the demo)")
 
 
 @pytest.fixture
@@ -310,3 +312,19 @@ def test_the_printed_max_length_is_the_truncation_done(model: Path, texts: Path)
     assert proc.stderr.splitlines()[-1].endswith("3 texts x 32 dims (pooling cls, max_length 3)")
     emb = np.load(texts.parent / "emb.npy")
     assert np.array_equal(emb[0], emb[1]) and not np.array_equal(emb[0], emb[2])
+
+
+def test_a_model_folder_asked_in_the_paper_grids_tree_names_the_presets_tree(tmp_path, monkeypatch):
+    """Issue 62: `aoe embed results/models/...` after the demo said only "results/models/..."; the demo's models
+    are under results/cpu-demo/models/."""
+    from aoe.model.embed import _check_model_dir
+    from aoe.model.folder import InputError
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "results/cpu-demo/models/minilm-l6/aoe/stsb/seed1").mkdir(parents=True)
+    with pytest.raises(InputError) as err:
+        _check_model_dir(Path("results/models/minilm-l6/aoe/stsb/seed1"))
+    assert str(err.value) == ("results/models/minilm-l6/aoe/stsb/seed1: no such folder; did you mean "
+                              "results/cpu-demo/models/minilm-l6/aoe/stsb/seed1? (each configuration has its own tree)")
+    with pytest.raises(InputError, match="no such folder; point MODEL_DIR at a saved model folder: <tree>/models/"):
+        _check_model_dir(Path("results/models/minilm-l6/aoe/stsb/seed7"))

@@ -201,6 +201,11 @@ def test_the_paper_grid_writes_into_its_own_tree(ci_run):
     assert out.returncode == 0, out.stdout[-3000:]
     grid = (work / "results/RECIPE.md").read_text()
     assert "bert-base-uncased" in grid and ours.read_bytes() == before
+    # issue 62: each tree records the file that names it (the Snakefile's onstart), overlays and all
+    record = json.loads((work / "results/ci/configuration.json").read_text())
+    assert (record["file"], record["configfiles"]) == ("presets/ci.yaml", ["config.yaml", *CI_CONFIGFILES]), record
+    assert record["settings"]["results"] == "results/ci"
+    assert json.loads((work / "results/configuration.json").read_text())["file"] == "config.yaml"
     # the CI report links only to its own ledger, and every anchor it links to is there
     report = (work / "results/ci/REPORT.md").read_text()
     anchors = set(re.findall(r"\]\(RECIPE\.md#([^)]+)\)", report))

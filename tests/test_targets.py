@@ -123,7 +123,11 @@ def test_requested_targets_reads_the_command_line():
         (["results/models/nope/aoe/stsb/seed1"],
          "target results/models/nope/aoe/stsb/seed1: unknown backbone 'nope'; valid: bert-base-uncased, bert-large-uncased, chatglm-6b, gemma3-270m, llama-2-13b, llama-2-7b, minilm-l6 (config.yaml backbones)"),
         (["table3", "--configfile", "presets/cpu-demo.yaml"],
-         "target table3: table table3_transfer is not built by this configuration (build.tables in presets/cpu-demo.yaml does not name it); add it to that list to build it"),
+         # issue 62: what table3 needs, at once (it was "add it to that list", then a check naming one missing run)
+         "target table3: table table3_transfer is not built by this configuration (build.tables in presets/cpu-demo.yaml does not name it); "
+         "it reads 7 trained model(s) no run of this configuration makes (bert-base-uncased sbert on nli, bert-base-uncased sbert_paper on nli, "
+         "bert-base-uncased simcse_sup on nli, bert-base-uncased simcse_paper on nli and 3 more): the paper grid trains them (run it without "
+         "--configfile: GPU-sized, docs/cluster.md)"),
         # issue 38 item 2: a path of the paper grid's tree asked of a preset, which has its own
         (["results/tables/table1_sts.tex", "--configfile", "presets/cpu-demo.yaml"],
          "target results/tables/table1_sts.tex: this configuration writes under results/cpu-demo/ (results: results/cpu-demo in presets/cpu-demo.yaml); ask for results/cpu-demo/tables/table1_sts.tex"),
@@ -162,3 +166,117 @@ def test_every_configuration_has_its_own_results_tree():
         roots[f"presets/{preset.name}"] = yaml.safe_load(preset.read_text()).get("results")
     assert roots["config.yaml"] == "results"
     assert all(root == f"results/{Path(name).stem}" for name, root in roots.items() if name != "config.yaml"), roots
+
+
+def test_a_rule_with_wildcards_is_no_named_target(demo_config):
+    """Issue 62: the named-target list offered train_model, which Snakemake refuses ("Target rules may not contain
+    wildcards"); asked for, it names one of its outputs."""
+    wildcard_rules = {"train_model": "results/cpu-demo/models/{backbone}/{objective}/{trainset}/seed{seed}", "evaluate_sts": "x"}
+    why = explain_target("tabel2", demo_config, rule_names=RULES, wildcard_rules=wildcard_rules)
+    assert why == "tabel2: no rule or output of that name; did you mean table2? named targets: all, table2, train (or a results/ path)"
+    assert explain_target("train_model", demo_config, rule_names=RULES, wildcard_rules=wildcard_rules) == (
+        "train_model: rule train_model makes one output per value of its wildcards, so it is no target: ask for one of its "
+        "outputs (results/cpu-demo/models/{backbone}/{objective}/{trainset}/seed{seed}) or a named target: all, table2, train")
+
+
+def test_a_table_the_configuration_can_build_by_naming_it_says_so(demo_config):
+    """A table whose rows the runs train: naming it in build.tables is all it takes."""
+    config = {**demo_config, "build": {**demo_config["build"], "tables": ["table1_sts"]}}
+    assert explain_target("table2", config, rule_names=["all"]) == (
+        "table2: table table2_indomain is not built by this configuration (build.tables does not name it); add it to that "
+        "list to build it")
+
+
+def test_job_counts_are_logged_once():
+    """Issue 62: `-q rules` printed Snakemake's job counts twice; the filter passes the first table only."""
+    import logging
+
+    from aoe.plan.targets import _FirstJobCounts
+
+    def record(stats):
+        rec = logging.LogRecord("snakemake", logging.INFO, "", 0, "Job stats: ...", None, None)
+        rec.event, rec.stats = "run_info", stats
+        return rec
+
+    once = _FirstJobCounts()
+    other = logging.LogRecord("snakemake", logging.INFO, "", 0, "Reasons: ...", None, None)
+    assert [once.filter(r) for r in (record({"all": 1}), other, record({"all": 1}), other)] == [True, True, False, True]
+
+
+# -- a results tree belongs to the file that names it (issue 62, aoe.plan.trees) --------------------------------
+
+
+@pytest.fixture
+def demo_tree(tmp_path, monkeypatch, demo_config):
+    """A working folder with the demo's preset, a finished-looking tree of it, and my.yaml: the preset copied with a
+    new learning rate. Returns (the demo's config, my.yaml's config)."""
+    import copy
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "presets").mkdir()
+    text = (REPO / "presets" / "cpu-demo.yaml").read_text()
+    (tmp_path / "presets" / "cpu-demo.yaml").write_text(text)
+    (tmp_path / "my.yaml").write_text(text.replace("learning_rate: 5.0e-5", "learning_rate: 1.0e-4"))
+    (tmp_path / "same.yaml").write_text(text)
+    (tmp_path / "overlay.yaml").write_text("trainsets: {stsb: {train: {learning_rate: 1.0e-4}}}\n")
+    (tmp_path / "results" / "cpu-demo" / "models").mkdir(parents=True)
+    mine = copy.deepcopy(demo_config)
+    mine["trainsets"]["stsb"]["train"]["learning_rate"] = 1e-4
+    return demo_config, mine
+
+
+GRID = str(REPO / "config.yaml")
+REFUSED = ("results/cpu-demo/ is the tree of presets/cpu-demo.yaml ({how}); my.yaml names it too, with other settings "
+           "(1 value differs; first: trainsets.stsb.train.learning_rate is 0.0001 in this run, 5e-05 in the tree): "
+           "give my.yaml its own results: (e.g. results: results/my)")
+
+
+def test_a_copied_preset_with_other_settings_is_refused_the_presets_tree(demo_tree):
+    from aoe.plan.trees import RECORD, explain_tree, read_record, record_tree
+
+    demo, mine = demo_tree
+    assert record_tree(demo, [GRID, "presets/cpu-demo.yaml"]) is not None
+    record = read_record("results/cpu-demo")
+    assert (record["file"], record["settings"]["trainsets"]["stsb"]["train"]["learning_rate"]) == ("presets/cpu-demo.yaml", 5e-5)
+    assert explain_tree(mine, [GRID, "my.yaml"]) == REFUSED.format(how=f"recorded in results/cpu-demo/{RECORD}")
+    # a copy that changes nothing, the preset edited, an overlay that names no tree, --config values: all allowed
+    assert explain_tree(demo, [GRID, "same.yaml"]) is None
+    assert explain_tree(mine, [GRID, "presets/cpu-demo.yaml"]) is None
+    assert explain_tree(mine, [GRID, "presets/cpu-demo.yaml", "overlay.yaml"]) is None
+    assert explain_tree(mine, [GRID, "presets/cpu-demo.yaml"], {"trainsets": {"stsb": {"train": {"learning_rate": 1e-4}}}}) is None
+    # the tree named on the command line
+    assert explain_tree(mine, [GRID], {"results": "results/cpu-demo"}) == REFUSED.format(
+        how=f"recorded in results/cpu-demo/{RECORD}").replace("my.yaml names it", "--config results=... names it").replace(
+        "give my.yaml its own results: (e.g. results: results/my)", "give it its own tree (--config results=results/NAME)")
+    # the copy that changed nothing leaves the preset's record; the preset itself updates it
+    assert record_tree(demo, [GRID, "same.yaml"]) is None and read_record("results/cpu-demo")["file"] == "presets/cpu-demo.yaml"
+    record_tree(mine, [GRID, "presets/cpu-demo.yaml", "overlay.yaml"])
+    record = read_record("results/cpu-demo")
+    assert (record["file"], record["configfiles"][1:]) == ("presets/cpu-demo.yaml", ["presets/cpu-demo.yaml", "overlay.yaml"])
+    assert record["settings"]["trainsets"]["stsb"]["train"]["learning_rate"] == 1e-4
+
+
+def test_a_tree_from_before_the_records_is_presumed_its_presets(demo_tree, monkeypatch):
+    """No configuration.json yet: the preset whose results: names the tree (or its recipe.json's run) owns it; a tree
+    without outputs, or one nothing names, is the run's."""
+    import json
+
+    import aoe.plan.trees as trees
+
+    demo, mine = demo_tree
+    loaded = []
+    monkeypatch.setattr(trees, "load_config", lambda repo, files: loaded.append(files) or demo)  # the preset's settings
+    assert trees.explain_tree(mine, [GRID, "my.yaml"], repo=REPO) == REFUSED.format(
+        how="presumed: its results: names it; no configuration.json yet")
+    assert loaded == [["presets/cpu-demo.yaml"]]
+    assert trees.explain_tree(demo, [GRID, "same.yaml"], repo=REPO) is None
+    Path("results/cpu-demo/recipe.json").write_text(json.dumps({"configfiles": ["presets/cpu-demo.yaml", "overlay.yaml"]}))
+    assert trees.explain_tree(mine, [GRID, "my.yaml"], repo=REPO) == REFUSED.format(
+        how="presumed from its recipe.json; no configuration.json yet")
+    assert loaded[-1] == ["presets/cpu-demo.yaml", "overlay.yaml"]
+    for name in ("models", "recipe.json"):
+        Path("results/cpu-demo", name).rename(Path(name))
+    assert trees.explain_tree(mine, [GRID, "my.yaml"], repo=REPO) is None  # nothing in the tree to overwrite
+    mine = {**mine, "results": "results/mine"}
+    Path("results/mine/tables").mkdir(parents=True)
+    assert trees.explain_tree(mine, [GRID, "my.yaml"], repo=REPO) is None  # no preset names it: adopted

@@ -267,8 +267,59 @@ def paper_grid_plan(tmp_path_factory):
     return work, out.stdout
 
 
+@pytest.fixture(scope="module")
+def paper_table2_plan(paper_grid_plan) -> str:
+    """`snakemake -n table2` of the paper grid without a mirror: its output."""
+    out = snakemake(paper_grid_plan[0], "-n", "table2", env={"AOE_DATA_MIRROR": ""})
+    assert out.returncode == 0, out.stdout[-3000:]
+    return out.stdout
+
+
+# each count the README and docs/configuration.md state of a dry run: (file, the phrase with its numbers in groups)
+DOCS_COUNTS = {
+    "all": [
+        ("README.md", r"snakemake -n all -q rules +# ([\d,]+) trainings in ([\d,]+) jobs \((\d+) of them evaluation-only variants\)"),
+        ("docs/configuration.md", r"`snakemake -n all` plans ([\d,]+) trainings in ([\d,]+) jobs \((\d+) of them evaluation-only variants: "
+                                  r"(\d+) `evaluate_sts_eval_pooling`, (\d+) `evaluate_transfer_eval_pooling`; ([\d,]+) model cards, "
+                                  r"(\d+) training-curve figures; (\d+) tables"),
+    ],
+    "lines": [("README.md", r"a dry run prints every job \(([\d,]+) lines for the grid\)"),
+              ("docs/configuration.md", r"it prints every job \(([\d,]+) lines\)")],
+    "table2": [("README.md", r"\(`snakemake -n table2`: [^)]*: ([\d,]+) trainings in ([\d,]+) jobs")],
+}
+
+
+def _stated(key: str) -> list[tuple[str, list[int]]]:
+    found = []
+    for doc, phrase in DOCS_COUNTS[key]:
+        match = re.search(phrase, re.sub(r"\s*\n\s*", " ", (REPO / doc).read_text()))
+        assert match, f"{doc} no longer states {phrase!r}: update the doc or tests/test_workflow.py DOCS_COUNTS"
+        found.append((doc, [int(g.replace(",", "")) for g in match.groups()]))
+    return found
+
+
 @pytest.mark.slow
-def test_full_paper_config_plans(paper_grid_plan):
+def test_the_docs_counts_are_the_dry_runs(paper_grid_plan, paper_table2_plan):
+    """Issue 62: the job and line counts the README and docs/configuration.md state are those of `snakemake -n`, read
+    from the dry runs the other tests of this file make (no run of its own)."""
+    stdout = paper_grid_plan[1]
+    counts = job_counts(stdout)
+    variants = counts["evaluate_sts_eval_pooling"] + counts["evaluate_transfer_eval_pooling"]
+    grid = [counts["train_model"], sum(counts.values()), variants]
+    full = [*grid, counts["evaluate_sts_eval_pooling"], counts["evaluate_transfer_eval_pooling"], counts["model_card"],
+            counts["training_curves"], counts["table"]]
+    expected = {"README.md": grid, "docs/configuration.md": full}
+    wrong = [f"{doc}: states {numbers}, the dry run gives {expected[doc]}" for doc, numbers in _stated("all") if numbers != expected[doc]]
+    lines = len(stdout.splitlines())
+    wrong += [f"{doc}: states {numbers[0]} lines, the dry run prints {lines}" for doc, numbers in _stated("lines") if numbers[0] != lines]
+    table2 = job_counts(paper_table2_plan)
+    wrong += [f"{doc}: states table2's {numbers}, the dry run gives {[table2['train_model'], sum(table2.values())]}"
+              for doc, numbers in _stated("table2") if numbers != [table2["train_model"], sum(table2.values())]]
+    assert not wrong, "\n".join(wrong)
+
+
+@pytest.mark.slow
+def test_full_paper_config_plans(paper_grid_plan, paper_table2_plan):
     work, stdout = paper_grid_plan
     counts = job_counts(stdout)
     # no mirror: each published file is downloaded by a local rule (STS-B dev too: simcse_paper selects on it);
@@ -285,12 +336,11 @@ def test_full_paper_config_plans(paper_grid_plan):
     # one table of the paper grid: AoE Table 2 trains only BERT on STS-B and GIS (4 objectives x 5 runs
     # each: AoE from the NLI model and from BERT, SBERT, SimCSE), AoE from the NLI AnglE model of its seed and
     # rerun (5 more), which it does not evaluate
-    out = snakemake(work, "-n", "table2", env={"AOE_DATA_MIRROR": ""})
-    assert out.returncode == 0, out.stdout[-3000:]
-    counts = job_counts(out.stdout)
+    out = paper_table2_plan
+    counts = job_counts(out)
     assert counts["train_model"] == 45 and counts["evaluate_indomain"] == 42 and "evaluate_sts" not in counts
     trains = {tuple(j["wildcards"][k] for k in ("objective", "trainset", "seed")): j["input"]
-              for j in dry_run_jobs(out.stdout) if j["rule"] == "train_model"}
+              for j in dry_run_jobs(out) if j["rule"] == "train_model"}
     # a rerun repeats the whole chain: the third rerun starts from the NLI model's third rerun; the
     # baselines start from BERT as downloaded (angle-arxiv-a.txt l.134, l.173)
     assert "results/models/bert-base-uncased/angle_arxiv/nli/seed42-rerun3" in trains[("aoe", "gis", "42-rerun3")]

@@ -1,6 +1,7 @@
 """Embed a text file with a model folder: one text per line in, an (N, H) float32 .npy out.
 
-    python -m aoe.model.embed results/models/bert-base-uncased/aoe/stsb/seed42 --in texts.txt --out emb.npy
+    python -m aoe.model.embed results/models/bert-base-uncased/aoe/stsb/seed42 --in texts.txt --out emb.npy   # the paper grid's
+    aoe embed results/cpu-demo/models/minilm-l6/aoe/stsb/seed1 --in texts.txt --out emb.npy                 # a preset's tree
     aoe embed results/backbones/bert-base-uncased --pooling cls --in texts.txt --out emb.npy
 
 Row i of the output is the embedding of line i (blank lines included, as empty
@@ -29,7 +30,23 @@ __all__ = ["read_texts", "main"]
 # and what peft's PeftModel.from_pretrained looks for in an adapter folder.
 _WEIGHTS = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model.bin.index.json")
 _ADAPTER_WEIGHTS = ("adapter_model.safetensors", "adapter_model.bin")
-_POINT = "point MODEL_DIR at a saved model folder (results/models/... or results/backbones/...)"
+_POINT = ("point MODEL_DIR at a saved model folder: <tree>/models/<backbone>/<objective>/<trainset>/seed<N> or "
+          "<tree>/backbones/<backbone>, the tree being results/ for the paper grid, results/<preset>/ for a preset "
+          "(results/cpu-demo/models/minilm-l6/aoe/stsb/seed1 for the demo)")
+
+
+def _missing_folder(path: Path) -> str:
+    """A missing MODEL_DIR: the same folder in the trees that have it (results/models/X asked where a preset's run
+    wrote results/<preset>/models/X), else where model folders are."""
+    parts = path.parts
+    if "results" in parts:
+        at = parts.index("results")
+        root, rest = Path(*parts[: at + 1]), Path(*parts[at + 1 :]) if len(parts) > at + 1 else None
+        if rest is not None and root.is_dir():
+            found = sorted(str(p) for p in root.glob(f"*/{rest}") if p.is_dir())
+            if found:
+                return f"{path}: no such folder; did you mean {' or '.join(found[:3])}? (each configuration has its own tree)"
+    return f"{path}: no such folder; {_POINT}"
 
 
 def read_texts(path: str | os.PathLike) -> list[str]:
@@ -95,7 +112,7 @@ def _check_backbone_dir(path: Path) -> None:
 def _check_model_dir(path: Path) -> None:
     """What loading would fail on, found before torch or transformers is imported, with the file it is in."""
     if not path.is_dir():
-        raise InputError(f"{path}: no such folder; {_POINT}" if not path.exists() else f"{path}: not a folder; {_POINT}")
+        raise InputError(_missing_folder(path) if not path.exists() else f"{path}: not a folder; {_POINT}")
     adapter = (path / "adapter_config.json").is_file()
     if not (adapter or (path / "config.json").is_file()):
         raise InputError(f"{path} is not a model folder (no config.json or adapter_config.json); {_POINT}")
@@ -190,7 +207,7 @@ def build_parser(prog: str = "python -m aoe.model.embed") -> argparse.ArgumentPa
         ),
     )
     parser.add_argument(
-        "model_dir", metavar="MODEL_DIR", type=Path, help="model folder (results/models/... or results/backbones/...)"
+        "model_dir", metavar="MODEL_DIR", type=Path, help="model folder (<tree>/models/... or <tree>/backbones/...; <tree>: results/ for the paper grid, results/<preset>/ for a preset)"
     )
     parser.add_argument("--in", dest="input", required=True, type=Path, help="UTF-8 text file, one text per line")
     parser.add_argument("--out", required=True, type=Path, help="output .npy file: (lines, hidden size) float32")

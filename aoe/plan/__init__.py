@@ -1,5 +1,6 @@
 """What is checked and explained before Snakemake plans: the config against its schema and every stage's
-registry (check), the recipe ledger of ``snakemake recipe`` (ledger), why a target cannot be built (targets).
+registry (check), the recipe ledger of ``snakemake recipe`` (ledger), why a target cannot be built (targets), which
+config file a results tree belongs to (trees).
 
 May import: ``aoe.util``, ``aoe.data``, ``aoe.config``, ``aoe.losses``, ``aoe.model``, ``aoe.gis``, ``aoe.llm_supervised``, ``aoe.evaluate``, ``aoe.training``, ``aoe.results``.
 """

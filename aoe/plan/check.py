@@ -27,9 +27,12 @@ the data mirror on disk (rules/common.smk), a requested target (Snakefile), a jo
 
 from __future__ import annotations
 
+import difflib
+import math
 import os
+import re
 from pathlib import Path
-from typing import Iterable
+from typing import Any, Iterable
 
 import yaml
 
@@ -81,6 +84,8 @@ __all__ = [
     "check_trainsets",
     "COMMAND_LINE",
     "published_rows",
+    "read_typed",
+    "unknown_backbone",
     "complete_config",
     "config_sources",
     "key_source",
@@ -129,7 +134,7 @@ def key_source(path: tuple, configfiles: Iterable[str | Path], overrides: dict |
     found = None
     for file in configfiles:
         try:
-            node = yaml.safe_load(Path(file).read_text())
+            node = read_yaml(file)  # parsed once while unchanged: config.yaml takes ~0.1 s, read for each message
         except (OSError, yaml.YAMLError):
             continue
         if lookup(node, path) is not NOT_SET:
@@ -154,6 +159,15 @@ def _set_in(path: tuple, configfiles: list, overrides: dict | None) -> str:
     """" (in <file>)", " (from --config)" or "": the same, as a message's parenthesis."""
     source = _source_text(path, configfiles, overrides)
     return f" ({source})" if source else ""
+
+
+def unknown_backbone(name: str, config: dict) -> str:
+    """"unknown backbone 'x'; did you mean ...? known: ...", and where a new one is defined."""
+    known = sorted(config["backbones"])
+    close = difflib.get_close_matches(str(name), known, n=2, cutoff=0.5)
+    hint = f"did you mean {' or '.join(close)}? " if close else ""
+    return (f"unknown backbone {name!r}; {hint}known: {', '.join(known)} (a new one is a backbones: entry with one "
+            "source, hf_id, package, gguf_package or path: docs/configuration.md, \"Adding a backbone\")")
 
 
 def _retired(key: tuple) -> str:
@@ -182,14 +196,70 @@ def _message(error, configfiles: list, overrides: dict | None = None) -> str:
         valid = f"; valid keys: {', '.join(allowed)}" if allowed else ""
         if len(extra) > 1:
             return f"{_where(path)}: unknown keys {', '.join(extra)}{where}{valid}"
+        # a misspelt key: the closest valid ones first, as for a misspelt target (aoe.plan.targets)
+        close = difflib.get_close_matches(str(key[-1]), allowed, n=3, cutoff=0.75) if extra and not _retired(key) else []
+        if close:
+            valid = f"; did you mean {' or '.join(close)}? valid keys: {', '.join(allowed)}"
         return f"{_where(key)}: unknown key{where}{valid}{_retired(key)}"
     return f"{_where(path)}: {error.message}{_set_in(path, configfiles, overrides)}"
 
 
+# YAML 1.1 (PyYAML, Snakemake's reader) reads 5e-5 as text, since its floats need a dot (5.0e-5), and Snakemake
+# reads every value inside a --config structure as text ('trainsets={"stsb":{"train":{"learning_rate":0.0001}}}'
+# gives '0.0001'): where the schema takes a number, integer, boolean or null and not text, such text is read as one
+_INTEGER = re.compile(r"[-+]?[0-9][0-9_]*")
+
+
+def _typed(text: str, types) -> Any:
+    """``text`` as the first of the schema's ``types`` that reads it, or NOT_SET."""
+    types = [types] if isinstance(types, str) else list(types)
+    word = text.strip()
+    if "null" in types and word in ("null", "Null", "NULL", "~"):
+        return None
+    if "boolean" in types and word.lower() in ("true", "false"):
+        return word.lower() == "true"
+    if ("integer" in types or "number" in types) and _INTEGER.fullmatch(word):
+        return int(word)
+    if "integer" in types or "number" in types:
+        try:
+            number = float(word)
+        except ValueError:
+            return NOT_SET
+        if math.isfinite(number) and ("number" in types or number.is_integer()):
+            return number if "number" in types else int(number)
+    return NOT_SET
+
+
+def _leaf_errors(errors):
+    for error in errors:
+        yield error
+        yield from _leaf_errors(error.context or ())
+
+
+def read_typed(validator, instance) -> list:
+    """Read, in place, each text value of ``instance`` that the schema of ``validator`` takes as a number, integer,
+    boolean or null (and not as text) as that. The one place for config files and --config. Returns the errors
+    that remain (one validation pass where nothing is read)."""
+    for _ in range(1000):  # each pass reads at least one value, or ends
+        errors, fixes = list(validator.iter_errors(instance)), {}
+        for error in _leaf_errors(errors):
+            path = tuple(error.absolute_path)
+            if error.validator == "type" and isinstance(error.instance, str) and path and path not in fixes:
+                value = _typed(error.instance, error.validator_value)
+                if value is not NOT_SET:
+                    fixes[path] = value
+        if not fixes:
+            return errors
+        for path, value in fixes.items():
+            lookup(instance, path[:-1])[path[-1]] = value
+    return errors
+
+
 def _first_error(validator, instance):
+    """The error to report of ``instance``, after its text values the schema takes as numbers are read as numbers."""
     from jsonschema.exceptions import best_match
 
-    return best_match(validator.iter_errors(instance))
+    return best_match(read_typed(validator, instance))
 
 
 def _overrides(config: dict) -> Iterable[tuple[tuple, dict, str]]:
@@ -224,7 +294,8 @@ def check_schema(
 ) -> None:
     """Raise ConfigError with one line if ``config`` breaks the schema, overrides included; the line
     names the file that set the bad key (``configfiles`` in merge order, :func:`key_source`) or
-    --config (``overrides``: the command line's values)."""
+    --config (``overrides``: the command line's values). Text the schema takes as a number (YAML 1.1's 5e-5,
+    --config's nested values) is first read as one, in place (:func:`read_typed`)."""
     schema = read_yaml(schema_path)
     configfiles = list(configfiles)
     error = _first_error(_validator(schema), config)
@@ -299,7 +370,7 @@ def check_runs(config: dict) -> None:
     for i, run in enumerate(config["runs"]):
         where = f"runs[{i}]"
         if run["backbone"] not in backbones:
-            raise ConfigError(f"{where}.backbone: unknown backbone {run['backbone']!r}; known: {sorted(backbones)}")
+            raise ConfigError(f"{where}.backbone: {unknown_backbone(run['backbone'], config)}")
         if run["trainset"] not in trainsets:
             raise ConfigError(f"{where}.trainset: unknown train set {run['trainset']!r}; known: {sorted(trainsets)}")
         for obj in run["objectives"]:
@@ -508,7 +579,7 @@ def check_saturation(config: dict) -> None:
     sat = config.get("analysis", {}).get("saturation", {})
     for b in sat.get("backbones", []):
         if b not in backbones:
-            raise ConfigError(f"analysis.saturation.backbones: unknown backbone {b!r}; known: {sorted(backbones)}")
+            raise ConfigError(f"analysis.saturation.backbones: {unknown_backbone(b, config)}")
     if sat.get("backbones") and (problem := pair_table_problem(sat["dataset"], sat["split"])):
         raise ConfigError(f"analysis.saturation: {problem}")
 
@@ -687,7 +758,7 @@ def check_pooler_poolings(config: dict) -> None:
 def _check_table_row(config: dict, where: str, row: TableRow) -> None:
     """A known backbone; unless pretrained, train sets on which runs train it with every seed asked."""
     if row.backbone not in config["backbones"]:
-        raise ConfigError(f"{where}: unknown backbone {row.backbone!r}")
+        raise ConfigError(f"{where}: {unknown_backbone(row.backbone, config)}")
     if row.objective == PRETRAINED:
         variants = pretrained_variants(config)
         if row.variant != NO_TRAINSET and row.variant not in variants:
@@ -733,7 +804,7 @@ def check_released(config: dict) -> None:
     for name, spec in released_checkpoints(config).items():
         where = f"released.checkpoints.{name}"
         if spec["backbone"] not in config["backbones"]:
-            raise ConfigError(f"{where}.backbone: unknown backbone {spec['backbone']!r}; known: {sorted(config['backbones'])}")
+            raise ConfigError(f"{where}.backbone: {unknown_backbone(spec['backbone'], config)}")
         if name in config["trainsets"] or name == "none":
             raise ConfigError(f"{where}: the name is also a train set's; rename the checkpoint")
         if not spec.get("hf_id") and not spec.get("path"):
@@ -774,7 +845,7 @@ def check_llm_supervised(config: dict) -> None:
         if not re.fullmatch(LLM_DATASET_PATTERN, name):
             raise ConfigError(f"{where}: a generator's table is named stsb_llm or stsb_llm_<name> (lower-case letters, digits); rename it")
         if spec["backbone"] not in backbones:
-            raise ConfigError(f"{where}.backbone: unknown backbone {spec['backbone']!r}; known: {sorted(backbones)}")
+            raise ConfigError(f"{where}.backbone: {unknown_backbone(spec['backbone'], config)}")
         if envs.is_dir() and not (envs / f"{spec['env']}.yaml").is_file():
             known = sorted(p.stem for p in envs.glob("*.yaml"))
             raise ConfigError(f"{where}.env: no envs/{spec['env']}.yaml; known: {known}")
@@ -815,7 +886,7 @@ def check_figures(config: dict) -> None:
     for name, pairs in figure_cells(config).items():
         for key, cell in pairs:
             if cell.backbone not in config["backbones"]:
-                raise ConfigError(f"{key}: unknown backbone {cell.backbone!r}; known: {sorted(config['backbones'])}")
+                raise ConfigError(f"{key}: {unknown_backbone(cell.backbone, config)}")
             if cell.objective not in objectives:
                 raise ConfigError(f"{key}: unknown objective {cell.objective!r}; known: {sorted(objectives)}")
             if cell.trained and cell.trainset not in config["trainsets"]:

@@ -21,11 +21,13 @@ from typing import Iterable
 
 import yaml
 
-from aoe.config.workflow import built_tables, cell_parts, results_path, table_target
+from aoe.config.hparams import read_yaml
+from aoe.config.workflow import ConfigError, built_tables, cell_parts, results_path, table_rows, table_target
 from aoe.data.catalog import dataset_splits
-from aoe.plan.check import key_source
+from aoe.plan.check import _check_table_row, check_tables, key_source
 
-__all__ = ["explain_report", "explain_target", "explain_workdir", "preset_trees", "requested_report", "requested_targets"]
+__all__ = ["explain_report", "explain_target", "explain_workdir", "job_counts_once", "preset_trees", "requested_report",
+           "requested_targets"]
 
 PRESETS = Path(__file__).resolve().parents[2] / "presets"
 
@@ -66,7 +68,7 @@ def preset_trees(presets: Path = PRESETS) -> dict[str, str]:
     trees = {}
     for f in sorted(presets.glob("*.yaml")):
         try:
-            root = (yaml.safe_load(f.read_text()) or {}).get("results")
+            root = (read_yaml(f) or {}).get("results")  # parsed once while unchanged
         except yaml.YAMLError:
             continue  # a broken preset is reported when it is used
         if isinstance(root, str):
@@ -94,10 +96,33 @@ def _valid(values: Iterable[str]) -> str:
     return ", ".join(sorted(values))
 
 
-def _unbuilt(config: dict, table: str, configfiles: list) -> str:
+def _unbuilt(config: dict, table: str, configfiles: list, grid: dict | None = None) -> str:
     where = key_source(("build", "tables"), configfiles)
     by = f" in {where}" if where else ""
-    return f"table {table} is not built by this configuration (build.tables{by} does not name it); add it to that list to build it"
+    return f"table {table} is not built by this configuration (build.tables{by} does not name it){_table_needs(config, table, grid)}"
+
+
+def _table_needs(config: dict, table: str, grid: dict | None) -> str:
+    """What building ``table`` here would take: "; add it to that list" where naming it is enough, else the models its
+    rows read that no run of this configuration trains (and whether the paper grid, ``grid``, trains them)."""
+    trial = {**config, "build": {**config["build"], "tables": [*config["build"]["tables"], table]}}
+    missing = []
+    for row in table_rows(trial, table):
+        try:
+            _check_table_row(trial, table, row)
+        except ConfigError:
+            model = f"{row.backbone} {row.objective} on {'/'.join(row.trainsets)}"
+            missing += [model] if model not in missing else []
+    if not missing:
+        try:
+            check_tables(trial)  # the table's own checks (train sets, eval splits, a study's rows); not every cell's
+        except ConfigError as err:
+            return f"; named there, the configuration would stop at: {err}"
+        return "; add it to that list to build it"
+    shown = ", ".join(missing[:4]) + (f" and {len(missing) - 4} more" if len(missing) > 4 else "")
+    where = ("the paper grid trains them (run it without --configfile: GPU-sized, docs/cluster.md)"
+             if grid is not None and table in built_tables(grid) else "add runs that train them")
+    return f"; it reads {len(missing)} trained model(s) no run of this configuration makes ({shown}): {where}"
 
 
 def _cell_problem(config: dict, parts: list[str]) -> str | None:
@@ -118,9 +143,14 @@ def explain_target(
     *,
     rule_names: Iterable[str],
     configfiles: Iterable[str | Path] = (),
+    wildcard_rules: dict[str, str] | None = None,
+    grid: dict | None = None,
 ) -> str | None:
-    """One line on why ``target`` cannot be built with ``config``; None when nothing is known wrong."""
+    """One line on why ``target`` cannot be built with ``config``; None when nothing is known wrong.
+    ``rule_names``: the workflow's rules; ``wildcard_rules``: {name: output pattern} of those with wildcards, which
+    are no target; ``grid``: the paper grid's config (config.yaml alone), named where it builds what this one lacks."""
     configfiles = list(configfiles)
+    wildcard_rules = wildcard_rules or {}
     path = target[2:] if target.startswith("./") else target
     root = config["results"]
     other = _tree_of(path, root) if path.startswith("results/") else None
@@ -139,12 +169,16 @@ def explain_target(
         )
     tables = config.get("tables", {})
     if "/" not in path:
+        # rules with wildcards are no target (Snakemake: "Target rules may not contain wildcards"), nor the data rules
+        targets = {r for r in rule_names if r not in wildcard_rules and not r.startswith(("download_", "prepare_"))}
+        if path in wildcard_rules:
+            return (f"{target}: rule {path} makes one output per value of its wildcards, so it is no target: ask for one "
+                    f"of its outputs ({wildcard_rules[path]}) or a named target: {_valid(targets)}")
         if path in set(rule_names) or Path(path).exists():
             return None
         named = [t for t in tables if table_target(t) == path or t == path]
         if named:
-            return f"{target}: " + _unbuilt(config, named[0], configfiles)
-        targets = {r for r in rule_names if not r.startswith(("download_", "prepare_"))}
+            return f"{target}: " + _unbuilt(config, named[0], configfiles, grid)
         close = difflib.get_close_matches(path, sorted(targets), n=3, cutoff=0.6)
         hint = f"did you mean {' or '.join(close)}? " if close else ""
         return f"{target}: no rule or output of that name; {hint}named targets: {_valid(targets)} (or a results/ path)"
@@ -153,7 +187,7 @@ def explain_target(
         if name not in tables:
             return f"{target}: unknown table {name!r}; valid: {_valid(tables)} (config.yaml tables)"
         if name not in built_tables(config):
-            return f"{target}: " + _unbuilt(config, name, configfiles)
+            return f"{target}: " + _unbuilt(config, name, configfiles, grid)
         return None
     for root in _CELL_ROOTS:
         if path.startswith(root):
@@ -205,3 +239,28 @@ def explain_workdir(basedir: str | Path, cwd: str | Path | None = None) -> str |
         return None
     return (f"snakemake runs in {cwd}, which has no config.yaml: run it from the repository root ({basedir}), "
             f"where config.yaml and the rules' relative paths are read (cd {basedir}; the -s option does not change that)")
+
+
+class _FirstJobCounts:
+    """A logging filter passing the first "Job stats" table a process logs and no other."""
+
+    def __init__(self):
+        self.seen = False
+
+    def filter(self, record) -> bool:
+        if getattr(record, "stats", None) is None or str(getattr(record, "event", "")) != "run_info":
+            return True
+        seen, self.seen = self.seen, True
+        return not seen
+
+
+def job_counts_once(workflow) -> None:
+    """Under ``-q rules`` (``--quiet rules``), Snakemake's job counts once: a dry run logs the table before the job
+    list and again after it, and with the list left out the two tables stood one under the other (a real run logs
+    it once: nothing changes there). Without -q rules both stay, around the job list."""
+    from snakemake.logging import logger
+    from snakemake.settings.enums import Quietness
+
+    quiet = getattr(getattr(workflow, "output_settings", None), "quiet", None) or ()
+    if Quietness.RULES in quiet and Quietness.PROGRESS not in quiet:
+        logger.addFilter(_FirstJobCounts())

@@ -14,8 +14,10 @@ at another hub; ``HF_HUB_OFFLINE=1`` or ``AOE_OFFLINE=1`` refuse, as for every d
 (aoe.data.download). The workflow never pushes unless asked: ``snakemake push_models`` (every
 trained cell, to config ``model_cards.repo_id``) or one cell's ``results/hub/<cell>.json``.
 
-    python -m aoe export results/models/<cell> OUT_DIR [--card README.md]
-    HF_TOKEN=... python -m aoe push results/models/<cell> <namespace>/<name> [--card README.md] [--public]
+    python -m aoe export <tree>/models/<cell> OUT_DIR [--card README.md]
+    HF_TOKEN=... python -m aoe push <tree>/models/<cell> <namespace>/<name> [--card README.md] [--public]
+
+(<tree>: results/ for the paper grid, results/<preset>/ for a preset.)
 """
 
 from __future__ import annotations
@@ -41,10 +43,10 @@ class HubError(RuntimeError):
 
 
 def default_card(model_dir: str | Path) -> Path:
-    """The card rule model_card writes for a model folder: results/cards/<cell>/README.md beside results/models/<cell>."""
+    """The card rule model_card writes for a model folder: <tree>/cards/<cell>/README.md beside <tree>/models/<cell>."""
     parts = Path(model_dir).parts
     if "models" not in parts:
-        raise HubError(f"{model_dir}: not under a results/models/ folder; name its card with --card")
+        raise HubError(f"{model_dir}: not under a models/ folder of a results tree (results/models/, results/<preset>/models/); name its card with --card")
     i = len(parts) - 1 - parts[::-1].index("models")
     return Path(*parts[:i], "cards", *parts[i + 1:], "README.md")
 
