@@ -28,8 +28,8 @@ site=${AOE_GPU_SITE:-/tmp/aoe-site}
 angle_site=${AOE_GPU_ANGLE_SITE:-/tmp/angle-site}
 python=${PYTHON:-python3}
 runs=${RUNS:-minilm:bench,bert-base:nli-aoe,bert-base:stsb-aoe,bert-base:stsb-angle_arxiv}
-# about 3 s of our loop per run on an H200 (bench/README.md, "GPU": the plan's estimate)
-steps=${STEPS:-50,nli-aoe=3}
+# 2-6 s of our loop per run on an H200 (bench/README.md, "GPU": the plan's estimate for the whole call, ~4 min)
+steps=${STEPS:-40,nli-aoe=3}
 repeats=${REPEATS:-3}
 threads=${THREADS:-8}
 batch_cap=${BATCH_CAP:-0}
