@@ -12,8 +12,8 @@ table of bench/README.md):
   (seed 0) of bert-base-uncased's published shape (:data:`BERT_BASE`: 12 layers, hidden 768, 12 heads,
   intermediate 3072, vocabulary 30,522, 512 positions), built from the config where the run happens
   (``bench/out/work/shapes/``; 418 MiB of float32 weights never travel) with MiniLM-L6's tokenizer files, whose
-  vocabulary is bert-base-uncased's (MiniLM-L6 was distilled from it; the token cache's tokenizer
-  fingerprint is MiniLM's for every shape); ``bert-base-tiny``, the same vocabulary and positions at 2
+  vocabulary is bert-base-uncased's (30,522 uncased WordPiece tokens; the size is checked when a shape is built,
+  and the token cache's tokenizer fingerprint is MiniLM's for every shape); ``bert-base-tiny``, the same vocabulary and positions at 2
   layers of width 128, for CPU smoke runs only. Random weights time and size a shape; they score nothing.
 * settings: ``bench``, this benchmark's own (STS-B train, batch 32, max_length 64, fp32); and the grid's
   BERT cells as the pipeline resolves them from config.yaml when the script runs
