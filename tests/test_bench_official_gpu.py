@@ -18,7 +18,6 @@ import torch
 from tests.workflow_utils import REPO
 
 sys.path.insert(0, str(REPO / "bench"))
-import _common as C  # noqa: E402
 import gpu_carry  # noqa: E402
 import train_vs_official as T  # noqa: E402
 
@@ -122,23 +121,14 @@ def test_batch_cap_keeps_the_accumulation_and_bad_cells_stop_at_planning():
     assert T.resolve_settings(["nli-aoe"], lambda o, t: nli(o, t, mixed_precision="fp16"), device="cuda")["nli-aoe"]
 
 
-def test_bert_base_is_the_published_shape_and_a_shape_is_built_with_minilms_tokenizer(tmp_path, monkeypatch):
+def test_bert_base_is_the_published_shape():
+    """bert-base-uncased's config.json values, which transformers keeps as BertConfig()'s defaults. (Building a shape
+    imports BERT's modeling code, seconds of CPU: the CPU proof of gpu_official.sh builds one, bench/README.md.)"""
     from transformers import BertConfig
 
-    from aoe.model.backbones import tokenizer_fingerprint
-
     assert {k: getattr(BertConfig(), k) for k in T.BERT_BASE} == T.BERT_BASE
-    # the same path on a shape small enough to build in a test
-    monkeypatch.setattr(C, "WORK_DIR", tmp_path)
-    monkeypatch.setitem(T.SHAPES, "bert-base-tiny", {**T.BERT_BASE, "hidden_size": 8, "num_hidden_layers": 1,
-                                                     "num_attention_heads": 1, "intermediate_size": 8})
-    path = T.shape_dir("bert-base-tiny")
-    assert path == tmp_path / "shapes" / "bert-base-tiny"
-    assert json.loads((path / "config.json").read_text())["hidden_size"] == 8
-    assert tokenizer_fingerprint(path) == tokenizer_fingerprint(C.backbone_dir())  # the token cache fits every shape
-    stamp = (path / "model.safetensors").stat().st_mtime_ns
-    assert T.shape_dir("bert-base-tiny") == path and (path / "model.safetensors").stat().st_mtime_ns == stamp  # reused
-    assert T.shape_record("bert-base-tiny", path)["parameters"] == json.loads((path / "aoe-shape.json").read_text())["parameters"]
+    assert {k for k, v in T.SHAPES["bert-base-tiny"].items() if v != T.BERT_BASE[k]} == {
+        "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size"}  # the vocabulary and positions stay
 
 
 def _item(key, shape, setting, sha="a", table="t.parquet", batch=32):
