@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import functools
 import re
 import sys
 from collections import defaultdict
@@ -456,10 +457,10 @@ def test_llama_cells_train_through_qlora_with_their_own_recipe():
         assert params["finetune"] == "qlora" and params["pooling"] == "last"
         assert params["prompt"] == 'Summarize sentence "{text}" in one word:"'
         assert params["lora"]["r"] == 32 and params["lora"]["alpha"] == 32 and params["lora"]["dropout"] == 0.1
-        # the official October 2023 LLaMA command: cosine 1, in-batch 35, angle 1 at tau 1.0, fp16
+        # the official October 2023 LLaMA command whole: cosine 1, in-batch 35, angle 1 at tau 1.0, 2e-4, fp16
         assert params["objective_overrides"]["weights"] == {"cosine": 1.0, "contrastive": 35.0, "angle": 1.0}
         assert params["objective_overrides"]["angle_tau"] == 1.0
-        assert params["learning_rate"] == 1e-4 and params["max_length"] == 45 and params["mixed_precision"] == "fp16"
+        assert params["learning_rate"] == 2e-4 and params["max_length"] == 45 and params["mixed_precision"] == "fp16"
         assert (params["batch_size"], params["gradient_accumulation_steps"], params["in_batch_pool"]) == (640, 1, "process")
         assert params["eval_base_dtype"] == "fp16" and params["warmup_steps"] == 100
         TrainConfig(**params)
@@ -626,7 +627,7 @@ def test_an_evaluation_pooling_is_the_cells_or_a_variant_rows_and_never_the_trai
     assert "results/eval/bert-base-uncased/aoe/nli/seed42-rerun4/sts.pool-cls_avg_batchsum.json" in inputs
     assert "results/eval/bert-base-uncased/aoe/nli/seed42-rerun4/sts.json" in inputs
     variant = [r for r in table_rows(config, "angle_transfer_sts") if r.eval_pooling]
-    assert [(r.objective, r.eval_pooling, r.reruns) for r in variant] == [("angle_arxiv", "cls", 5)]
+    assert [(r.objective, r.eval_pooling, r.reruns) for r in variant] == [("released", "cls_avg_padded", 1), ("angle_arxiv", "cls", 5)]
     assert "results/eval/bert-base-uncased/angle_arxiv/nli/seed42/sts.pool-cls.json" in table_inputs(config, "angle_transfer_sts")
     # a released checkpoint's row too: AnglE-BERT's 82.37 is scored as 0.1.1's eval.py scored it, the
     # checkpoint's own masked cls_avg (sts.json) a variant row beside it; no cell-level pooling for it
@@ -660,7 +661,10 @@ def test_a_transfer_evaluation_pooling_is_the_cells_or_a_variant_rows():
     for rerun in ("", "-rerun1", "-rerun4"):
         assert run.format(rerun, "") in angle and run.format(rerun, ".pool-cls") in angle
     assert [(r.label, r.eval_pooling, r.reruns) for r in table_rows(config, "angle_transfer_tasks") if r.objective == "angle_arxiv"] == [
-        ("AnglE-BERT", "", 5), ("AnglE-BERT (evaluated cls)", "cls", 5), ("AnglE-LLaMA", "", 5)]
+        ("AnglE-BERT", "", 5), ("AnglE-BERT (evaluated cls)", "cls", 5)]
+    # AnglE-LLaMA: the October 2023 command's aoe cell, ACL's AoE-LLaMA cell too
+    assert [(r.backbone, r.label) for r in table_rows(config, "angle_transfer_tasks") if r.objective == "aoe"] == [
+        ("llama-2-7b", "AnglE-LLaMA (Oct-2023 command)")]
     table3 = table_inputs(config, "table3_transfer")
     assert "results/eval/bert-base-uncased/aoe/nli/seed42-rerun4/transfer.pool-cls_avg_batchsum.json" in table3
     assert "results/eval/bert-base-uncased/aoe/nli/seed42-rerun4/transfer.json" in table3
@@ -706,6 +710,14 @@ def test_protocol_differences_name_how_a_presets_rows_train_otherwise():
     assert protocol_differences(grid, grid, "table1_sts") == []
 
 
+@functools.lru_cache(maxsize=1)
+def _loaded_grid() -> dict:
+    """config.yaml as load_config gives it, once per session (about 1 CPU-s each): its readers here only read it."""
+    from aoe.plan.check import load_config
+
+    return load_config(REPO)
+
+
 @pytest.mark.parametrize("preset", sorted(p.name for p in (REPO / "presets").glob("*.yaml")))
 def test_every_presets_table_notes_resolve(preset):
     """What rule table computes for each built table of every preset (the notes beside the paper grid's): the
@@ -713,7 +725,7 @@ def test_every_presets_table_notes_resolve(preset):
     from aoe.config.workflow import built_tables, protocol_differences, scored_split_selections
     from aoe.plan.check import load_config
 
-    grid, config = load_config(REPO), load_config(REPO, [REPO / "presets" / preset])
+    grid, config = _loaded_grid(), load_config(REPO, [REPO / "presets" / preset])
     for table in built_tables(config):
         differences = protocol_differences(config, grid, table)
         assert isinstance(differences, list), table
