@@ -566,7 +566,7 @@ CLAIMS: tuple[Claim, ...] = (
             backbone, aoe, simcse, "ACL §5.1, aoe-acl2024.txt l.196", note)
       for group, backbone, name, aoe, simcse, note in (
           ("BERT-base", "bert-base-uncased", "BERT-base", "angle_arxiv", "simcse_paper",
-           "the paper's AoE-BERT is the released arXiv AnglE-BERT scored by angle-emb 0.1.1 (issue #68): ours, the arXiv-era cell"),
+           "the paper's AoE-BERT is the released arXiv AnglE-BERT under angle-emb 0.1.1, issue #68: ours is the arXiv-era cell"),
           ("LLaMA7B", "llama-2-7b", "LLaMA-2 7B", "aoe", "simcse_sup", ""),
           ("LLaMA13B", "llama-2-13b", "LLaMA-2 13B", "aoe", "simcse_sup", ""))),
     *(Claim(f"acl2024_table2/text_claims/AoE_improvement_percent/vs_{name}", f"AoE − {name}, in-domain avg (STS-B, GIS)", "table2_indomain", "avg",
