@@ -179,6 +179,7 @@ SIMCSE = {
     "warmup_steps": (0, "transformers 4.2.1"),
     "weight_decay": (0.0, "transformers 4.2.1"),
     "max_grad_norm": (1.0, "transformers 4.2.1"),
+    "detached_processes": (4, "run_sup_example.sh:6,18"),  # the gather without gradient over 4 DDP processes (models.py:170-192)
     "mixed_precision": ("fp16", "run_sup_example.sh:35"),
     "reinit_pooler": (True, "simcse/models.py:92-95"),
     "select_checkpoint": ("best", "run_sup_example.sh:27-28"),
@@ -201,8 +202,9 @@ def test_the_resolved_recipe_has_each_simcse_value_with_its_source(grid):
         assert row["value"] == (pytest.approx(value) if isinstance(value, float) else value), (key, row)
         if cited is not None:
             assert "SimCSE" in row["source"] and cited in row["source"], (key, row["source"])
-    # the pool of in-batch negatives: the whole 512, as SimCSE all-gathers its 4 GPUs' embeddings
+    # the pool of in-batch negatives: the whole 512, as SimCSE all-gathers its 4 GPUs' embeddings, the others' without gradient
     assert found["in_batch_pool"]["value"] == 512 and "all-gathered" in found["in_batch_pool"]["source"]
+    assert "without gradient" in found["in_batch_pool"]["source"]
 
 
 def test_the_grid_selects_simcse_on_a_split_no_table_scores(grid):

@@ -143,7 +143,9 @@ def test_the_grid_trains_each_studys_rows_once():
     assert differ("angle_batch8", "angle_arxiv") == {"batch_size"}  # "objective" is the base recipe, angle_arxiv for both
     assert params["angle_batch8"]["batch_size"] == 8 and params["angle_arxiv"]["batch_size"] == 50
     assert differ("angle_tau_0_05", "angle_arxiv") == {"objective_overrides"}
-    assert params["angle_tau_0_05"]["objective_overrides"] == {"angle_tau": 20.0}
+    # the base's NLI weights (in-batch 35, trainsets.nli.objective_settings.angle_arxiv), the tau its own
+    assert params["angle_tau_0_05"]["objective_overrides"] == {"angle_tau": 20.0, "weights": {"cosine": 1.0, "contrastive": 35.0, "angle": 1.0}}
+    assert params["angle_tau_0_05"]["objective_overrides"]["weights"] == params["angle_arxiv"]["objective_overrides"]["weights"]
     assert differ("aoe_w2_10", "aoe") == {"objective_overrides"}
     assert params["aoe_w2_10"]["objective_overrides"]["weights"] == {"angle": 1.0, "contrastive": 10.0}
     assert differ("aoe_pool_cls_avg_masked", "aoe") == {"pooling"}

@@ -1136,38 +1136,47 @@ def test_ttest_treatment_per_backbone(tmp_path):
 def test_angle_transfer_tables_follow_the_arxiv_versions(tmp_path):
     """angle_transfer_sts: arXiv v1 Table 1 (= v3 Table 2) rows with the paper's numbers and Δ; v2's
     (angle-arxiv-b) unprompted LLaMA avg / max / last rows as ours, each from its own evaluation of the
-    downloaded backbone, with v2's numbers; v2's trained LLaMA rows and the repository image's 85.90 as
-    reference rows; angle_transfer_tasks: AnglE-LLaMA's 91.38 against the grid's llama-2-7b angle_arxiv/nli cell
-    (the arXiv rows' own cell, at the official command's 2e-4)."""
+    downloaded backbone, with v2's numbers; v2's trained LLaMA rows as reference rows; each AnglE number that is a
+    released checkpoint's (82.37, 85.96, the repository image's 85.90) against that checkpoint too, the BERT one
+    read from its 0.1.1-scored pool file; angle_transfer_tasks: AnglE-LLaMA's 91.38 against the grid's
+    llama-2-7b aoe/nli cell (the October 2023 command whole, ACL's AoE-LLaMA cell too)."""
     root = tmp_path / "eval"
     files = [write_sts(root, "bert-base-uncased", "angle_arxiv", "nli", s, {t: 80.0 for t in TASKS}) for s in (42, 43)]
-    files += [write_sts(root, "llama-2-7b", "angle_arxiv", "nli", s, {t: 85.0 for t in TASKS}) for s in (42, 43)]
+    files += [write_sts(root, "llama-2-7b", "aoe", "nli", s, {t: 85.0 for t in TASKS}) for s in (42, 43)]
+    files.append(_pooled(write_sts(root, "bert-base-uncased", "released", "angle-bert-base-nli-v1", 0, {t: 82.0 for t in TASKS}), "cls_avg_padded"))
+    files += [write_sts(root, "llama-2-7b", "released", key, 0, {t: 86.0 for t in TASKS}) for key in ("angle-llama-7b-nli-v2", "angle-llama-7b-nli-20231027")]
     files += [write_sts(root, "llama-2-7b", "pretrained", variant, 0, {t: score for t in TASKS})
               for variant, score in (("none", 60.0), ("no_prompt_avg", 45.0), ("no_prompt_max", 46.0), ("no_prompt_last", 30.0))]
     table = render_table("angle_transfer_sts", _config_table("angle_transfer_sts"), files)
     by_label = {r.label: r for r in table.rows}
     assert by_label["AnglE-BERT"].paper["avg"] == 82.37 and by_label["AnglE-BERT"].delta("avg") == pytest.approx(80.0 - 82.37)
-    assert by_label["AnglE-LLaMA2-7B"].paper["avg"] == 85.96
+    assert by_label["AnglE-LLaMA2-7B (Oct-2023 command)"].paper["avg"] == 85.96 and by_label["AnglE-LLaMA2-7B (Oct-2023 command)"].n == 2
+    assert not by_label["AnglE-BERT (evaluated cls)"].paper  # an evaluation the 82.37 did not come from: no Δ
+    released = {label: by_label[label] for label in by_label if ": released " in label}
+    assert {label: (r.mean("avg"), r.paper["avg"], r.eval_pooling) for label, r in released.items()} == {
+        "AnglE-BERT: released angle-bert-base-uncased-nli-en-v1 (0.1.1 eval)": (82.0, 82.37, "cls_avg_padded"),
+        "AnglE-LLaMA2-7B: released angle-llama-7b-nli-v2": (86.0, 85.96, ""),
+        "AnglE-LLaMA2-7B: released angle-llama-7b-nli-20231027": (86.0, 85.90, "")}
     assert by_label["LLaMA2-7B (prompt, last token)"].paper["avg"] == 65.06
     assert by_label["LLaMA2-7B (prompt, last token)"].mean("avg") == 60.0
     for label, ours, paper in (("-avg", 45.0, 47.24), ("-max", 46.0, 47.49), ("-last", 30.0, 28.38)):
         row = by_label[f"LLaMA-2 7B {label} (no prompt)"]
         assert (row.mean("avg"), row.n, row.paper["avg"]) == (ours, 1, paper)
         assert row.delta("avg") == pytest.approx(ours - paper)
-    assert [r.section for r in table.rows] == ["unsupervised"] + ["unsupervised (arXiv v2)"] * 3 + ["supervised"] * 7
+    assert [r.section for r in table.rows] == ["unsupervised"] + ["unsupervised (arXiv v2)"] * 3 + ["supervised"] * 10
     refs = {r.paper_label: r.paper.get("avg") for r in table.references}
     assert refs["AnglE-LLaMA-2-7B (paper: AnglE arXiv, transfer STS table)"] == 78.02  # angle-arxiv-b
-    assert 85.90 in refs.values() and 75.69 in refs.values()  # the repository image's AnglE-LLaMA, CoSENT-BERT
+    assert 85.90 not in refs.values() and 75.69 in refs.values()  # the image's AnglE-LLaMA is a row's now; CoSENT-BERT
     # SBERT † and SimCSE-LLaMA2-7B ⋆ (ours: AoE's recipe, issue 51): the paper's numbers, no Δ; SimCSE-BERT (81.57)
     # sits under the row at SimCSE's own recipe
-    assert 47.24 not in refs.values() and len(table.references) == 18 and 85.24 in refs.values() and 81.57 not in refs.values()
+    assert 47.24 not in refs.values() and len(table.references) == 17 and 85.24 in refs.values() and 81.57 not in refs.values()
     assert by_label["SimCSE-BERT (SimCSE's recipe)"].paper["avg"] == 81.57
     frame = to_frame(table)
     assert frame.loc[frame.label == "LLaMA-2 7B -max (no prompt)", "trainset"].tolist() == ["no_prompt_max"]
-    files = [write_transfer(root, "llama-2-7b", "angle_arxiv", "nli", s, {t: 90.0 for t in ["MR", "CR", "SUBJ", "MPQA", "SST2", "TREC", "MRPC"]})
+    files = [write_transfer(root, "llama-2-7b", "aoe", "nli", s, {t: 90.0 for t in ["MR", "CR", "SUBJ", "MPQA", "SST2", "TREC", "MRPC"]})
              for s in (42, 43)]
     table = render_table("angle_transfer_tasks", _config_table("angle_transfer_tasks"), files)
-    llama = next(r for r in table.rows if r.label == "AnglE-LLaMA")
+    llama = next(r for r in table.rows if r.label == "AnglE-LLaMA (Oct-2023 command)")
     assert llama.paper["avg"] == 91.38 and llama.delta("avg") == pytest.approx(90.0 - 91.38)
     assert len(table.references) == 6
 
@@ -1236,9 +1245,9 @@ def test_released_tables_put_each_checkpoint_beside_its_published_numbers(tmp_pa
     official, masked = rows["SeanLee97/angle-bert-base-uncased-nli-en-v1"], rows["SeanLee97/angle-bert-base-uncased-nli-en-v1 (evaluated cls_avg, masked)"]
     assert (official.eval_pooling, masked.eval_pooling) == ("cls_avg_padded", "")
     assert official.mean("avg") == pytest.approx(82.0) and masked.mean("avg") == pytest.approx(85.0)
-    # both against the published number, each with its own Δ
-    assert official.paper["avg"] == masked.paper["avg"] == 82.37
-    assert official.delta("avg") == pytest.approx(82.0 - 82.37) and masked.delta("avg") == pytest.approx(85.0 - 82.37)
+    # the published number came from 0.1.1's padded arithmetic: the row scored so carries the Δ, the masked variant none
+    assert official.paper["avg"] == 82.37 and not masked.paper
+    assert official.delta("avg") == pytest.approx(82.0 - 82.37)
     assert to_json(table)["rows"][0]["eval_pooling"] == "cls_avg_padded"
     # without the pool file the 82.37 row is missing, never filled from the masked sts.json
     table = render_table("released", _config_table("released"), files)
@@ -1373,8 +1382,9 @@ def test_sbert_at_its_papers_recipe_is_the_row_beside_sberts_number():
 
     grid = load_config(REPO, [])
     params = resolve_cell(grid, "bert-base-uncased", "sbert_paper", "nli", 42).params
-    assert {k: params[k] for k in ("pooling", "format", "batch_size", "epochs", "learning_rate", "warmup_ratio", "warmup_steps")} == {
-        "pooling": "avg", "format": "nli3", "batch_size": 16, "epochs": 1, "learning_rate": 2e-5, "warmup_ratio": 0.1, "warmup_steps": 0}
+    assert {k: params[k] for k in ("pooling", "format", "batch_size", "epochs", "learning_rate", "warmup_ratio", "warmup_steps", "weight_decay")} == {
+        "pooling": "avg", "format": "nli3", "batch_size": 16, "epochs": 1, "learning_rate": 2e-5, "warmup_ratio": 0.1, "warmup_steps": 0,
+        "weight_decay": 0.01}  # sentence-transformers 239fc1b7 trainer.py:39, the code of the paper's time (config.yaml cites it)
     config = yaml.safe_load((REPO / "config.yaml").read_text())
     empty = pd.DataFrame(columns=RESULT_COLUMNS)
     for name, ref in (("table1_sts", "acl2024_table1/BERT-base/SBERT †"), ("table3_transfer", "acl2024_table3/SBERTbase ⋆")):
@@ -1417,3 +1427,55 @@ def test_simcse_at_its_papers_recipe_is_the_row_beside_simcses_number(tmp_path):
     assert "bert-base-uncased SimCSE (sup., SimCSE's recipe) on stsb dev" in note and "AoE" not in note.split(":", 1)[1]
     row = next(r for r in table.rows if r.objective == "simcse_paper")
     assert row.paper_ref == "acl2024_table1/BERT-base/SimCSE"
+
+
+def test_each_checkpoint_number_is_set_against_its_checkpoint_and_the_recipe_of_its_time():
+    """Issue 61: ACL's AoE-BERT 82.43 (Table 1; Table 4's AoE, cls and fixed-seed rows) is the released arXiv AnglE-BERT
+    under angle-emb 0.1.1 (SeanLee97/AnglE issue #68): set against that checkpoint scored cls_avg_padded and the arXiv-era
+    cell (angle_arxiv on NLI, scored the same way), the 2024 recipe's aoe rows without Δ; ACL's LLaMA 85.96 / 86.52 against
+    the released adapters and the October 2023 command's cell; no evaluation-only variant row carries a Δ."""
+    import copy
+
+    import yaml
+    from snakemake.utils import update_config
+
+    from aoe.config.hparams import resolve_cell
+    from aoe.results.load import RESULT_COLUMNS
+    from tests.workflow_utils import REPO
+
+    config = yaml.safe_load((REPO / "config.yaml").read_text())
+    empty = pd.DataFrame(columns=RESULT_COLUMNS)
+
+    def against(name: str) -> dict:
+        table = build_table(empty, config["tables"][name], name=name)
+        out: dict[str, set] = {}
+        for r in table.rows:
+            out.setdefault(r.paper_ref, set()).add((r.section, r.backbone, r.objective, r.trainsets[0], r.eval_pooling))
+        return out
+
+    bert = {("", "bert-base-uncased", "released", "angle-bert-base-nli-v1", "cls_avg_padded"), ("", "bert-base-uncased", "angle_arxiv", "nli", "")}
+    t1, t4 = against("table1_sts"), against("table4_ablation")
+    assert t1["acl2024_table1/BERT-base/AoE-BERT"] == bert
+    assert t1["acl2024_table1/LLaMA7B/AoE-LLaMA2-7B"] == {("", "llama-2-7b", "released", "angle-llama-7b-nli-v2", ""), ("", "llama-2-7b", "aoe", "nli", "")}
+    assert t1["acl2024_table1/LLaMA13B/AoE-LLaMA2-13B"] == {("", "llama-2-13b", "released", "angle-llama-13b-nli", ""), ("", "llama-2-13b", "aoe", "nli", "")}
+    assert {(o, p) for _, b, o, _, p in t1[None] if b == "bert-base-uncased" and o == "aoe"} == {("aoe", ""), ("aoe", "cls_avg_batchsum")}
+    for section, ref in (("objective", "objective/AoE"), ("pooling", "pooling/cls")):
+        assert t4[f"acl2024_table4_ablation/{ref}"] == {(section, *row[1:]) for row in bert}
+    assert t4["acl2024_table4_ablation/random_seed/fixed_seed_42"] == {("random seed", "bert-base-uncased", "angle_arxiv", "nli", "")}
+    assert {(s, o) for s, _, o, _, _ in t4[None] if o == "aoe"} == {("objective", "aoe"), ("pooling", "aoe"), ("random seed", "aoe")}
+    for table in (t1, t4):  # a Δ only for the scoring that made the number
+        assert all(pooling in ("", "cls_avg_padded") for ref, rows in table.items() if ref for *_, pooling in rows)
+    # the arXiv-era cell: scored as 0.1.1 scored, its in-batch term at 35; the LLaMA cells at the command's 2e-4;
+    # the other readings as presets
+    angle = resolve_cell(config, "bert-base-uncased", "angle_arxiv", "nli", 42).params
+    assert angle["eval_pooling"] == "cls_avg_padded"
+    assert angle["objective_overrides"]["weights"] == {"cosine": 1.0, "contrastive": 35.0, "angle": 1.0}
+    assert [resolve_cell(config, b, "aoe", "nli", 42).params["learning_rate"] for b in ("llama-2-7b", "llama-2-13b")] == [2e-4, 2e-4]
+    for preset, (backbone, objective, key, value) in {
+        "paper-llm-acl-lr.yaml": ("llama-2-7b", "aoe", "learning_rate", 1e-4),
+        "paper-angle-nli-w2-1.yaml": ("bert-base-uncased", "angle_tau_2", "weights", {"cosine": 1.0, "contrastive": 1.0, "angle": 1.0}),
+    }.items():
+        merged = copy.deepcopy(config)
+        update_config(merged, yaml.safe_load((REPO / "presets" / preset).read_text()))
+        params = resolve_cell(merged, backbone, objective, "nli", 42).params
+        assert (params["objective_overrides"] if key == "weights" else params)[key] == value, preset

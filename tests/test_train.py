@@ -257,9 +257,45 @@ def test_train_config_validation():
 
 
 def test_in_batch_pool_is_checked():
-    with pytest.raises(ValueError, match=r"in_batch_pool must be one of \('process', 'global'\), got 'gpu'"):
+    with pytest.raises(ValueError, match=r"in_batch_pool must be one of \('process', 'global', 'global_detached'\), got 'gpu'"):
         TrainConfig(objective="aoe", in_batch_pool="gpu")
     assert TrainConfig(objective="aoe").in_batch_pool == "process"
+    with pytest.raises(ValueError, match="detached_processes 4 must be 0 or, with in_batch_pool global_detached"):
+        TrainConfig(objective="aoe", in_batch_pool="global", detached_processes=4)
+
+
+def test_global_detached_back_propagates_as_simcse():
+    """SimCSE's gather (princeton-nlp/SimCSE simcse/models.py:170-192), simulated for 4 processes in one: each
+    computes the whole batch's loss on the gathered embeddings, the others' slices without gradient; DDP's mean of
+    their gradients is the whole loss's gradient / 4 (global's all-gather with gradients gives the whole one).
+    detached_processes 4 scales the loss so one process (or 2) makes that same update."""
+    from aoe.training.train import detached_loss_scale, splice_local
+
+    torch.manual_seed(0)
+    n, local, h = 4, 3, 6
+    w = torch.randn(h, h, dtype=torch.float64, requires_grad=True)
+    x = torch.randn(n * local, h, dtype=torch.float64)
+
+    def loss_of(emb):  # in-batch InfoNCE over every row, as the SimCSE loss
+        z = torch.nn.functional.normalize(emb, dim=-1)
+        return torch.nn.functional.cross_entropy(20 * z @ z.roll(1, 0).T, torch.arange(len(z)))
+
+    whole = torch.autograd.grad(loss_of(x @ w), w)[0]
+    per_process = []
+    for rank in range(n):
+        parts = [(x[i * local:(i + 1) * local] @ w).detach() for i in range(n)]
+        emb = splice_local(parts, x[rank * local:(rank + 1) * local] @ w, rank)
+        assert torch.isclose(loss_of(emb), loss_of(x @ w))  # every process logs the whole batch's loss
+        per_process.append(torch.autograd.grad(loss_of(emb), w)[0])
+    ddp_mean = sum(per_process) / n
+    assert torch.allclose(ddp_mean, whole / n)
+    assert not torch.allclose(per_process[0], per_process[1])  # each reaches its own texts only
+    cfg = TrainConfig(objective="simcse_sup", in_batch_pool="global_detached", detached_processes=4)
+    assert [detached_loss_scale(cfg, k) for k in (1, 2, 4)] == [0.25, 0.5, 1.0]
+    assert torch.allclose(detached_loss_scale(cfg, 1) * whole, ddp_mean)  # one process, SimCSE's 4-GPU update
+    assert detached_loss_scale(TrainConfig(objective="aoe", in_batch_pool="global"), 4) == 1.0
+    with pytest.raises(ValueError, match="rank 4 outside the 4 gathered slices"):
+        splice_local(parts, parts[0], 4)
 
 
 def test_eval_base_dtype_is_checked_before_training():

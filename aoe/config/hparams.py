@@ -54,7 +54,8 @@ class TrainSettings:
     max_grad_norm: float = field(default=1.0, metadata=source("transformers Trainer default, which the official trainer uses"))
     gradient_accumulation_steps: int = field(default=1, metadata=source("our choice: no accumulation unless a recipe splits its batch"))
     # whose texts the in-batch losses compare: each process's own slice of a micro-batch
-    # (process), or the whole micro-batch all-gathered over processes (global)
+    # (process), or the whole micro-batch all-gathered over processes, with the others' gradients
+    # (global) or without them (global_detached, SimCSE's)
     in_batch_pool: str = field(
         default="process",
         metadata=source(
@@ -62,6 +63,10 @@ class TrainSettings:
             "each DDP process computes every loss on its own per-GPU micro-batch (aoe/resources/official_recipes.yaml)"
         ),
     )
+    # in_batch_pool global_detached: the processes of the run being reproduced. Each of its processes back-propagates
+    # through its own texts only and DDP averages, so its update is the whole micro-batch's gradient / this number,
+    # whatever number of processes this run has (0: this run's own)
+    detached_processes: int = field(default=0, metadata=source("our choice: this run's own processes (in_batch_pool global_detached only)"))
     mixed_precision: str = field(default="no", metadata=source("our choice: fp32 unless a recipe asks for fp16/bf16"))  # no | fp16 | bf16
     # QLoRA only: the dtype the 4-bit layers dequantize to and multiply in (aoe.model.lora.QLORA_COMPUTE_DTYPES)
     qlora_compute_dtype: str = field(
@@ -133,7 +138,8 @@ class TrainSettings:
 
 # Settings at these values leave a run as it was before they existed: out of a cell's train job params
 # (aoe.config.workflow.train_params) and of a checkpoint's identity (aoe.training.train), so that adding them reran nothing.
-OFF_DEFAULTS = {"select_checkpoint": "last", "select_split": None, "select_every": 0, "select_max_length": 0, "reinit_pooler": False}
+OFF_DEFAULTS = {"select_checkpoint": "last", "select_split": None, "select_every": 0, "select_max_length": 0, "reinit_pooler": False,
+                "detached_processes": 0}
 
 # Settings of how a run goes, not of what it trains: left out of a train job's Snakemake params (a
 # change reruns nothing) and of a checkpoint's identity (aoe.training.checkpoints: a change resumes).
@@ -152,7 +158,7 @@ TRAIN_LAYERS: tuple[tuple[str, ...], ...] = (
     ("trainsets", "{trainset}", "objective_train", "{objective}"),
     ("backbones", "{backbone}", "train_overrides"),
     # one objective of one backbone on one train set: a row of another paper that needs its own cell
-    # (the arXiv AnglE-LLaMA row trains at 2e-4 where ACL's AoE-LLaMA states 1e-4)
+    # (a preset's LLaMA cell at another rate than the backbone's train_overrides, say)
     ("backbones", "{backbone}", "objective_train", "{trainset}", "{base}"),
     ("backbones", "{backbone}", "objective_train", "{trainset}", "{objective}"),
 )

@@ -511,7 +511,7 @@ def settings_changed(config: dict, cells: list[Cell], root: str | Path = ".") ->
 def in_batch_pool_size(config: dict, backbone: str, params: dict) -> tuple[int, int]:
     """Pairs one loss of a cell sees, and its backbone's GPU count: a micro-batch
     (``batch_size / gradient_accumulation_steps``), split over the GPUs under ``in_batch_pool: process``
-    (aoe.training.train: each process its own slice), whole under ``global`` (all-gathered)."""
+    (aoe.training.train: each process its own slice), whole under ``global`` and ``global_detached`` (all-gathered)."""
     micro = params["batch_size"] // max(1, params["gradient_accumulation_steps"])
     gpus = max(1, int(config["backbones"][backbone].get("resources", {}).get("gpus", schema_default("backbones", "*", "resources", "gpus"))))
     return (micro // gpus if params["in_batch_pool"] == "process" else micro), gpus

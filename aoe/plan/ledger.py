@@ -181,6 +181,9 @@ def cell_ledger(config: dict, cell, files: ConfigFiles) -> tuple[str | None, lis
     )
     if mode.value == "process":
         pool_by = f"derived: batch_size / gradient_accumulation_steps / {gpus} GPU(s), each process's own slice (in_batch_pool process, set by {mode.set_by}; aoe/training/train.py)"
+    elif mode.value == "global_detached":
+        pool_by = (f"derived: batch_size / gradient_accumulation_steps, all-gathered over processes, the others' embeddings without gradient "
+                   f"(in_batch_pool global_detached, set by {mode.set_by}; aoe/training/train.py)")
     else:
         pool_by = f"derived: batch_size / gradient_accumulation_steps, all-gathered over processes (in_batch_pool global, set by {mode.set_by}; aoe/training/train.py)"
     add("in_batch_pool", pool, pool_by)

@@ -560,19 +560,22 @@ class Claim:
 
 
 CLAIMS: tuple[Claim, ...] = (
-    # BERT-base: the paper's SimCSE is SimCSE's published number, so ours is the row at SimCSE's recipe (simcse_paper)
+    # BERT-base: the paper's SimCSE is SimCSE's published number, so ours is the row at SimCSE's recipe (simcse_paper);
+    # its AoE-BERT is the released arXiv AnglE-BERT under angle-emb 0.1.1 (issue #68), so ours is the arXiv-era cell
     *(Claim(f"acl2024_table1/text_claims/avg_improvement_over_SimCSE_percent/{group}", f"AoE − SimCSE, {name}, STS avg", "table1_sts", "avg",
-            backbone, "aoe", simcse, "ACL §5.1, aoe-acl2024.txt l.196")
-      for group, backbone, name, simcse in (("BERT-base", "bert-base-uncased", "BERT-base", "simcse_paper"),
-                                            ("LLaMA7B", "llama-2-7b", "LLaMA-2 7B", "simcse_sup"),
-                                            ("LLaMA13B", "llama-2-13b", "LLaMA-2 13B", "simcse_sup"))),
+            backbone, aoe, simcse, "ACL §5.1, aoe-acl2024.txt l.196", note)
+      for group, backbone, name, aoe, simcse, note in (
+          ("BERT-base", "bert-base-uncased", "BERT-base", "angle_arxiv", "simcse_paper",
+           "the paper's AoE-BERT is the released arXiv AnglE-BERT under angle-emb 0.1.1, issue #68: ours is the arXiv-era cell"),
+          ("LLaMA7B", "llama-2-7b", "LLaMA-2 7B", "aoe", "simcse_sup", ""),
+          ("LLaMA13B", "llama-2-13b", "LLaMA-2 13B", "aoe", "simcse_sup", ""))),
     *(Claim(f"acl2024_table2/text_claims/AoE_improvement_percent/vs_{name}", f"AoE − {name}, in-domain avg (STS-B, GIS)", "table2_indomain", "avg",
             "bert-base-uncased", "aoe", baseline, "ACL §5.1, aoe-acl2024.txt l.198") for name, baseline in (("SBERT", "sbert"), ("SimCSE", "simcse_sup"))),
     Claim("angle_arxiv_transfer_sts_versions/text_claims/AnglE_BERT_over_SimCSE_BERT_percent", "AnglE-BERT − SimCSE-BERT, STS avg",
           "angle_transfer_sts", "avg", "bert-base-uncased", "angle_arxiv", "simcse_paper", "angle-arxiv-a.txt l.146, -b l.148, -c l.157",
           "the paper's AnglE-BERT is the released checkpoint's 82.37"),
     *(Claim(f"angle_arxiv_transfer_sts_versions/text_claims/AnglE_LLaMA_over_SimCSE_LLaMA_percent/{version}", "AnglE-LLaMA2-7B − SimCSE-LLaMA2-7B, STS avg",
-            "angle_transfer_sts", "avg", "llama-2-7b", "angle_arxiv", "simcse_sup", source)
+            "angle_transfer_sts", "avg", "llama-2-7b", "aoe", "simcse_sup", source)
       for version, source in (("arxiv_a_and_c", "angle-arxiv-a.txt l.146, -c l.157"), ("arxiv_b", "angle-arxiv-b.txt l.148 (its own LLaMA rows)"))),
     Claim("angle_arxiv_table2_nontransfer/text_claims/AnglE_over_SBERT_absolute_gain", "AnglE − SBERT, non-transfer avg (5 datasets)",
           "angle_table2_nontransfer", "avg", "bert-base-uncased", "angle_arxiv", "sbert", "angle-arxiv-a.txt l.173, -b l.179, -c l.185"),

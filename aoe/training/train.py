@@ -43,6 +43,13 @@ micro-batches; each process embeds its contiguous slice of a micro-batch.
   the number of processes. Every process computes the same loss; the all-gather's
   backward sums the N identical gradients and DDP's mean divides them back, so the
   update equals the one-process update.
+* ``global_detached``: supervised SimCSE's all-gather (princeton-nlp/SimCSE
+  simcse/models.py:170-192): the other processes' embeddings arrive without gradient and
+  each process's own slice is spliced back in with its graph, so every process computes
+  the whole micro-batch's loss but back-propagates through its own texts only; DDP's mean
+  then makes the update the one-process gradient / N. ``detached_processes`` names the N
+  of the run reproduced (SimCSE's 4 GPUs) and scales the loss by (this run's processes /
+  N), so the update is SimCSE's on any number of processes, one included.
 
 With one process the two are the same computation.
 
@@ -106,7 +113,7 @@ from aoe.util.provenance import library_versions
 __all__ = ["TrainConfig", "train", "epoch_batches", "checkpoint_dir", "num_warmup_steps"]
 
 # process: each process's slice of a micro-batch, as the official code; global: the whole micro-batch
-IN_BATCH_POOLS = ("process", "global")
+IN_BATCH_POOLS = ("process", "global", "global_detached")
 # last: the last step's weights, as the official code's printed numbers; best: the best epoch on select_split
 SELECTIONS = ("last", "best")
 
@@ -128,6 +135,9 @@ class TrainConfig(TrainSettings):
             raise ValueError(f"qlora_compute_dtype must be one of {QLORA_COMPUTE_DTYPES}, got {self.qlora_compute_dtype!r}")
         if self.in_batch_pool not in IN_BATCH_POOLS:
             raise ValueError(f"in_batch_pool must be one of {IN_BATCH_POOLS}, got {self.in_batch_pool!r}")
+        if self.detached_processes < 0 or (self.detached_processes and self.in_batch_pool != "global_detached"):
+            raise ValueError(f"detached_processes {self.detached_processes!r} must be 0 or, with in_batch_pool global_detached, "
+                             "the number of processes of the run reproduced")
         if self.eval_base_dtype is not None:
             # read at evaluation only (aoe.model.encoder.Encoder): a bad value would pass a whole training first
             if self.eval_base_dtype not in EVAL_DTYPES:
@@ -271,6 +281,35 @@ def _gather_with_grad(x: torch.Tensor, num_processes: int) -> torch.Tensor:
     from torch.distributed.nn.functional import all_gather
 
     return torch.cat(all_gather(x.contiguous()), dim=0)
+
+
+def splice_local(parts: list[torch.Tensor], local: torch.Tensor, rank: int) -> torch.Tensor:
+    """The gathered slices in process order with this process's own ``local`` in place of its copy: the
+    others carry no gradient, ``local`` its graph (SimCSE simcse/models.py:186-192, ``z1_list[rank] = z1``)."""
+    if not 0 <= rank < len(parts):
+        raise ValueError(f"rank {rank} outside the {len(parts)} gathered slices")
+    return torch.cat([local if i == rank else p.detach() for i, p in enumerate(parts)], dim=0)
+
+
+def _gather_detached(x: torch.Tensor, num_processes: int, rank: int) -> torch.Tensor:
+    """SimCSE's all-gather (simcse/models.py:170-192): torch.distributed.all_gather, which records no
+    gradient, then this process's own slice spliced back with its graph (:func:`splice_local`)."""
+    if num_processes == 1:
+        return x
+    import torch.distributed as dist
+
+    parts = [torch.zeros_like(x) for _ in range(num_processes)]
+    dist.all_gather(parts, x.contiguous())
+    return splice_local(parts, x, rank)
+
+
+def detached_loss_scale(cfg: TrainConfig, num_processes: int) -> float:
+    """The factor on the loss a process back-propagates under ``global_detached`` with ``detached_processes``
+    P: its gradient reaches its own texts only and DDP averages the n processes, so the update is the
+    whole loss's gradient / n; times n / P it is SimCSE's gradient / P (1 where n = P, or for any other pool)."""
+    if cfg.in_batch_pool != "global_detached" or not cfg.detached_processes:
+        return 1.0
+    return num_processes / cfg.detached_processes
 
 
 @dataclass(frozen=True)
@@ -1005,6 +1044,7 @@ def _step(run: _Run, rows: list[dict], state: dict, b_idx: int) -> dict[str, flo
     """
     cfg, accelerator, accum = run.cfg, run.accelerator, run.cfg.gradient_accumulation_steps
     split = cfg.in_batch_pool == "process" and accelerator.num_processes > 1  # each process its own loss
+    scale = detached_loss_scale(cfg, accelerator.num_processes) / accum
     logged: dict[str, float] = {}
     for m in range(accum):
         batch = run.collate(rows[m * run.micro : (m + 1) * run.micro])
@@ -1019,7 +1059,7 @@ def _step(run: _Run, rows: list[dict], state: dict, b_idx: int) -> dict[str, flo
                     f"batch {b_idx}, micro-batch {m}); components {comps}; "
                     f"batch text ids {batch['text_ids'].tolist()}"
                 )
-            accelerator.backward(loss / accum)
+            accelerator.backward(loss * scale)
         for k, x in {"loss": loss, **parts}.items():
             logged[k] = logged.get(k, 0.0) + x.item() / accum
     if run.head is not None and split:
@@ -1052,7 +1092,8 @@ def longest_of_slice(ids: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tenso
 
 
 def _micro_batch_loss(run: _Run, batch: dict) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-    """The objective on this process's slice of the micro-batch (``process``) or on the whole micro-batch (``global``)."""
+    """The objective on this process's slice of the micro-batch (``process``) or on the whole micro-batch
+    (``global``: gathered with gradients; ``global_detached``: the others' slices without)."""
     accelerator = run.accelerator
     device, n_proc, rank = accelerator.device, accelerator.num_processes, accelerator.process_index
     mine = slice(rank * run.local, (rank + 1) * run.local)
@@ -1060,8 +1101,11 @@ def _micro_batch_loss(run: _Run, batch: dict) -> tuple[torch.Tensor, dict[str, t
     if run.cfg.pooling in BATCH_DEPENDENT_POOLINGS and n_proc > 1:
         ids, mask = longest_of_slice(ids, mask)
     emb = run.module(ids.to(device), mask.to(device))  # (local, K, H)
-    if run.cfg.in_batch_pool == "global":
-        emb = _gather_with_grad(emb, n_proc)  # (micro, K, H)
+    if run.cfg.in_batch_pool in ("global", "global_detached"):
+        if run.cfg.in_batch_pool == "global":
+            emb = _gather_with_grad(emb, n_proc)  # (micro, K, H)
+        else:
+            emb = _gather_detached(emb, n_proc, rank)
         labels, text_ids = batch["labels"], batch["text_ids"]
     else:
         labels, text_ids = batch["labels"][mine], batch["text_ids"][mine]
