@@ -68,8 +68,10 @@ def write_nli(root, backbone, objective, trainset, seed, snli, mnli) -> Path:
     return _write(root, backbone, objective, trainset, seed, "nli_probe.json", {"sets": {}, "summary": {"SNLI": snli, "MultiNLI": mnli}})
 
 
-def write_indomain(root, backbone, objective, trainset, seed, evalset, spearman) -> Path:
+def write_indomain(root, backbone, objective, trainset, seed, evalset, spearman, float_gold=None) -> Path:
     result = {"evalset": evalset, "dataset": evalset, "split": "test", "spearman": spearman, "pearson": spearman, "n": 9}
+    if float_gold is not None:  # scored against int(score) as the headline, as AnglE.evaluate did; the float gold beside it
+        result.update(gold="int", by_gold={"int": {"spearman": spearman, "pearson": spearman}, "float": {"spearman": float_gold, "pearson": float_gold}})
     return _write(root, backbone, objective, trainset, seed, f"indomain_{evalset}.json", result)
 
 
@@ -937,20 +939,23 @@ def _config_table(name: str) -> dict:
 def test_angle_ablation_is_in_domain_stsb_with_the_papers_rows(tmp_path):
     spec = _config_table("angle_table3_ablation")
     root = tmp_path / "eval"
-    files = [write_indomain(root, "bert-base-uncased", "angle_arxiv", "stsb", s, "stsb", v) for s, v in ((42, 86.0), (43, 86.5))]
+    files = [write_indomain(root, "bert-base-uncased", "angle_arxiv", "stsb", s, "stsb", v, v + 2) for s, v in ((42, 86.0), (43, 86.5))]
     files += [write_indomain(root, "bert-base-uncased", "wo_ibn", "stsb", s, "stsb", v) for s, v in ((42, 85.0), (43, 85.4))]
     table = render_table("angle_table3_ablation", spec, files)
     assert [c.key for c in table.columns] == ["stsb"]
     by_label = {r.label: r for r in table.rows}
     assert by_label["AnglE-BERT-all"].paper == {"stsb": 86.26} and by_label["cls"].paper == {"stsb": 86.26}
     assert by_label["AnglE-BERT-all"].delta("stsb") == pytest.approx(86.25 - 86.26)
+    # the full model against the float gold: its files' by_gold, no paper number, no Δ (issue 61)
+    floats = by_label["AnglE-BERT-all, float gold"]
+    assert floats.mean("stsb") == pytest.approx(88.25) and not floats.paper and floats.n == 2
     # every ablation is a row of its own, trained on STS-B, with the paper's number beside it
     assert by_label["without ibn"].delta("stsb") == pytest.approx(85.2 - 86.00)
     papers = {label: row.paper["stsb"] for label, row in by_label.items() if row.paper}
     # the ISP-detection ablation: the paper prints no score (§4.4: "about 0.18% performance drop")
     # and the masked poolings beside the official arithmetic's rows: ours, no paper number
     assert set(by_label) - set(papers) == {"only ibn without ISP detection", "cls-last-avg (masked)", "last-avg (masked)",
-                                           "last-max (masked)"}
+                                           "last-max (masked)", "AnglE-BERT-all, float gold"}
     assert papers == {"AnglE-BERT-all": 86.26, "without ibn": 86.00, "without angle": 85.30, "only cosine": 85.28, "only ibn": 72.48,
                       "only angle": 85.15, "cls": 86.26, "cls-last-avg": 85.81, "last-avg": 84.15, "last-max": 79.76, "first-last-avg": 81.99}
     assert [spec_row["objective"] for spec_row in spec["rows"] if spec_row["section"] == "pooling"] == [
@@ -962,7 +967,8 @@ def test_angle_ablation_is_in_domain_stsb_with_the_papers_rows(tmp_path):
 
 
 def test_angle_tables_show_the_papers_numbers():
-    refs = _config_table("angle_table2_nontransfer")["paper"]["bert-base-uncased"]
+    rows = _config_table("angle_table2_nontransfer")["rows"]
+    refs = {r["objective"]: r["paper"] for r in rows if r.get("paper")}
     cols = ["mrpc", "stsb", "qqp", "qnli", "gis", "avg"]
     assert paper_reference(refs["angle_arxiv"], columns=cols)[1] == {
         "mrpc": 62.20, "stsb": 86.26, "qqp": 76.54, "qnli": 72.19, "gis": 70.55, "avg": 73.55}
@@ -973,7 +979,8 @@ def test_angle_tables_show_the_papers_numbers():
     assert got == {"AnglE": 12.9, "SimCSE (supervised)": 10.4, "SBERT": 5.2}
     # the baselines train AoE's NLI recipe, not their own: the paper's numbers stand apart, no Δ (issue 51)
     assert set(spec["paper"]["bert-base-uncased"]) == {"angle_arxiv"}
-    assert set(_config_table("angle_table2_nontransfer")["paper"]["bert-base-uncased"]) == {"angle_arxiv"}
+    # one row carries the paper's AnglE-BERT: the cells scored as the script scored them (int gold), not the float-gold variant
+    assert [(r["objective"], r.get("eval_gold")) for r in rows if r.get("paper")] == [("angle_arxiv", None)]
     ens = paper_reference("angle_arxiv_table4_llm/llm_supervised/AnglE-BERT + Ensemble", columns=["STSB"])[1]
     assert ens == {"STSB": 82.01}
 
@@ -1323,7 +1330,7 @@ def test_a_row_chosen_on_a_split_the_table_scores_says_so(tmp_path):
     root = tmp_path / "eval"
     files = [write_indomain(root, "bert-base-uncased", "angle_arxiv", t, 42, t, 70.0) for t in ("mrpc", "stsb", "qqp", "qnli", "gis")]
     files += [write_indomain(root, "bert-base-uncased", "sbert", t, 42, t, 65.0) for t in ("mrpc", "stsb", "qqp", "qnli", "gis")]
-    spec = {**_config_table("angle_table2_nontransfer"), "objectives": ["sbert", "angle_arxiv"]}
+    spec = {**_config_table("angle_table2_nontransfer"), "rows": [{"backbone": "bert-base-uncased", "objective": o} for o in ("sbert", "angle_arxiv")]}
     table = render_table("angle_table2_nontransfer", spec, files, selections=selections)
     labels = {r.objective: r.label for r in table.rows if not r.reference}
     assert labels["angle_arxiv"] == f"AnglE {SCORED_SPLIT_MARK}" and labels["sbert"] == f"SBERT {SCORED_SPLIT_MARK}"

@@ -157,7 +157,8 @@ class CardPlanner:
                 repros = row_paper_refs(spec, dicts, "reproduction")
                 for row, d, ref, repro in zip(rows, dicts, refs, repros):
                     entry = {"table": table, "kind": kind.name, "suite": kind.suite, "label": row_label(d),
-                             "eval_pooling": row.eval_pooling, "trainsets": list(row.trainsets), "paper": ref, "reproduction": repro}
+                             "eval_pooling": row.eval_pooling, "eval_gold": row.eval_gold, "trainsets": list(row.trainsets), "paper": ref,
+                             "reproduction": repro}
                     for cell in row.cells:
                         self._rows.setdefault(cell, []).append(entry)
         return self._rows
@@ -170,7 +171,8 @@ class CardPlanner:
             if e["suite"] != suite:
                 continue
             if suite == "indomain":
-                if evalset != cell.trainset or evalset not in e["trainsets"]:
+                # a gold variant row reads the file's other gold (by_gold), not the headline a card prints
+                if evalset != cell.trainset or evalset not in e["trainsets"] or e["eval_gold"]:
                     continue
             elif Path(result).name != suite_file(suite, e["eval_pooling"]):
                 continue
