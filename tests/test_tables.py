@@ -1299,12 +1299,16 @@ def test_table2_keeps_the_papers_columns_where_a_preset_trains_one_of_them():
     from tests.workflow_utils import REPO
 
     demo = load_config(REPO, [REPO / "presets" / "cpu-demo.yaml"])
-    results = pd.DataFrame([dict(backbone="minilm-l6", objective=o, trainset=t, seed=s, column="stsb", value=70.0 + s)
-                            for o, t, seeds in (("pretrained", "none", [0]), ("aoe", "stsb", [1, 2])) for s in seeds])
+    # as aoe.results.load reads an in-domain file: its headline (the cell's int gold), and each gold of its by_gold
+    results = pd.DataFrame([dict(backbone="minilm-l6", objective=o, trainset=t, seed=s, eval_gold=g, column="stsb", value=70.0 + s + (g == "float"))
+                            for o, t, seeds, golds in (("pretrained", "none", [0], ["", "float", "int"]), ("aoe", "stsb", [1, 2], ["", "float", "int"]))
+                            for s in seeds for g in golds])
     table = build_table(results, demo["tables"]["table2_indomain"], rows=[r.as_dict() for r in table_rows(demo, "table2_indomain")],
                         name="table2_indomain")
     assert [c.header for c in table.columns] == ["STS-B", "GIS", "Avg."]
     assert table.missing == []  # GIS is not run here, not missing
+    # the demo's cell against int(score) (the STS-B example's gold), and its float-gold row from the same files
+    assert [(r.label, r.mean("stsb")) for r in table.rows] == [("as downloaded", 70.0), ("AoE", 71.5), ("AoE (float gold)", 72.5)]
     md = to_markdown(table)
     assert "| *AoE (paper: Li & Li, AoE, ACL 2024, Table 2)* | 86.28 ± 0.19 | 70.59 ± 0.35 | 78.44 |" in md
     assert "- GIS: the paper's column, no model of this configuration trains on it (–); the average of ours needs every column." in md
@@ -1312,7 +1316,7 @@ def test_table2_keeps_the_papers_columns_where_a_preset_trains_one_of_them():
 
 def test_a_row_chosen_on_a_split_the_table_scores_says_so(tmp_path):
     """Issue 51: under select_checkpoint best on a scored split (the official choice for QQP / QNLI: the GLUE dev
-    split it reports; MRPC's only held-out split is its test split), the row is marked and a note names where it
+    split it reports; MRPC selects on its dev split, held out), the row is marked and a note names where it
     was chosen; REPORT.md's lines carry the mark. The grid keeps the last checkpoint: no mark."""
     from aoe.config.workflow import SCORED_SPLIT_MARK, scored_split_selections
     from aoe.plan.check import load_config
@@ -1325,7 +1329,7 @@ def test_a_row_chosen_on_a_split_the_table_scores_says_so(tmp_path):
     best = load_config(REPO, ["presets/paper-best-checkpoint.yaml"])
     selections = scored_split_selections(best, "angle_table2_nontransfer")
     assert {s["objective"] for s in selections} == {"sbert", "simcse_sup", "cosent", "angle_arxiv"}
-    assert {s["split"] for s in selections} == {"mrpc test, qnli dev, qqp dev"}  # STS-B (dev) and GIS (valid) are held out
+    assert {s["split"] for s in selections} == {"qnli dev, qqp dev"}  # STS-B (dev), GIS (valid) and MRPC (dev) are held out
     assert scored_split_selections(best, "table2_indomain") == []  # STS-B dev, GIS valid
     root = tmp_path / "eval"
     files = [write_indomain(root, "bert-base-uncased", "angle_arxiv", t, 42, t, 70.0) for t in ("mrpc", "stsb", "qqp", "qnli", "gis")]
@@ -1335,7 +1339,7 @@ def test_a_row_chosen_on_a_split_the_table_scores_says_so(tmp_path):
     labels = {r.objective: r.label for r in table.rows if not r.reference}
     assert labels["angle_arxiv"] == f"AnglE {SCORED_SPLIT_MARK}" and labels["sbert"] == f"SBERT {SCORED_SPLIT_MARK}"
     assert table.notes[0].startswith(f"{SCORED_SPLIT_MARK}: the checkpoint was chosen on a split this table scores")
-    assert "bert-base-uncased AnglE on mrpc test, qnli dev, qqp dev" in table.notes[0]
+    assert "bert-base-uncased AnglE on qnli dev, qqp dev" in table.notes[0]
     out = {ext: tmp_path / f"t.{ext}" for ext in ("tex", "csv", "md", "json")}
     write_table(table, out["tex"], out["csv"], out["md"], out["json"])
     report = build_report([out["json"]])

@@ -406,6 +406,10 @@ def _results_md(plan: dict, read: list[dict], missing: list[str], numbers_file) 
             title += f", evaluated with {r['eval_pooling']} pooling"
         if r["evalset"]:
             title += f", {r['evalset']}"
+        gold = (r.get("result") or {}).get("by_gold") or {}
+        if (r.get("result") or {}).get("gold") == "int" and gold.get("float"):
+            # the cell's eval_gold: the headline is against int(score), as the paper's source scored (issue 61)
+            title += f", against int(gold) as angle-emb's AnglE.evaluate (the gold as annotated: {_fmt(gold['float'].get('spearman'))})"
         lines += [f"### {title}", "", f"`{r['file']}` (sha256 {r['sha256'][:12]})"
                   + (f"; tables: {', '.join(sorted({c['table'] for c in r['compare']}))}" if r["compare"] else ""), ""]
         header = ["", "this model"]
