@@ -228,7 +228,7 @@ def test_the_in_domain_gold_is_the_one_each_rows_source_scored(grid):
     """Issue 61: AnglE.evaluate (angle-emb 0.1.1-0.4.8) correlates with int(score): the cells whose numbers came from it
     (the arXiv script's, its ablations', the STS-B example's) score so; the baselines and the reproduction report's recipe
     against the gold as annotated; an evaluation setting, never given to the train job."""
-    from aoe.config.workflow import cell_eval_gold, train_params
+    from aoe.config.workflow import Cell, cell_eval_gold, train_params
 
     gold = {(o, t): cell_eval_gold(grid, Cell("bert-base-uncased", o, t, 42))
             for o, t in (("angle_arxiv", "stsb"), ("wo_ibn", "stsb"), ("angle_pool_avg", "stsb"), ("aoe", "stsb"), ("angle_arxiv", "mrpc"),
