@@ -283,7 +283,7 @@ def test_the_grids_ledger_lists_each_reading_it_did_not_take(grid):
     workflow gives the recipe rule those presets for the grid alone."""
     presets = sorted((REPO / "presets").glob("paper-*.yaml"))
     found = {r["preset"]: r for r in readings(build_recipe(grid, ["config.yaml"]), presets, REPO)}
-    assert set(found) == {f"presets/{p.name}" for p in presets} and len(found) >= 8
+    assert set(found) == {f"presets/{p.name}" for p in presets} and len(found) >= 7  # the report's in-domain reading trains in the grid (issue 61)
     nli = found["presets/paper-angle-nli-2024-command.yaml"]
     assert nli["summary"].startswith("AnglE (arXiv) on NLI with the 2024 command's rate")
     # AnglE's NLI cell and the studies' variants of it (angle_tau_*, angle_batch*), which train its recipe
