@@ -47,12 +47,23 @@ from tests.workflow_utils import SNAKEMAKE, dry_run_jobs  # noqa: E402
 
 STSB_TRAIN_PAIRS = 5749
 STS7_DISTINCT_TEXTS = 26289  # bench/embed_throughput.py on the mirror
-# Training rows per train set (upstream sizes; the full NLI, QQP and GIS sets are not mirrored)
+# Training rows per train set (upstream sizes; the full NLI, QQP and GIS sets are not mirrored), per format where a
+# set has several: NLI's from the corpora's train label counts (SNLI 1.0: entailment 183,416, neutral 182,764,
+# contradiction 183,187 of 549,367 labelled; MultiNLI 1.0: 130,899, 130,900, 130,903 of 392,702; AllNLI.tsv.gz's
+# train split is both, 942,069 rows, as sentence-transformers/all-nli's pair-class train split, whose entailment-only
+# pair split has the 314,315 entailments), built as aoe.data.nli builds each format
+NLI_ROWS = {
+    "pairs": (628405, "AllNLI train without neutral: entailment 314,315 + contradiction 314,090 (fcb6223 train_angle.py:94-111, "
+                      "the 0.1.1 NLI-STS data)"),
+    "triplets": (314086, "AllNLI train triplets, an upper bound: per premise the fewer of its entailments and contradictions "
+                         "(aoe.data.nli), at most SNLI's 183,187 contradictions + MultiNLI's 130,899 entailments"),
+    "nli3": (942069, "AllNLI train, every labelled row (SBERT's 3-way classifier)"),
+}
 TRAIN_ROWS = {
     "stsb": (5749, "STS-B train"),
-    "nli": (275601, "SimCSE's nli_for_simcse.csv (AllNLI triplets), the official NLI recipe"),
+    "nli": NLI_ROWS,
     "gis": (18565, "GIS train (AnglE Table 7)"),
-    "mrpc": (3668, "GLUE MRPC train"),
+    "mrpc": (3668, "GLUE MRPC train = SetFit/mrpc train, the script's (aoe/data/glue.py)"),
     "qqp": (363846, "GLUE QQP train"),
     "qnli": (104743, "GLUE QNLI train"),
     "stsb_llm": (2 * 5749, "one positive and one negative pair per STS-B train sentence1 (an upper bound: 5,749 rows)"),
@@ -60,6 +71,16 @@ TRAIN_ROWS = {
     "stsb_self": (5749, "STS-B train sentence1 texts paired with themselves (an upper bound)"),
 }
 PARAMS_13B_OVER_7B = 6.74 / 13.0
+
+
+def train_rows(trainset: str, fmt: str) -> tuple[int, str]:
+    """(rows, source) of a train set in the format a cell trains on."""
+    entry = TRAIN_ROWS[trainset]
+    if isinstance(entry, dict):
+        if fmt not in entry:
+            raise SystemExit(f"bench/cluster_cost.py: no size of trainset {trainset!r} in format {fmt!r}; add it to TRAIN_ROWS")
+        return entry[fmt]
+    return entry
 
 
 def per_gpu_pairs_per_s(backbone: str, paper: dict) -> tuple[float, str]:
@@ -141,7 +162,7 @@ def estimate(config: dict, trained: list[Cell], evaluated: list[Cell], engine_ov
         p = train_params(config, cell.backbone, cell.objective, cell.trainset, cell.seed)
         if cell.trainset not in TRAIN_ROWS:
             raise SystemExit(f"bench/cluster_cost.py: no training-set size for trainset {cell.trainset!r}; add it to TRAIN_ROWS")
-        n_rows = TRAIN_ROWS[cell.trainset][0]
+        n_rows = train_rows(cell.trainset, p["format"])[0]
         if p["max_steps"] > 0:
             examples = p["max_steps"] * p["batch_size"]
         else:
@@ -207,7 +228,8 @@ def main() -> None:
         "configfiles": args.configfile,
         "gpu": "RTX 3090 Ti (the paper's Appendix D GPU)",
         "engine_over_bare": args.engine_over_bare,
-        "train_rows": {k: {"rows": v[0], "source": v[1]} for k, v in TRAIN_ROWS.items()},
+        "train_rows": {k: ({f: {"rows": r, "source": src} for f, (r, src) in v.items()} if isinstance(v, dict) else {"rows": v[0], "source": v[1]})
+                       for k, v in TRAIN_ROWS.items()},
         "per_backbone": per_backbone,
         "total_gpu_h": total,
         "assumptions": __doc__.split("Assumptions, all in the JSON:", 1)[1].strip(),

@@ -1,10 +1,11 @@
 """What four fidelity points of issue 36 change in real CPU runs: evaluation pooling (1, 2), best vs last
-checkpoint (3) and the LLM evaluation text (6), on MiniLM-L6 and Gemma 3 270M; and issue 51's recipe change of
-AnglE's in-domain cells (51).
+checkpoint (3) and the LLM evaluation text (6), on MiniLM-L6 and Gemma 3 270M; issue 51's recipe change of
+AnglE's in-domain cells (51); and issue 61's in-domain scoring gold (61).
 
     .venv/bin/python bench/fidelity_effects.py [--parts 1,2,3,6,7] [--max-pairs 1000] [--llm-max-pairs 120] [--part7-steps 200]
                                                [--mirror DIR] [--out PATH]
     .venv/bin/python bench/fidelity_effects.py --parts 51 --out bench/results/fidelity_effects_issue51.json
+    .venv/bin/python bench/fidelity_effects.py --parts 61 --out bench/results/fidelity_effects_issue61.json
 
 Everything goes through the pipeline's own code: the test, dev and train tables are prepared by
 ``aoe.data.prepare.prepare_sts_table`` (rule prepare_sts), the backbones by
@@ -42,6 +43,13 @@ materialized backbones (their preparation time is recorded apart); every model i
    trains now (lr 1e-5, 100 warm-up steps, max_length 512). Not measured: the start (the README example fine-tunes
    the NLI model, the script BERT as downloaded), since an NLI stage is hours of CPU, and the 20 epochs, since the
    step count is held equal; so the row measures the rate, warm-up and length at equal length of training.
+7. (Part 61, issue 61) The in-domain scoring gold: the CPU demo's cell (MiniLM-L6, AoE on STS-B train, 200 steps,
+   seeds 1 and 2, presets/cpu-demo.yaml) scored on all of STS-B test by ``aoe.evaluate.run.run_indomain_evaluation``
+   (the rule evaluate_indomain's code) against the gold as annotated (``float``, the reference) and against
+   ``int(score)`` (``int``), as angle-emb's AnglE.evaluate correlates (fcb6223 angle_emb/angle.py:254, 750; the official
+   package itself: bench/gold_parity.py); and rho(gold, int(gold)) on the split. ``--part61-models`` scores the
+   finished demo's own model folders (README command 1; seed 1, or both) instead of training them again, after
+   checking their recorded recipe against the demo's. JSON: its own ``--out`` (bench/results/fidelity_effects_issue61.json).
 
 Caps: the MiniLM scores use a seeded ``--max-pairs`` subset of each task but STS-B (every one of its
 1,379 test pairs): the official arithmetic embeds every text in its SentEval batch, without dedup or
@@ -68,7 +76,8 @@ import _common as C  # noqa: E402
 
 RESULT = C.REPO / "bench" / "results" / "fidelity_effects.json"
 WORK = C.WORK_DIR / "fidelity"
-PARTS = ("1", "2", "3", "6", "7", "51")
+PARTS = ("1", "2", "3", "6", "7", "51", "61")
+SEEDS_61 = (1, 2)  # the CPU demo's seeds
 SEEDS_51 = (1, 2)  # the CPU demo's seeds
 SEED = 1  # the CPU demo's first seed
 SUBSET_SEED = 0
@@ -297,6 +306,68 @@ def part51(ctx, steps: int) -> dict:
             "not_measured": "the start (NLI model vs BERT as downloaded) and the 20 epochs: equal steps from the backbone"}
 
 
+# the demo cell's values a folder given to --part61-models must have been trained with (its aoe_config.json train)
+DEMO_IDENTITY = ("objective", "pooling", "format", "learning_rate", "batch_size", "max_steps", "warmup_ratio", "warmup_steps",
+                 "max_length", "init", "length_buckets", "seed")
+
+
+def demo_model(ctx, path: Path, seed: int) -> tuple[Path, dict]:
+    """A finished CPU demo model folder (README command 1's results/cpu-demo/models/minilm-l6/aoe/stsb/seed<s>), checked
+    to be the demo's cell of ``seed`` as presets/cpu-demo.yaml resolves it, with its record (no training here)."""
+    import hashlib
+
+    from aoe.config.workflow import train_params
+
+    record = json.loads((path / "aoe_config.json").read_text())
+    want = train_params(ctx["demo"], MINILM, "aoe", "stsb", seed)
+    differ = {k: (record["train"].get(k), want.get(k)) for k in DEMO_IDENTITY if record["train"].get(k) != want.get(k)}
+    if differ or record["cell"]["backbone"] != MINILM:
+        raise SystemExit(f"--part61-models {path}: not the CPU demo's seed-{seed} cell ({differ or record['cell']})")
+    weights = hashlib.sha256((path / "model.safetensors").read_bytes()).hexdigest()
+    return path, {"model_dir": str(path), "cell": record["cell"], "train": record["train"], "summary": record["summary"],
+                  "model_safetensors_sha256": weights, "trained_by": "README command 1 (snakemake --configfile presets/cpu-demo.yaml)"}
+
+
+def part61(ctx, models: list[str] | None) -> dict:
+    """The demo's cell per seed, scored in-domain against the float gold (the reference) and int(score): trained here,
+    or the finished demo's own model folders (``models``, one per seed of SEEDS_61)."""
+    import statistics
+
+    from aoe.evaluate.run import GOLDS, run_indomain_evaluation
+
+    test_table, test_manifest = ctx["tables"][("stsb", "test")]
+    # the finished demo's folders name their seeds (one, or both of SEEDS_61); else both are trained here
+    seeds = [int(json.loads((Path(m) / "aoe_config.json").read_text())["cell"]["seed"]) for m in models] if models else list(SEEDS_61)
+    if set(seeds) - set(SEEDS_61) or len(set(seeds)) != len(seeds):
+        raise SystemExit(f"--part61-models: the demo's seeds {SEEDS_61}, each once; got {seeds}")
+    per_seed, training, agreement = {}, {}, None
+    for i, seed in enumerate(seeds):
+        name = f"part61-aoe-seed{seed}"
+        if models:
+            model_dir, rec = demo_model(ctx, Path(models[i]).resolve(), seed)
+            rec["summary"] = {**rec["summary"], "wall_seconds": rec["summary"].get("train_seconds")}
+        else:
+            model_dir, rec = train_cell(ctx["demo"], ctx["minilm"], ctx["tables"][("stsb", "train")][0], name, seed=seed)
+        training[name] = rec
+        r = run_indomain_evaluation(model_dir, test_table, test_manifest, WORK / "eval" / f"{name}-indomain.json", "stsb", device="cpu")
+        per_seed[seed] = {g: r["by_gold"][g]["spearman"] for g in GOLDS}
+        agreement = r["gold_int_vs_float_spearman"]
+        print(f"  part 61: seed {seed}: STS-B test float gold {per_seed[seed]['float']:.2f}, int gold {per_seed[seed]['int']:.2f} "
+              f"({rec['summary']['wall_seconds']} s training)", flush=True)
+    rows = []
+    for gold in GOLDS:  # float first: the reference
+        values = [per_seed[s][gold] for s in seeds]
+        rows.append({"part": "61", "model": f"MiniLM-L6 AoE (the CPU demo's cell, seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))})",
+                     "setting": f"in-domain STS-B test, {gold} gold", "gold": gold, "eval_pooling": "cls", "senteval_batch": None,
+                     "stsb": statistics.fmean(values), "avg": statistics.fmean(values),
+                     "stsb_std": statistics.stdev(values) if len(values) > 1 else None,
+                     "per_seed": {str(s): per_seed[s][gold] for s in seeds}})
+    rows = with_deltas(rows)
+    return {"rows": rows, "training": training, "gold_int_vs_float_spearman": agreement, "seeds": seeds,
+            "per_seed_delta": {str(s): per_seed[s]["int"] - per_seed[s]["float"] for s in seeds},
+            "note": "stsb and avg are the same number here: the in-domain score of STS-B test, no 7-task average"}
+
+
 def part6(ctx) -> dict:
     from aoe.config.workflow import evaluation_text, pretrained_embedding
 
@@ -340,13 +411,16 @@ def part7(ctx, steps: int) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--parts", default="1,2,3,6,7", help="comma-separated subset of 1,2,3,6,7,51 (51: its own --out)")
+    ap.add_argument("--parts", default="1,2,3,6,7", help="comma-separated subset of 1,2,3,6,7,51,61 (51, 61: each its own --out)")
     ap.add_argument("--indomain-steps", type=int, default=300, help="part 51: steps of each training")
     ap.add_argument("--max-pairs", type=int, default=300, help="MiniLM: pairs per task but STS-B (0: every pair)")
     ap.add_argument("--llm-max-pairs", type=int, default=120, help="Gemma: pairs per task, STS-B included")
     ap.add_argument("--select-subset", type=int, default=500, help="part 3: STS-B train pairs")
     ap.add_argument("--select-epochs", type=int, default=8, help="part 3: epochs")
     ap.add_argument("--part7-steps", type=int, default=200, help="part 7: training steps of each cell (the CPU demo's 200)")
+    ap.add_argument("--part61-models", nargs="*", default=None,
+                    help="part 61: the finished CPU demo's model folders (results/cpu-demo/models/minilm-l6/aoe/stsb/seed1 [seed2]), "
+                         "checked against the demo's recipe, instead of training seeds 1 and 2 again")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--mirror", default=C.default_mirror())
     ap.add_argument("--out", default=None, help=f"JSON path (default {RESULT.relative_to(C.REPO)})")
@@ -367,7 +441,7 @@ def main() -> None:
     tables = prepare_tables(args.mirror)
     demo = load_config(C.REPO, [C.REPO / "presets" / "cpu-demo.yaml"])
     llm = load_config(C.REPO, [C.REPO / "presets" / "llm-cpu.yaml"])
-    minilm, minilm_fetched = backbone(MINILM, demo) if set(parts) & {"1", "2", "3", "7", "51"} else (None, None)
+    minilm, minilm_fetched = backbone(MINILM, demo) if set(parts) & {"1", "2", "3", "7", "51", "61"} else (None, None)
     seconds["setup"] = round(time.perf_counter() - began, 1)
     ctx = {"tables": tables, "demo": demo, "llm": llm, "minilm": minilm,
            "score": Scorer(tables, args.max_pairs or None, ["STSB"]),
@@ -378,7 +452,8 @@ def main() -> None:
         began, part_load = time.perf_counter(), C.load()
         results[p] = {"1": lambda: part1(ctx), "2": lambda: part2(ctx),
                       "3": lambda: part3(ctx, args.select_subset, args.select_epochs), "6": lambda: part6(ctx),
-                      "7": lambda: part7(ctx, args.part7_steps), "51": lambda: part51(ctx, args.indomain_steps)}[p]()
+                      "7": lambda: part7(ctx, args.part7_steps), "51": lambda: part51(ctx, args.indomain_steps),
+                      "61": lambda: part61(ctx, args.part61_models)}[p]()
         seconds[f"part{p}"] = round(time.perf_counter() - began, 1)
         # another process on the 2 cores slows an evaluation several-fold (threads oversubscribed): the load says if one ran
         results[p]["load_before_after"] = [part_load, C.load()]

@@ -18,6 +18,7 @@ from aoe.config.workflow import (
     built_tables,
     cell_parts,
     eval_cells,
+    cell_eval_gold,
     cell_eval_pooling,
     evaluation_text,
     init_cell,
@@ -180,6 +181,12 @@ def get_cell_eval_pooling(wildcards):
     if getattr(wildcards, "eval_pooling", None):
         return wildcards.eval_pooling
     return cell_eval_pooling(config, Cell.from_wildcards(wildcards))
+
+
+def get_cell_eval_gold(wildcards):
+    """The gold an in-domain evaluation's headline correlates with: the cell's resolved eval_gold (int where
+    angle-emb's AnglE.evaluate scored the row's source, float otherwise; both are in the file)."""
+    return cell_eval_gold(config, Cell.from_wildcards(wildcards))
 
 
 def get_eval_text(wildcards):

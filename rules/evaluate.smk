@@ -78,6 +78,7 @@ rule evaluate_indomain:
         max_length=config["evaluation"]["sts"]["max_length"],
         cell=lambda wildcards: {k: wildcards[k] for k in ("backbone", "objective", "trainset", "seed")},
         cache_root=config["evaluation"]["embedding_cache"],
+        gold=get_cell_eval_gold,  # trainsets.<t>.train / objective_train.<o>.eval_gold: the headline's gold
     script:
         "../workflow_scripts/evaluate_indomain.py"
 

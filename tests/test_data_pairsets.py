@@ -63,6 +63,20 @@ def test_nli_formats_follow_the_labels(mirror, tmp_path):
     assert len(triplets) == int(counts[["entailment", "contradiction"]].min(axis=1).sum())
 
 
+def test_mrpc_splits_are_the_scripts(mirror):
+    """Issue 61: AnglE's in-domain script trains SetFit/mrpc's train split (GLUE train, 3,668 pairs), not the MSR
+    release's 4,076 (fcb6223 train_angle.py:59-67): GLUE's dev (its dev_ids.tsv) is the other 408, held out."""
+    from aoe.data.glue import MRPC_FILES, read_mrpc
+
+    train, dev = (read_mrpc(mirror / MRPC_FILES[s][0], MRPC_FILES[s][1]) for s in ("train", "dev"))
+    msr = read_mrpc(mirror / "glue/MRPC/msr_paraphrase_train.txt", 4076)
+    dev_ids = {"-".join(line.split()) for line in (mirror / "glue/MRPC/dev_ids.tsv").read_text().splitlines() if line.strip()}
+    assert (len(train), len(dev)) == (3668, 408) and set(dev["pair_id"]) == dev_ids
+    assert not set(train["pair_id"]) & dev_ids
+    # the MSR file split by GLUE's ids, texts and labels unchanged, in the file's order
+    pd.testing.assert_frame_equal(msr[~msr["pair_id"].isin(dev_ids)].reset_index(drop=True), train)
+
+
 def test_probe_sets_are_disjoint_from_the_cpu_training_set(mirror):
     """SNLI dev trains the CPU presets; SNLI test and MultiNLI dev (the NLI probe) share no pair with it."""
     train = read_nli_csv(mirror / "nli/snli_1.0_dev.csv")

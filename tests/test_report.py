@@ -325,7 +325,9 @@ def test_report_lists_every_paper_number_of_the_configured_tables(tmp_path):
     assert "| pooling: bert-base-uncased cls-last-avg | STS-B | – | 0 | 85.81 | – |" in _unlink(sections["angle_table3_ablation"])
     # the reproduction report beside our row (Tables 1-3), Δ once we have a number
     assert "| bert-base-uncased AoE (2024 recipe, CLS) | Avg. | – | 82.20 | – | AoE-BERT (reproduction) (paper: independent reproduction report) |" in sections["table1_sts"]
-    assert "| bert-base-uncased AoE from BERT | GIS | – | 70.94 | – |" in sections["table2_indomain"]  # the report trained from BERT too
+    # the report's numbers beside the cell that trains its recipe (issue 61); ACL's AoE beside the arXiv in-domain cell
+    assert "| bert-base-uncased AoE (the reproduction report's recipe) | GIS | – | 70.94 | – |" in sections["table2_indomain"]
+    assert "| bert-base-uncased AoE (arXiv in-domain recipe, from BERT) | STS-B | – | 0 | 86.28 ± 0.19 |" in _unlink(sections["table2_indomain"])
     assert "| bert-base-uncased AoE | SST2 | – | 76.00 | – |" in sections["table3_transfer"]
     # counts: no decimals; one measurement, so no test
     assert f"| train | total | 2 | 1 | 18565 | -18563 | – | – | {NOT_TESTED} |" in sections["table_gis_stats"]
@@ -551,7 +553,8 @@ def test_prose_gains_beside_the_same_difference_of_ours(tmp_path):
             "ACL §5.1, aoe-acl2024.txt l.196 |") in lines
     assert "| AoE − SimCSE, LLaMA-2 7B, STS avg | `table1_sts` llama-2-7b | 86.00 − 85.00 = +1.00 | 0.72 | +0.28 |" in text
     assert "| AoE − SimCSE, LLaMA-2 13B, STS avg | `table1_sts` llama-2-13b | – | 0.60 | – |" in text  # no result: never 0
-    assert "| AoE − SimCSE, in-domain avg (STS-B, GIS) | `table2_indomain` bert-base-uncased | 82.00 − 81.50 = +0.50 | 10.11 | -9.61 |" in text
+    # ACL Table 2's AoE is the arXiv in-domain cell's run (angle_arxiv), not the STS-B example's aoe cell (issue 61)
+    assert "| AoE − SimCSE, in-domain avg (STS-B, GIS) | `table2_indomain` bert-base-uncased | 83.00 − 81.50 = +1.50 | 10.11 | -8.61 |" in text
     # one pair of ours, two versions' claims (0.72 in arXiv-a/c, 6.66 in arXiv-b)
     assert "| 86.00 − 85.00 = +1.00 | 6.66 | -5.66 | angle-arxiv-b.txt l.148" in text
     assert "| `angle_table3_ablation` bert-base-uncased | 72.50 − 72.00 = +0.50 | 0.18 | +0.32 |" in text

@@ -37,7 +37,7 @@ NO_DEFAULT = {
     # absent = not a study table; a study's row the paper chose (test increasing has none) and its column (the table's last)
     "config.tables.*.study", "config.tables.*.study.best", "config.tables.*.study.column",
     *(f"config.tables.*.rows[].{k}" for k in ("trainset", "trainsets", "seeds", "reruns", "label", "paper", "reproduction",
-                                              "variant", "eval_pooling")),
+                                              "variant", "eval_pooling", "eval_gold")),
     # absent = the backbone's own pooling / prompt (a null prompt is a value: no prompt)
     "config.evaluation.pretrained_variants.*.pooling", "config.evaluation.pretrained_variants.*.prompt",
     # a released checkpoint's source (the hub id, or a local copy) and an adapter's base: absent = not that source

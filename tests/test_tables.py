@@ -68,8 +68,10 @@ def write_nli(root, backbone, objective, trainset, seed, snli, mnli) -> Path:
     return _write(root, backbone, objective, trainset, seed, "nli_probe.json", {"sets": {}, "summary": {"SNLI": snli, "MultiNLI": mnli}})
 
 
-def write_indomain(root, backbone, objective, trainset, seed, evalset, spearman) -> Path:
+def write_indomain(root, backbone, objective, trainset, seed, evalset, spearman, float_gold=None) -> Path:
     result = {"evalset": evalset, "dataset": evalset, "split": "test", "spearman": spearman, "pearson": spearman, "n": 9}
+    if float_gold is not None:  # scored against int(score) as the headline, as AnglE.evaluate did; the float gold beside it
+        result.update(gold="int", by_gold={"int": {"spearman": spearman, "pearson": spearman}, "float": {"spearman": float_gold, "pearson": float_gold}})
     return _write(root, backbone, objective, trainset, seed, f"indomain_{evalset}.json", result)
 
 
@@ -937,20 +939,23 @@ def _config_table(name: str) -> dict:
 def test_angle_ablation_is_in_domain_stsb_with_the_papers_rows(tmp_path):
     spec = _config_table("angle_table3_ablation")
     root = tmp_path / "eval"
-    files = [write_indomain(root, "bert-base-uncased", "angle_arxiv", "stsb", s, "stsb", v) for s, v in ((42, 86.0), (43, 86.5))]
+    files = [write_indomain(root, "bert-base-uncased", "angle_arxiv", "stsb", s, "stsb", v, v + 2) for s, v in ((42, 86.0), (43, 86.5))]
     files += [write_indomain(root, "bert-base-uncased", "wo_ibn", "stsb", s, "stsb", v) for s, v in ((42, 85.0), (43, 85.4))]
     table = render_table("angle_table3_ablation", spec, files)
     assert [c.key for c in table.columns] == ["stsb"]
     by_label = {r.label: r for r in table.rows}
     assert by_label["AnglE-BERT-all"].paper == {"stsb": 86.26} and by_label["cls"].paper == {"stsb": 86.26}
     assert by_label["AnglE-BERT-all"].delta("stsb") == pytest.approx(86.25 - 86.26)
+    # the full model against the float gold: its files' by_gold, no paper number, no Δ (issue 61)
+    floats = by_label["AnglE-BERT-all, float gold"]
+    assert floats.mean("stsb") == pytest.approx(88.25) and not floats.paper and floats.n == 2
     # every ablation is a row of its own, trained on STS-B, with the paper's number beside it
     assert by_label["without ibn"].delta("stsb") == pytest.approx(85.2 - 86.00)
     papers = {label: row.paper["stsb"] for label, row in by_label.items() if row.paper}
     # the ISP-detection ablation: the paper prints no score (§4.4: "about 0.18% performance drop")
     # and the masked poolings beside the official arithmetic's rows: ours, no paper number
     assert set(by_label) - set(papers) == {"only ibn without ISP detection", "cls-last-avg (masked)", "last-avg (masked)",
-                                           "last-max (masked)"}
+                                           "last-max (masked)", "AnglE-BERT-all, float gold"}
     assert papers == {"AnglE-BERT-all": 86.26, "without ibn": 86.00, "without angle": 85.30, "only cosine": 85.28, "only ibn": 72.48,
                       "only angle": 85.15, "cls": 86.26, "cls-last-avg": 85.81, "last-avg": 84.15, "last-max": 79.76, "first-last-avg": 81.99}
     assert [spec_row["objective"] for spec_row in spec["rows"] if spec_row["section"] == "pooling"] == [
@@ -962,7 +967,8 @@ def test_angle_ablation_is_in_domain_stsb_with_the_papers_rows(tmp_path):
 
 
 def test_angle_tables_show_the_papers_numbers():
-    refs = _config_table("angle_table2_nontransfer")["paper"]["bert-base-uncased"]
+    rows = _config_table("angle_table2_nontransfer")["rows"]
+    refs = {r["objective"]: r["paper"] for r in rows if r.get("paper")}
     cols = ["mrpc", "stsb", "qqp", "qnli", "gis", "avg"]
     assert paper_reference(refs["angle_arxiv"], columns=cols)[1] == {
         "mrpc": 62.20, "stsb": 86.26, "qqp": 76.54, "qnli": 72.19, "gis": 70.55, "avg": 73.55}
@@ -973,7 +979,8 @@ def test_angle_tables_show_the_papers_numbers():
     assert got == {"AnglE": 12.9, "SimCSE (supervised)": 10.4, "SBERT": 5.2}
     # the baselines train AoE's NLI recipe, not their own: the paper's numbers stand apart, no Δ (issue 51)
     assert set(spec["paper"]["bert-base-uncased"]) == {"angle_arxiv"}
-    assert set(_config_table("angle_table2_nontransfer")["paper"]["bert-base-uncased"]) == {"angle_arxiv"}
+    # one row carries the paper's AnglE-BERT: the cells scored as the script scored them (int gold), not the float-gold variant
+    assert [(r["objective"], r.get("eval_gold")) for r in rows if r.get("paper")] == [("angle_arxiv", None)]
     ens = paper_reference("angle_arxiv_table4_llm/llm_supervised/AnglE-BERT + Ensemble", columns=["STSB"])[1]
     assert ens == {"STSB": 82.01}
 
@@ -1301,12 +1308,16 @@ def test_table2_keeps_the_papers_columns_where_a_preset_trains_one_of_them():
     from tests.workflow_utils import REPO
 
     demo = load_config(REPO, [REPO / "presets" / "cpu-demo.yaml"])
-    results = pd.DataFrame([dict(backbone="minilm-l6", objective=o, trainset=t, seed=s, column="stsb", value=70.0 + s)
-                            for o, t, seeds in (("pretrained", "none", [0]), ("aoe", "stsb", [1, 2])) for s in seeds])
+    # as aoe.results.load reads an in-domain file: its headline (the cell's int gold), and each gold of its by_gold
+    results = pd.DataFrame([dict(backbone="minilm-l6", objective=o, trainset=t, seed=s, eval_gold=g, column="stsb", value=70.0 + s + (g == "float"))
+                            for o, t, seeds, golds in (("pretrained", "none", [0], ["", "float", "int"]), ("aoe", "stsb", [1, 2], ["", "float", "int"]))
+                            for s in seeds for g in golds])
     table = build_table(results, demo["tables"]["table2_indomain"], rows=[r.as_dict() for r in table_rows(demo, "table2_indomain")],
                         name="table2_indomain")
     assert [c.header for c in table.columns] == ["STS-B", "GIS", "Avg."]
     assert table.missing == []  # GIS is not run here, not missing
+    # the demo's cell against int(score) (the STS-B example's gold), and its float-gold row from the same files
+    assert [(r.label, r.mean("stsb")) for r in table.rows] == [("as downloaded", 70.0), ("AoE", 71.5), ("AoE (float gold)", 72.5)]
     md = to_markdown(table)
     assert "| *AoE (paper: Li & Li, AoE, ACL 2024, Table 2)* | 86.28 ± 0.19 | 70.59 ± 0.35 | 78.44 |" in md
     assert "- GIS: the paper's column, no model of this configuration trains on it (–); the average of ours needs every column." in md
@@ -1314,7 +1325,7 @@ def test_table2_keeps_the_papers_columns_where_a_preset_trains_one_of_them():
 
 def test_a_row_chosen_on_a_split_the_table_scores_says_so(tmp_path):
     """Issue 51: under select_checkpoint best on a scored split (the official choice for QQP / QNLI: the GLUE dev
-    split it reports; MRPC's only held-out split is its test split), the row is marked and a note names where it
+    split it reports; MRPC selects on its dev split, held out), the row is marked and a note names where it
     was chosen; REPORT.md's lines carry the mark. The grid keeps the last checkpoint: no mark."""
     from aoe.config.workflow import SCORED_SPLIT_MARK, scored_split_selections
     from aoe.plan.check import load_config
@@ -1327,17 +1338,17 @@ def test_a_row_chosen_on_a_split_the_table_scores_says_so(tmp_path):
     best = load_config(REPO, ["presets/paper-best-checkpoint.yaml"])
     selections = scored_split_selections(best, "angle_table2_nontransfer")
     assert {s["objective"] for s in selections} == {"sbert", "simcse_sup", "cosent", "angle_arxiv"}
-    assert {s["split"] for s in selections} == {"mrpc test, qnli dev, qqp dev"}  # STS-B (dev) and GIS (valid) are held out
+    assert {s["split"] for s in selections} == {"qnli dev, qqp dev"}  # STS-B (dev), GIS (valid) and MRPC (dev) are held out
     assert scored_split_selections(best, "table2_indomain") == []  # STS-B dev, GIS valid
     root = tmp_path / "eval"
     files = [write_indomain(root, "bert-base-uncased", "angle_arxiv", t, 42, t, 70.0) for t in ("mrpc", "stsb", "qqp", "qnli", "gis")]
     files += [write_indomain(root, "bert-base-uncased", "sbert", t, 42, t, 65.0) for t in ("mrpc", "stsb", "qqp", "qnli", "gis")]
-    spec = {**_config_table("angle_table2_nontransfer"), "objectives": ["sbert", "angle_arxiv"]}
+    spec = {**_config_table("angle_table2_nontransfer"), "rows": [{"backbone": "bert-base-uncased", "objective": o} for o in ("sbert", "angle_arxiv")]}
     table = render_table("angle_table2_nontransfer", spec, files, selections=selections)
     labels = {r.objective: r.label for r in table.rows if not r.reference}
     assert labels["angle_arxiv"] == f"AnglE {SCORED_SPLIT_MARK}" and labels["sbert"] == f"SBERT {SCORED_SPLIT_MARK}"
     assert table.notes[0].startswith(f"{SCORED_SPLIT_MARK}: the checkpoint was chosen on a split this table scores")
-    assert "bert-base-uncased AnglE on mrpc test, qnli dev, qqp dev" in table.notes[0]
+    assert "bert-base-uncased AnglE on qnli dev, qqp dev" in table.notes[0]
     out = {ext: tmp_path / f"t.{ext}" for ext in ("tex", "csv", "md", "json")}
     write_table(table, out["tex"], out["csv"], out["md"], out["json"])
     report = build_report([out["json"]])

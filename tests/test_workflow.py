@@ -83,7 +83,9 @@ def test_table_rows_and_inputs():
     assert "results/eval/bert-base-uncased/aoe/gis/seed42-rerun3/indomain_gis.json" in inputs
     assert "results/eval/bert-base-uncased/pretrained/none/seed0/indomain_stsb.json" in inputs
     assert not any("aoe/gis/seed43/indomain_stsb" in f for f in inputs)
-    assert len(inputs) == 4 * 2 * 5 + 2  # SimCSE, SBERT, AoE and AoE from BERT on STS-B and GIS, 5 trainings each; the backbone twice
+    # SimCSE, SBERT, AoE (arXiv recipe: its float-gold row reads the same files), AoE (STS-B example) and AoE (the report's
+    # recipe) on STS-B and GIS, 5 trainings each; the backbone twice
+    assert len(inputs) == 5 * 2 * 5 + 2
     assert table_inputs(config, "table_gis_stats") == ["results/analysis/gis/stats.json"]
     assert "results/benchmarks/train/bert-base-uncased/sbert/stsb/seed42-rerun3.tsv" in table_inputs(config, "table_train_time")
     assert [table_target(t) for t in ("table1_sts", "table_mteb", "angle_flickr30k")] == ["table1", "table_mteb", "angle_flickr30k"]
@@ -151,7 +153,12 @@ def test_nli_recipe_is_the_official_one():
         ({"trainsets": {"nli": {"split": "dev"}}}, "trainsets.nli: dataset 'allnli' has no split 'dev'"),
         ({"trainsets": {"mrpc": {"formats": ["pairs", "triplets"]}}}, "trainsets.mrpc.formats: mrpc provides ['pairs'], not ['triplets']"),
         ({"analysis": {"saturation": {"backbones": ["nope"]}}}, "analysis.saturation.backbones: unknown backbone 'nope'"),
-        ({"tables": {"table2_indomain": {"backbones": ["minilm-l6"]}}}, "tables.table2_indomain: no run trains backbone 'minilm-l6'"),
+        ({"tables": {"table5_nli": {"backbones": ["minilm-l6"]}}}, "tables.table5_nli: no run trains backbone 'minilm-l6'"),
+        # a gold variant reads in-domain files only, and a backbone as downloaded has the float gold only
+        ({"tables": {"table4_ablation": {"rows": [{"backbone": "bert-base-uncased", "objective": "aoe", "eval_gold": "int"}]}}},
+         "tables.table4_ablation.rows[0].eval_gold: a gold variant reads the by_gold of in-domain"),
+        ({"tables": {"table2_indomain": {"rows": [{"backbone": "bert-base-uncased", "objective": "pretrained", "eval_gold": "int"}]}}},
+         "tables.table2_indomain.rows[0].eval_gold: a backbone as downloaded is scored against the gold as annotated only"),
         ({"tables": {"table2_x": {"kind": "stsb", "trainset": "stsb", "backbones": ["bert-base-uncased"], "objectives": ["aoe"]}},
           "build": {"tables": ["table2_indomain", "table2_x"]}}, "its target 'table2' is also the target of tables.table2_indomain"),
         ({"tables": {"table4_ablation": {"rows": [{"backbone": "bert-base-uncased", "objective": "aoe", "seeds": [7]}]}}}, "seeds [7] of 'aoe' on 'nli' are not trained"),

@@ -22,4 +22,5 @@ run_indomain_evaluation(
     max_length=snakemake.params.max_length,
     cell=snakemake.params.cell,
     cache_root=snakemake.params.cache_root,
+    gold=snakemake.params.gold,
 )

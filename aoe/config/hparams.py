@@ -104,6 +104,13 @@ class TrainSettings:
     # embedded in SentEval's batches as the official script did); null = the trained pooling.
     # Evaluation only: out of the train job (EVAL_ONLY).
     eval_pooling: str | None = field(default=None, metadata=source("our choice: the pooling the model was trained with"))
+    # The gold an in-domain evaluation (rule evaluate_indomain) correlates with: the score as annotated (float), or
+    # int(score) as angle-emb's AnglE.evaluate did (int). Both are in the result file; this names the headline.
+    # Evaluation only: out of the train job (EVAL_ONLY).
+    eval_gold: str = field(
+        default="float",
+        metadata=source("our choice where no official evaluate produced the row: the gold score as annotated (SentEval's and the baselines' own evaluators)"),
+    )  # float | int
     # {trainset: <t>, objective: <o>}: start from the trained model of (same backbone, <o>, <t>, same
     # seed) instead of the backbone's weights; no objective: the cell's own (a two-stage run)
     init: dict | None = field(default=None, metadata=source("our choice: the backbone's own pretrained weights, no earlier training stage"))
@@ -146,8 +153,9 @@ OFF_DEFAULTS = {"select_checkpoint": "last", "select_split": None, "select_every
 RUN_ONLY = ("log_every", "checkpoint_every")
 
 # Settings of how a trained cell is evaluated: in the ledger beside its training, never given to the
-# train job (aoe.config.workflow.train_params), read by the evaluation rules (aoe.config.workflow.cell_eval_pooling).
-EVAL_ONLY = ("eval_pooling",)
+# train job (aoe.config.workflow.train_params), read by the evaluation rules (aoe.config.workflow.cell_eval_pooling,
+# cell_eval_gold).
+EVAL_ONLY = ("eval_pooling", "eval_gold")
 
 # Training settings, lowest precedence first; "{x}" names a cell part. Code defaults
 # (TrainSettings) sit below them all.

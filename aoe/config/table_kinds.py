@@ -71,6 +71,9 @@ class TableKind:
     seeded: bool = True
     ttests: bool = True
     notes: tuple[str, ...] = field(default=())
+    # indomain: one file's values under each gold of its by_gold ({gold: {column: value}}), which a row's
+    # eval_gold reads (the file's own values are its headline gold's)
+    read_gold: Callable[[dict, Path], "dict[str, dict[str, float | None]]"] | None = None
 
 
 def _avg(cols: list[Column], header: str = "Avg.") -> list[Column]:
@@ -114,6 +117,12 @@ def _read_indomain(result: dict, path: Path) -> dict:
     return {evalset: finite_or_none(result.get("spearman"))}
 
 
+def _read_indomain_gold(result: dict, path: Path) -> dict:
+    """{gold: {evalset: Spearman}} of an in-domain file's ``by_gold`` ({} in a file written before it had one)."""
+    evalset = next(iter(_read_indomain(result, path)))
+    return {g: {evalset: finite_or_none((v or {}).get("spearman"))} for g, v in (result.get("by_gold") or {}).items()}
+
+
 def _indomain_columns(spec: dict, found: set[str]) -> list[Column]:
     ts = list(spec.get("trainsets") or [spec["trainset"]])
     ts += [t for t in spec.get("paper_columns") or [] if t not in ts]  # the paper's, where this configuration trains none
@@ -141,7 +150,7 @@ KINDS: dict[str, TableKind] = {k.name: k for k in (
     TableKind("ablation", "AoE Table 4: the 7-task STS avg per row, rows in sections (AnglE's ablation is kind indomain)",
               "sts", lambda spec, found: [Column("avg", "Avg. STS", True)], _read_sts),
     TableKind("indomain", "AoE Table 2 / AnglE Table 2: a column per train set, scored on its own eval split",
-              "indomain", _indomain_columns, _read_indomain, column_per_trainset=True),
+              "indomain", _indomain_columns, _read_indomain, column_per_trainset=True, read_gold=_read_indomain_gold),
     TableKind("transfer", "AoE Table 3: SentEval transfer tasks", "transfer",
               lambda spec, found: _avg([Column(t, t) for t in TRANSFER_TASKS]), _read_transfer),
     TableKind("nli_probe", "AoE Table 5", "nli_probe",

@@ -45,6 +45,7 @@ __all__ = [
     "suite_results",
     "table_target",
     "indomain_cells",
+    "cell_eval_gold",
     "train_params",
     "loss_settings",
     "settings_changed",
@@ -235,6 +236,7 @@ class TableRow:
     reruns: int = 1  # trainings per seed (Cell.rerun 0 .. reruns-1)
     variant: str = NO_TRAINSET  # a pretrained row: evaluation.pretrained_variants key, or its own embedding
     eval_pooling: str = ""  # an evaluation-only variant row: its cells' STS or transfer under this pooling ("": the cell's own)
+    eval_gold: str = ""  # an in-domain variant row: its cells' in-domain files read against this gold ("": the cell's own)
 
     @property
     def cells(self) -> list[Cell]:
@@ -253,6 +255,7 @@ class TableRow:
             "section": self.section,
             "variant": self.variant,
             "eval_pooling": self.eval_pooling,
+            "eval_gold": self.eval_gold,
         }
 
 
@@ -309,7 +312,8 @@ def table_rows(config: dict, table: str) -> list[TableRow]:
             seeds = tuple(sorted({s for (_, s), k in made.items() if k == most}))
             reruns = reruns or most
         rows.append(TableRow(entry["backbone"], obj, trainsets, seeds, entry.get("label"), entry.get("section", schema_default("tables", "*", "rows", "*", "section")),
-                             int(reruns or 1), entry.get("variant", NO_TRAINSET), entry.get("eval_pooling") or ""))
+                             int(reruns or 1), entry.get("variant", NO_TRAINSET), entry.get("eval_pooling") or "",
+                             entry.get("eval_gold") or ""))
     return rows
 
 
@@ -335,6 +339,17 @@ def cell_eval_pooling(config: dict, cell: Cell) -> str | None:
     if not cell.trained:
         return None
     return resolve_cell(config, cell.backbone, cell.objective, cell.trainset, cell.seed).params.get("eval_pooling")
+
+
+def cell_eval_gold(config: dict, cell: Cell) -> str:
+    """The gold a cell's in-domain evaluation correlates with as its headline (the resolved ``eval_gold``,
+    :data:`aoe.config.hparams.EVAL_ONLY`): ``int`` where the row's source scored int(score), as angle-emb's
+    AnglE.evaluate did, else ``float``; the schema's default for an untrained cell (the backbone as downloaded)."""
+    from aoe.config.hparams import resolve_cell, train_default
+
+    if not cell.trained:
+        return train_default("eval_gold")
+    return resolve_cell(config, cell.backbone, cell.objective, cell.trainset, cell.seed).params["eval_gold"]
 
 
 def table_cells(config: dict, table: str) -> list[Cell]:

@@ -6,9 +6,13 @@ is the ``pairs`` format with ``score_range: [0, 1]``.
 
 Sources:
 
-* MRPC: the Microsoft release ``msr_paraphrase_{train,test}.txt`` (mirror ``glue/MRPC``;
-  the test file carries labels, unlike GLUE's ``test.tsv``). Tab-separated with a UTF-8
-  BOM and no quoting: sentences contain quote characters.
+* MRPC: GLUE's ``train.tsv`` (3,668 pairs) and ``dev.tsv`` (408), the Microsoft release's
+  ``msr_paraphrase_train.txt`` split by GLUE's ``dev_ids.tsv`` (mirror ``glue/MRPC``; the two together
+  are that file's 4,076 pairs, in its order), and the release's labelled ``msr_paraphrase_test.txt``
+  (1,725; GLUE's ``test.tsv`` has no labels). These are SetFit/mrpc's train / validation / test
+  splits, which AnglE's in-domain script trains, validates and tests on (fcb6223 train_angle.py:59-67,
+  167-170). All tab-separated with a UTF-8 BOM, the release's header and no quoting: sentences contain
+  quote characters.
 * QNLI v1 dev: mirror ``glue/QNLI/dev.csv`` (question, sentence, entailment/not_entailment).
 * QQP, QNLI train and GLUE v2 splits: the Hugging Face hub ``nyu-mll/glue`` (not mirrored;
   QNLI's label 0 is entailment there).
@@ -27,7 +31,11 @@ from aoe.data.io import DataError
 __all__ = ["MRPC_FILES", "QNLI_MIRROR_FILES", "HUB_PAIR_SETS", "read_mrpc", "read_qnli_csv", "hub_pairs"]
 
 # split -> (mirror-relative file, rows)
-MRPC_FILES = {"train": ("glue/MRPC/msr_paraphrase_train.txt", 4076), "test": ("glue/MRPC/msr_paraphrase_test.txt", 1725)}
+MRPC_FILES = {
+    "train": ("glue/MRPC/train.tsv", 3668),  # SetFit/mrpc train = GLUE train: the script's --task MRPC train split
+    "dev": ("glue/MRPC/dev.tsv", 408),  # SetFit/mrpc validation = GLUE dev (dev_ids.tsv), the script's valid_ds
+    "test": ("glue/MRPC/msr_paraphrase_test.txt", 1725),
+}
 QNLI_MIRROR_FILES = {"dev": ("glue/QNLI/dev.csv", 5732)}
 
 # dataset -> hub repo, subfolder, text columns, how to map the hub label to a 0/1 score,

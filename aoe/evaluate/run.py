@@ -22,7 +22,42 @@ from aoe.util.provenance import library_versions
 BATCH_SIZE = schema_default("evaluation", "sts", "batch_size")
 MAX_LENGTH = schema_default("evaluation", "sts", "max_length")
 
-__all__ = ["run_sts_evaluation", "run_indomain_evaluation", "run_retrieval_evaluation", "run_transfer_evaluation", "run_nli_probe", "cached_encoder"]
+__all__ = ["GOLDS", "gold_scores", "run_sts_evaluation", "run_indomain_evaluation", "run_retrieval_evaluation", "run_transfer_evaluation", "run_nli_probe", "cached_encoder"]
+
+
+# The gold an in-domain score correlates with. angle-emb's AngleDataTokenizer stores int(label) (fcb6223
+# angle_emb/angle.py:254, every version to 0.4.8, e.g. 1c5515b :558) and AnglE.evaluate correlates the
+# predictions with those stored labels (fcb6223 :750 `y[::2, 0]`; 1c5515b :1555), from its first commit f2ad9f8
+# (2023-10-20) to c51e05d (2024-07-26, "refactor evaluation"); from 0.4.9 evaluate takes the dataset's raw label
+# column instead (582eb85 angle_emb/angle.py:1461-1475, CorrelationEvaluator). bench/gold_parity.py runs the releases.
+GOLDS = ("float", "int")
+GOLD_SOURCES = {
+    "float": "the gold score as annotated",
+    "int": "int(score), truncated toward zero: angle-emb 0.1.1-0.4.8 AnglE.evaluate correlates with AngleDataTokenizer's "
+           "int(label) (fcb6223 angle_emb/angle.py:254, 750)",
+}
+
+
+def gold_scores(scores: pd.Series, gold: str) -> np.ndarray:
+    """The gold of ``gold`` (:data:`GOLDS`): the scores as given, or each truncated toward zero as Python's
+    ``int()`` does (the official tokenizer's ``int(data['label'])``)."""
+    values = scores.to_numpy(dtype=np.float64)
+    if gold == "float":
+        return values
+    if gold == "int":
+        return np.trunc(values)
+    raise ValueError(f"gold must be one of {', '.join(GOLDS)}, got {gold!r}")
+
+
+def gold_agreement(scores: pd.Series) -> float | None:
+    """Spearman (not x100) of int(score) against the score: 1.0 where truncating loses no order (binary labels)."""
+    from scipy.stats import spearmanr
+
+    values = scores.to_numpy(dtype=np.float64)
+    if np.array_equal(values, np.trunc(values)):
+        return 1.0
+    rho = float(spearmanr(values, np.trunc(values)).statistic)
+    return None if np.isnan(rho) else rho
 
 
 def run_sts_evaluation(
@@ -118,12 +153,19 @@ def run_indomain_evaluation(
     cell: dict | None = None,
     device: str | None = None,
     cache_root: str | os.PathLike | None = None,
+    gold: str = GOLDS[0],
 ) -> dict:
     """Spearman x100 of cosine similarity against the gold score on one pair table (in-domain STS).
 
     AoE Table 2 and AnglE Table 2 score every dataset this way, binary labels
     (GIS, MRPC, QQP, QNLI) included; each unique text is embedded once.
+
+    ``gold`` names the headline's gold (:data:`GOLDS`, :func:`gold_scores`): the score as annotated
+    (``float``) or ``int(score)`` (``int``), as angle-emb's AnglE.evaluate correlated. The file holds
+    both correlations (``by_gold``), so a table row can read the other without a new evaluation.
     """
+    if gold not in GOLDS:
+        raise ValueError(f"in-domain evaluation: gold must be one of {', '.join(GOLDS)}, got {gold!r}")
     from aoe.evaluate.sts import cosine_rows, pair_embeddings, sts_scores, unique_texts
 
     start = time.perf_counter()
@@ -147,7 +189,8 @@ def run_indomain_evaluation(
         unique = unique_texts([pairs])
         sims = cosine_rows(*pair_embeddings(encode(unique), unique, pairs))
     task = f"{meta['dataset']}/{meta['split']}"
-    scores = sts_scores(sims, pairs, task)
+    by_gold = {g: sts_scores(sims, pairs.assign(score=gold_scores(pairs["score"], g)), task) for g in GOLDS}
+    scores = by_gold[gold]
     result = {
         "evalset": evalset,
         "dataset": meta["dataset"],
@@ -155,7 +198,12 @@ def run_indomain_evaluation(
         "spearman": scores["spearman"],
         "pearson": scores["pearson"],
         "n": scores["n"],
+        "gold": gold,
+        "by_gold": {g: {"spearman": s["spearman"], "pearson": s["pearson"]} for g, s in by_gold.items()},
+        # how far truncating moves the gold itself: Spearman of int(score) against the score (1.0 for binary labels)
+        "gold_int_vs_float_spearman": gold_agreement(pairs["score"]),
         "protocol": {"name": "indomain-spearman", "similarity": "cosine", "metric": "spearman x100", "batch_size": batch_size,
+                     "gold": GOLD_SOURCES[gold],
                      **({"batches": "angle-emb 0.1.1 AnglE.evaluate: pairs in table order, texts interleaved"} if official_batches else {})},
         "data": {meta["dataset"]: {"table_sha256": meta["table_sha256"], "rows": meta["rows"], "split": meta["split"]}},
         "embedding": {"unique_sentences": int(len(unique)), "sentences_in_tasks": int(2 * len(pairs))},

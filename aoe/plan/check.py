@@ -635,6 +635,8 @@ def check_tables(config: dict) -> None:
             where = f"tables.{name}" + (f".rows[{i}]" if table.get("rows") else "")
             if row.eval_pooling:
                 _check_eval_pooling(config, where, table["kind"], row)
+            if row.eval_gold:
+                _check_eval_gold(where, table["kind"], row)
             _check_table_row(config, where, row)
         if table.get("study"):
             _check_study(name, table["study"], rows)
@@ -679,6 +681,16 @@ def _check_eval_pooling(config: dict, where: str, kind_name: str, row: TableRow)
         raise ConfigError(f"{where}.eval_pooling: {row.eval_pooling!r} depends on the batch, and evaluation.backend senteval "
                           "(SimCSE's SentEval) batches STS12-16 in another order than the official copy "
                           "(aoe.evaluate.senteval_batches); set evaluation.backend builtin or drop the key")
+
+
+def _check_eval_gold(where: str, kind_name: str, row: TableRow) -> None:
+    """A row's eval_gold reads the other gold of its cells' in-domain files (their by_gold): an in-domain table's
+    row of a model of its own, not the backbone as downloaded (scored against the float gold only)."""
+    if not table_kind(kind_name).read_gold:
+        raise ConfigError(f"{where}.eval_gold: a gold variant reads the by_gold of in-domain evaluations (rule evaluate_indomain); "
+                          f"table kind {kind_name!r} has none: drop the key or move the row to a table of kind indomain")
+    if row.objective == PRETRAINED:
+        raise ConfigError(f"{where}.eval_gold: a backbone as downloaded is scored against the gold as annotated only; drop the key")
 
 
 def _cell_group_recipes(config: dict):

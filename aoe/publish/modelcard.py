@@ -157,7 +157,8 @@ class CardPlanner:
                 repros = row_paper_refs(spec, dicts, "reproduction")
                 for row, d, ref, repro in zip(rows, dicts, refs, repros):
                     entry = {"table": table, "kind": kind.name, "suite": kind.suite, "label": row_label(d),
-                             "eval_pooling": row.eval_pooling, "trainsets": list(row.trainsets), "paper": ref, "reproduction": repro}
+                             "eval_pooling": row.eval_pooling, "eval_gold": row.eval_gold, "trainsets": list(row.trainsets), "paper": ref,
+                             "reproduction": repro}
                     for cell in row.cells:
                         self._rows.setdefault(cell, []).append(entry)
         return self._rows
@@ -170,7 +171,8 @@ class CardPlanner:
             if e["suite"] != suite:
                 continue
             if suite == "indomain":
-                if evalset != cell.trainset or evalset not in e["trainsets"]:
+                # a gold variant row reads the file's other gold (by_gold), not the headline a card prints
+                if evalset != cell.trainset or evalset not in e["trainsets"] or e["eval_gold"]:
                     continue
             elif Path(result).name != suite_file(suite, e["eval_pooling"]):
                 continue
@@ -404,6 +406,10 @@ def _results_md(plan: dict, read: list[dict], missing: list[str], numbers_file) 
             title += f", evaluated with {r['eval_pooling']} pooling"
         if r["evalset"]:
             title += f", {r['evalset']}"
+        gold = (r.get("result") or {}).get("by_gold") or {}
+        if (r.get("result") or {}).get("gold") == "int" and gold.get("float"):
+            # the cell's eval_gold: the headline is against int(score), as the paper's source scored (issue 61)
+            title += f", against int(gold) as angle-emb's AnglE.evaluate (the gold as annotated: {_fmt(gold['float'].get('spearman'))})"
         lines += [f"### {title}", "", f"`{r['file']}` (sha256 {r['sha256'][:12]})"
                   + (f"; tables: {', '.join(sorted({c['table'] for c in r['compare']}))}" if r["compare"] else ""), ""]
         header = ["", "this model"]

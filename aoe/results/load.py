@@ -1,5 +1,5 @@
 """Loading a table's result files into one long DataFrame (:data:`RESULT_COLUMNS`: backbone,
-objective, trainset, seed, rerun, eval_pooling, column, value): evaluation results through their
+objective, trainset, seed, rerun, eval_pooling, eval_gold, column, value): evaluation results through their
 kind's reader (:data:`aoe.config.table_kinds.KINDS`), training times from benchmark TSVs and model folders.
 
 Holds no table model and no paper numbers (:mod:`aoe.results.tables`) and prints nothing (:mod:`aoe.results.render`).
@@ -25,8 +25,9 @@ log = logging.getLogger(__name__)
 # ---------------------------------------------------------------------------
 # Loading result files into a long table (backbone, objective, trainset, seed, rerun, column, value).
 
-# eval_pooling: "" for a cell's own evaluation, else the evaluation-only pooling of a variant row's file
-RESULT_COLUMNS = ["backbone", "objective", "trainset", "seed", "rerun", "eval_pooling", "column", "value"]
+# eval_pooling: "" for a cell's own evaluation, else the evaluation-only pooling of a variant row's file;
+# eval_gold: "" for a file's headline value, else the gold of one of its by_gold values (in-domain files)
+RESULT_COLUMNS = ["backbone", "objective", "trainset", "seed", "rerun", "eval_pooling", "eval_gold", "column", "value"]
 
 
 def _cell(result: dict, path: Path) -> dict:
@@ -37,6 +38,7 @@ def _cell(result: dict, path: Path) -> dict:
     # the record's seed is the run of the path: "42", or "42-rerun2"
     cell["seed"], cell["rerun"] = parse_run(cell["seed"])
     cell["eval_pooling"] = cell.get("eval_pooling") or ""
+    cell["eval_gold"] = ""
     return cell
 
 
@@ -55,6 +57,8 @@ def load_results(kind: str, paths: list[str | Path]) -> pd.DataFrame:
         for column, value in values.items():
             if value is not None:  # null on purpose (task not evaluated): no row, printed as "–"
                 rows.append({**cell, "column": column, "value": value})
+        for gold, by_column in (k.read_gold(result, path) if k.read_gold else {}).items():
+            rows += [{**cell, "eval_gold": gold, "column": c, "value": v} for c, v in by_column.items() if v is not None]
     return pd.DataFrame(rows, columns=RESULT_COLUMNS)
 
 

@@ -346,6 +346,7 @@ def to_json(table: Table) -> dict:
                 "objective": row.objective,
                 "trainsets": row.trainsets,
                 "eval_pooling": row.eval_pooling,  # "": the cells' own evaluation; else an evaluation-only variant row
+                "eval_gold": row.eval_gold,  # "": the in-domain files' own gold; else a variant row read against this one
                 "reference": row.reference,
                 "paper_backbone": row.paper_backbone,
                 "paper_objective": row.paper_objective,

@@ -198,6 +198,7 @@ class Row:
     repro: dict[str, float] = field(default_factory=dict)
     variant: str = NO_TRAINSET  # a pretrained row: its evaluation.pretrained_variants key ("none": the backbone's own)
     eval_pooling: str = ""  # an evaluation-only variant row: the pooling its cells were scored with ("": their own)
+    eval_gold: str = ""  # an in-domain variant row: the gold its cells' files are read against ("": their own)
 
     @property
     def n(self) -> int:
@@ -278,6 +279,7 @@ def spec_rows(spec: dict) -> list[dict]:
                 "section": e.get("section", schema_default("tables", "*", "rows", "*", "section")),
                 "variant": e.get("variant", NO_TRAINSET),
                 "eval_pooling": e.get("eval_pooling") or "",
+                "eval_gold": e.get("eval_gold") or "",
             }
         )
     return out
@@ -389,6 +391,8 @@ def row_label(row: dict) -> str:
         return f"{name} ({row['variant']})"
     if row.get("eval_pooling"):
         return f"{name} (evaluated {row['eval_pooling']})"
+    if row.get("eval_gold"):
+        return f"{name} ({row['eval_gold']} gold)"
     return name
 
 
@@ -440,6 +444,7 @@ def build_table(
             repro_ref=repro_ref,
             variant=row_spec.get("variant") or NO_TRAINSET,
             eval_pooling=row_spec.get("eval_pooling") or "",
+            eval_gold=row_spec.get("eval_gold") or "",
         )
         pre = row.objective == PRETRAINED
         sel = results[(results.backbone == row.backbone) & (results.objective == row.objective)]
@@ -453,6 +458,10 @@ def build_table(
         if "eval_pooling" in sel.columns:  # a frame built by hand has only the cells' own evaluations
             sel = sel[sel.eval_pooling.astype(object).fillna("") == row.eval_pooling]
         elif row.eval_pooling:
+            sel = sel.iloc[:0]
+        if "eval_gold" in sel.columns:  # an in-domain file's other golds (by_gold) are rows of their own
+            sel = sel[sel.eval_gold.astype(object).fillna("") == row.eval_gold]
+        elif row.eval_gold:
             sel = sel.iloc[:0]
         for col in col_keys:
             if per_trainset and col != "avg":
