@@ -21,6 +21,10 @@ rule table:
         selections=lambda wildcards: scored_split_selections(config, wildcards.table),
         # rows whose models were chosen on a held-out split (SimCSE's STS-B dev): named in a note, no mark
         held_out=lambda wildcards: scored_split_selections(config, wildcards.table, held_out=True),
+        # what this configuration ran for the rows (start, train set, length, seeds, pooling): after the caption
+        protocol=lambda wildcards: training_summary(config, wildcards.table),
+        # the paper's rows of the grid's table, shown whatever rows this configuration trains
+        paper_rows=lambda wildcards: grid_paper_rows(GRID_CONFIG, wildcards.table),
     script:
         "../workflow_scripts/make_table.py"
 

@@ -318,7 +318,7 @@ def test_report_lists_every_paper_number_of_the_configured_tables(tmp_path):
     assert "| AoE-LLaMA7B (paper: AoE ACL 2024, Appendix D) | 1027.18 |" in sections["table_train_time"]
     assert "| pooling: bert-base-uncased cls-last-avg | STS-B | – | 0 | 85.81 | – |" in _unlink(sections["angle_table3_ablation"])
     # the reproduction report beside our row (Tables 1-3), Δ once we have a number
-    assert "| bert-base-uncased AoE | Avg. | – | 82.20 | – | AoE-BERT (reproduction) (paper: independent reproduction report) |" in sections["table1_sts"]
+    assert "| bert-base-uncased AoE | Avg. | – | 82.20 | – | AoE-BERT (reproduction) (paper: independent reproduction report, reproduction-report-zh.txt) |" in sections["table1_sts"]
     assert "| bert-base-uncased AoE from BERT | GIS | – | 70.94 | – |" in sections["table2_indomain"]  # the report trained from BERT too
     assert "| bert-base-uncased AoE | SST2 | – | 76.00 | – |" in sections["table3_transfer"]
     # counts: no decimals; one measurement, so no test
