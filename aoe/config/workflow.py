@@ -598,7 +598,7 @@ def grid_paper_rows(grid: dict, table: str) -> list[dict]:
     for entry in spec.get("rows") or []:
         for key in ("paper", "reproduction"):
             if entry.get(key):
-                out.setdefault(entry[key], {"ref": entry[key], "backbone": entry.get("backbone", ""), "objective": entry.get("objective", "")})
+                out.setdefault(entry[key], {"ref": entry[key], "backbone": entry["backbone"], "objective": entry["objective"]})
     for key in ("paper", "reproduction"):
         for backbone, by_objective in (spec.get(key) or {}).items():
             for objective, ref in (by_objective or {}).items():

@@ -725,8 +725,8 @@ body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; font-size:
 h1 { font-size: 1.6em; border-bottom: 1px solid #d0d7de; padding-bottom: .2em; }
 h2 { font-size: 1.3em; margin-top: 1.6em; border-bottom: 1px solid #eaeef2; padding-bottom: .15em; }
 h3 { font-size: 1.1em; margin-top: 1.3em; }
-table { border-collapse: collapse; margin: .6em 0 1em; font-size: 13px; }
-th, td { border: 1px solid #d0d7de; padding: 3px 8px; vertical-align: top; }
+table { border-collapse: collapse; margin: .6em 0 1em; font-size: 13px; max-width: 100%; }
+th, td { border: 1px solid #d0d7de; padding: 3px 8px; vertical-align: top; overflow-wrap: anywhere; }
 th { background: #f6f8fa; text-align: left; }
 tr:nth-child(even) td { background: #fafbfc; }
 td em { color: #57606a; }
@@ -782,3 +782,4 @@ def markdown_page(text: str, title: str, source: str | None = None) -> str:
         f'<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>{html.escape(title)}</title>'
         f"<style>{_PAGE_STYLE}</style></head>\n<body>\n{markdown_html(text)}\n{foot}\n</body></html>\n"
     )
+
