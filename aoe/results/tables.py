@@ -73,7 +73,6 @@ log = logging.getLogger(__name__)
 TREATMENTS = ("aoe", "angle_arxiv")
 
 
-
 def _key(name: str) -> str:
     return re.sub(r"[^a-z0-9]", "", str(name).lower())
 
@@ -339,12 +338,12 @@ def _paper_group_position(ref: str, numbers_file: str | Path | None) -> tuple[in
 def _reference_heading(ref: str, group: str, numbers_file: str | Path | None) -> str:
     """The line a reference row is printed under: the paper's group and its source ("the paper's BERT-base rows
     (Li & Li, AoE, ACL 2024, Table 1)"), or the entry's own ``heading`` (the independent reproduction report,
-    which is not the paper), else its source."""
+    which is not the paper), else its source ("Li & Li, AoE, ACL 2024, Table 2")."""
     entry = load_paper_numbers(numbers_file).get(ref.split("/")[0]) or {}
     source = entry.get("short") or str(entry.get("source", ref.split("/")[0])).split(":")[0]
     if entry.get("heading"):
         return str(entry["heading"])
-    return f"the paper's {group} rows ({source})" if group else f"the paper's rows ({source})"
+    return f"the paper's {group} rows ({source})" if group else source
 
 
 def _labels_groups(ref: str, numbers_file: str | Path | None) -> bool:
