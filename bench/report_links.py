@@ -33,13 +33,19 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-
                  "--disable-component-update", "--disable-sync"]
 WIDTH, HEIGHT = 1400, 900
 
-# the tables of a page whose right edge passes the page's visible width (px past it), and how far the page scrolls sideways
+# the tables of a page: those whose right edge passes the page's visible width (cut: out of sight), and those in a box
+# of their own that scrolls sideways (px hidden until scrolled)
 _OVERFLOW = """() => {
     const width = document.documentElement.clientWidth;
-    const cut = [...document.querySelectorAll('table')].map((t, i) => ({table: i, right: Math.round(t.getBoundingClientRect().right),
-        header: (t.querySelector('tr') || {innerText: ''}).innerText.slice(0, 80)})).filter(t => t.right > width + 1);
-    return {width: width, tables: document.querySelectorAll('table').length, cut: cut,
-            scroll_x: document.documentElement.scrollWidth - width};
+    const tables = [...document.querySelectorAll('table')];
+    const cut = tables.map((t, i) => ({table: i, box: t.closest('.wide') || t, header: (t.querySelector('tr') || {innerText: ''}).innerText.slice(0, 80)}))
+        .filter(t => t.box.getBoundingClientRect().right > width + 1)
+        .map(t => ({table: t.table, right: Math.round(t.box.getBoundingClientRect().right), header: t.header}));
+    const scroll = tables.map((t, i) => ({table: i, box: t.closest('.wide')}))
+        .filter(t => t.box && t.box.scrollWidth > t.box.clientWidth + 1)
+        .map(t => ({table: t.table, hidden: t.box.scrollWidth - t.box.clientWidth}));
+    return {width: width, tables: tables.length, cut: cut, scroll: scroll,
+            page_scroll_x: document.documentElement.scrollWidth - width};
 }"""
 
 
@@ -54,6 +60,12 @@ def _page_frame(page, name: str):
             if name in foot:
                 return frame
     return None
+
+
+# the page of that file name in the report's iframe, beside the menu (as report/workflow.rst's aoeShow opens it) or
+# beside the result's details, which take half the window (as the result's eye button shows it: the narrowest view)
+_SHOW = """([name, mode]) => { const p = Object.keys(results).find(k => k.split('/').pop() === name);
+    app.setView({content: 'html', contentPath: results[p].data_uri, resultPath: p, navbarMode: mode}); }"""
 
 
 def follow(report: Path, chromium: str, shots: Path) -> dict:
@@ -94,9 +106,15 @@ def follow(report: Path, chromium: str, shots: Path) -> dict:
             page.get_by_role("link", name="REPORT.html").first.click(timeout=5000)  # one click, no eye button
             page.wait_for_timeout(1500)
             frame = _page_frame(page, summary)
+            out["start_here_opens_the_summary_in_one_click"] = frame is not None
+            if frame is None:  # the link showed the result's details: its eye button is the second click
+                shot(page, "3-start-here-first-click")
+                page.locator("a[iconname=eye]").first.click(timeout=5000)
+                page.wait_for_timeout(1500)
+                frame = _page_frame(page, summary)
         except Exception as e:  # noqa: BLE001 - recorded: the JSON says what failed
             out["front_page_click_error"] = str(e)[:300]
-        out["start_here_opens_the_summary_in_one_click"] = frame is not None
+        out.setdefault("start_here_opens_the_summary_in_one_click", False)
         if frame is not None:
             shot(page, "3-start-here")
             out["summary_tables"] = frame.evaluate(_OVERFLOW)
@@ -121,15 +139,16 @@ def follow(report: Path, chromium: str, shots: Path) -> dict:
                 results.append({"href": href, "text": frame.locator("a[href]").nth(i).inner_text(), "ok": bool(ok), **state,
                                 "seconds": round(time.perf_counter() - start, 3)})
             frame.evaluate("window.scrollTo(0, 0)")
-        # the recipe page on its own, as "1. Summary" lists it: its tables within the width
-        page.evaluate("() => aoeShow('RECIPE.html')")
-        page.wait_for_timeout(1500)
-        recipe = _page_frame(page, "RECIPE.md")
-        out["recipe_tables"] = recipe.evaluate(_OVERFLOW) if recipe is not None else None
-        if recipe is not None:
-            recipe.evaluate("() => { const h = document.querySelector('h2'); if (h) h.scrollIntoView(); }")
-            page.wait_for_timeout(300)
-            shot(page, "4-recipe")
+        # the recipe page on its own beside the menu, then as its eye button in "1. Summary" shows it: its tables
+        for mode, key in (("menu", "recipe_tables"), ("resultinfo", "recipe_tables_beside_details")):
+            page.evaluate(_SHOW, ["RECIPE.html", mode])
+            page.wait_for_timeout(1500)
+            recipe = _page_frame(page, "RECIPE.md")
+            out[key] = recipe.evaluate(_OVERFLOW) if recipe is not None else None
+            if recipe is not None:
+                recipe.evaluate("() => { const h = document.querySelector('h2'); if (h) h.scrollIntoView(); }")
+                page.wait_for_timeout(300)
+                shot(page, f"4-recipe-{mode}")
         browser.close()
     out["links"] = len(results)
     out["links_followed_ok"] = sum(r["ok"] for r in results)
@@ -148,7 +167,8 @@ def main() -> None:
     args = ap.parse_args()
     record = {"command": "python bench/report_links.py " + " ".join(sys.argv[1:]), **follow(args.report, args.chromium, args.shots)}
     path = C.write_json("report_links", record, args.out)
-    cut = lambda key: "–" if not record.get(key) else f"{len(record[key]['cut'])} of {record[key]['tables']}"
+    cut = lambda key: ("–" if not record.get(key) else f"{len(record[key]['cut'])} of {record[key]['tables']} cut, "
+                       f"{len(record[key]['scroll'])} scroll (page {record[key]['width']} px)")
     C.print_table(f"{args.report} in headless Chromium at {WIDTH} px",
                   ["check", "result"],
                   [["opens on the summary page", record["opens_on_the_summary"]],
@@ -158,13 +178,14 @@ def main() -> None:
                    ["followed to their target", record["links_followed_ok"]],
                    ["summary tables past the right edge", cut("summary_tables")],
                    ["recipe tables past the right edge", cut("recipe_tables")],
+                   ["the same beside the result's details", cut("recipe_tables_beside_details")],
                    ["rule graph: nodes / rules drawn twice", f"{record['rule_graph_nodes']} / {len(record['rule_graph_rules_drawn_twice'])}"]])
     for r in record["failed"]:
         print(f"  failed: {r['href']} -> {json.dumps(r)}")
     print(f"wrote {path}; screenshots in {args.shots}")
     bad = (record["failed"] or not record["links"] or not record["opens_on_the_summary"] or not record["front_page_starts_with_summary"]
            or not record["start_here_opens_the_summary_in_one_click"] or record["rule_graph_rules_drawn_twice"]
-           or any(record.get(k) and record[k]["cut"] for k in ("summary_tables", "recipe_tables")))
+           or any(record.get(k) and record[k]["cut"] for k in ("summary_tables", "recipe_tables", "recipe_tables_beside_details")))
     if bad:
         raise SystemExit(1)
 

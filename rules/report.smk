@@ -29,7 +29,12 @@ rule report_md:
         # the analyses behind numbers the paper quotes in its prose (aoe.publish.report.QUOTED)
         analysis=SATURATION_RESULTS + [f for f in GIS_RESULTS if f.endswith(".json")],
         code=library_code(
-            "publish/report.py", "results/load.py", "results/tables.py", "results/render.py", "config/table_kinds.py"
+            "publish/report.py",
+            "results/load.py",
+            "results/tables.py",
+            "results/render.py",
+            "config/table_kinds.py",
+            "resources/paper_numbers.yaml",
         ),
     output:
         R("results/REPORT.md"),

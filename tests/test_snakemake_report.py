@@ -238,3 +238,16 @@ def test_the_report_opens_on_the_summary_and_its_link_shows_it_in_one_click():
     assert "window.aoeShow=function(n)" in hook and "app.setView({content:'html',contentPath:results[p].data_uri" in hook
     assert "if(!window.aoeOpened){window.aoeOpened=true;aoeShow('REPORT.html')}" in hook  # once: "Workflow" comes back
     assert '"recipe" link' not in text and "each row's name links to its cell's recipe" in text
+
+
+def test_a_pages_tables_wrap_names_where_they_read_and_scroll_rather_than_cut():
+    """Issue 62: at 1,400 px RECIPE's tables ran past the report's right edge (config keys, file names and code
+    paths with no space to wrap at). A cell's text may break after _ / . : before a letter (never inside a tag or a
+    number), and a table wider than its page scrolls in a box of its own."""
+    html = markdown_html("| key | set by | file | value |\n|---|---|---|---|\n"
+                         "| gradient_accumulation_steps | `code:aoe.config.hparams.TrainSettings.x` | [presets/cpu-demo.yaml](RECIPE.md#a_b) | 0.1 |")
+    assert '<div class="wide"><table>' in html and "</table></div>" in html
+    assert "<td>gradient_<wbr>accumulation_<wbr>steps</td>" in html
+    assert "<code>code:<wbr>aoe.<wbr>config.<wbr>hparams.<wbr>TrainSettings.<wbr>x</code>" in html
+    assert '<a href="RECIPE.html#a_b">presets/<wbr>cpu-demo.<wbr>yaml</a>' in html and "<td>0.1</td>" in html
+    assert ".wide { overflow-x: auto;" in markdown_page("x", "t")
