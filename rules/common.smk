@@ -30,6 +30,8 @@ from aoe.config.workflow import (
     settings_changed,
     suite_results,
     protocol_differences,
+    training_summary,
+    grid_paper_rows,
     scored_split_selections,
     table_inputs,
     table_rows,

@@ -1,7 +1,14 @@
 rule table:
     input:
         results=get_table_inputs,
-        code=library_code("results/load.py", "results/tables.py", "results/render.py", "config/table_kinds.py"),
+        # the paper's numbers too: a corrected number or heading there rewrites the tables that print it
+        code=library_code(
+            "results/load.py",
+            "results/tables.py",
+            "results/render.py",
+            "config/table_kinds.py",
+            "resources/paper_numbers.yaml",
+        ),
     output:
         tex=R("results/tables/{table}.tex"),
         csv=R("results/tables/{table}.csv"),
@@ -21,6 +28,10 @@ rule table:
         selections=lambda wildcards: scored_split_selections(config, wildcards.table),
         # rows whose models were chosen on a held-out split (SimCSE's STS-B dev): named in a note, no mark
         held_out=lambda wildcards: scored_split_selections(config, wildcards.table, held_out=True),
+        # what this configuration ran for the rows (start, train set, length, seeds, pooling): after the caption
+        protocol=lambda wildcards: training_summary(config, wildcards.table),
+        # the paper's rows of the grid's table, shown whatever rows this configuration trains
+        paper_rows=lambda wildcards: grid_paper_rows(GRID_CONFIG, wildcards.table),
     script:
         "../workflow_scripts/make_table.py"
 

@@ -324,7 +324,7 @@ def test_report_lists_every_paper_number_of_the_configured_tables(tmp_path):
     assert "| AoE-LLaMA7B (paper: AoE ACL 2024, Appendix D) | 1027.18 |" in sections["table_train_time"]
     assert "| pooling: bert-base-uncased cls-last-avg | STS-B | – | 0 | 85.81 | – |" in _unlink(sections["angle_table3_ablation"])
     # the reproduction report beside our row (Tables 1-3), Δ once we have a number
-    assert "| bert-base-uncased AoE (2024 recipe, CLS) | Avg. | – | 82.20 | – | AoE-BERT (reproduction) (paper: independent reproduction report) |" in sections["table1_sts"]
+    assert "| bert-base-uncased AoE (2024 recipe, CLS) | Avg. | – | 82.20 | – | AoE-BERT (reproduction) (paper: independent reproduction report, reproduction-report-zh.txt) |" in sections["table1_sts"]
     # the report's numbers beside the cell that trains its recipe (issue 61); ACL's AoE beside the arXiv in-domain cell
     assert "| bert-base-uncased AoE (the reproduction report's recipe) | GIS | – | 70.94 | – |" in sections["table2_indomain"]
     assert "| bert-base-uncased AoE (arXiv in-domain recipe, from BERT) | STS-B | – | 0 | 86.28 ± 0.19 |" in _unlink(sections["table2_indomain"])

@@ -177,3 +177,77 @@ def test_embedded_pages_reads_the_pages_a_report_holds(tmp_path):
     (tmp_path / "report.html").write_text(f"<html>{blobs}</html>")
     found = embedded_pages(tmp_path / "report.html")
     assert list(found) == ["REPORT.md and RECIPE.md", "page1"] and found["page1"] == pages[1]
+
+
+class _Rule:
+    def __init__(self, name: str):
+        self.name = name
+
+
+class _Job:
+    def __init__(self, rule: str, key: str):
+        self.rule, self.key = _Rule(rule), key
+
+    def __repr__(self) -> str:
+        return self.key
+
+
+class _Dag:
+    """What rule_graph_spec reads of Snakemake's DAG: the levels of jobs and each job's dependencies."""
+
+    def __init__(self, levels: list[list[_Job]], dependencies: dict[_Job, set[_Job]]):
+        self.levels, self.dependencies = levels, dependencies
+
+    def toposorted(self):
+        return iter(self.levels)
+
+
+def test_the_report_rule_graph_draws_each_rule_once():
+    """Issue 62: Snakemake's report drew evaluate_sts (and evaluate_indomain, figure_pairs) twice, once per depth its
+    jobs run at: the backbone as downloaded is scored before any training, the trained models after."""
+    from aoe.publish.rulegraph import rule_graph_spec
+
+    fetch, sts0 = _Job("fetch_backbone", "f"), _Job("evaluate_sts", "e0")
+    train, sts1, table, run_all = _Job("train_model", "t"), _Job("evaluate_sts", "e1"), _Job("table", "tb"), _Job("all", "a")
+    dag = _Dag([[fetch], [sts0, train], [sts1], [table], [run_all]],
+               {fetch: set(), sts0: {fetch}, train: {fetch}, sts1: {train}, table: {sts0, sts1}, run_all: {table}})
+    spec, xmax, ymax = rule_graph_spec(dag)
+    rules = [n["rule"] for n in spec["nodes"]]
+    assert rules == ["fetch_backbone", "train_model", "evaluate_sts", "table", "all"]  # once each, in dependency order
+    links = {(x["sourcerule"], x["targetrule"]) for x in spec["links"] + spec["links_direct"]}
+    assert links == {("fetch_backbone", "train_model"), ("fetch_backbone", "evaluate_sts"), ("train_model", "evaluate_sts"),
+                     ("evaluate_sts", "table"), ("table", "all")}
+    assert all(x["target"] > x["source"] for x in spec["links"] + spec["links_direct"])  # every link points down
+    assert all(x["target"] - x["source"] == 1 for x in spec["links_direct"]) and (xmax, ymax) == (100, 200)
+    # a cycle between rules has no order: None, and the report keeps Snakemake's own graph (rules/report.smk)
+    a, b, c = _Job("x", "a"), _Job("y", "b"), _Job("x", "c")
+    assert rule_graph_spec(_Dag([[a], [b], [c]], {a: set(), b: {a}, c: {b}})) is None
+
+
+def test_the_report_opens_on_the_summary_and_its_link_shows_it_in_one_click():
+    """Issue 62: the front page's "Start here: REPORT.html" opened the result's details, and a second click on its eye
+    button showed the summary. The description (report/workflow.rst) opens the report on REPORT.html's page and
+    links to it by the reporter's own view (app.setView, as the eye button); bench/report_links.py clicks it in Chromium."""
+    from docutils.core import publish_parts
+
+    text = (REPO / "report" / "workflow.rst").read_text()
+    body = text.split('{% if "REPORT.html" in names %}')[1].split("{% endif %}")[0]
+    html = publish_parts(body, writer_name="html")["html_body"]
+    assert '<a class="reference external" href="javascript:aoeShow(\'REPORT.html\')">REPORT.html</a>' in html
+    hook = re.search(r'<img [^>]*onerror="([^"]+)"', html).group(1)
+    assert "window.aoeShow=function(n)" in hook and "app.setView({content:'html',contentPath:results[p].data_uri" in hook
+    assert "if(!window.aoeOpened){window.aoeOpened=true;aoeShow('REPORT.html')}" in hook  # once: "Workflow" comes back
+    assert '"recipe" link' not in text and "each row's name links to its cell's recipe" in text
+
+
+def test_a_pages_tables_wrap_names_where_they_read_and_scroll_rather_than_cut():
+    """Issue 62: at 1,400 px RECIPE's tables ran past the report's right edge (config keys, file names and code
+    paths with no space to wrap at). A cell's text may break after _ / . : before a letter (never inside a tag or a
+    number), and a table wider than its page scrolls in a box of its own."""
+    html = markdown_html("| key | set by | file | value |\n|---|---|---|---|\n"
+                         "| gradient_accumulation_steps | `code:aoe.config.hparams.TrainSettings.x` | [presets/cpu-demo.yaml](RECIPE.md#a_b) | 0.1 |")
+    assert '<div class="wide"><table>' in html and "</table></div>" in html
+    assert "<td>gradient_<wbr>accumulation_<wbr>steps</td>" in html
+    assert "<code>code:<wbr>aoe.<wbr>config.<wbr>hparams.<wbr>TrainSettings.<wbr>x</code>" in html
+    assert '<a href="RECIPE.html#a_b">presets/<wbr>cpu-demo.<wbr>yaml</a>' in html and "<td>0.1</td>" in html
+    assert ".wide { overflow-x: auto;" in markdown_page("x", "t")

@@ -283,8 +283,9 @@ def test_latex_is_a_standalone_document_with_escapes(results):
     lines = tex.splitlines()
     assert lines[0] == "\\documentclass{article}" and "\\usepackage{booktabs}" in lines
     assert lines.count("\\begin{document}") == 1 and lines[-1] == "\\end{document}"
-    assert tex.count("\\begin{tabular}") == tex.count("\\end{tabular}") == 1
-    assert tex.count("\\begin{table}") == tex.count("\\end{table}") == 1
+    # one longtable (a table longer than a page goes on), the rows written once and set twice to measure their width
+    assert tex.count("\\begin{longtable}") == tex.count("\\end{longtable}") == 1
+    assert tex.count("\\def\\tablerows{") == 1 and tex.count("\\tablerows") == 3
     assert "\\caption{100\\% of runs\\_x \\& more}" in tex and "\\label{tab:my_table}" in tex
     # every row has as many cells as the header; no unescaped specials outside math and commands
     header = next(line for line in lines if line.startswith("Model & "))
@@ -459,7 +460,8 @@ def test_delta_is_defined_only_where_a_row_has_the_papers(results, numbers_file)
     another backbone (a preset on a small model) says so instead, and its CSV has no empty Δ columns."""
     elsewhere = {**SPEC, "paper": {"bert": {"aoe": "aoe_table1/BERT-base/AoE-BERT", "cosent": "aoe_table2/AnglE-BERT"}}}
     table = build_table(results, elsewhere, numbers_file=numbers_file, name="t")
-    assert [(r.paper_backbone, r.paper_objective) for r in table.references] == [("bert", "aoe"), ("bert", "cosent")]
+    # in the numbers file's order (its aoe_table2 before its aoe_table1)
+    assert [(r.paper_backbone, r.paper_objective) for r in table.references] == [("bert", "cosent"), ("bert", "aoe")]
     md, tex, frame = to_markdown(table), to_latex(table), to_frame(table)
     assert "Δ = ours − paper" not in md and "$\\Delta$ = ours" not in tex and "Δ (ours − paper)" not in md
     assert ("- The paper's rows are on bert; ours are on tiny_a and tiny_b: no row of ours is one of the paper's, "
@@ -737,7 +739,8 @@ def test_mteb_categories(tmp_path, numbers_file):
     md = _md_rows(to_markdown(table))
     assert md["b AoE, nli (n=1)"] == ["70.00", "–", "80.00", "–"]
     assert md["c AoE, nli (n=1)"] == ["68.00", "40.00", "82.00", "63.30"]
-    assert md["*AoE_avg (paper: Claims)*"] == ["–", "–", "–", "64.64"]
+    assert md["*AoE_avg*"] == ["–", "–", "–", "64.64"]
+    assert "| *Claims* | | | | |" in to_markdown(table)  # each document's rows under a line naming it
 
 
 def test_flickr30k(tmp_path):
@@ -900,6 +903,8 @@ def test_latex_compiles_with_pdflatex(results, tmp_path, numbers_file):
     import shutil
     import subprocess
 
+    from aoe.config.workflow import grid_paper_rows
+
     exe = shutil.which("pdflatex")
     if exe is None:
         if os.environ.get("CI"):
@@ -915,7 +920,10 @@ def test_latex_compiles_with_pdflatex(results, tmp_path, numbers_file):
     write_table(build_table(results, spec, numbers_file=numbers_file, name="table_x_1"), *(tmp_path / f"t.{e}" for e in ("tex", "csv", "md", "json")))
     # AoE Table 1 beside rows on another backbone: its told-apart ⋆ rows and the note saying why there is no Δ
     demo = {**_config_table("table1_sts"), "rows": [{"backbone": "tiny_a", "objective": "pretrained"}, {"backbone": "tiny_a", "objective": "aoe"}]}
-    write_table(build_table(results, demo, name="demo"), *(tmp_path / f"d.{e}" for e in ("tex", "csv", "md", "json")))
+    # with every paper row of the grid's Table 1 (the reproduction report's among them), as the demo shows them
+    grid_rows = grid_paper_rows({"tables": {"table1_sts": _config_table("table1_sts")}}, "table1_sts")
+    write_table(build_table(results, demo, name="demo", paper_rows=grid_rows), *(tmp_path / f"d.{e}" for e in ("tex", "csv", "md", "json")))
+    assert "SBERT \\textdagger{}" in (tmp_path / "d.tex").read_text()
     assert "no row of ours is one of the paper's, so no $\\Delta$" in (tmp_path / "d.tex").read_text()
     assert "q$\\cdot$$\\sigma$$\\cdot$$\\surd$(1/m + 1/k)" in (tmp_path / "t.tex").read_text()  # the flag rule, spelled out for pdflatex
     for doc in ("t", "d"):
@@ -923,6 +931,8 @@ def test_latex_compiles_with_pdflatex(results, tmp_path, numbers_file):
             out = subprocess.run([exe, "-interaction=nonstopmode", "-halt-on-error", f"{doc}.tex"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
             assert out.returncode == 0, out.stdout[-3000:]
         assert (tmp_path / f"{doc}.pdf").stat().st_size > 1000
+        # within the page (issue 62: the demo's Table 1 ran 97pt off it)
+        assert "Overfull \\hbox" not in (tmp_path / f"{doc}.log").read_text(errors="replace")
 
 
 # -- the AnglE tables from config.yaml, and paper_numbers.yaml against the papers' text -------------
@@ -1319,7 +1329,11 @@ def test_table2_keeps_the_papers_columns_where_a_preset_trains_one_of_them():
     # the demo's cell against int(score) (the STS-B example's gold), and its float-gold row from the same files
     assert [(r.label, r.mean("stsb")) for r in table.rows] == [("as downloaded", 70.0), ("AoE", 71.5), ("AoE (float gold)", 72.5)]
     md = to_markdown(table)
-    assert "| *AoE (paper: Li & Li, AoE, ACL 2024, Table 2)* | 86.28 ± 0.19 | 70.59 ± 0.35 | 78.44 |" in md
+    # the paper's rows in its order, under a line naming the table they come from
+    lines = md.splitlines()
+    at = lines.index("| *Li & Li, AoE, ACL 2024, Table 2* | | | |")
+    assert lines[at + 1:at + 4] == ["| *SimCSE* | 76.27 ± 0.23 | 60.38 ± 0.18 | 68.33 |", "| *SBERT* | 84.67 ± 0.35 | 69.50 ± 0.47 | 77.09 |",
+                                    "| *AoE* | 86.28 ± 0.19 | 70.59 ± 0.35 | 78.44 |"]
     assert "- GIS: the paper's column, no model of this configuration trains on it (–); the average of ours needs every column." in md
 
 

@@ -761,9 +761,11 @@ def test_protocol_differences_name_how_a_presets_rows_train_otherwise():
     assert protocol_differences(demo, grid, "table1_sts") == [
         "trained on stsb (paper: nli)", "backbone minilm-l6 (paper: bert-base-uncased, llama-2-13b, llama-2-7b)",
         "200 steps of 32 pairs (paper: 10 epochs of 2048 pairs)"]
-    # Table 2 is the in-domain protocol: the train set agrees (the demo trains one of its two)
+    # Table 2 is the in-domain protocol: the train set agrees (the demo trains one of its two); the grid's AoE
+    # starts from its NLI model, the demo's from MiniLM as downloaded (issue 62)
     assert protocol_differences(demo, grid, "table2_indomain")[1:] == [
-        "backbone minilm-l6 (paper: bert-base-uncased)", "200 steps of 32 pairs (paper: 5 epochs of 32 pairs)"]
+        "backbone minilm-l6 (paper: bert-base-uncased)", "start minilm-l6 as downloaded (paper: the AnglE model trained on nli)",
+        "200 steps of 32 pairs (paper: 5 epochs of 32 pairs)"]
     assert protocol_differences(grid, grid, "table1_sts") == []
 
 
@@ -773,6 +775,49 @@ def _loaded_grid() -> dict:
     from aoe.plan.check import load_config
 
     return load_config(REPO)
+
+
+def test_each_tables_caption_says_what_its_configuration_ran():
+    """Issue 62: the demo's Table 2 caption, copied from config.yaml, said its AoE started from the grid's NLI model;
+    the demo's start from MiniLM as downloaded. What a table's rows ran is generated from their resolved cells."""
+    from aoe.config.workflow import training_summary
+    from aoe.plan.check import load_config
+
+    grid, demo = load_config(REPO), load_config(REPO, [REPO / "presets" / "cpu-demo.yaml"])
+    assert training_summary(demo, "table2_indomain") == (
+        "This run: minilm-l6 trained on stsb from its weights as downloaded; 200 steps of 32 pairs; seeds 1, 2; pooling cls. "
+        "minilm-l6 as downloaded, pooling cls.")
+    # the grid: AoE from the NLI stage, the baselines from BERT-base; said once, the rows that differ named
+    grid2 = training_summary(grid, "table2_indomain")
+    assert grid2.startswith("This run: bert-base-uncased trained on gis and stsb (a model per column) from its weights as downloaded "
+                            "(AoE (STS-B example, from the NLI model): the AnglE model trained on nli); 5 epochs of 32 pairs "
+                            "(AoE (arXiv in-domain recipe, from BERT), AoE (arXiv in-domain recipe), float gold: 20 epochs of 32 pairs;")
+    # a recipe that differs in length, pooling or fine-tuning names its rows; LLaMA's adapters are said
+    grid1 = training_summary(grid, "table1_sts")
+    assert "SBERT (SBERT's recipe): 1 epoch of 16 labelled NLI pairs" in grid1 and "SBERT (SBERT's recipe): avg" in grid1
+    assert "llama-2-7b trained on nli from its weights as downloaded" in grid1 and "fine-tuning qlora" in grid1
+    # a configuration that changes a value changes the caption: a copied preset's table never keeps another run's
+    longer = load_config(REPO, [REPO / "presets" / "cpu-demo.yaml"])
+    longer["trainsets"]["stsb"]["train"]["max_steps"] = 400
+    assert "400 steps of 32 pairs" in training_summary(longer, "table1_sts")
+    # no caption of config.yaml states a training fact a preset can change (backbone, train set, start)
+    for name, spec in grid["tables"].items():
+        assert "starts from the grid" not in spec["caption"] and "(BERT-base, NLI" not in spec["caption"], name
+
+
+def test_the_papers_rows_are_the_tables_whatever_a_preset_trains():
+    """Issue 62: the demo's `rows:` replaced the grid's Table 1 rows, and with them the paper's SBERT † and SimCSE numbers
+    hung on two of them; the table rule adds the grid's paper rows to every configuration's table."""
+    from aoe.config.workflow import grid_paper_rows
+    from aoe.plan.check import load_config
+
+    grid = load_config(REPO)
+    refs = {r["ref"]: (r["backbone"], r["objective"]) for r in grid_paper_rows(grid, "table1_sts")}
+    assert refs["acl2024_table1/BERT-base/SBERT †"] == ("bert-base-uncased", "sbert_paper")
+    assert refs["acl2024_table1/BERT-base/SimCSE"] == ("bert-base-uncased", "simcse_paper")
+    assert refs["reproduction_report/table1/AoE-BERT (reproduction)"] == ("bert-base-uncased", "aoe")
+    assert refs["acl2024_table1/open_source/USE †"] == ("", "") and len(refs) == 16
+    assert grid_paper_rows(grid, "no_such_table") == []
 
 
 @pytest.mark.parametrize("preset", sorted(p.name for p in (REPO / "presets").glob("*.yaml")))

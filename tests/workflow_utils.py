@@ -207,3 +207,18 @@ def tiny_backbone_overlay(work: Path, model_dir: Path, backbone: str = "minilm-l
     path = work / TINY_OVERLAY
     path.write_text(f"backbones:\n  {backbone}:\n    package: null\n    path: {model_dir}\n")
     return path
+
+
+def compile_latex_tables(texts: list[str], folder: Path, name: str = "tables") -> tuple[subprocess.CompletedProcess, str, int]:
+    """The standalone .tex tables (aoe.results.render.to_latex) set one after another in ONE pdflatex run (one
+    start-up, one font load), a page break between them: (the run, its log, the PDF's pages). Their preambles are
+    one (to_latex writes the same); their bodies define what they use with \\def, so they follow each other."""
+    preamble = texts[0].split("\\begin{document}")[0]
+    bodies = [t.split("\\begin{document}", 1)[1].rsplit("\\end{document}", 1)[0] for t in texts]
+    (folder / f"{name}.tex").write_text(preamble + "\\begin{document}\n" + "\n\\clearpage\n".join(bodies) + "\\end{document}\n")
+    exe = shutil.which("pdflatex") or "pdflatex"
+    out = subprocess.run([exe, "-interaction=nonstopmode", "-halt-on-error", f"{name}.tex"], cwd=folder,
+                         capture_output=True, text=True, timeout=300)
+    log = (folder / f"{name}.log").read_text(errors="replace") if (folder / f"{name}.log").is_file() else out.stdout
+    pages = re.search(r"Output written on .*?\((\d+)\s+pages?", log.replace("\n", ""))
+    return out, log, int(pages.group(1)) if pages else 0

@@ -38,6 +38,10 @@ __all__ = [
     "TableRow",
     "table_rows",
     "protocol_differences",
+    "training_summary",
+    "grid_paper_rows",
+    "OBJECTIVE_LABELS",
+    "row_label",
     "SCORED_SPLIT_MARK",
     "scored_split_selections",
     "row_entries",
@@ -221,6 +225,41 @@ def evaluation_text(config: dict, backbone: str, objective: str, trainset: str) 
     else:
         prompt = config["backbones"][backbone].get("prompt")
     return config["backbones"][backbone].get("eval_text", schema_default("backbones", "*", "eval_text")) if prompt is not None else "raw"
+
+
+# a row's name in tables, figures and captions, by objective (a row's own ``label`` wins: :func:`row_label`)
+OBJECTIVE_LABELS = {
+    PRETRAINED: "as downloaded",
+    "aoe": "AoE",
+    "aoe_from_bert": "AoE from BERT",
+    "angle_arxiv": "AnglE",
+    "sbert_paper": "SBERT (SBERT's recipe)",
+    "simcse_paper": "SimCSE (sup., SimCSE's recipe)",
+    "cosent": "CoSENT",
+    "sbert": "SBERT",
+    "simcse_sup": "SimCSE (sup.)",
+    "only_angle": "only angle",
+    "only_contrastive": "only contrastive",
+    "only_cosine": "only cosine",
+    "only_ibn": "only ibn",
+    "wo_ibn": "w/o ibn",
+    "wo_angle": "w/o angle",
+}
+
+
+def row_label(row: dict) -> str:
+    """A table row's name: its own ``label``, else its objective's (:data:`OBJECTIVE_LABELS`) with its variant
+    or evaluation-only pooling or scoring gold."""
+    if row.get("label"):
+        return row["label"]
+    name = OBJECTIVE_LABELS.get(row["objective"], row["objective"])
+    if row["objective"] == PRETRAINED and row.get("variant", NO_TRAINSET) != NO_TRAINSET:
+        return f"{name} ({row['variant']})"
+    if row.get("eval_pooling"):
+        return f"{name} (evaluated {row['eval_pooling']})"
+    if row.get("eval_gold"):
+        return f"{name} ({row['eval_gold']} gold)"
+    return name
 
 
 @dataclass(frozen=True)
@@ -414,18 +453,120 @@ def eval_cells(config: dict) -> list[Cell]:
     return sorted(cells)
 
 
+def _length(p: dict) -> str:
+    """A cell's training length from its resolved params: "200 steps of 32 pairs", "5 epochs of 32 pairs"."""
+    span = f"{p['max_steps']} steps" if p["max_steps"] > 0 else f"{p['epochs']} epoch{'s' if p['epochs'] != 1 else ''}"
+    return f"{span} of {p['batch_size']} {_FORMAT_WORDS.get(p['format'], p['format'])}"
+
+
+# a train set's format in words (aoe.config.recipes.resolve_format's names)
+_FORMAT_WORDS = {"nli3": "labelled NLI pairs"}
+
+
 def _training_length(config: dict, row: TableRow) -> str:
     trainset = row.trainsets[0]
-    p = train_params(config, row.backbone, row.objective, trainset, row.seeds[0] if row.seeds else 42)
-    span = f"{p['max_steps']} steps" if p["max_steps"] > 0 else f"{p['epochs']} epoch{'s' if p['epochs'] != 1 else ''}"
-    return f"{span} of {p['batch_size']} {p['format']}"
+    return _length(train_params(config, row.backbone, row.objective, trainset, row.seeds[0] if row.seeds else 42))
+
+
+def _start_text(backbone: str, objective: str, init: dict | None, named: bool = True) -> str:
+    """Where a cell's training starts, from its resolved ``init``: the backbone as downloaded (``named``: by its
+    name), or a model trained before it (a two-stage run: the official STS-B example's start from the NLI model)."""
+    if not init:
+        return f"{backbone} as downloaded" if named else "its weights as downloaded"
+    start = init.get("objective") or objective
+    return f"the {OBJECTIVE_LABELS.get(start, start)} model trained on {init['trainset']}"
+
+
+def _pooling_text(config: dict, row: TableRow, cell: Cell) -> str:
+    """The pooling a row's numbers were embedded with: the trained one, or the evaluation-only one beside it."""
+    trained = _cell_params(config, cell)["pooling"]
+    scored = row.eval_pooling or cell_eval_pooling(config, cell) or trained
+    return trained if scored == trained else f"{trained} (trained), {scored} (scored)"
+
+
+def _cell_params(config: dict, cell: Cell) -> dict:
+    from aoe.config.hparams import resolve_cell
+
+    return resolve_cell(config, cell.backbone, cell.objective, cell.trainset, cell.seed).params
+
+
+def _runs_text(row: TableRow) -> str:
+    seeds = f"seed{'s' if len(row.seeds) > 1 else ''} {', '.join(map(str, row.seeds))}"
+    return seeds + (f", {row.reruns} runs {'each' if len(row.seeds) > 1 else 'of it'}" if row.reruns > 1 else "")
+
+
+def _said_once(pairs: list[tuple[str, str]]) -> str:
+    """One facet of a table's rows (their start, length ...): the value most rows share, then the others,
+    each with the rows that take it; the value alone where every row shares it."""
+    by_value: dict[str, list[str]] = {}
+    for who, value in pairs:
+        by_value.setdefault(value, []).append(who)
+    if len(by_value) == 1:
+        return next(iter(by_value))
+    common = max(by_value, key=lambda v: len(by_value[v]))
+    others = "; ".join(f"{', '.join(dict.fromkeys(whos))}: {value}" for value, whos in by_value.items() if value != common)
+    return f"{common} ({others})"
+
+
+def _join(names) -> str:
+    names = list(dict.fromkeys(names))
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
+def _row_facets(config: dict, row: TableRow, who: str) -> dict[str, list[tuple[str, str]]]:
+    """(who, value) of each facet of one trained row, per train set where its train sets differ in it."""
+    per_set = []
+    for trainset in row.trainsets:
+        cell = Cell(row.backbone, row.objective, trainset, row.seeds[0])
+        p = train_params(config, row.backbone, row.objective, trainset, row.seeds[0])
+        per_set.append((trainset, {"start": _start_text(row.backbone, row.objective, p.get("init"), named=False), "length": _length(p),
+                                   "pooling": _pooling_text(config, row, cell), "finetune": p["finetune"]}))
+    out: dict[str, list[tuple[str, str]]] = {}
+    for facet in ("start", "length", "pooling", "finetune"):
+        values = [(t, v[facet]) for t, v in per_set]
+        if len({v for _, v in values}) == 1:
+            out[facet] = [(who, values[0][1])]
+        else:
+            out[facet] = [(f"{who} on {t}", v) for t, v in values]
+    out["runs"] = [(who, _runs_text(row))]
+    return out
+
+
+def training_summary(config: dict, table: str) -> str:
+    """What this configuration ran for ``table``'s rows, from their resolved cells: per backbone, the trained rows'
+    train sets, start (the backbone as downloaded or an earlier stage's model), length, seeds and pooling, each said
+    once with the rows that differ from the rest; then the backbones scored as downloaded. The table's caption carries
+    it (rule table), so a preset's table never shows a caption written for another run (issue 62: the demo's Table 2
+    said its AoE started from the grid's NLI model, where the demo's starts from MiniLM as downloaded)."""
+    rows = table_rows(config, table)
+    trained = [r for r in rows if r.objective not in (PRETRAINED, RELEASED) and r.seeds and r.trainsets]
+    per_column = table_kind(config["tables"][table]["kind"]).column_per_trainset
+    out = []
+    for backbone in dict.fromkeys(r.backbone for r in trained):
+        facets: dict[str, list[tuple[str, str]]] = {"start": [], "length": [], "runs": [], "pooling": [], "finetune": []}
+        mine = [r for r in trained if r.backbone == backbone]
+        for row in mine:
+            for facet, pairs in _row_facets(config, row, row_label(row.as_dict())).items():
+                facets[facet] += pairs
+        sets = _join(sorted({t for r in mine for t in r.trainsets}))
+        # full fine-tuning is said by saying nothing; LoRA / QLoRA adapters are named
+        tuning = "" if {v for _, v in facets["finetune"]} == {"full"} else f"; fine-tuning {_said_once(facets['finetune'])}"
+        out.append(f"{backbone} trained on {sets}{' (a model per column)' if per_column and ' and ' in sets else ''} from "
+                   f"{_said_once(facets['start'])}; {_said_once(facets['length'])}; {_said_once(facets['runs'])}; "
+                   f"pooling {_said_once(facets['pooling'])}{tuning}")
+    downloaded = [r for r in rows if r.objective == PRETRAINED]
+    for backbone in dict.fromkeys(r.backbone for r in downloaded):
+        pairs = [(row_label(r.as_dict()), pretrained_embedding(config, r.backbone, r.variant)[0]) for r in downloaded if r.backbone == backbone]
+        out.append(f"{backbone} as downloaded, pooling {_said_once(pairs)}")
+    return f"This run: {'. '.join(out)}." if out else ""
 
 
 def protocol_differences(config: dict, grid: dict, table: str) -> list[str]:
     """How this configuration's ``table`` trains its rows otherwise than the paper grid's (``grid``: config.yaml
-    alone): the train sets, the backbones, the training length of its trained rows; [] where they agree or
-    the grid has no such table. A preset's table set beside the paper's numbers says so (issue 54: the demo's
-    in-domain STS-B model stood in AoE Table 1, which trains on NLI)."""
+    alone): the train sets, the backbones, where training starts, the training length and the pooling of its trained
+    rows; [] where they agree or the grid has no such table. A preset's table set beside the paper's numbers says so
+    (issue 54: the demo's in-domain STS-B model stood in AoE Table 1, which trains on NLI; issue 62: its Table 2's
+    AoE starts from MiniLM as downloaded, the grid's from the NLI model)."""
     if table not in grid.get("tables", {}) or config is grid:
         return []
     # a backbone as downloaded and a released checkpoint train nothing here: no recipe to compare
@@ -441,10 +582,47 @@ def protocol_differences(config: dict, grid: dict, table: str) -> list[str]:
     if not set(backbones(ours)) <= set(backbones(theirs)):
         out.append(f"backbone {', '.join(backbones(ours))} (paper: {', '.join(backbones(theirs))})")
     match = next((r for r in theirs if r.objective == ours[0].objective), theirs[0])
+    if ours[0].trainsets and ours[0].seeds and match.trainsets and match.seeds:
+        mine, paper = (train_params(c, r.backbone, r.objective, r.trainsets[0], r.seeds[0]) for c, r in ((config, ours[0]), (grid, match)))
+        # the backbone as downloaded on both sides is one start (a backbone of its own is said above)
+        if bool(mine.get("init")) or bool(paper.get("init")):
+            start, paper_start = (_start_text(r.backbone, r.objective, p.get("init")) for r, p in ((ours[0], mine), (match, paper)))
+            if start != paper_start:
+                out.append(f"start {start} (paper: {paper_start})")
     length, paper_length = _training_length(config, ours[0]), _training_length(grid, match)
     if length != paper_length:
         out.append(f"{length} (paper: {paper_length})")
+    if ours[0].trainsets and ours[0].seeds and match.trainsets and match.seeds:
+        pooling = _pooling_text(config, ours[0], Cell(ours[0].backbone, ours[0].objective, ours[0].trainsets[0], ours[0].seeds[0]))
+        paper_pooling = _pooling_text(grid, match, Cell(match.backbone, match.objective, match.trainsets[0], match.seeds[0]))
+        if pooling != paper_pooling:
+            out.append(f"pooling {pooling} (paper: {paper_pooling})")
     return out
+
+
+def grid_paper_rows(grid: dict, table: str) -> list[dict]:
+    """Every paper (and reproduction) row the paper grid's ``table`` shows: its rows' own ``paper`` and
+    ``reproduction`` keys, its ``paper`` / ``reproduction`` mappings and its ``paper_reference`` list, each
+    ``{ref, backbone, objective}`` (the row of ours it stands for; '' for a model no row trains), in that order.
+
+    A preset's ``rows:`` (or ``paper_reference:``) list replaces the grid's whole, and with it the paper's numbers
+    hung on those entries (issue 62: the demo's Table 1 lost the paper's SBERT † and SimCSE rows); the table
+    rule adds these, so the paper's rows are the table's whatever a configuration trains."""
+    spec = (grid.get("tables") or {}).get(table)
+    if not spec:
+        return []
+    out: dict[str, dict] = {}
+    for entry in spec.get("rows") or []:
+        for key in ("paper", "reproduction"):
+            if entry.get(key):
+                out.setdefault(entry[key], {"ref": entry[key], "backbone": entry["backbone"], "objective": entry["objective"]})
+    for key in ("paper", "reproduction"):
+        for backbone, by_objective in (spec.get(key) or {}).items():
+            for objective, ref in (by_objective or {}).items():
+                out.setdefault(ref, {"ref": ref, "backbone": backbone, "objective": objective})
+    for ref in spec.get("paper_reference") or []:
+        out.setdefault(ref, {"ref": ref, "backbone": "", "objective": ""})
+    return list(out.values())
 
 
 # what a table row trained under such a selection carries, and the note that says why

@@ -731,7 +731,8 @@ h1 { font-size: 1.6em; border-bottom: 1px solid #d0d7de; padding-bottom: .2em; }
 h2 { font-size: 1.3em; margin-top: 1.6em; border-bottom: 1px solid #eaeef2; padding-bottom: .15em; }
 h3 { font-size: 1.1em; margin-top: 1.3em; }
 table { border-collapse: collapse; margin: .6em 0 1em; font-size: 13px; }
-th, td { border: 1px solid #d0d7de; padding: 3px 8px; vertical-align: top; }
+th, td { border: 1px solid #d0d7de; padding: 3px 8px; vertical-align: top; overflow-wrap: break-word; }
+.wide { overflow-x: auto; max-width: 100%; }
 th { background: #f6f8fa; text-align: left; }
 tr:nth-child(even) td { background: #fafbfc; }
 td em { color: #57606a; }
@@ -749,7 +750,20 @@ def markdown_html(text: str) -> str:
     import markdown
 
     body = markdown.markdown(text, extensions=["tables", "fenced_code"], output_format="html")
-    return re.sub(r'href="([^"#:]+)\.md(#[^"]*)?"', r'href="\1.html\2"', body)
+    body = re.sub(r'href="([^"#:]+)\.md(#[^"]*)?"', r'href="\1.html\2"', body)
+    # a table wider than the window scrolls sideways in its own box: nothing is cut at the right
+    body = body.replace("<table>", '<div class="wide"><table>').replace("</table>", "</table></div>")
+    return re.sub(r"(<t[dh](?:\s[^>]*)?>)(.*?)(</t[dh]>)", lambda m: m.group(1) + _break_points(m.group(2)) + m.group(3), body, flags=re.S)
+
+
+def _break_points(cell: str) -> str:
+    """A table cell's HTML with a line break allowed after each ``_ / . :`` before a letter in its text (not in its
+    tags): a config key, file or code name (gradient_accumulation_steps, presets/cpu-demo.yaml) then wraps where it
+    reads, and RECIPE's tables fit a 1,400 px window without cutting a word anywhere (issue 62)."""
+    import re
+
+    return "".join(part if part.startswith("<") else re.sub(r"([_/.:])(?=[A-Za-z])", r"\1<wbr>", part)
+                   for part in re.split(r"(<[^>]+>)", cell))
 
 
 def embedded_pages(report: str | Path) -> dict[str, str]:
@@ -787,3 +801,4 @@ def markdown_page(text: str, title: str, source: str | None = None) -> str:
         f'<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>{html.escape(title)}</title>'
         f"<style>{_PAGE_STYLE}</style></head>\n<body>\n{markdown_html(text)}\n{foot}\n</body></html>\n"
     )
+

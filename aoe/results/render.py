@@ -150,16 +150,13 @@ def _body(table: Table, latex: bool) -> list[tuple[str, list[str], str]]:
                                       *[_delta_text(table, row, c, latex, row.repro_delta) for c in cols]], "delta"))
     if table.references:
         out.append(("rule", [], ""))
-        section = None
+        heading = None
         for ref in table.references:
-            label, _, source = ref.label.partition(" (paper: ")
-            if ref.section:  # the paper's grouping by backbone: its source once, in the group's line
-                if ref.section != section:
-                    section = ref.section
-                    head = f"the paper's {section} rows ({source.removesuffix(')')})"
-                    out.append(("section", [_escape(head) if latex else head], ""))
-            else:
-                label, section = ref.label, None
+            # each document's rows (the paper's by its groups) under one line naming it, printed once
+            label = ref.label.partition(" (paper: ")[0] if ref.heading else ref.label
+            if ref.heading and ref.heading != heading:
+                heading = ref.heading
+                out.append(("section", [_escape(heading) if latex else heading], ""))
             name = f"\\textit{{{_escape(label)}}}" if latex else f"*{label}*"
             out.append(("ref", [name, *[_paper_text(table, ref.paper, ref.paper_std, c, latex) for c in cols]], ""))
     return out
@@ -232,45 +229,67 @@ def _notes(table: Table, latex: bool) -> list[str]:
 
 
 def to_latex(table: Table, caption: str | None = None, label: str | None = None) -> str:
-    """A standalone-compilable LaTeX document holding the booktabs table and its notes."""
+    """A standalone-compilable LaTeX document holding the booktabs table, its caption and notes, within the page.
+
+    The rows are written once (``\\tablerows``): a longtable, so a table longer than a page goes on to the next
+    (the paper grid's Table 1 is); at its natural width where that fits the text width, else with the row names
+    wrapped in a first column narrowed by what the table is too wide (long row names beside many mean ± std
+    columns: the demo's Table 1 ran 97pt off the page)."""
     cols = table.columns
     caption = table.caption if caption is None else caption
     label = label or table.name
     width = len(cols) + 1
+    numbers = "c" * len(cols)
+    rows, names = [], ["Model"]
+    for kind, cells, _ in _body(table, latex=True):
+        if kind == "rule":
+            rows.append("\\midrule")
+        elif kind == "section":
+            rows.append(f"\\multicolumn{{{width}}}{{l}}{{\\textit{{{cells[0]}}}}} \\\\")
+        else:
+            rows.append(" & ".join(cells) + " \\\\")
+            names.append(cells[0])
     lines = [
         "\\documentclass{article}",
         "\\usepackage[T1]{fontenc}",
         "\\usepackage{booktabs}",
+        "\\usepackage{array}",
+        "\\usepackage{longtable}",
         "\\usepackage[margin=1cm,landscape]{geometry}",
         "\\pagestyle{empty}",
+        # the whole table in one chunk: its columns as wide on every page after one pdflatex run
+        "\\setcounter{LTchunksize}{10000}",
+        "\\newsavebox{\\rownames}",
+        "\\newsavebox{\\naturaltable}",
+        "\\newlength{\\namewidth}",
+        # below: the table itself (\\def, not \\newcommand: documents' bodies may be set one after another)
         "\\begin{document}",
-        "\\begin{table}[t]",
-        "\\centering",
         "\\small",
-        f"\\begin{{tabular}}{{l{'c' * len(cols)}}}",
-        "\\toprule",
+        "\\def\\tablehead{\\toprule",
         "Model & " + " & ".join(_escape(c.header) for c in cols) + " \\\\",
-        "\\midrule",
+        "\\midrule}",
+        "\\def\\tablerows{",
+        *rows,
+        "\\bottomrule}",
+        # the first column: as wide as its longest row name, less what the whole table is wider than the text
+        "\\sbox{\\rownames}{\\begin{tabular}{l}" + " \\\\ ".join(names) + "\\end{tabular}}",
+        f"\\sbox{{\\naturaltable}}{{\\begin{{tabular}}{{l{numbers}}}\\tablehead\\tablerows\\end{{tabular}}}}",
+        "\\setlength{\\namewidth}{\\dimexpr\\wd\\rownames-2\\tabcolsep\\relax}",
+        "\\ifdim\\wd\\naturaltable>\\linewidth\\addtolength{\\namewidth}{\\dimexpr\\linewidth-\\wd\\naturaltable\\relax}\\fi",
+        # the caption as wide as the table
+        "\\setlength{\\LTcapwidth}{\\dimexpr\\ifdim\\wd\\naturaltable>\\linewidth\\linewidth\\else\\wd\\naturaltable\\fi-2\\tabcolsep\\relax}",
+        f"\\begin{{longtable}}{{>{{\\raggedright\\arraybackslash}}p{{\\namewidth}}{numbers}}}",
+        # the head as the first rows, not an \\endhead: one pdflatex run sets it in the body's columns
+        "\\tablehead",
+        "\\tablerows",
+        f"\\caption{{{_escape(caption)}}}\\label{{tab:{label}}} \\\\",  # a label is a name: escaping breaks the .aux
+        "\\end{longtable}",
     ]
-    for kind, cells, _ in _body(table, latex=True):
-        if kind == "rule":
-            lines.append("\\midrule")
-        elif kind == "section":
-            lines.append(f"\\multicolumn{{{width}}}{{l}}{{\\textit{{{cells[0]}}}}} \\\\")
-        else:
-            lines.append(" & ".join(cells) + " \\\\")
-    lines += ["\\bottomrule", "\\end{tabular}"]
     notes = _notes(table, latex=True)
     if notes:
-        lines.append("\\par\\smallskip")
-        lines.append("\\parbox{0.95\\linewidth}{\\footnotesize " + " \\\\ ".join(notes) + "}")
-    lines += [
-        f"\\caption{{{_escape(caption)}}}",
-        f"\\label{{tab:{label}}}",  # a name, not text: escaping its underscores breaks LaTeX's .aux file
-        "\\end{table}",
-        "\\end{document}",
-        "",
-    ]
+        # \sloppy: a long file name or reference in a note breaks its line rather than the margin
+        lines.append("\\begin{center}\\parbox{0.95\\linewidth}{\\footnotesize\\sloppy " + " \\par ".join(notes) + "}\\end{center}")
+    lines += ["\\end{document}", ""]
     return "\n".join(lines)
 
 

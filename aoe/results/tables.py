@@ -41,7 +41,7 @@ import yaml
 
 from aoe.config.hparams import schema_default
 from aoe.config.table_kinds import Column, table_kind
-from aoe.config.workflow import NO_TRAINSET, PRETRAINED, parse_run, run_name
+from aoe.config.workflow import NO_TRAINSET, OBJECTIVE_LABELS, PRETRAINED, parse_run, row_label, run_name
 from aoe.data.io import sha256_file
 from aoe.evaluate.sts import TASKS
 from aoe.results.load import load_results
@@ -71,22 +71,6 @@ log = logging.getLogger(__name__)
 
 # treatment objectives of the t-test, in order of preference (a table's `ttest.treatment` overrides)
 TREATMENTS = ("aoe", "angle_arxiv")
-
-OBJECTIVE_LABELS = {
-    PRETRAINED: "as downloaded",
-    "aoe": "AoE",
-    "aoe_from_bert": "AoE from BERT",
-    "angle_arxiv": "AnglE",
-    "cosent": "CoSENT",
-    "sbert": "SBERT",
-    "simcse_sup": "SimCSE (sup.)",
-    "only_angle": "only angle",
-    "only_contrastive": "only contrastive",
-    "only_cosine": "only cosine",
-    "only_ibn": "only ibn",
-    "wo_ibn": "w/o ibn",
-    "wo_angle": "w/o angle",
-}
 
 
 def _key(name: str) -> str:
@@ -189,6 +173,9 @@ class Row:
     paper: dict[str, float] = field(default_factory=dict)
     paper_std: dict[str, float] = field(default_factory=dict)
     reference: bool = False  # a paper row with no counterpart among ours
+    # a reference row's group line, printed once above the rows sharing it: the paper's group (its backbone) and
+    # the document, or the document alone (the independent reproduction report's rows sit under their own)
+    heading: str = ""
     # the (backbone, objective) of ours a paper row stands for (the table's ``paper`` mapping or the row's
     # own key), also on reference rows: what a preset on another backbone compares by objective
     paper_backbone: str = ""
@@ -333,16 +320,32 @@ def _paper_group(ref: str, numbers_file: str | Path | None) -> str:
     return str((entry.get("group_labels") or {}).get(group, group))
 
 
-def _paper_group_position(ref: str, numbers_file: str | Path | None) -> tuple[int, int]:
-    """(the paper table, the group) positions of a grouped reference row, in the order the numbers file holds them
-    (the paper's); a stable sort by it leaves rows of one group in the order they were named."""
+def _paper_group_position(ref: str, numbers_file: str | Path | None) -> tuple[int, int, int]:
+    """(the paper table, the group, the row) positions of a reference row, in the order the numbers file holds them
+    (the paper's); a row the file does not list in order (a single number) goes after its table's rows."""
     numbers = load_paper_numbers(numbers_file)
     parts = ref.split("/")
     entry = numbers.get(parts[0])
     tables = list(numbers)
-    groups = list((entry.get("groups") or entry.get("rows") or {}) if isinstance(entry, dict) else {})
+    container = (entry.get("groups") or entry.get("rows") or {}) if isinstance(entry, dict) else {}
+    groups = list(container)
+    grouped = len(parts) > 2 and parts[1] in groups and isinstance(container[parts[1]], dict)
+    names = list(container[parts[1]]) if grouped else groups
+    name = parts[2] if grouped else "/".join(parts[1:])
     return (tables.index(parts[0]) if parts[0] in numbers else len(tables),
-            groups.index(parts[1]) if len(parts) > 2 and parts[1] in groups else len(groups))
+            groups.index(parts[1]) if grouped else len(groups),
+            names.index(name) if name in names else len(names))
+
+
+def _reference_heading(ref: str, group: str, numbers_file: str | Path | None) -> str:
+    """The line a reference row is printed under: the paper's group and its source ("the paper's BERT-base rows
+    (Li & Li, AoE, ACL 2024, Table 1)"), or the entry's own ``heading`` (the independent reproduction report,
+    which is not the paper), else its source ("Li & Li, AoE, ACL 2024, Table 2")."""
+    entry = load_paper_numbers(numbers_file).get(ref.split("/")[0]) or {}
+    source = entry.get("short") or str(entry.get("source", ref.split("/")[0])).split(":")[0]
+    if entry.get("heading"):
+        return str(entry["heading"])
+    return f"the paper's {group} rows ({source})" if group else source
 
 
 def _labels_groups(ref: str, numbers_file: str | Path | None) -> bool:
@@ -383,19 +386,6 @@ def _tell_apart(table: Table, numbers_file: str | Path | None) -> None:
                 row.paper_label = row.label
 
 
-def row_label(row: dict) -> str:
-    if row.get("label"):
-        return row["label"]
-    name = OBJECTIVE_LABELS.get(row["objective"], row["objective"])
-    if row["objective"] == PRETRAINED and row.get("variant", NO_TRAINSET) != NO_TRAINSET:
-        return f"{name} ({row['variant']})"
-    if row.get("eval_pooling"):
-        return f"{name} (evaluated {row['eval_pooling']})"
-    if row.get("eval_gold"):
-        return f"{name} ({row['eval_gold']} gold)"
-    return name
-
-
 def build_table(
     results: pd.DataFrame,
     spec: dict,
@@ -404,6 +394,7 @@ def build_table(
     numbers_file: str | Path | None = None,
     rows: list[dict] | None = None,
     name: str = "table",
+    paper_rows: list[dict] | None = None,
 ) -> Table:
     """A table of a kind from the long results: one Row per row spec (mean/std/n per column),
     the paper's numbers on matched rows, the other references, and the t-tests.
@@ -411,6 +402,9 @@ def build_table(
     ``rows``: TableRow dicts (``aoe.config.workflow.table_rows``); default :func:`spec_rows`.
     ``references``: extra reference rows (default the spec's ``paper_reference``).
     ``numbers_file`` replaces the packaged paper_numbers.yaml.
+    ``paper_rows``: the paper grid's rows of the paper for this table (:func:`aoe.config.workflow.grid_paper_rows`),
+    ``{ref, backbone, objective}``: each one no row of ours takes is a reference row, so a preset whose ``rows:``
+    replace the grid's still shows every paper row of the table.
     """
     kind = kind or spec["kind"]
     per_trainset = table_kind(kind).column_per_trainset
@@ -493,6 +487,9 @@ def build_table(
     # mapping entries whose row is not in this table (e.g. a preset with other backbones)
     extra += _spec_refs(spec, "paper") + _spec_refs(spec, "reproduction")
     paper_of = _spec_paper_of(spec)
+    for grid_row in paper_rows or []:
+        extra.append(grid_row["ref"])
+        paper_of.setdefault(grid_row["ref"], (grid_row.get("backbone") or "", grid_row.get("objective") or ""))
     seen = set()
     for ref in extra:
         if ref in used or ref in seen:
@@ -500,17 +497,18 @@ def build_table(
         seen.add(ref)
         label, values, stds = paper_reference(ref, numbers_file, col_keys)
         paper_backbone, paper_objective = paper_of.get(ref, ("", ""))
+        # the group the paper prints the row under (its backbone): the rows are shown so grouped
+        group = _paper_group(ref, numbers_file) if _labels_groups(ref, numbers_file) else ""
         table.references.append(
             Row(label=label, backbone="", objective="paper", trainsets=[], seeds=None, paper_ref=ref,
-                # the group the paper prints the row under (its backbone): the rows are shown so grouped
-                section=_paper_group(ref, numbers_file) if _labels_groups(ref, numbers_file) else "",
+                section=group, heading=_reference_heading(ref, group, numbers_file),
                 paper_label=label, paper=values, paper_std=stds, reference=True,
                 paper_backbone=paper_backbone, paper_objective=paper_objective)
         )
-    # a grouped paper table's rows stay in the paper's order of groups, whichever list named them (paper_reference,
-    # or a `paper` entry no row of ours takes), so each group's heading is printed once
-    # (rows of no group, e.g. the reproduction report's, after them)
-    table.references.sort(key=lambda r: _paper_group_position(r.paper_ref, numbers_file) if r.section else (math.inf, 0))
+    # the reference rows in the order the numbers file holds them (the paper's order of tables, groups and rows),
+    # whichever list named them (paper_reference, a `paper` entry no row of ours takes, the grid's rows), so each
+    # heading is printed once
+    table.references.sort(key=lambda r: _paper_group_position(r.paper_ref, numbers_file))
     _tell_apart(table, numbers_file)
     marks = paper_marks([r.paper_ref for r in [*table.rows, *table.references]], numbers_file)
     if marks:
@@ -646,21 +644,26 @@ def source_files(paths: list[str | Path]) -> list[dict]:
 
 def render_table(name: str, spec: dict, inputs: list[str | Path], rows: list[dict] | None = None,
                  numbers_file: str | Path | None = None, differences: list[str] | None = None,
-                 selections: list[dict] | None = None, held_out: list[dict] | None = None) -> Table:
+                 selections: list[dict] | None = None, held_out: list[dict] | None = None,
+                 protocol: str = "", paper_rows: list[dict] | None = None) -> Table:
     """The table a rule renders: its kind's loader on the inputs, then :func:`build_table` (or the GIS
     table), with the files it read (:func:`source_files`); ``differences``
     (:func:`aoe.config.workflow.protocol_differences`): a first note naming each way its rows are trained otherwise
     than the paper's; ``selections`` (:func:`aoe.config.workflow.scored_split_selections`): the rows whose models
     were chosen on a split the table scores, marked and named in a note; ``held_out`` (the same with
-    ``held_out=True``): the rows chosen on a split the table does not score, named in a note."""
+    ``held_out=True``): the rows chosen on a split the table does not score, named in a note; ``protocol``
+    (:func:`aoe.config.workflow.training_summary`): what this configuration ran for the rows, after the caption;
+    ``paper_rows`` (:func:`aoe.config.workflow.grid_paper_rows`): the paper's rows of the table, each shown."""
     kind = spec["kind"]
     if table_kind(kind).inputs == "gis_stats":
         stats = json.loads(Path(inputs[0]).read_text())
         table = build_gis_table(stats, spec, name, numbers_file)
     else:
         results = load_results(kind, inputs)
-        table = build_table(results, spec, kind, numbers_file=numbers_file, rows=rows, name=name)
+        table = build_table(results, spec, kind, numbers_file=numbers_file, rows=rows, name=name, paper_rows=paper_rows)
     table.sources = source_files(inputs)
+    if protocol:
+        table.caption = f"{table.caption} {protocol}".strip()
     if differences:
         table.notes.insert(0, "Not the paper's protocol, so a Δ measures the protocol too: " + "; ".join(differences) + ".")
     if selections:
