@@ -125,10 +125,13 @@ def test_report_on_table4s_random_seed_rows(tmp_path):
     path = tmp_path / "table4_ablation.json"
     path.write_text(json.dumps(to_json(build_table(pd.DataFrame(rows), spec, name="table4_ablation"))))
     text = _unlink(build_report([path]))
-    fixed = next(line for line in text.splitlines() if line.startswith("| random seed: bert-base-uncased fixed seed 42 |"))
-    varying = next(line for line in text.splitlines() if line.startswith("| random seed: bert-base-uncased different random seeds |"))
-    assert fixed.endswith(f"| 79.85 ± 0.08 | 5 ({SPREAD_RERUNS}) | 82.43 ± 0.10 | -2.58 | 1.42 ({SPREAD_PAPER}) | 5.58 |  |"), fixed
-    assert varying.endswith(f"| 79.85 ± 1.42 | 5 ({SPREAD_SEEDS}) | 82.45 ± 1.42 | -2.60 | 1.42 ({SPREAD_OURS}) | 2.49 | {FLAG} |"), varying
+    fixed = next(line for line in text.splitlines() if line.startswith("| random seed: bert-base-uncased fixed seed 42 | Avg. STS |"))
+    varying = next(line for line in text.splitlines() if line.startswith("| random seed: bert-base-uncased different random seeds | Avg. STS |"))
+    # reruns of one seed: no seed spread of ours, so the bound is AoE Table 4's, in brackets
+    assert fixed.endswith(f"| 79.85 ± 0.08 | 5 reruns of seed 42 | 82.43 ± 0.10 | -2.58 [±5.58] | 1.42 ({SPREAD_PAPER}) |"), fixed
+    assert varying.endswith(f"| 79.85 ± 1.42 | 5 seeds | 82.45 ± 1.42 | -2.60 (±2.49) {FLAG} | 1.42 ({SPREAD_OURS}) |"), varying
+    # our rows as the table prints them, before the comparisons
+    assert "| random seed: bert-base-uncased fixed seed 42 | 5 reruns of seed 42 | 79.85 ± 0.08 |" in text
 
 
 def _unit_seeds() -> dict[str, float]:
@@ -193,8 +196,10 @@ def _unlink(text: str) -> str:
 
 
 def _report_rows(text: str) -> dict[str, list[str]]:
+    """The lines set against the paper (Column, Ours, Runs, Paper, Δ, Seed σ) of rows "b ...", by row."""
     out = {}
-    for line in map(_unlink, text.splitlines()):
+    against = text.split("Against the paper", 1)[1].split("\n\n", 2)[1] if "Against the paper" in text else ""
+    for line in map(_unlink, against.splitlines()):
         if line.startswith("| b "):
             cells = [c.strip() for c in line.strip("|").split(" | ")]
             out[cells[0]] = cells[1:]
@@ -207,19 +212,22 @@ def test_report_flags_and_numbers(table_json, tmp_path):
     configs = [str(tmp_path / "config.yaml"), str(tmp_path / "preset.yaml")]
     text = build_report([table_json], configs, commit="abc123", figure_files=[])
     rows = _report_rows(text)
-    # Column, Ours, Seeds, Paper, Δ, Seed σ (from), Bound, Flag
-    three, ours = f"3 ({SPREAD_SEEDS})", f"0.50 ({SPREAD_OURS})"
-    assert rows["b AoE"] == ["STS-B test", "86.00 ± 0.50", three, "85.00 ± 0.50", "+1.00", ours, "2.48", ""]
-    assert rows["b SBERT"] == ["STS-B test", "76.00 ± 0.50", three, "80.00 ± 0.50", "-4.00", ours, "2.48", FLAG]
-    assert rows["b SimCSE (sup.)"] == ["STS-B test", "81.00 ± 0.50", three, "79.00", "+2.00", ours, "2.48", ""]
-    assert rows["b AnglE"] == ["STS-B test", "90.00", "1", "84.00 ± 0.30", "+6.00", f"1.42 ({SPREAD_PAPER})", "5.58", FLAG]
+    # Column, Ours, Runs, Paper, Δ (± the bound beside it), Seed σ (from)
+    three, ours = "3 seeds", f"0.50 ({SPREAD_OURS})"
+    assert rows["b AoE"] == ["STS-B test", "86.00 ± 0.50", three, "85.00 ± 0.50", "+1.00 (±2.48)", ours]
+    assert rows["b SBERT"] == ["STS-B test", "76.00 ± 0.50", three, "80.00 ± 0.50", f"-4.00 (±2.48) {FLAG}", ours]
+    assert rows["b SimCSE (sup.)"] == ["STS-B test", "81.00 ± 0.50", three, "79.00", "+2.00 (±2.48)", ours]
+    # one seed: the bound is AoE Table 4's, in brackets, so a reader sees it is the paper's spread, not ours
+    assert rows["b AnglE"] == ["STS-B test", "90.00", "1 run", "84.00 ± 0.30", f"+6.00 [±5.58] {FLAG}", f"1.42 ({SPREAD_PAPER})"]
     assert "b CoSENT" not in rows
-    assert FLAG_RULE in text and "q·σ·√(1/m + 1/k)" in FLAG_RULE and "±1.42" in FLAG_RULE  # the rule is in the header
+    assert FLAG_RULE in text and "t(0.975, k−1)·σ·√(1/m + 1/k)" in FLAG_RULE and "±1.42" in FLAG_RULE  # the rule is in the header
+    assert text.count(FLAG_RULE) == 1  # told once
     assert "## table2_x" in text and "In-domain STS-B" in text
     assert "abc123" in text and all(c in text for c in configs)
     assert f"config: `{configs[0]}`, `{configs[1]}`" in text  # the files that set this table
-    assert "compared with the paper: 4" in text and f"flagged {FLAG} (seed-spread interval): 2 (table2_x (2))" in text
-    assert f"not tested ({NOT_TESTED}): 0" in text and "tested with AoE Table 4's seed spread (fewer than 2 seeds of ours): 1" in text
+    assert f"set against the paper: 4, of which flagged {FLAG} (seed-spread bound): 2 (table2_x (2))" in text
+    assert "bounded by AoE Table 4's σ for want of two seeds of ours ([±b]): 1" in text
+    assert "without a bound (a row not trained, or a measurement no seed draws): 0" in text
     assert "AoE vs SBERT" in text and TTEST_RULE in text
     assert "Missing cells (1, printed as –): b/cosent/stsb STSB" in text
     assert "Figures" not in text
@@ -247,8 +255,11 @@ def test_report_without_paper_numbers(tmp_path):
     path.write_text(json.dumps(to_json(table)))
     text = build_report([path])
     assert "No paper numbers matched" in text
-    assert _report_rows(text)["b AoE"] == ["STS-B test", "70.00", "1", "–", "–", "–", "–", ""]
-    assert "compared with the paper: 0" in text and f"not tested ({NOT_TESTED}): 0" in text
+    # our numbers alone: no paper, Δ or bound column of "–", no "compared with the paper: 0"
+    assert "| Row | Runs | STS-B test |\n|---|---|---|\n| b AoE | 1 run | 70.00 |" in _unlink(text)
+    assert _report_rows(text) == {} and "Paper (± std)" not in text and "| Δ |" not in text and FLAG_RULE not in text
+    assert "compared with the paper" not in text
+    assert "None is set against the paper's: no row of ours is one the paper prints (each table says why), so no Δ." in text
 
 
 def test_reference_rows_are_one_line_each_in_the_tables_columns(tmp_path):
@@ -266,7 +277,7 @@ def test_reference_rows_are_one_line_each_in_the_tables_columns(tmp_path):
     assert "| SBERT (paper: Paper T) | – | – | – | – | – | 80.00 ± 0.50 | – | – |" in text
     assert "| SNLI (paper: paper_u) | 70.10 | – | – | – | – | 61.646 | – | 75.00 |" in text  # the paper's own decimals
     assert sum(line.startswith("| SNLI ") for line in text.splitlines()) == 1
-    assert "paper numbers listed: 5" in text and "compared with the paper: 1" in text
+    assert "paper numbers listed: 5" in text and "set against the paper: 1," in text
 
 
 def test_report_lists_every_paper_number_of_the_configured_tables(tmp_path):
@@ -316,13 +327,13 @@ def test_report_lists_every_paper_number_of_the_configured_tables(tmp_path):
         cell = lines[0][len(start):].rstrip(" |").split(" | ")[index]
         assert cell == printed or cell.startswith(f"{printed} ± "), (name, start, index, printed, cell)
     assert "| AoE-LLaMA7B (paper: AoE ACL 2024, Appendix D) | 1027.18 |" in sections["table_train_time"]
-    assert "| pooling: bert-base-uncased cls-last-avg | STS-B | – | 0 | 85.81 | – |" in _unlink(sections["angle_table3_ablation"])
+    assert "| pooling: bert-base-uncased cls-last-avg | STS-B | – | – | 85.81 | – | – |" in _unlink(sections["angle_table3_ablation"])
     # the reproduction report beside our row (Tables 1-3), Δ once we have a number
     assert "| bert-base-uncased AoE | Avg. | – | 82.20 | – | AoE-BERT (reproduction) (paper: independent reproduction report) |" in sections["table1_sts"]
     assert "| bert-base-uncased AoE from BERT | GIS | – | 70.94 | – |" in sections["table2_indomain"]  # the report trained from BERT too
     assert "| bert-base-uncased AoE | SST2 | – | 76.00 | – |" in sections["table3_transfer"]
-    # counts: no decimals; one measurement, so no test
-    assert f"| train | total | 2 | 1 | 18565 | -18563 | – | – | {NOT_TESTED} |" in sections["table_gis_stats"]
+    # counts: no decimals; one measurement that no seed draws, so no bound
+    assert "| train | total | 2 | 1 measurement | 18565 | -18563 | one measurement: no draw |" in sections["table_gis_stats"]
 
 
 def test_rows_link_to_their_recipes(tmp_path):
@@ -336,17 +347,22 @@ def test_rows_link_to_their_recipes(tmp_path):
     path = tmp_path / "t.json"
     path.write_text(json.dumps(to_json(build_table(pd.DataFrame(rows), spec, name="t"))))
     lines = [line for line in build_report([path]).splitlines() if line.startswith("| ") and "b " in line]
-    assert "| [b AoE](RECIPE.md#recipe-b-aoe-stsb) | STS-B | 70.00 | 1 |" in "\n".join(lines)
-    assert "| [b AoE](RECIPE.md#recipe-b-aoe-gis) | GIS | 70.00 | 1 |" in "\n".join(lines)
-    assert any(line.startswith("| b AoE | Avg. |") for line in lines)  # stsb and gis: no single recipe
+    # an in-domain row trains a model per column: each cell links to its own; the average has none
+    assert "| b AoE | 1 run | [70.00](RECIPE.md#recipe-b-aoe-stsb) | [70.00](RECIPE.md#recipe-b-aoe-gis) | 70.00 |" in lines
     assert all("RECIPE.md" not in line for line in lines if "as downloaded" in line)
-    assert sum("RECIPE.md" in line for line in lines) == 2
+    assert sum(line.count("RECIPE.md") for line in lines) == 2
+    # a row of one train set: its name links
+    one = [{"backbone": "b", "objective": o, "trainset": "stsb" if o != "pretrained" else "none", "seed": 1, "column": "STSB", "value": 70.0}
+           for o in ("pretrained", "aoe")]
+    path.write_text(json.dumps(to_json(build_table(pd.DataFrame(one), {"kind": "stsb", "trainset": "stsb", "backbones": ["b"],
+                                                                       "objectives": ["aoe"]}, name="t"))))
+    assert "| [b AoE](RECIPE.md#recipe-b-aoe-stsb) | 1 run | 70.00 |" in build_report([path])
     # a released checkpoint has no recipe of ours: no link
     rel = [{"backbone": "b", "objective": "released", "trainset": "ckpt", "seed": 0, "column": "STSB", "value": 80.0}]
     spec = {"kind": "stsb", "rows": [{"backbone": "b", "objective": "released", "trainset": "ckpt", "label": "org/ckpt"}]}
     path.write_text(json.dumps(to_json(build_table(pd.DataFrame(rel), spec, name="t"))))
     line = next(line for line in build_report([path]).splitlines() if line.startswith("| b org/ckpt"))
-    assert "RECIPE.md" not in line and "| 80.00 | 1 |" in line
+    assert "RECIPE.md" not in line and "| no seed | 80.00 |" in line
 
 
 def test_quoted_numbers_beside_the_papers_prose(tmp_path):
@@ -440,7 +456,12 @@ def test_report_says_why_a_preset_on_another_backbone_compares_nothing(tmp_path)
     """The CPU demo trains MiniLM; the paper's rows are BERT-base / LLaMA: the table and the header say so
     instead of a bare 'compared with the paper: 0'."""
     text = build_report([_preset_table(tmp_path, {"aoe": [80.0, 81.0]})])
-    assert "compared with the paper: 0 (no paper row uses mini; see each table);" in text
+    assert "None is set against the paper's: no row the paper prints uses mini, so no Δ." in text
+    # what a run on another backbone can be compared with, and nothing else: no paper, Δ or bound column of "–"
+    assert "What it can be compared with: each trained row against its backbone as downloaded (the gain)." in text
+    assert "compared with the paper" not in text and "Paper (± std)" not in text and FLAG_RULE not in text
+    assert "| mini AoE | 2 seeds | 80.50 ± 0.71 |" in _unlink(text)
+    assert "- mini: AoE vs as downloaded: no test: as downloaded is not trained (no seed) (every column)" in text
     assert "\nThe paper's rows are on b; ours are on mini: no row of ours is one of the paper's, so no Δ.\n" in text
     assert "No paper numbers matched" not in text  # there are paper numbers: on another backbone
     # the paper's rows, one line each in the table's columns
@@ -449,12 +470,12 @@ def test_report_says_why_a_preset_on_another_backbone_compares_nothing(tmp_path)
     waiting = _preset_table(tmp_path, {"aoe": []}, paper={"mini": {"aoe": "paper_t/AoE"}})
     text = build_report([waiting])
     assert "Our rows with a paper row (mini AoE) have no result in its columns yet, so no Δ." in text
-    assert "compared with the paper: 0 (see each table for why);" in text
+    assert "| mini AoE | STS-B test | – | – | 85.00 ± 0.50 | – | – |" in _unlink(text)  # the paper's number, waiting for ours
 
 
 def test_report_gain_over_the_backbone_and_the_papers_ordering(tmp_path):
     """What a preset on another backbone can still check: each objective's gain over its backbone as
-    downloaded (with the paired t-test), and its objectives' order beside the paper's order of the same
+    downloaded, and its objectives' order beside the paper's order of the same
     objectives on the paper's backbone; the paper's own gain where it prints the backbone as downloaded."""
     numbers = NUMBERS.replace("    AnglE: {STS-B: 84.0}\n", "    AnglE: {STS-B: 84.0}\n    Base: {STS-B: 60.0}\n", 1)
     paper = {"b": {"aoe": "paper_t/AoE", "sbert": "paper_t/SBERT", "simcse_sup": "paper_t/SimCSE", "pretrained": "paper_t/Base"}}
@@ -462,10 +483,9 @@ def test_report_gain_over_the_backbone_and_the_papers_ordering(tmp_path):
     text = build_report([path])
     assert "| Gain | STS-B test |" in text
     assert "| mini: AoE − as downloaded | +10.50 |" in text and "| mini: SBERT − as downloaded | +7.50 |" in text
-    p_line = next(line for line in text.splitlines() if line.startswith("| mini: p, AoE vs as downloaded |"))
-    # the t-test the table ran, AoE its treatment: none, the backbone as downloaded is one run
-    assert "n/a (one run of as downloaded)" in p_line and "p = " not in p_line
-    assert not any(line.startswith("| mini: p, SBERT vs") for line in text.splitlines())  # no test of SBERT was run
+    # no p line: the backbone as downloaded draws no seed, so no test; the table's tests say so once
+    assert not any(line.startswith("| mini: p,") for line in text.splitlines()) and "n/a" not in text
+    assert "which draws no seed" in text
     assert "| paper, b: AoE − as downloaded | +25.00 |" in text and "| paper, b: SBERT − as downloaded | +20.00 |" in text
     # ours: AoE > SimCSE > SBERT > as downloaded; the paper: AoE > SBERT > SimCSE > as downloaded
     assert ("- mini: ours AoE 80.50 > SimCSE (sup.) 79.00 > SBERT 77.50 > as downloaded 70.00; the paper on b: "
@@ -540,14 +560,16 @@ def test_prose_gains_beside_the_same_difference_of_ours(tmp_path):
     lines = [line for line in text.splitlines() if line.startswith("| ") and not line.startswith("| Claim")]
     assert len(lines) == len(CLAIMS) - 1  # angle_table2_nontransfer: not among the tables given, no line
     # BERT-base: against the row at SimCSE's own recipe, as the paper's SimCSE is SimCSE's published number
+    # one seed a row: the bound of a difference from AoE Table 4's σ, t(0.975, 4) · 1.42 · √(2 + 2) = 7.89, in brackets
     assert ("| AoE − SimCSE, BERT-base, STS avg | "
-            "`table1_sts` bert-base-uncased | 82.00 − 81.00 = +1.00 | 0.86 | +0.14 | ACL §5.1, aoe-acl2024.txt l.196 |") in lines
-    assert "| AoE − SimCSE, LLaMA-2 7B, STS avg | `table1_sts` llama-2-7b | 86.00 − 85.00 = +1.00 | 0.72 | +0.28 |" in text
+            "`table1_sts` bert-base-uncased | 82.00 − 81.00 = +1.00 | 0.86 | +0.14 [±7.89] | ACL §5.1, aoe-acl2024.txt l.196 |") in lines
+    assert "| AoE − SimCSE, LLaMA-2 7B, STS avg | `table1_sts` llama-2-7b | 86.00 − 85.00 = +1.00 | 0.72 | +0.28 [±7.89] |" in text
     assert "| AoE − SimCSE, LLaMA-2 13B, STS avg | `table1_sts` llama-2-13b | – | 0.60 | – |" in text  # no result: never 0
-    assert "| AoE − SimCSE, in-domain avg (STS-B, GIS) | `table2_indomain` bert-base-uncased | 82.00 − 81.50 = +0.50 | 10.11 | -9.61 |" in text
+    assert ("| AoE − SimCSE, in-domain avg (STS-B, GIS) | `table2_indomain` bert-base-uncased | 82.00 − 81.50 = +0.50 | 10.11 | "
+            f"-9.61 [±7.89] {FLAG} |") in text
     # one pair of ours, two versions' claims (0.72 in arXiv-a/c, 6.66 in arXiv-b)
-    assert "| 86.00 − 85.00 = +1.00 | 6.66 | -5.66 | angle-arxiv-b.txt l.148" in text
-    assert "| `angle_table3_ablation` bert-base-uncased | 72.50 − 72.00 = +0.50 | 0.18 | +0.32 |" in text
+    assert "| 86.00 − 85.00 = +1.00 | 6.66 | -5.66 [±7.89] | angle-arxiv-b.txt l.148" in text
+    assert "| `angle_table3_ablation` bert-base-uncased | 72.50 − 72.00 = +0.50 | 0.18 | +0.32 [±7.89] |" in text
     # what no pair of ours gives is said, with why
     assert "p = 3.71%" in text and "4.34% and 4.48%" in text and "not evaluated here" in text
     assert claims_section([]) == ""

@@ -256,13 +256,22 @@ class TableRow:
         }
 
 
-def _trained_seeds(config: dict, backbone: str, objective: str, trainset: str) -> tuple[int, ...]:
-    return tuple(sorted({c.seed for c in run_cells(config) if (c.backbone, c.objective, c.trainset) == (backbone, objective, trainset)}))
+def _row_cells(config: dict) -> list[Cell]:
+    """The trainings a table row takes by default: every run entry's but those marked ``named_rows_only`` (trained
+    for the rows that name their seeds and reruns: AoE Table 4's random-seed rows)."""
+    return run_cells({**config, "runs": [r for r in config["runs"] if not r.get("named_rows_only")]})
 
 
-def _trained_reruns(config: dict, backbone: str, objective: str, trainset: str, seed: int) -> int:
-    """How many trainings of one seed the runs make (0: none)."""
-    return len({c.rerun for c in run_cells(config) if (c.backbone, c.objective, c.trainset, c.seed) == (backbone, objective, trainset, seed)})
+def _trained_seeds(config: dict, backbone: str, objective: str, trainset: str, default_rows: bool = False) -> tuple[int, ...]:
+    """The seeds the runs train a cell with (``default_rows``: those a row takes unless it names its seeds)."""
+    cells = _row_cells(config) if default_rows else run_cells(config)
+    return tuple(sorted({c.seed for c in cells if (c.backbone, c.objective, c.trainset) == (backbone, objective, trainset)}))
+
+
+def _trained_reruns(config: dict, backbone: str, objective: str, trainset: str, seed: int, default_rows: bool = False) -> int:
+    """How many trainings of one seed the runs make (0: none; ``default_rows``: of those a row takes by default)."""
+    cells = _row_cells(config) if default_rows else run_cells(config)
+    return len({c.rerun for c in cells if (c.backbone, c.objective, c.trainset, c.seed) == (backbone, objective, trainset, seed)})
 
 
 def _spec_trainsets(spec: dict) -> list[str]:
@@ -287,11 +296,12 @@ def table_rows(config: dict, table: str) -> list[TableRow]:
     """The rows of a table, from its explicit ``rows`` or the cross product backbones x objectives.
 
     A row's train sets default to the table's (``trainsets``: one column each, in-domain tables; else
-    ``trainset``). Its seeds and reruns default to the paper's protocol where the runs train it:
-    the seeds trained with the most reruns, all of those reruns (AoE: seed 42, five runs, ACL l.162
-    and l.182), so a cell also trained with other seeds (AoE Table 4's "different random seeds" row,
-    which names its seeds) keeps them out of the main rows; where each seed is trained once, every
-    seed. Seeds given without reruns: each seed's first training.
+    ``trainset``). Its seeds default to every seed the runs train it with, and its reruns to those all
+    of them have, so each seed weighs the same in the row's mean: the grid's five seeds once each, though
+    seed 42 of AoE-BERT on NLI is trained five times for AoE Table 4's fixed-seed row (which names its seed
+    and reruns, and whose run entry is marked ``named_rows_only``, so no other row takes those trainings); a
+    configuration of one seed trained several times (presets/seed42-reruns.yaml, the papers' protocol), all of its
+    trainings. Seeds given without reruns: each seed's first training.
     """
     rows = []
     for entry in row_entries(config["tables"][table]):
@@ -303,11 +313,10 @@ def table_rows(config: dict, table: str) -> list[TableRow]:
         elif "seeds" in entry:
             seeds = tuple(entry["seeds"])
         else:
-            made = {(t, s): _trained_reruns(config, entry["backbone"], obj, t, s)
-                    for t in trainsets for s in _trained_seeds(config, entry["backbone"], obj, t)}
-            most = max(made.values(), default=1)
-            seeds = tuple(sorted({s for (_, s), k in made.items() if k == most}))
-            reruns = reruns or most
+            made = {(t, s): _trained_reruns(config, entry["backbone"], obj, t, s, default_rows=True)
+                    for t in trainsets for s in _trained_seeds(config, entry["backbone"], obj, t, default_rows=True)}
+            seeds = tuple(sorted({s for _, s in made}))
+            reruns = reruns or min(made.values(), default=1)
         rows.append(TableRow(entry["backbone"], obj, trainsets, seeds, entry.get("label"), entry.get("section", schema_default("tables", "*", "rows", "*", "section")),
                              int(reruns or 1), entry.get("variant", NO_TRAINSET), entry.get("eval_pooling") or ""))
     return rows
