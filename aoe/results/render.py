@@ -39,7 +39,7 @@ def _num_text(value: float, digits: int) -> str:
 _LATEX_CHARS = {"–": "--", "—": "---", "†": "\\textdagger{}", "‡": "\\textdaggerdbl{}", "⋆": "$\\star$",
                 "♢": "$\\diamondsuit$", "±": "$\\pm$", "Δ": "$\\Delta$", "−": "$-$", "×": "$\\times$", "≥": "$\\geq$",
                 "≤": "$\\leq$", "ρ": "$\\rho$", "§": "\\S{}", "σ": "$\\sigma$", "√": "$\\surd$", "·": "$\\cdot$",
-                "⚠": "(!)", "τ": "$\\tau$", "“": "``", "”": "''", "’": "'"}
+                "⚠": "(!)", "τ": "$\\tau$", "α": "$\\alpha$", "“": "``", "”": "''", "’": "'"}
 
 
 def _escape(text: str) -> str:

@@ -311,11 +311,12 @@ def compare_runs(a: dict, b: dict, name_a: str = "a", name_b: str = "b", trained
         p, t, note = paired_ttest(xa, xb)
         d = np.asarray(xa) - np.asarray(xb)
         se = float(np.std(d, ddof=1) / math.sqrt(len(d)))
-        return Comparison(PAIRED, p, t, len(matched), len(matched), note, float(d.mean()), detectable_gap(se, len(d) - 1))
+        return Comparison(PAIRED, p, t, len(matched), len(matched), note, float(d.mean()),
+                          None if p is None else detectable_gap(se, len(d) - 1))
     xa, xb = list(ma.values()), list(mb.values())
     p, t, note = welch_ttest(xa, xb)
     va, vb = np.var(xa, ddof=1) / len(xa), np.var(xb, ddof=1) / len(xb)
     se = math.sqrt(va + vb)
     # Welch-Satterthwaite degrees of freedom
     df = (va + vb) ** 2 / (va**2 / (len(xa) - 1) + vb**2 / (len(xb) - 1)) if va + vb > 0 else float("nan")
-    return Comparison(WELCH, p, t, len(xa), len(xb), note, float(np.mean(xa) - np.mean(xb)), detectable_gap(se, df))
+    return Comparison(WELCH, p, t, len(xa), len(xb), note, float(np.mean(xa) - np.mean(xb)), None if p is None else detectable_gap(se, df))
