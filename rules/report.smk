@@ -8,7 +8,13 @@ rule report_md:
         # the analyses behind numbers the paper quotes in its prose (aoe.publish.report.QUOTED)
         analysis=SATURATION_RESULTS + [f for f in GIS_RESULTS if f.endswith(".json")],
         code=library_code(
-            "publish/report.py", "results/load.py", "results/tables.py", "results/render.py", "config/table_kinds.py"
+            "publish/report.py",
+            "results/load.py",
+            "results/tables.py",
+            "results/render.py",
+            "results/stats.py",
+            "results/studies.py",
+            "config/table_kinds.py",
         ),
     output:
         R("results/REPORT.md"),
@@ -85,6 +91,8 @@ rule report_page:
     params:
         source=lambda wildcards: f"{wildcards.page}.md" + (" and RECIPE.md" if wildcards.page == "REPORT" else ""),
         with_recipe=lambda wildcards: wildcards.page == "REPORT",
+        # the caption's rule for Δ and its bound: the one sentence REPORT.md prints (aoe.results.stats)
+        flag_rule=FLAG_RULE,
     script:
         "../workflow_scripts/make_report_page.py"
 

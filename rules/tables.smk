@@ -1,7 +1,14 @@
 rule table:
     input:
         results=get_table_inputs,
-        code=library_code("results/load.py", "results/tables.py", "results/render.py", "config/table_kinds.py"),
+        code=library_code(
+            "results/load.py",
+            "results/tables.py",
+            "results/render.py",
+            "results/stats.py",
+            "results/studies.py",
+            "config/table_kinds.py",
+        ),
     output:
         tex=R("results/tables/{table}.tex"),
         csv=R("results/tables/{table}.csv"),
@@ -46,5 +53,7 @@ rule table_html:
         "../envs/report.yaml"
     params:
         source=lambda wildcards: f"tables/{wildcards.table}.md",
+        # the caption's rule for Δ and its bound: the one sentence the tables and REPORT.md print (aoe.results.stats)
+        flag_rule=FLAG_RULE,
     script:
         "../workflow_scripts/make_report_page.py"

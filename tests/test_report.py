@@ -576,3 +576,25 @@ def test_prose_gains_beside_the_same_difference_of_ours(tmp_path):
     path = tmp_path / "table1_sts.json"
     path.write_text(json.dumps(tables[0]))
     assert "## Gains the papers claim in their prose" in build_report([path])
+
+
+def test_the_flag_rule_is_told_once_from_one_place():
+    """Issue 62: the ⚠ rule was told three ways (the HTML caption's "95% prediction interval ... no test with one
+    seed", REPORT.md's formula, a table caption's "paired t-test"). The captions now print aoe.results.stats.FLAG_RULE
+    from their rule's params, rendered as Snakemake renders a caption (Jinja, then reStructuredText: "|Δ|" would be a
+    substitution reference), and restate nothing of it."""
+    import jinja2
+    from docutils.core import publish_parts
+    from types import SimpleNamespace
+
+    from tests.workflow_utils import REPO
+
+    for name, page in (("table.rst", "t"), ("summary_page.rst", "REPORT")):
+        template = (REPO / "report" / name).read_text()
+        assert "snakemake.params.flag_rule" in template and "prediction interval" not in template and "paired t-test" not in template
+        text = jinja2.Environment().from_string(template).render(snakemake=SimpleNamespace(
+            wildcards=SimpleNamespace(table="t", page=page), params=SimpleNamespace(flag_rule=FLAG_RULE)))
+        html = publish_parts(text, writer_name="html", settings_overrides={"report_level": 5})["body"]
+        assert "problematic" not in html and "|Δ| &gt; b" in html and "(±b), b = t(0.975, k−1)" in html, name
+    for rule in ("tables.smk", "report.smk"):
+        assert "flag_rule=FLAG_RULE," in (REPO / "rules" / rule).read_text()
