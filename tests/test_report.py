@@ -594,7 +594,7 @@ def test_the_flag_rule_is_told_once_from_one_place():
         assert "snakemake.params.flag_rule" in template and "prediction interval" not in template and "paired t-test" not in template
         text = jinja2.Environment().from_string(template).render(snakemake=SimpleNamespace(
             wildcards=SimpleNamespace(table="t", page=page), params=SimpleNamespace(flag_rule=FLAG_RULE)))
-        html = publish_parts(text, writer_name="html", settings_overrides={"report_level": 5})["body"]
+        html = publish_parts(text, writer="html", settings_overrides={"report_level": 5})["body"]
         assert "problematic" not in html and "|Δ| &gt; b" in html and "(±b), b = t(0.975, k−1)" in html, name
     for rule in ("tables.smk", "report.smk"):
         assert "flag_rule=FLAG_RULE," in (REPO / "rules" / rule).read_text()
