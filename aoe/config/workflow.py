@@ -170,9 +170,7 @@ def built_analyses(config: dict) -> list[str]:
 
 def run_cells(config: dict) -> list[Cell]:
     """Every trained model of the grid."""
-    runs = tuple((r["backbone"], r["trainset"], tuple(r["objectives"]), tuple(r["seeds"]), int(r.get("reruns", schema_default("runs", "*", "reruns"))))
-                 for r in config["runs"])
-    return list(_run_cells(runs))
+    return list(_run_cells(_runs_key(config, default_rows=False)))
 
 
 @functools.lru_cache(maxsize=8)
@@ -256,22 +254,31 @@ class TableRow:
         }
 
 
-def _row_cells(config: dict) -> list[Cell]:
-    """The trainings a table row takes by default: every run entry's but those marked ``named_rows_only`` (trained
-    for the rows that name their seeds and reruns: AoE Table 4's random-seed rows)."""
-    return run_cells({**config, "runs": [r for r in config["runs"] if not r.get("named_rows_only")]})
+def _runs_key(config: dict, default_rows: bool) -> tuple:
+    """The runs as run_cells reads them; ``default_rows``: without the entries marked ``named_rows_only`` (trained for
+    the table rows that name their seeds and reruns, AoE Table 4's random-seed rows), which no other row takes."""
+    default = schema_default("runs", "*", "reruns")
+    return tuple((r["backbone"], r["trainset"], tuple(r["objectives"]), tuple(r["seeds"]), int(r.get("reruns", default)))
+                 for r in config["runs"] if not (default_rows and r.get("named_rows_only")))
 
 
-def _trained_seeds(config: dict, backbone: str, objective: str, trainset: str, default_rows: bool = False) -> tuple[int, ...]:
-    """The seeds the runs train a cell with (``default_rows``: those a row takes unless it names its seeds)."""
-    cells = _row_cells(config) if default_rows else run_cells(config)
-    return tuple(sorted({c.seed for c in cells if (c.backbone, c.objective, c.trainset) == (backbone, objective, trainset)}))
+@functools.lru_cache(maxsize=16)
+def _trained_index(runs: tuple) -> dict[tuple[str, str, str], dict[int, int]]:
+    """(backbone, objective, trainset) -> {seed: trainings of it} (table_rows asks once per row and seed)."""
+    index: dict[tuple[str, str, str], dict[int, set[int]]] = {}
+    for c in _run_cells(runs):
+        index.setdefault((c.backbone, c.objective, c.trainset), {}).setdefault(c.seed, set()).add(c.rerun)
+    return {k: {seed: len(r) for seed, r in v.items()} for k, v in index.items()}
 
 
-def _trained_reruns(config: dict, backbone: str, objective: str, trainset: str, seed: int, default_rows: bool = False) -> int:
-    """How many trainings of one seed the runs make (0: none; ``default_rows``: of those a row takes by default)."""
-    cells = _row_cells(config) if default_rows else run_cells(config)
-    return len({c.rerun for c in cells if (c.backbone, c.objective, c.trainset, c.seed) == (backbone, objective, trainset, seed)})
+def _trained_seeds(config: dict, backbone: str, objective: str, trainset: str) -> tuple[int, ...]:
+    """The seeds the runs train a cell with."""
+    return tuple(sorted(_trained_index(_runs_key(config, False)).get((backbone, objective, trainset), {})))
+
+
+def _trained_reruns(config: dict, backbone: str, objective: str, trainset: str, seed: int) -> int:
+    """How many trainings of one seed the runs make (0: none)."""
+    return _trained_index(_runs_key(config, False)).get((backbone, objective, trainset), {}).get(seed, 0)
 
 
 def _spec_trainsets(spec: dict) -> list[str]:
@@ -304,6 +311,7 @@ def table_rows(config: dict, table: str) -> list[TableRow]:
     trainings. Seeds given without reruns: each seed's first training.
     """
     rows = []
+    trained = _trained_index(_runs_key(config, default_rows=True))
     for entry in row_entries(config["tables"][table]):
         obj = entry["objective"]
         trainsets = tuple(entry["trainsets"])
@@ -313,8 +321,7 @@ def table_rows(config: dict, table: str) -> list[TableRow]:
         elif "seeds" in entry:
             seeds = tuple(entry["seeds"])
         else:
-            made = {(t, s): _trained_reruns(config, entry["backbone"], obj, t, s, default_rows=True)
-                    for t in trainsets for s in _trained_seeds(config, entry["backbone"], obj, t, default_rows=True)}
+            made = {(t, s): k for t in trainsets for s, k in trained.get((entry["backbone"], obj, t), {}).items()}
             seeds = tuple(sorted({s for _, s in made}))
             reruns = reruns or min(made.values(), default=1)
         rows.append(TableRow(entry["backbone"], obj, trainsets, seeds, entry.get("label"), entry.get("section", schema_default("tables", "*", "rows", "*", "section")),
