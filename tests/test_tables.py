@@ -401,7 +401,8 @@ def test_paper_rows_and_delta(results, numbers_file):
     tex = to_latex(table)
     ref_line = next(line for line in tex.splitlines() if line.startswith("\\textit{AnglE-BERT"))
     assert "\\textbf" not in ref_line  # reference rows never compete for bold
-    assert "\\quad $\\Delta$ (ours $-$ paper)" in tex and "$-4.09$ ($\\pm$11.20)" in tex
+    # in LaTeX the bound goes under the number, smaller: a Δ cell no wider than a mean ± std cell
+    assert "\\quad $\\Delta$ (ours $-$ paper)" in tex and "\\begin{tabular}[t]{@{}c@{}}$-4.09$\\\\{\\scriptsize ($\\pm$11.20)}\\end{tabular}" in tex
     assert _latex_rows(tex)["tiny\\_a AoE, stsb (n=3)"][COLUMNS.index("STSB")].startswith("\\textbf")
 
 

@@ -122,7 +122,10 @@ def _delta_text(table: Table, row: Row, col: str, latex: bool, repro: bool = Fal
     if not latex or text == "–":
         return text
     number, _, rest = text.partition(" ")
-    return f"${number}$" + (f" {_escape(rest)}" if rest else "")
+    if not rest:
+        return f"${number}$"
+    # the bound (and flag) under the number, smaller, so that a Δ cell is no wider than a mean ± std cell
+    return f"\\begin{{tabular}}[t]{{@{{}}c@{{}}}}${number}$\\\\{{\\scriptsize {_escape(rest)}}}\\end{{tabular}}"
 
 
 def _bound(table: Table, row: Row, col: str, repro: bool = False):
