@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
+from scipy import stats
 
 from aoe.publish.report import build_report, figure_section, table_sources
 from aoe.results.render import to_json
@@ -228,7 +229,8 @@ def test_report_flags_and_numbers(table_json, tmp_path):
     assert f"set against the paper: 4, of which flagged {FLAG} (seed-spread bound): 2 (table2_x (2))" in text
     assert "bounded by AoE Table 4's σ for want of two seeds of ours ([±b]): 1" in text
     assert "without a bound (a row not trained, or a measurement no seed draws): 0" in text
-    assert "AoE vs SBERT" in text and TTEST_RULE in text
+    # every difference the same on each seed (the fixture's rows move together): no p, and why, once
+    assert "No t-test between this table's rows: the same difference on every seed; one seed of AnglE." in text
     assert "Missing cells (1, printed as –): b/cosent/stsb STSB" in text
     assert "Figures" not in text
 
@@ -464,7 +466,8 @@ def test_report_says_why_a_preset_on_another_backbone_compares_nothing(tmp_path)
     assert "What it can be compared with: each trained row against its backbone as downloaded (the gain)." in text
     assert "compared with the paper" not in text and "Paper (± std)" not in text and FLAG_RULE not in text
     assert "| mini AoE | 2 seeds | 80.50 ± 0.71 |" in _unlink(text)
-    assert "- mini: AoE vs as downloaded: no test: as downloaded is not trained (no seed) (every column)" in text
+    # no pair of rows can be tested: one line says why, without the test rule
+    assert "\nNo t-test between this table's rows: as downloaded is not trained (no seed).\n" in text and TTEST_RULE not in text
     assert "\nThe paper's rows are on b; ours are on mini: no row of ours is one of the paper's, so no Δ.\n" in text
     assert "No paper numbers matched" not in text  # there are paper numbers: on another backbone
     # the paper's rows, one line each in the table's columns
@@ -601,3 +604,19 @@ def test_the_flag_rule_is_told_once_from_one_place():
         assert "problematic" not in html and "|Δ| &gt; b" in html and "(±b), b = t(0.975, k−1)" in html, name
     for rule in ("tables.smk", "report.smk"):
         assert "flag_rule=FLAG_RULE," in (REPO / "rules" / rule).read_text()
+
+
+def test_report_lists_the_tests_it_could_make(tmp_path):
+    """Where a pair of rows can be tested over seeds, REPORT.md prints the test rule and each p with its test and seeds;
+    a pair that cannot (the backbone as downloaded) keeps its reason on one line."""
+    rows = [{"backbone": "b", "objective": "pretrained", "trainset": "none", "seed": 0, "column": "STSB", "value": 70.0}]
+    for obj, vals in (("aoe", [80.0, 81.0, 80.2]), ("sbert", [78.0, 78.4, 78.9])):
+        rows += [{"backbone": "b", "objective": obj, "trainset": "stsb", "seed": s, "column": "STSB", "value": v} for s, v in enumerate(vals, 1)]
+    spec = {"kind": "stsb", "trainset": "stsb", "backbones": ["b"], "objectives": ["aoe", "sbert"]}
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(to_json(build_table(pd.DataFrame(rows), spec, name="t"))))
+    text = build_report([path])
+    p = stats.ttest_rel([80.0, 81.0, 80.2], [78.0, 78.4, 78.9]).pvalue
+    assert TTEST_RULE + ":" in text and f"- b: AoE vs SBERT, STS-B test: p = {p:.3f} (paired, 3 seeds) (p < 0.05)" in text
+    assert "- b: AoE vs as downloaded: no test: as downloaded is not trained (no seed) (every column)" in text
+    assert "t-tests between its rows over seeds" in text  # what this run can be compared with (no row of the paper's)

@@ -276,6 +276,10 @@ def _ttest_lines(table: dict, headers: dict[str, str]) -> list[str]:
     by_pair: dict[tuple[str, str, str], list[dict]] = {}
     for t in table.get("ttests", []):
         by_pair.setdefault((t["backbone"], t["treatment"], t["baseline"]), []).append(t)
+    if by_pair and all(t.get("p") is None for tests in by_pair.values() for t in tests):
+        # no pair of rows could be tested (the CPU demo: one trained row against the backbone as downloaded): why, once
+        reasons = list(dict.fromkeys(t["text"].removeprefix("no test: ") for tests in by_pair.values() for t in tests))
+        return ["", f"No t-test between this table's rows: {md_cell('; '.join(reasons))}."]
     out = []
     for (backbone, treat, base), tests in by_pair.items():
         if all(t.get("p") is None for t in tests) and len({t["text"] for t in tests}) == 1:
