@@ -637,10 +637,10 @@ def test_ttest_demo_case_prints_no_p(tmp_path):
     spec = {"kind": "sts7", "trainset": "stsb", "backbones": ["minilm"], "objectives": ["aoe"]}
     table = render_table("table1_sts", spec, files)
     assert table.ttests and all(t.p is None and t.text() == "no test: as downloaded is not trained (no seed)" for t in table.ttests)
-    note = next(n for n in to_json(table)["notes"] if n.startswith(TTEST_RULE))
-    assert "p = " not in note and "pooled" not in note
-    # said once, not 8 times
-    assert note.endswith("minilm: AoE vs as downloaded: every column no test: as downloaded is not trained (no seed).")
+    # said once, not 8 times, and without the test rule: there is no test to read it for
+    notes = to_json(table)["notes"]
+    assert "No t-test between this table's rows: as downloaded is not trained (no seed)." in notes
+    assert not any(TTEST_RULE in n or "p = " in n or "pooled" in n for n in notes)
 
 
 def test_no_ttest_over_reruns_of_one_seed(tmp_path):
@@ -670,7 +670,8 @@ def test_ttest_one_seed_is_na(tmp_path):
     table = render_table("x", {"kind": "stsb", "trainset": "t", "backbones": ["b"], "objectives": ["aoe", "sbert"], "include_pretrained": False}, files)
     (t,) = table.ttests
     assert t.p is None and t.text() == "no test: one seed of AoE"
-    assert "no test: one seed of AoE" in to_markdown(table) and "no test: one seed of AoE" in to_latex(table)
+    assert "No t-test between this table's rows: one seed of AoE." in to_markdown(table)
+    assert "No t-test between this table's rows: one seed of AoE." in to_latex(table)
 
 
 def test_table_json_lists_the_files_it_read_with_sha256_and_cell(tmp_path):

@@ -190,10 +190,13 @@ def table_section(table: dict, sources: list[str] | None = None) -> tuple[str, d
             )
         if any(c != "–" for c in cells):
             name = _linked(row, table["columns"][0]["key"], label) if whole else md_cell(label)
-            ours_body.append(f"| {name} | {runs or '–'} | " + " | ".join(linked) + " |")
+            ours_body.append((name, runs or "–", linked))
+    # the columns with a number of ours (a preset that trains no GIS model has no GIS column here; the table has it)
+    shown = [i for i in range(len(table["columns"])) if any(cells[i] != "–" for _, _, cells in ours_body)]
     if ours_body:
-        lines += ["", "| Row | Runs | " + " | ".join(md_cell(c["header"]) for c in table["columns"]) + " |",
-                  "|---" * (len(table["columns"]) + 2) + "|", *ours_body]
+        lines += ["", "| Row | Runs | " + " | ".join(md_cell(table["columns"][i]["header"]) for i in shown) + " |",
+                  "|---" * (len(shown) + 2) + "|",
+                  *(f"| {name} | {runs} | " + " | ".join(cells[i] for i in shown) + " |" for name, runs, cells in ours_body)]
     else:
         lines += ["", "No result of ours yet."]
     if compared_body:
@@ -376,6 +379,12 @@ def _gain_lines(table: dict, kind) -> list[str]:
                 body.append(f"| {md_cell(name)} | " + " | ".join(diff(paper[(p_backbone, obj)], base, k) for k in keys) + " |")
     if not body:
         return []
+    # only the columns with a gain (a column no model of ours trains on has none)
+    rows = [[c.strip() for c in line.strip("|").split(" | ")] for line in body]
+    shown = [i for i in range(len(keys)) if any(r[i + 1] != "–" for r in rows)]
+    headers = [headers[i] for i in shown]
+    keys = [keys[i] for i in shown]
+    body = [f"| {r[0]} | " + " | ".join(r[i + 1] for i in shown) + " |" for r in rows]
     return [
         "",
         "Gain over the backbone as downloaded (mean of ours − the same backbone as downloaded, which draws no seed, so the "
@@ -510,7 +519,8 @@ NOT_COMPARABLE = "n/c"
 # in the t-SNE plots of Fig. 3a (real) and 3b (imaginary). Ours of that very definition (key tsne_*) has
 # the scale of our t-SNE runs (settings, points, model), the paper's of its own; and even the ratio
 # imaginary : real (the paper's 22.1 / 11.8 = 1.87) is one pair's in one t-SNE run of each plane, which
-# another t-SNE seed moves several-fold (bench/results/fig3_tsne_stability.json): no Δ, on either side a
+# another t-SNE seed moves from 0.03 to 5.4 (the CPU demo's model, ten seeds: bench/results/fig3_tsne_stability.json),
+# the pair's two points coinciding in every run: no Δ, on either side a
 # draw of t-SNE, not a property of the model. The Euclidean distances of the halves in the embedding space
 # (euclidean_*) are another definition, scaled by the model's norms: no Δ either.
 _FIG3 = "*/figures/fig3_saturation_geometry.json"
@@ -530,7 +540,8 @@ QUOTED: tuple[Quoted, ...] = (
     *(Quoted(_FIG3_IM, f"Fig. 3 Ukraine pair: imaginary ÷ real distance, {_FIG3_DEFS[key]}; {why}",
              _FIG3, ("highlighted_pairs", "ukraine", f"{key}_im"), per=(_FIG3_REAL, ("highlighted_pairs", "ukraine", f"{key}_re")),
              comparable=False)
-      for key, why in (("tsne", "one pair in one t-SNE run, which another t-SNE seed moves several-fold: not comparable"),
+      for key, why in (("tsne", "one pair in one t-SNE run, which another t-SNE seed moves from 0.03 to 5.4 on the CPU demo's "
+                                "model: not comparable"),
                        ("euclidean", "another definition than the paper's: not comparable"))),
     *(Quoted(f"acl2024_quoted/fig3_ukraine_{part}_distance",
              f"Fig. 3 Ukraine pair: {part} distance, {_FIG3_DEFS[key]}; absolute, on {scale}: not comparable",
@@ -596,7 +607,7 @@ def quoted_section(files: list[str | Path] | None, numbers_file: str | Path | No
         "One measurement each (no seeds, no flag); the sources' wording is in aoe/resources/paper_numbers.yaml (`acl2024_quoted`). "
         f"{NOT_COMPARABLE}: not the same quantity as the paper's, so no Δ: another scale (another model, another t-SNE run), "
         "another definition, or, for Fig. 3's ratio imaginary ÷ real, one pair in one t-SNE run on either side, which "
-        "another t-SNE seed moves several-fold (bench/results/fig3_tsne_stability.json).", "",
+        "another t-SNE seed moves by two orders of magnitude (bench/results/fig3_tsne_stability.json).", "",
         "| Quantity | Our file | Ours | Paper | Δ | Paper source |", "|---|---|---|---|---|---|", *lines, "",
     ])
 

@@ -219,7 +219,11 @@ def _notes(table: Table, latex: bool) -> list[str]:
                      "aoe/resources/paper_numbers.yaml reproduction_report) and Δ = ours − reproduction.")
     if not any(r.paper for r in table.rows) and not table.references and k.seeded:
         notes.append("No paper numbers for this table (none configured; paper_numbers.yaml lists what was not found in a readable source): no reference rows, no Δ.")
-    if table.ttests:
+    if table.ttests and all(t.p is None for t in table.ttests):
+        # no pair of rows could be tested (the CPU demo: a trained row against the backbone as downloaded): why, once
+        reasons = dict.fromkeys(t.text().removeprefix("no test: ") for t in table.ttests)
+        notes.append(f"No t-test between this table's rows: {'; '.join(reasons)}.")
+    elif table.ttests:
         by_pair: dict[tuple[str, str, str], list[TTest]] = {}
         for t in table.ttests:
             by_pair.setdefault((t.backbone, t.treatment, t.baseline), []).append(t)
