@@ -620,3 +620,20 @@ def test_report_lists_the_tests_it_could_make(tmp_path):
     assert TTEST_RULE + ":" in text and f"- b: AoE vs SBERT, STS-B test: p = {p:.3f} (paired, 3 seeds) (p < 0.05)" in text
     assert "- b: AoE vs as downloaded: no test: as downloaded is not trained (no seed) (every column)" in text
     assert "t-tests between its rows over seeds" in text  # what this run can be compared with (no row of the paper's)
+
+
+def test_delta_text_carries_its_bound_and_says_where_it_came_from():
+    """aoe.results.stats.delta_text, what every output prints for a Δ: (±b) from our seeds, [±b] from AoE Table 4's
+    σ for want of two seeds of ours, ⚠ outside it, the Δ alone for a row not trained, '–' without a Δ."""
+    from aoe.results.stats import bound_text, delta_bound, delta_text, gain_bound
+
+    ours = _seeds(80.0, 81.0, 82.0, 83.0, 84.0)  # σ = 1.58, b = 2.776 · 1.58 · √1.2 = 4.81
+    assert delta_text(-0.8, delta_bound(ours), 2) == "-0.80 (±4.81)" and delta_text(-4.9, delta_bound(ours), 1) == f"-4.9 (±4.8) {FLAG}"
+    one = delta_bound({"42": 80.0})
+    assert one.fallback and bound_text(one, 2) == "[±5.58]" and delta_text(6.0, one, 2) == f"+6.00 [±5.58] {FLAG}"
+    assert delta_text(1.0, delta_bound({"0": 80.0}, trained=False), 2) == "+1.00" and delta_text(None, one, 2) == "–"
+    # a difference of two rows against the paper's difference: both rows' spreads, the paper's one draw of each
+    a, b = _seeds(80.0, 81.0, 82.0, 83.0, 84.0), _seeds(78.0, 78.5, 79.0, 79.5, 80.0)
+    g = gain_bound(a, b)
+    assert g.half == pytest.approx(T4 * math.sqrt(2.5 * 1.2 + 0.625 * 1.2), rel=1e-5) and not g.fallback
+    assert gain_bound(a, {"42": 80.0}).fallback and gain_bound({}, b) is None
