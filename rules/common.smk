@@ -50,6 +50,7 @@ from aoe.data.catalog import ALLNLI_FILE, SOURCES, dataset_splits
 from aoe.util.formats import TOKEN_CACHE_FORMAT
 from aoe.model.pooling_names import EVAL_POOLING_NAMES
 from aoe.llm_supervised import generators as llm_generators
+from aoe.results.stats import FLAG_RULE
 
 # config.yaml, then the --configfile files (a preset), then --config: the files and values a message
 # names (the report names the preset behind each table, the recipe the file behind each value)

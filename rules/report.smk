@@ -33,6 +33,8 @@ rule report_md:
             "results/load.py",
             "results/tables.py",
             "results/render.py",
+            "results/stats.py",
+            "results/studies.py",
             "config/table_kinds.py",
             "resources/paper_numbers.yaml",
         ),
@@ -111,6 +113,8 @@ rule report_page:
     params:
         source=lambda wildcards: f"{wildcards.page}.md" + (" and RECIPE.md" if wildcards.page == "REPORT" else ""),
         with_recipe=lambda wildcards: wildcards.page == "REPORT",
+        # the caption's rule for Δ and its bound: the one sentence REPORT.md prints (aoe.results.stats)
+        flag_rule=FLAG_RULE,
     script:
         "../workflow_scripts/make_report_page.py"
 

@@ -6,6 +6,8 @@ rule table:
             "results/load.py",
             "results/tables.py",
             "results/render.py",
+            "results/stats.py",
+            "results/studies.py",
             "config/table_kinds.py",
             "resources/paper_numbers.yaml",
         ),
@@ -57,5 +59,7 @@ rule table_html:
         "../envs/report.yaml"
     params:
         source=lambda wildcards: f"tables/{wildcards.table}.md",
+        # the caption's rule for Δ and its bound: the one sentence the tables and REPORT.md print (aoe.results.stats)
+        flag_rule=FLAG_RULE,
     script:
         "../workflow_scripts/make_report_page.py"

@@ -163,15 +163,15 @@ def test_the_ledger_flags_departures_from_the_official_code(grid):
     assert "de7b750:README.md:32" in angle["weights.contrastive"]["official_source"]
     # AoE's in-domain cell: the official STS-B example's recipe, its start included: the grid's own NLI AnglE
     # model of the same seed, flagged because it is not the released checkpoint's weights
-    stsb = cells["bert-base-uncased/aoe/stsb/seed42-rerun3"]
-    assert stsb["init"]["value"] == "results/models/bert-base-uncased/angle_arxiv/nli/seed42-rerun3"
+    stsb = cells["bert-base-uncased/aoe/stsb/seed45"]
+    assert stsb["init"]["value"] == "results/models/bert-base-uncased/angle_arxiv/nli/seed45"
     assert stsb["init"]["set_by"] == "trainsets.stsb.train.init" and "00a78ed README.md:205" in stsb["init"]["source"]
     assert stsb["init"]["official"] == "SeanLee97/angle-bert-base-uncased-nli-en-v1" and stsb["init"]["deviates"] == DEVIATES
     for key in ("epochs", "warmup_ratio", "learning_rate", "batch_size", "max_length"):
         assert stsb[key]["deviates"] == "", (key, stsb[key])
     # AnglE's (arXiv) in-domain cells: fcb6223 train_angle.py's defaults, whole, from BERT as downloaded
     for trainset in ("stsb", "mrpc", "qqp", "qnli"):
-        angle = cells[f"bert-base-uncased/angle_arxiv/{trainset}/seed42-rerun3"]
+        angle = cells[f"bert-base-uncased/angle_arxiv/{trainset}/seed45"]
         assert next(c for c in recipe["cells"] if c["cell"] == f"bert-base-uncased/angle_arxiv/{trainset}/seed42")[
             "official_recipe"] == "indomain-script-bert"
         assert angle["init"]["value"] == "bert-base-uncased" and "fcb6223 train_angle.py" in angle["init"]["source"]
@@ -185,8 +185,8 @@ def test_the_ledger_flags_departures_from_the_official_code(grid):
     assert [k for k in ("learning_rate", "epochs", "warmup_steps") if angle_nli[k]["deviates"]] == []
     assert angle_nli["batch_size"]["deviates"] == DEVIATES and "angle-arxiv-b.txt l.333" in angle_nli["batch_size"]["source"]
     summary = {line.split(" | ")[0]: line for line in recipe_markdown(recipe).splitlines() if line.startswith("| [")}
-    assert " | angle_arxiv/nli model | " in summary["| [bert-base-uncased/aoe/stsb/seed42-rerun3](#recipe-bert-base-uncased-aoe-stsb)"]
-    assert " | backbone | " in summary["| [bert-base-uncased/angle_arxiv/stsb/seed42-rerun3](#recipe-bert-base-uncased-angle-arxiv-stsb)"]
+    assert " | angle_arxiv/nli model | " in summary["| [bert-base-uncased/aoe/stsb/seed45](#recipe-bert-base-uncased-aoe-stsb)"]
+    assert " | backbone | " in summary["| [bert-base-uncased/angle_arxiv/stsb/seed45](#recipe-bert-base-uncased-angle-arxiv-stsb)"]
     assert " | backbone | " in summary["| [bert-base-uncased/aoe/nli/seed42](#recipe-bert-base-uncased-aoe-nli)"]
     # a baseline's loss is not compared with the AnglE loss
     sbert = cells["bert-base-uncased/sbert/nli/seed42"]
@@ -264,20 +264,22 @@ def test_recipe_diff_names_each_changed_value_of_a_preset_against_the_grid(grid,
         (f"bert-base-uncased / {o} / nli", key, before, after) for o in angle
         for key, before, after in (("learning_rate", 1e-5, 5e-5), ("epochs", 20, 10), ("warmup_steps", 100, 50))
     }
-    assert all(c["cells"] == 5 for c in changes) and "1c5515b examples/NLI/README.md:60" in changes[0]["source"] + changes[1]["source"]
+    # seeds 42-46 a cell; AnglE's NLI cell also seed 42's four reruns of AoE Table 4's fixed-seed row (config.yaml runs)
+    assert all(c["cells"] == (9 if c["section"] == "bert-base-uncased / angle_arxiv / nli" else 5) for c in changes)
+    assert "1c5515b examples/NLI/README.md:60" in changes[0]["source"] + changes[1]["source"]
     fewer = copy.deepcopy(grid)
     fewer["runs"] = [r for r in fewer["runs"] if r["trainset"] != "qqp"]
     gone = [c for c in recipe_changes(before, build_recipe(fewer, ["config.yaml"])) if c["key"] is None]
     assert {c["section"] for c in gone} == {f"bert-base-uncased / {o} / qqp" for o in ("sbert", "simcse_sup", "cosent", "angle_arxiv")}
     assert all((c["before"], c["after"]) == ("trained", None) for c in gone)
     text = changes_markdown(changes, "a", "b")
-    assert "| bert-base-uncased / angle_arxiv / nli (5) | epochs | 20 | 10 |" in text
+    assert "| bert-base-uncased / angle_arxiv / nli (9) | epochs | 20 | 10 |" in text
     # the command line: the same table; a file that is not a ledger names itself and who writes one
     (tmp_path / "a.json").write_text(recipe_json(before))
     (tmp_path / "b.json").write_text(recipe_json(after))
     out = subprocess.run([sys.executable, "-m", "aoe", "recipe-diff", str(tmp_path / "a.json"), str(tmp_path / "b.json")],
                          capture_output=True, text=True, cwd=REPO)
-    assert out.returncode == 0 and "| bert-base-uncased / angle_arxiv / nli (5) | epochs | 20 | 10 |" in out.stdout
+    assert out.returncode == 0 and "| bert-base-uncased / angle_arxiv / nli (9) | epochs | 20 | 10 |" in out.stdout
     (tmp_path / "c.json").write_text("{")
     bad = subprocess.run([sys.executable, "-m", "aoe", "recipe-diff", str(tmp_path / "a.json"), str(tmp_path / "c.json")],
                          capture_output=True, text=True, cwd=REPO)

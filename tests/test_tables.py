@@ -19,7 +19,7 @@ from scipy import stats
 from aoe.evaluate.sts import TASKS
 from aoe.results.load import load_results, load_sts_results, train_time
 from aoe.results.render import paper_digits, to_frame, to_json, to_latex, to_markdown, write_table
-from aoe.results.stats import FLAG_RULE, PAIRED, TTEST_RULE, WELCH, compare_runs, paired_ttest
+from aoe.results.stats import FLAG_RULE, PAIRED, SPREAD_OURS, TTEST_RULE, WELCH, compare_runs, paired_ttest
 from aoe.results.tables import build_gis_table, build_table, paper_reference, render_table
 
 COLUMNS = [*TASKS, "avg"]
@@ -392,12 +392,20 @@ def test_paper_rows_and_delta(results, numbers_file):
 
     md = _md_rows(to_markdown(table))
     assert md["AoE-BERT (paper: AoE Tab. 2)"][COLUMNS.index("STSB")] == "86.26 ± 0.19"
-    assert md["Δ (ours − paper)"][COLUMNS.index("STSB")] == "-4.09"
+    # beside Δ the gap a different seed alone makes: seeds 80, 82, 84.5 (s = 2.255), t(0.975, 2) · s · √(1 + 1/3) = 11.20
+    assert md["Δ (ours − paper)"][COLUMNS.index("STSB")] == "-4.09 (±11.20)"
+    assert aoe.bound("STSB").half == pytest.approx(4.302653 * np.std([80.0, 82.0, 84.5], ddof=1) * math.sqrt(4 / 3), rel=1e-5)
     assert md["Δ (ours − paper)"][COLUMNS.index("STS12")] == "–"
+    assert ours["STSB_bound"] == pytest.approx(aoe.bound("STSB").half) and ours["STSB_bound_from"] == SPREAD_OURS
+    assert math.isnan(ours["STS12_bound"]) and ours["STS12_bound_from"] == ""  # no paper number, no Δ, no bound
+    data = next(r for r in to_json(table)["rows"] if r["backbone"] == "tiny_a" and r["objective"] == "aoe")
+    assert data["bound"]["STSB"] == pytest.approx(aoe.bound("STSB").half) and data["flag"] == {"STSB": "", "SICKR": "", "avg": ""}
+    assert data["bound_from"]["STSB"] == SPREAD_OURS and "STS12" not in data["bound"]
     tex = to_latex(table)
     ref_line = next(line for line in tex.splitlines() if line.startswith("\\textit{AnglE-BERT"))
     assert "\\textbf" not in ref_line  # reference rows never compete for bold
-    assert "\\quad $\\Delta$ (ours $-$ paper)" in tex and "$-4.09$" in tex
+    # in LaTeX the bound goes under the number, smaller: a Δ cell no wider than a mean ± std cell
+    assert "\\quad $\\Delta$ (ours $-$ paper)" in tex and "\\begin{tabular}[t]{@{}c@{}}$-4.09$\\\\{\\scriptsize ($\\pm$11.20)}\\end{tabular}" in tex
     assert _latex_rows(tex)["tiny\\_a AoE, stsb (n=3)"][COLUMNS.index("STSB")].startswith("\\textbf")
 
 
@@ -427,10 +435,12 @@ def test_reproduction_is_a_second_line_with_its_own_delta(results, numbers_file)
     assert lines[at + 3].startswith("|   AoE-BERT (paper: Li & Li, AoE, ACL 2024, Table 1)")
     repro_delta = [c.strip() for c in lines[at + 4].strip("|").split(" | ")]
     assert repro_delta[0] == "Δ (ours − reproduction)"
-    assert repro_delta[1 + COLUMNS.index("avg")] == f"{aoe.mean('avg') - 82.43:+.2f}" and repro_delta[1 + COLUMNS.index("STSB")] == "–"
+    assert repro_delta[1 + COLUMNS.index("avg")] == f"{aoe.mean('avg') - 82.43:+.2f} (±{aoe.repro_bound('avg').half:.2f})"
+    assert repro_delta[1 + COLUMNS.index("STSB")] == "–"
     assert "\\quad $\\Delta$ (ours $-$ reproduction)" in to_latex(table)
     ours = _row(to_frame(table), "tiny_a", "aoe")
     assert ours["avg_reproduction"] == 82.43 and ours["avg_reproduction_delta"] == pytest.approx(aoe.mean("avg") - 82.43)
+    assert ours["avg_reproduction_bound"] == pytest.approx(aoe.repro_bound("avg").half)
     data = next(r for r in to_json(table)["rows"] if r["backbone"] == "tiny_a" and r["objective"] == "aoe")
     assert data["reproduction"] == {"STS12": 75.26, "avg": 82.43} and set(data["reproduction_delta"]) == {"STS12", "avg"}
     assert any("independent reproduction" in n for n in to_json(table)["notes"])
@@ -538,7 +548,7 @@ def test_paper_rows_told_apart_by_their_group_key_without_a_group_label(results,
     assert [r.label for r in table.references] == ["X (small) (paper: t)", "X (large) (paper: t)", "Y (paper: t)"]
 
 
-# -- paired t-tests ----------------------------------------------------------------------------
+# -- t-tests over seeds ------------------------------------------------------------------------
 
 
 def test_paired_ttest_matches_scipy():
@@ -546,36 +556,56 @@ def test_paired_ttest_matches_scipy():
     p, t, note = paired_ttest(a, b)
     ref = stats.ttest_rel(a, b)
     assert p == pytest.approx(ref.pvalue) and t == pytest.approx(ref.statistic) and note == ""
-    assert paired_ttest([1.0], [2.0]) == (None, None, "n/a (1 seed)")
-    assert paired_ttest([], []) == (None, None, "n/a (0 seeds)")
+    assert paired_ttest([1.0], [2.0]) == (None, None, "no test: 1 seed")
+    assert paired_ttest([], []) == (None, None, "no test: 0 seeds")
     assert paired_ttest([1.0, 2.0], [1.0, 2.0])[0] is None
 
 
-def test_compare_runs_picks_the_test_the_runs_allow_and_matches_scipy():
-    # the same seed names on both rows: paired over them (a seed of one row only is left out)
+def test_compare_runs_tests_over_seeds_never_over_reruns():
+    # the same seeds on both rows: paired over them (a seed of one row only is left out)
     a = {"1": 82.1, "2": 83.0, "3": 82.6, "4": 81.9, "5": 84.0}
     b = {"1": 80.2, "2": 81.5, "3": 81.0, "4": 80.9}
-    test, p, t, n_a, n_b, note = compare_runs(a, b)
+    c = compare_runs(a, b)
     ref = stats.ttest_rel([82.1, 83.0, 82.6, 81.9], [80.2, 81.5, 81.0, 80.9])
-    assert (test, n_a, n_b, note) == (PAIRED, 4, 4, "") and p == pytest.approx(ref.pvalue) and t == pytest.approx(ref.statistic)
-    # reruns of one seed: rerun 1 of one objective has nothing in common with rerun 1 of another, so
-    # unpaired; the old code paired them by name (ttest_rel over the two rows' reruns) and printed p = 0.009, Welch gives 0.033
+    assert (c.test, c.n_a, c.n_b, c.note) == (PAIRED, 4, 4, "") and c.p == pytest.approx(ref.pvalue) and c.statistic == pytest.approx(ref.statistic)
+    assert c.diff == pytest.approx(1.5) and c.text() == f"p = {ref.pvalue:.3f} (paired, 4 seeds)"
+    # reruns of one seed differ by GPU noise only: never samples, so no test (the old code ran Welch's over them, p = 0.033)
     a = {"42": 82.5, "42-rerun1": 82.6, "42-rerun2": 82.3}
     b = {"42": 81.9, "42-rerun1": 82.1, "42-rerun2": 81.6}
-    test, p, t, n_a, n_b, note = compare_runs(a, b)
-    ref = stats.ttest_ind(list(a.values()), list(b.values()), equal_var=False)
-    assert (test, n_a, n_b) == (WELCH, 3, 3) and p == pytest.approx(ref.pvalue) and t == pytest.approx(ref.statistic)
-    assert p != pytest.approx(stats.ttest_rel(list(a.values()), list(b.values())).pvalue)
-    # different seeds on the two rows: nothing to pair, Welch over every run
-    test, p, _, n_a, n_b, _ = compare_runs({"1": 80.0, "2": 82.0, "3": 84.5}, {"4": 78.0, "5": 78.5})
-    assert (test, n_a, n_b) == (WELCH, 3, 2)
-    assert p == pytest.approx(stats.ttest_ind([80.0, 82.0, 84.5], [78.0, 78.5], equal_var=False).pvalue)
-    # one run on either side: no spread of that row, no test (the old code paired it with every seed)
-    assert compare_runs({"1": 80.0, "2": 82.0}, {"0": 70.0}, "AoE", "as downloaded") == (
-        "", None, None, 2, 1, "n/a (one run of as downloaded)")
-    assert compare_runs({"1": 80.0}, {"1": 70.0, "2": 71.0}, "AoE", "SBERT")[5] == "n/a (one run of AoE)"
-    assert compare_runs({}, {"1": 70.0, "2": 71.0}, "AoE", "SBERT")[5] == "n/a (no run of AoE)"
-    assert compare_runs({"1": 80.0, "2": 80.0}, {"3": 70.0, "4": 70.0})[1:3] == (None, None)  # no spread: undefined
+    c = compare_runs(a, b, "AoE", "SBERT")
+    assert c.p is None and c.test == "" and c.note == "no test: AoE is 3 reruns of seed 42 (GPU noise, no seed's spread)"
+    # a seed's reruns count once, by their mean: seeds 1 and 2 of each row, paired over those means
+    c = compare_runs({"1": 80.0, "1-rerun1": 81.0, "2": 83.0, "2-rerun1": 82.0, "3": 84.0},
+                     {"1": 79.0, "1-rerun1": 79.0, "2": 80.0, "2-rerun1": 80.0})
+    assert (c.test, c.n_a) == (PAIRED, 2) and c.p == pytest.approx(stats.ttest_rel([80.5, 82.5], [79.0, 80.0]).pvalue)
+    # different seeds on the two rows: nothing to pair, Welch over each row's seeds
+    c = compare_runs({"1": 80.0, "2": 82.0, "3": 84.5}, {"4": 78.0, "5": 78.5})
+    assert (c.test, c.n_a, c.n_b) == (WELCH, 3, 2) and c.text().endswith("(Welch, 3 vs 2 seeds)")
+    assert c.p == pytest.approx(stats.ttest_ind([80.0, 82.0, 84.5], [78.0, 78.5], equal_var=False).pvalue)
+    # one seed on either side, or a row not trained: no test, and why
+    assert compare_runs({"1": 80.0, "2": 82.0}, {"0": 70.0}, "AoE", "as downloaded", trained_b=False).note == (
+        "no test: as downloaded is not trained (no seed)")
+    assert compare_runs({"1": 80.0}, {"1": 70.0, "2": 71.0}, "AoE", "SBERT").note == "no test: one seed of AoE"
+    assert compare_runs({}, {"1": 70.0, "2": 71.0}, "AoE", "SBERT").note == "no test: no run of AoE"
+    assert compare_runs({"1": 80.0, "2": 80.0}, {"3": 70.0, "4": 70.0}).p is None  # no spread: undefined
+
+
+def test_detectable_gap_is_the_gap_a_test_finds_at_80_percent_power():
+    """The smallest true gap a two-sided t-test at 5% finds with probability 0.8 (noncentral t): about 2.8 standard
+    errors with many degrees of freedom (1.96 + 0.84), far more with few (one pair of seeds: a t(0.975, 1) of 12.7)."""
+    from aoe.results.stats import detectable_gap
+
+    assert detectable_gap(1.0, 1000) == pytest.approx(2.80, abs=0.01)
+    assert detectable_gap(0.5, 4) == pytest.approx(0.5 * detectable_gap(1.0, 4))
+    # four degrees of freedom: 3.76 (the normal-theory t(0.975, 4) + t(0.8, 4) = 3.72 underestimates it)
+    assert detectable_gap(1.0, 4) == pytest.approx(3.76, abs=0.01) and detectable_gap(1.0, 1) > 15
+    assert detectable_gap(0.0, 4) is None and detectable_gap(1.0, 0.5) is None
+    # simulated: a paired test over 5 seeds at that gap rejects about 80% of the time
+    rng = np.random.default_rng(0)
+    gap = detectable_gap(1.0 / math.sqrt(5), 4)
+    d = rng.normal(gap, 1.0, (4000, 5))
+    t = d.mean(axis=1) / (d.std(axis=1, ddof=1) / math.sqrt(5))
+    assert 0.77 < np.mean(2 * stats.t.sf(np.abs(t), 4) < 0.05) < 0.83
 
 
 def test_table_ttests_over_matched_seeds(results):
@@ -592,14 +622,14 @@ def test_table_ttests_over_matched_seeds(results):
     a_avg = [np.mean([_scores(v, s)[c] for c in TASKS]) for s, v in {1: 80.0, 2: 82.0}.items()]
     b_avg = [np.mean([_scores(v, s)[c] for c in TASKS]) for s, v in {1: 81.0, 2: 78.0}.items()]
     assert avg.p == pytest.approx(stats.ttest_rel(a_avg, b_avg).pvalue)
-    # the backbone as downloaded is one run: no test (the old code paired its one value with every seed)
+    # the backbone as downloaded draws no seed: no test (the old code paired its one value with every seed)
     pre = tests[("tiny_a", "as downloaded", "STSB")]
-    assert pre.p is None and pre.text() == "n/a (one run of as downloaded)"
+    assert pre.p is None and pre.text() == "no test: as downloaded is not trained (no seed)"
     # tiny_b: cosent is missing -> no test; tiny_b vs as downloaded exists, without a p
     assert ("tiny_b", "CoSENT", "STSB") not in tests and tests[("tiny_b", "as downloaded", "STSB")].p is None
     md = to_markdown(table)
-    assert TTEST_RULE in md and f"p = {ref.pvalue:.3f} (paired, n = 2)" in md
-    assert "pooled" not in md and "n/a (one run of as downloaded)" in md
+    assert TTEST_RULE in md and f"p = {ref.pvalue:.3f} (paired, 2 seeds)" in md
+    assert "pooled" not in md and "no test: as downloaded is not trained (no seed)" in md
 
 
 def test_ttest_demo_case_prints_no_p(tmp_path):
@@ -610,29 +640,31 @@ def test_ttest_demo_case_prints_no_p(tmp_path):
     files += [write_sts(root, "minilm", "aoe", "stsb", seed, {t: 80.0 + i + 0.3 * seed for i, t in enumerate(TASKS)}) for seed in (42, 43)]
     spec = {"kind": "sts7", "trainset": "stsb", "backbones": ["minilm"], "objectives": ["aoe"]}
     table = render_table("table1_sts", spec, files)
-    assert table.ttests and all(t.p is None and t.text() == "n/a (one run of as downloaded)" for t in table.ttests)
-    note = next(n for n in to_json(table)["notes"] if n.startswith(TTEST_RULE))
-    assert "p = " not in note and "pooled" not in note
-    assert note.endswith("minilm: AoE vs as downloaded: every column n/a (one run of as downloaded).")  # said once, not 8 times
+    assert table.ttests and all(t.p is None and t.text() == "no test: as downloaded is not trained (no seed)" for t in table.ttests)
+    # said once, not 8 times, and without the test rule: there is no test to read it for
+    notes = to_json(table)["notes"]
+    assert "No t-test between this table's rows: as downloaded is not trained (no seed)." in notes
+    assert not any(TTEST_RULE in n or "p = " in n or "pooled" in n for n in notes)
 
 
-def test_ttest_over_reruns_of_one_seed_is_welch(tmp_path):
-    # AoE Table 4's protocol on two rows: seed 42 trained three times each
+def test_no_ttest_over_reruns_of_one_seed(tmp_path):
+    """AoE Table 4's fixed-seed protocol on two rows (seed 42 trained three times each): the reruns differ by GPU
+    noise only, which a test over them would call a difference (Welch's gave p = 0.033 here), so none is made and the
+    note says why."""
     runs = {"aoe": {"42": 82.5, "42-rerun1": 82.6, "42-rerun2": 82.3}, "sbert": {"42": 81.9, "42-rerun1": 82.1, "42-rerun2": 81.6}}
     files = [write_sts(tmp_path, "b", o, "nli", run, {t: v for t in TASKS}) for o, vals in runs.items() for run, v in vals.items()]
     spec = {"kind": "ablation", "trainset": "nli", "rows": [
         {"backbone": "b", "objective": o, "seeds": [42], "reruns": 3, "label": o} for o in runs]}
     table = build_table(load_results("ablation", files), spec)
     (t,) = [t for t in table.ttests if t.column == "avg"]
-    ref = stats.ttest_ind(list(runs["aoe"].values()), list(runs["sbert"].values()), equal_var=False)
-    assert (t.test, t.n, t.n_baseline) == (WELCH, 3, 3) and t.p == pytest.approx(ref.pvalue)
-    assert t.text() == f"p = {ref.pvalue:.3f} (Welch, n = 3 vs 3)"
+    assert t.p is None and t.text() == "no test: aoe is 3 reruns of seed 42 (GPU noise, no seed's spread)"
+    assert stats.ttest_ind(list(runs["aoe"].values()), list(runs["sbert"].values()), equal_var=False).pvalue < 0.05
 
 
 def test_flag_rule_is_in_the_notes_of_a_table_with_a_delta(results, numbers_file):
     with_delta = build_table(results, {**SPEC, "paper": {"tiny_a": {"aoe": "aoe_table2/AoE-BERT"}}}, numbers_file=numbers_file)
-    assert f"REPORT.md's flag on a Δ: {FLAG_RULE}." in to_json(with_delta)["notes"] and FLAG_RULE in to_markdown(with_delta)
-    # no Δ printed, nothing to flag: no rule
+    assert f"{FLAG_RULE}." in to_json(with_delta)["notes"] and FLAG_RULE in to_markdown(with_delta)
+    # no Δ printed, nothing to bound: no rule
     assert not any(FLAG_RULE in n for n in to_json(build_table(results, SPEC))["notes"])
 
 
@@ -641,8 +673,9 @@ def test_ttest_one_seed_is_na(tmp_path):
     files = [write_sts(root, "b", o, "t", 1, {"STSB": v}) for o, v in (("aoe", 80.0), ("sbert", 78.0))]
     table = render_table("x", {"kind": "stsb", "trainset": "t", "backbones": ["b"], "objectives": ["aoe", "sbert"], "include_pretrained": False}, files)
     (t,) = table.ttests
-    assert t.p is None and t.text() == "n/a (one run of AoE)"
-    assert "n/a (one run of AoE)" in to_markdown(table) and "n/a (one run of AoE)" in to_latex(table)
+    assert t.p is None and t.text() == "no test: one seed of AoE"
+    assert "No t-test between this table's rows: one seed of AoE." in to_markdown(table)
+    assert "No t-test between this table's rows: one seed of AoE." in to_latex(table)
 
 
 def test_table_json_lists_the_files_it_read_with_sha256_and_cell(tmp_path):
@@ -925,7 +958,9 @@ def test_latex_compiles_with_pdflatex(results, tmp_path, numbers_file):
     write_table(build_table(results, demo, name="demo", paper_rows=grid_rows), *(tmp_path / f"d.{e}" for e in ("tex", "csv", "md", "json")))
     assert "SBERT \\textdagger{}" in (tmp_path / "d.tex").read_text()
     assert "no row of ours is one of the paper's, so no $\\Delta$" in (tmp_path / "d.tex").read_text()
-    assert "q$\\cdot$$\\sigma$$\\cdot$$\\surd$(1/m + 1/k)" in (tmp_path / "t.tex").read_text()  # the flag rule, spelled out for pdflatex
+    # the flag rule and the bound beside Δ, spelled out for pdflatex
+    assert "t(0.975, k$-$1)$\\cdot$$\\sigma$$\\cdot$$\\surd$(1/m + 1/k)" in (tmp_path / "t.tex").read_text()
+    assert "($\\pm$" in (tmp_path / "t.tex").read_text()
     for doc in ("t", "d"):
         for _ in range(2):  # the second pass reads the .aux the first wrote
             out = subprocess.run([exe, "-interaction=nonstopmode", "-halt-on-error", f"{doc}.tex"], cwd=tmp_path, capture_output=True, text=True, timeout=120)

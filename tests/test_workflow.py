@@ -29,12 +29,25 @@ from tests.workflow_utils import (MIRROR, REPO, TINY_OVERLAY, copy_workflow, dry
                                   tiny_backbone_overlay)
 
 
-def _validated_config(overrides: dict | None = None) -> dict:
-    """config.yaml (+ overrides) with the schema defaults filled, as the workflow sees it."""
-    from snakemake.utils import update_config, validate
+@functools.lru_cache(maxsize=2)
+def _parsed_config(validated: bool) -> dict:
+    """config.yaml parsed once per process (pure-Python YAML: ~0.4 s a parse), validated once where asked."""
+    from snakemake.utils import validate
 
     config = yaml.safe_load((REPO / "config.yaml").read_text())
-    update_config(config, overrides or {})
+    if validated:
+        validate(config, str(REPO / "schemas" / "config.schema.yaml"))
+    return config
+
+
+def _validated_config(overrides: dict | None = None) -> dict:
+    """config.yaml (+ overrides) with the schema defaults filled, as the workflow sees it (a copy of its own)."""
+    from snakemake.utils import update_config, validate
+
+    if not overrides:
+        return copy.deepcopy(_parsed_config(True))
+    config = copy.deepcopy(_parsed_config(False))
+    update_config(config, overrides)
     validate(config, str(REPO / "schemas" / "config.schema.yaml"))
     return config
 
@@ -47,48 +60,80 @@ def test_cells_of_the_paper_grid():
     # BERT: 23 objectives on NLI (9; SBERT and SimCSE at their papers' recipes; AoE Table 4's masked max; the papers'
     # studies' 11 variants), 19 on STS-B (6 + the AnglE ablation's 13: 10 rows and 3 masked poolings), 6 on GIS, 4 on MRPC,
     # QQP, QNLI, 5 on the LLM-supervised train sets (AnglE Table 4: 2 per generator, 1 self-paired); LLaMA: 3 on NLI
-    # (the October 2023 command's aoe cell is also the arXiv AnglE-LLaMA rows'); x 5 trainings of seed 42; and AoE on NLI
-    # with seeds 43-46 (Table 4's different seeds)
+    # (the October 2023 command's aoe cell is also the arXiv AnglE-LLaMA rows'); x seeds 42-46; and the arXiv-era
+    # AnglE-BERT on NLI with seed 42 four more times (Table 4's fixed seed)
     assert by_backbone == {"bert-base-uncased": 5 * (23 + 19 + 6 + 3 * 4 + 5) + 4, "llama-2-7b": 15, "llama-2-13b": 15}
     assert len(cells) == 359
     assert Cell("bert-base-uncased", "pretrained", "none", 0) in table_cells(config, "table2_indomain")
-    # the paper's protocol (AoE §4): a main row is the five trainings of seed 42
-    assert Cell("llama-2-13b", "aoe", "nli", 42, 4) in table_cells(config, "table1_sts")
+    # every row that a paper number is set against: five different seeds, one training each (config.yaml runs)
+    assert Cell("llama-2-13b", "aoe", "nli", 46) in table_cells(config, "table1_sts")
     table1 = {(r.backbone, r.objective): r for r in table_rows(config, "table1_sts") if r.objective != "released"}
-    assert all(r.seeds == (42,) and r.reruns == 5 for r in table1.values())
-    # AoE-BERT is also trained with seeds 43-46 (Table 4's different-seeds row), which stay out of Table 1
-    assert {c.seed for c in cells if (c.backbone, c.objective, c.trainset) == ("bert-base-uncased", "aoe", "nli")} == {42, 43, 44, 45, 46}
-    assert Cell("bert-base-uncased", "aoe", "nli", 43) not in table_cells(config, "table1_sts")
+    assert all(r.seeds == (42, 43, 44, 45, 46) and r.reruns == 1 for r in table1.values())
+    # AnglE-BERT's seed 42 is also trained four more times (Table 4's fixed-seed row), which stay out of Table 1
+    assert {c.run for c in cells if (c.backbone, c.objective, c.trainset) == ("bert-base-uncased", "angle_arxiv", "nli")} == {
+        "42", "43", "44", "45", "46", "42-rerun1", "42-rerun2", "42-rerun3", "42-rerun4"}
+    assert not any(c.rerun for c in table_cells(config, "table1_sts"))
     # every trained cell plus BERT as downloaded (Tables 2, 3 and 5), LLaMA-2 7B as downloaded (AnglE's
     # transfer STS: with its prompt, and without under 3 poolings) and the 5 released checkpoints (AoE Table 8)
     assert len(eval_cells(config)) == 359 + 2 + 3 + 5
-    assert {c.run for c in cells if c.rerun} == {"42-rerun1", "42-rerun2", "42-rerun3", "42-rerun4"}
-    assert sum(c.seed == 42 for c in cells) == 5 * 71 and sum(c.seed != 42 for c in cells) == 4
+    assert {(c.objective, c.run) for c in cells if c.rerun} == {("angle_arxiv", f"42-rerun{k}") for k in range(1, 5)}
+    assert sum(c.seed == 42 for c in cells) == 71 + 4 and sum(c.seed != 42 for c in cells) == 4 * 71
 
 
 def test_table_rows_and_inputs():
     config = _validated_config()
     rows = table_rows(config, "table4_ablation")
     assert [r.section for r in rows][:3] == ["objective"] * 3
-    fixed, varying = rows[-2], rows[-1]
-    assert fixed.seeds == (42,) and varying.seeds == (42, 43, 44, 45, 46)
-    # the fixed-seed row: five trainings of seed 42 (the first is the main row's seed-42 cell);
-    # the different-seeds row: each seed's first training only
-    assert [c.path for c in fixed.cells] == ["bert-base-uncased/aoe/nli/seed42"] + [
-        f"bert-base-uncased/aoe/nli/seed42-rerun{k}" for k in range(1, 5)]
+    fixed, varying, varying_2024 = rows[-3], rows[-2], rows[-1]
+    assert fixed.seeds == (42,) and varying.seeds == varying_2024.seeds == (42, 43, 44, 45, 46)
+    # the fixed-seed row: five trainings of seed 42 of the arXiv-era cell (the first is its main row's seed-42 cell);
+    # the different-seeds rows: each seed's first training only
+    assert [c.path for c in fixed.cells] == ["bert-base-uncased/angle_arxiv/nli/seed42"] + [
+        f"bert-base-uncased/angle_arxiv/nli/seed42-rerun{k}" for k in range(1, 5)]
     assert all(c.rerun == 0 for c in varying.cells) and len(varying.cells) == 5
-    assert "results/eval/bert-base-uncased/aoe/nli/seed42-rerun4/sts.json" in table_inputs(config, "table4_ablation")
+    assert [c.path for c in varying_2024.cells] == [f"bert-base-uncased/aoe/nli/seed{s}" for s in range(42, 47)]
+    assert "results/eval/bert-base-uncased/angle_arxiv/nli/seed42-rerun4/sts.json" in table_inputs(config, "table4_ablation")
     # in-domain: a trained model on its own train set's eval split, the backbone on every column's
     inputs = table_inputs(config, "table2_indomain")
-    assert "results/eval/bert-base-uncased/aoe/gis/seed42-rerun3/indomain_gis.json" in inputs
+    assert "results/eval/bert-base-uncased/aoe/gis/seed45/indomain_gis.json" in inputs and not any("rerun" in f for f in inputs)
     assert "results/eval/bert-base-uncased/pretrained/none/seed0/indomain_stsb.json" in inputs
     assert not any("aoe/gis/seed43/indomain_stsb" in f for f in inputs)
     # SimCSE, SBERT, AoE (arXiv recipe: its float-gold row reads the same files), AoE (STS-B example) and AoE (the report's
     # recipe) on STS-B and GIS, 5 trainings each; the backbone twice
     assert len(inputs) == 5 * 2 * 5 + 2
     assert table_inputs(config, "table_gis_stats") == ["results/analysis/gis/stats.json"]
-    assert "results/benchmarks/train/bert-base-uncased/sbert/stsb/seed42-rerun3.tsv" in table_inputs(config, "table_train_time")
+    assert "results/benchmarks/train/bert-base-uncased/sbert/stsb/seed45.tsv" in table_inputs(config, "table_train_time")
     assert [table_target(t) for t in ("table1_sts", "table_mteb", "angle_flickr30k")] == ["table1", "table_mteb", "angle_flickr30k"]
+
+
+def test_the_papers_seed_protocol_is_a_preset_of_the_same_cells():
+    """presets/seed42-reruns.yaml: AoE §4's protocol (five trainings of seed 42 a cell, l.162 and l.182), which the grid
+    leaves for five seeds at the same cost: the same cells as config.yaml's runs, each table row seed 42's five (Table 4's
+    different-seeds rows excepted: seeds 43-46 of the arXiv-era and 2024 AoE cells trained for them alone,
+    named_rows_only), so four trainings more than the grid, whose fixed-seed row needs four reruns of one cell."""
+    grid = _validated_config()
+    preset = yaml.safe_load((REPO / "presets" / "seed42-reruns.yaml").read_text())
+    paper = {**grid, "runs": preset["runs"]}  # a list replaces the grid's whole, as --configfile does (the schema: test_schema)
+    strip = lambda cells: {(c.backbone, c.objective, c.trainset) for c in cells}  # noqa: E731
+    assert strip(run_cells(paper)) == strip(run_cells(grid)), "keep presets/seed42-reruns.yaml's runs in step with config.yaml's"
+    assert len(run_cells(paper)) == len(run_cells(grid)) + 4 == 359 + 4
+    table1 = [r for r in table_rows(paper, "table1_sts") if r.objective != "released"]
+    assert all(r.seeds == (42,) and r.reruns == 5 for r in table1) and Cell("bert-base-uncased", "aoe", "nli", 43) not in table_cells(paper, "table1_sts")
+    fixed, varying, varying_2024 = table_rows(paper, "table4_ablation")[-3:]
+    assert (fixed.seeds, fixed.reruns, varying.seeds, varying.reruns) == ((42,), 5, (42, 43, 44, 45, 46), 1)
+    assert (varying_2024.objective, varying_2024.seeds) == ("aoe", (42, 43, 44, 45, 46))
+
+
+def test_a_row_of_named_only_runs_must_name_its_seeds():
+    from aoe.config.workflow import ConfigError
+
+    config = _validated_config({"runs": [{"backbone": "bert-base-uncased", "trainset": "nli", "objectives": ["aoe"], "seeds": [42],
+                                          "reruns": 5, "named_rows_only": True}],
+                                "build": {"tables": ["table4_ablation"], "figures": [], "analyses": []}})
+    config["tables"] = {"table4_ablation": {**config["tables"]["table4_ablation"], "rows": [
+        {"backbone": "bert-base-uncased", "objective": "aoe", "label": "AoE"}]}}
+    with pytest.raises(ConfigError, match="every run of 'aoe' on 'nli' is named_rows_only, so a row that names no seeds takes none"):
+        check_config(config)
 
 
 def test_a_rerun_is_its_cell_trained_again_with_the_same_seed():
@@ -335,26 +380,26 @@ def test_full_paper_config_plans(paper_grid_plan, paper_table2_plan):
     # the whole grid is trained
     assert counts["download_file"] == 75 and counts["download_hub"] == 3 and counts["train_model"] == 359
     # the evaluation-only variant rows: AoE-BERT under the official NLI eval's cls_avg (Table 1), AnglE-BERT
-    # under its training CLS (AnglE's transfer STS table), 5 runs each, nothing retrained; and the released
+    # under its training CLS (AnglE's transfer STS table), 5 seeds each, nothing retrained; and the released
     # AnglE-BERT checkpoint under 0.1.1's padded cls_avg (table released), once
     assert counts["evaluate_sts_eval_pooling"] == 11
     # and on the transfer tasks: AnglE-BERT under its training CLS (AnglE's transfer-task table), AoE-BERT
-    # under the official NLI eval's cls_avg (Table 3), 5 runs each
+    # under the official NLI eval's cls_avg (Table 3), 5 seeds each
     assert counts["evaluate_transfer_eval_pooling"] == 10
     assert counts["table"] == len(_validated_config()["build"]["tables"]) == len(_validated_config()["tables"])
-    # one table of the paper grid: AoE Table 2 trains only BERT on STS-B and GIS (4 objectives x 5 runs
-    # each: AoE from the NLI model and from BERT, SBERT, SimCSE), AoE from the NLI AnglE model of its seed and
-    # rerun (5 more), which it does not evaluate
+    # one table of the paper grid: AoE Table 2 trains only BERT on STS-B and GIS (5 objectives x seeds 42-46:
+    # AoE from the NLI model, AoE at the reproduction report's recipe, AnglE's in-domain recipe, SBERT, SimCSE),
+    # AoE from the NLI AnglE model of its seed (5 more), which it does not evaluate
     out = paper_table2_plan
     counts = job_counts(out)
-    assert counts["train_model"] == 45 and counts["evaluate_indomain"] == 42 and "evaluate_sts" not in counts
+    assert counts["train_model"] == 55 and counts["evaluate_indomain"] == 52 and "evaluate_sts" not in counts
     trains = {tuple(j["wildcards"][k] for k in ("objective", "trainset", "seed")): j["input"]
               for j in dry_run_jobs(out) if j["rule"] == "train_model"}
-    # a rerun repeats the whole chain: the third rerun starts from the NLI model's third rerun; the
+    # a seed's chain is its own: AoE on GIS with seed 45 starts from the NLI model of seed 45; the
     # baselines start from BERT as downloaded (angle-arxiv-a.txt l.134, l.173)
-    assert "results/models/bert-base-uncased/angle_arxiv/nli/seed42-rerun3" in trains[("aoe", "gis", "42-rerun3")]
-    assert not any(path.startswith("results/models/") for path in trains[("sbert", "gis", "42-rerun3")])
-    assert not any(path.startswith("results/models/") for path in trains[("angle_arxiv", "nli", "42-rerun3")])
+    assert "results/models/bert-base-uncased/angle_arxiv/nli/seed45" in trains[("aoe", "gis", "45")]
+    assert not any(path.startswith("results/models/") for path in trains[("sbert", "gis", "45")])
+    assert not any(path.startswith("results/models/") for path in trains[("angle_arxiv", "nli", "45")])
 
 
 def test_pretrained_variants_embed_the_backbone_as_downloaded_another_way():
@@ -681,10 +726,11 @@ def test_an_evaluation_pooling_is_the_cells_or_a_variant_rows_and_never_the_trai
     assert "eval_pooling" not in train_params(config, "bert-base-uncased", "angle_arxiv", "nli", 42)
     assert suite_file("sts") == "sts.json" and suite_file("sts", "cls") == "sts.pool-cls.json"
     inputs = table_inputs(config, "table1_sts")
-    assert "results/eval/bert-base-uncased/aoe/nli/seed42-rerun4/sts.pool-cls_avg_batchsum.json" in inputs
-    assert "results/eval/bert-base-uncased/aoe/nli/seed42-rerun4/sts.json" in inputs
+    assert "results/eval/bert-base-uncased/aoe/nli/seed46/sts.pool-cls_avg_batchsum.json" in inputs
+    assert "results/eval/bert-base-uncased/aoe/nli/seed46/sts.json" in inputs
     variant = [r for r in table_rows(config, "angle_transfer_sts") if r.eval_pooling]
-    assert [(r.objective, r.eval_pooling, r.reruns) for r in variant] == [("released", "cls_avg_padded", 1), ("angle_arxiv", "cls", 5)]
+    assert [(r.objective, r.eval_pooling, r.seeds) for r in variant] == [
+        ("released", "cls_avg_padded", (0,)), ("angle_arxiv", "cls", (42, 43, 44, 45, 46))]
     assert "results/eval/bert-base-uncased/angle_arxiv/nli/seed42/sts.pool-cls.json" in table_inputs(config, "angle_transfer_sts")
     # a released checkpoint's row too: AnglE-BERT's 82.37 is scored as 0.1.1's eval.py scored it, the
     # checkpoint's own masked cls_avg (sts.json) a variant row beside it; no cell-level pooling for it
@@ -714,17 +760,17 @@ def test_a_transfer_evaluation_pooling_is_the_cells_or_a_variant_rows():
     config = _validated_config()
     assert EVAL_POOLING_SUITES == ("sts", "transfer") and suite_file("transfer", "cls") == "transfer.pool-cls.json"
     angle = table_inputs(config, "angle_transfer_tasks")
-    run = "results/eval/bert-base-uncased/angle_arxiv/nli/seed42{}/transfer{}.json"
-    for rerun in ("", "-rerun1", "-rerun4"):
-        assert run.format(rerun, "") in angle and run.format(rerun, ".pool-cls") in angle
-    assert [(r.label, r.eval_pooling, r.reruns) for r in table_rows(config, "angle_transfer_tasks") if r.objective == "angle_arxiv"] == [
+    run = "results/eval/bert-base-uncased/angle_arxiv/nli/seed{}/transfer{}.json"
+    for seed in (42, 43, 46):
+        assert run.format(seed, "") in angle and run.format(seed, ".pool-cls") in angle
+    assert [(r.label, r.eval_pooling, len(r.seeds)) for r in table_rows(config, "angle_transfer_tasks") if r.objective == "angle_arxiv"] == [
         ("AnglE-BERT", "", 5), ("AnglE-BERT (evaluated cls)", "cls", 5)]
     # AnglE-LLaMA: the October 2023 command's aoe cell, ACL's AoE-LLaMA cell too
     assert [(r.backbone, r.label) for r in table_rows(config, "angle_transfer_tasks") if r.objective == "aoe"] == [
         ("llama-2-7b", "AnglE-LLaMA (Oct-2023 command)")]
     table3 = table_inputs(config, "table3_transfer")
-    assert "results/eval/bert-base-uncased/aoe/nli/seed42-rerun4/transfer.pool-cls_avg_batchsum.json" in table3
-    assert "results/eval/bert-base-uncased/aoe/nli/seed42-rerun4/transfer.json" in table3
+    assert "results/eval/bert-base-uncased/aoe/nli/seed46/transfer.pool-cls_avg_batchsum.json" in table3
+    assert "results/eval/bert-base-uncased/aoe/nli/seed46/transfer.json" in table3
     assert sum(".pool-" in f for f in table3) == 5 and sum(".pool-" in f for f in angle) == 5
     assert set(angle) | set(table3) <= set(suite_results(config))  # target evaluate builds them too
     # the pool files are evaluation-only: the model folders they read are the cells' own

@@ -175,9 +175,7 @@ def built_analyses(config: dict) -> list[str]:
 
 def run_cells(config: dict) -> list[Cell]:
     """Every trained model of the grid."""
-    runs = tuple((r["backbone"], r["trainset"], tuple(r["objectives"]), tuple(r["seeds"]), int(r.get("reruns", schema_default("runs", "*", "reruns"))))
-                 for r in config["runs"])
-    return list(_run_cells(runs))
+    return list(_run_cells(_runs_key(config, default_rows=False)))
 
 
 @functools.lru_cache(maxsize=8)
@@ -298,13 +296,31 @@ class TableRow:
         }
 
 
+def _runs_key(config: dict, default_rows: bool) -> tuple:
+    """The runs as run_cells reads them; ``default_rows``: without the entries marked ``named_rows_only`` (trained for
+    the table rows that name their seeds and reruns, AoE Table 4's random-seed rows), which no other row takes."""
+    default = schema_default("runs", "*", "reruns")
+    return tuple((r["backbone"], r["trainset"], tuple(r["objectives"]), tuple(r["seeds"]), int(r.get("reruns", default)))
+                 for r in config["runs"] if not (default_rows and r.get("named_rows_only")))
+
+
+@functools.lru_cache(maxsize=16)
+def _trained_index(runs: tuple) -> dict[tuple[str, str, str], dict[int, int]]:
+    """(backbone, objective, trainset) -> {seed: trainings of it} (table_rows asks once per row and seed)."""
+    index: dict[tuple[str, str, str], dict[int, set[int]]] = {}
+    for c in _run_cells(runs):
+        index.setdefault((c.backbone, c.objective, c.trainset), {}).setdefault(c.seed, set()).add(c.rerun)
+    return {k: {seed: len(r) for seed, r in v.items()} for k, v in index.items()}
+
+
 def _trained_seeds(config: dict, backbone: str, objective: str, trainset: str) -> tuple[int, ...]:
-    return tuple(sorted({c.seed for c in run_cells(config) if (c.backbone, c.objective, c.trainset) == (backbone, objective, trainset)}))
+    """The seeds the runs train a cell with."""
+    return tuple(sorted(_trained_index(_runs_key(config, False)).get((backbone, objective, trainset), {})))
 
 
 def _trained_reruns(config: dict, backbone: str, objective: str, trainset: str, seed: int) -> int:
     """How many trainings of one seed the runs make (0: none)."""
-    return len({c.rerun for c in run_cells(config) if (c.backbone, c.objective, c.trainset, c.seed) == (backbone, objective, trainset, seed)})
+    return _trained_index(_runs_key(config, False)).get((backbone, objective, trainset), {}).get(seed, 0)
 
 
 def _spec_trainsets(spec: dict) -> list[str]:
@@ -329,13 +345,15 @@ def table_rows(config: dict, table: str) -> list[TableRow]:
     """The rows of a table, from its explicit ``rows`` or the cross product backbones x objectives.
 
     A row's train sets default to the table's (``trainsets``: one column each, in-domain tables; else
-    ``trainset``). Its seeds and reruns default to the paper's protocol where the runs train it:
-    the seeds trained with the most reruns, all of those reruns (AoE: seed 42, five runs, ACL l.162
-    and l.182), so a cell also trained with other seeds (AoE Table 4's "different random seeds" row,
-    which names its seeds) keeps them out of the main rows; where each seed is trained once, every
-    seed. Seeds given without reruns: each seed's first training.
+    ``trainset``). Its seeds default to every seed the runs train it with, and its reruns to those all
+    of them have, so each seed weighs the same in the row's mean: the grid's five seeds once each, though
+    seed 42 of AoE-BERT on NLI is trained five times for AoE Table 4's fixed-seed row (which names its seed
+    and reruns, and whose run entry is marked ``named_rows_only``, so no other row takes those trainings); a
+    configuration of one seed trained several times (presets/seed42-reruns.yaml, the papers' protocol), all of its
+    trainings. Seeds given without reruns: each seed's first training.
     """
     rows = []
+    trained = _trained_index(_runs_key(config, default_rows=True))
     for entry in row_entries(config["tables"][table]):
         obj = entry["objective"]
         trainsets = tuple(entry["trainsets"])
@@ -345,11 +363,9 @@ def table_rows(config: dict, table: str) -> list[TableRow]:
         elif "seeds" in entry:
             seeds = tuple(entry["seeds"])
         else:
-            made = {(t, s): _trained_reruns(config, entry["backbone"], obj, t, s)
-                    for t in trainsets for s in _trained_seeds(config, entry["backbone"], obj, t)}
-            most = max(made.values(), default=1)
-            seeds = tuple(sorted({s for (_, s), k in made.items() if k == most}))
-            reruns = reruns or most
+            made = {(t, s): k for t in trainsets for s, k in trained.get((entry["backbone"], obj, t), {}).items()}
+            seeds = tuple(sorted({s for _, s in made}))
+            reruns = reruns or min(made.values(), default=1)
         rows.append(TableRow(entry["backbone"], obj, trainsets, seeds, entry.get("label"), entry.get("section", schema_default("tables", "*", "rows", "*", "section")),
                              int(reruns or 1), entry.get("variant", NO_TRAINSET), entry.get("eval_pooling") or "",
                              entry.get("eval_gold") or ""))

@@ -799,6 +799,9 @@ def _check_table_row(config: dict, where: str, row: TableRow) -> None:
                 f"{where}: no run trains backbone {row.backbone!r} with objective {row.objective!r} on {ts!r}; "
                 "add it to runs or remove it from the table"
             )
+        if not row.seeds:
+            raise ConfigError(f"{where}: every run of {row.objective!r} on {ts!r} is named_rows_only, so a row that names no "
+                              "seeds takes none: give the row seeds (and reruns), or drop named_rows_only from one of those runs")
         if set(row.seeds) - have:
             raise ConfigError(f"{where}: seeds {sorted(set(row.seeds) - have)} of {row.objective!r} on {ts!r} are not trained by any run")
         for seed in row.seeds:

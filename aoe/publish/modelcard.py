@@ -382,14 +382,16 @@ def _recipe_md(plan: dict) -> list[str]:
 
 def _results_md(plan: dict, read: list[dict], missing: list[str], numbers_file) -> list[str]:
     from aoe.results.render import paper_digits
+    from aoe.results.stats import delta_bound, delta_text, paper_seeds_of
 
     lines = ["## Evaluation", ""]
     if not read and not missing:
         return lines + ["The configuration evaluates this model with no suite (config evaluation.suites).", ""]
     lines += [
         "This model's numbers (one training run: seed " + str(plan["cell"]["run"]) + ") beside the paper's, where a table "
-        "of the configuration compares this row with a paper row (Δ = ours − paper). The tables "
-        "(results/tables/) print the mean over the row's runs.",
+        "of the configuration compares this row with a paper row (Δ = ours − paper, [±b] beside it: the gap a different "
+        "seed alone makes, for one run of ours from AoE Table 4's seed spread; aoe.results.stats.FLAG_RULE). The tables "
+        "(results/tables/) print the mean over the row's runs, with the bound from their own seeds.",
         "",
     ]
     order = list(_SUITE_TITLES)
@@ -419,10 +421,12 @@ def _results_md(plan: dict, read: list[dict], missing: list[str], numbers_file) 
         for col in cols:
             ours = r["values"][col]
             cells = [col, _fmt(ours)]
-            for _, _, values, _ in refs:
+            for ref, _, values, _ in refs:
                 paper = values.get(col)
+                # one run is one seed: the bound of FLAG_RULE at k = 1 (AoE Table 4's σ), the same as a table's one-seed row
+                bound = delta_bound({plan["cell"]["run"]: ours}, True, paper_seeds_of(ref)) if ours is not None else None
                 cells += [_fmt(paper, paper_digits(paper, 2)) if paper is not None else "–",
-                          f"{ours - paper:+.2f}" if ours is not None and paper is not None else "–"]
+                          delta_text(ours - paper, bound, 2) if ours is not None and paper is not None else "–"]
             lines.append("| " + " | ".join(cells) + " |")
         lines.append("")
     if missing:

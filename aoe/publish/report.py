@@ -1,15 +1,15 @@
 """results/REPORT.md: every reproduced number next to the paper's, from the tables' JSON twins.
 
-One section per table (``aoe.results.render.to_json`` output): for each of our rows and each
-column, our mean ± std and seed count, the paper's number ± its std, Δ = ours − paper,
-and a flag ``⚠`` from :data:`aoe.results.stats.FLAG_RULE` (:func:`aoe.results.stats.flag`: outside where another draw of the
-same recipe falls, by the seed spread: ours over different seeds, else AoE Table 4's); where
-none of our rows is one of the paper's, why (a preset on another backbone); each trained row's gain
-over its backbone as downloaded, and the order of a backbone's objectives beside the paper's order of
-the same objectives (what a run on another backbone can still check); then the table's paper rows
+One section per table (``aoe.results.render.to_json`` output): our rows as the table prints them (mean ± std,
+what the runs are: seeds or reruns of one seed); then only the numbers the paper prints for a row of ours, each
+with the paper's number, Δ = ours − paper and beside it the gap a different seed alone makes, ⚠ outside it
+(:data:`aoe.results.stats.FLAG_RULE`, the one sentence the header, the tables and the HTML captions quote); where
+none of our rows is one of the paper's, why (a preset on another backbone), and no paper column at all; each
+trained row's gain over its backbone as downloaded, and the order of a backbone's objectives beside the paper's
+order of the same objectives (what a run on another backbone can still check); then the table's paper rows
 with no counterpart among ours, one line each in the table's columns, so every paper number a table
-shows is in the report. Each line of ours links its Row cell to its cell's recipe in
-results/RECIPE.md (``aoe.config.hparams.recipe_anchor``). The header
+shows is in the report; the t-tests over seeds (:data:`aoe.results.stats.TTEST_RULE`). Each row links to its
+cell's recipe in results/RECIPE.md (``aoe.config.hparams.recipe_anchor``). The header
 records the config files (preset) and the git commit that produced the numbers; each table names the
 config files that define or override it.
 The gains the papers claim in their prose between two of their rows are set beside the same
@@ -34,10 +34,10 @@ from aoe.config.workflow import SCORED_SPLIT_MARK
 from aoe.config.workflow import PRETRAINED, RELEASED
 from aoe.plan.ledger import md_cell
 from aoe.results.render import and_join, no_delta_reason, paper_digits
-from aoe.results.stats import (FLAG, FLAG_RULE, FLAG_TEST, NOT_TESTED, PAPER_SEEDS, SPREAD_PAPER, SPREAD_RERUNS, SPREAD_SEEDS, TTEST_RULE, flag_bound,
-                               flag_of, seed_spread, spread_of)
+from aoe.results.stats import (ALPHA, FLAG, FLAG_RULE, FLAG_TEST, NOT_TESTED, SPREAD_PAPER, SPREAD_RERUNS, TTEST_RULE, delta_bound,
+                               delta_text, flag_of, gain_bound, paper_seeds_of, seed_means)
 from aoe.results.studies import STUDY_RULE
-from aoe.results.tables import OBJECTIVE_LABELS, paper_reference
+from aoe.results.tables import OBJECTIVE_LABELS, draws_seed, paper_reference
 from aoe.util.jsonio import finite_or_none
 
 __all__ = ["CLAIMS", "build_report", "claims_section", "figure_section", "git_commit", "table_section", "table_sources"]
@@ -96,13 +96,48 @@ def _paper_cell(value: float | None, std: float | None, digits: int) -> str:
     return "–" if finite_or_none(value) is None else _fmt_paper(value, digits) + (f" ± {_fmt_paper(std, digits)}" if finite_or_none(std) is not None else "")
 
 
-# a table's counts: numbers of ours, compared with the paper (Δ), flagged, compared but untested (not trained),
-# compared with the paper's seed spread for want of two seeds of ours, paper numbers listed
-_COUNTS = ("ours", "compared", "flagged", "not_tested", "paper_spread", "paper")
+# a table's counts: numbers of ours, compared with the paper (Δ), flagged, compared but without a bound (not trained),
+# compared with a bound from the paper's seed spread for want of two seeds of ours, paper numbers listed, lines set
+# against the paper (with or without a result of ours yet); and what else the rows compare: gain lines over the
+# backbone as downloaded, orderings, t-tests with a p
+_COUNTS = ("ours", "compared", "flagged", "not_tested", "paper_spread", "paper", "against", "gains", "orderings", "tests")
+
+
+def _runs_text(values: dict, trained: bool, seeded: bool = True) -> str:
+    """What a row's numbers are draws of: "2 seeds", "5 reruns of seed 42", "1 run"; a model not trained: "no seed";
+    a table kind that draws nothing (GIS split sizes): "1 measurement"."""
+    if not seeded:
+        return "1 measurement"
+    if not trained:
+        return "no seed"
+    runs = [r for r, v in values.items() if finite_or_none(v) is not None]
+    means = seed_means(values)
+    if len(means) >= 2:
+        return f"{len(means)} seeds" + (f" ({len(runs)} runs)" if len(runs) != len(means) else "")
+    if len(runs) > 1:
+        return f"{len(runs)} {SPREAD_RERUNS.replace('one seed', f'seed {next(iter(means))}')}"
+    return "1 run" if runs else "–"
+
+
+def _row_name(row: dict, kind) -> str:
+    label = f"{row['backbone']} {row['label']}" if kind.seeded else row["label"]
+    return f"{row['section']}: {label}" if row.get("section") else label
+
+
+def _linked(row: dict, key: str, label: str) -> str:
+    """A row's cell, linked to its cell's recipe in RECIPE.md where it has one (a trained row, one train set)."""
+    row_cell = md_cell(label)
+    trainset = _cell_trainset(row, key)
+    if not trainset:
+        return row_cell
+    text = row_cell.replace("[", "\\[").replace("]", "\\]")
+    return f"[{text}](RECIPE.md#{recipe_anchor(row['backbone'], row['objective'], trainset)})"
 
 
 def table_section(table: dict, sources: list[str] | None = None) -> tuple[str, dict[str, int]]:
-    """The Markdown section of one table and its counts (:data:`_COUNTS`)."""
+    """The Markdown section of one table and its counts (:data:`_COUNTS`): our rows as the table prints them, then
+    only the numbers that have the paper's beside them (Δ with its seed-spread bound), and what else the table's rows
+    can be compared with (the gain over the backbone as downloaded, the order of the objectives, the t-tests)."""
     name = table["name"]
     lines = [f"## {name}", ""]
     if table.get("caption"):
@@ -113,82 +148,89 @@ def table_section(table: dict, sources: list[str] | None = None) -> tuple[str, d
     headers = {c["key"]: c["header"] for c in table["columns"]}
     counts = dict.fromkeys(_COUNTS, 0)
     kind = table_kind(table["kind"])  # decimals per column as in the table itself (GIS split sizes: none)
-    body = []
-    for row in table["rows"]:
-        if row.get("reference"):
-            continue
-        label = f"{row['backbone']} {row['label']}" if kind.seeded else row["label"]
-        if row.get("section"):
-            label = f"{row['section']}: {label}"
+    ours_body, compared_body = [], []
+    for row in _ours(table):
+        trained = draws_seed(kind.seeded, row.get("objective"))
+        label = _row_name(row, kind)
+        # one recipe for the whole row: its name links to it; an in-domain row (a train set a column): each cell to its own
+        whole = len(row.get("trainsets") or []) == 1 and _cell_trainset(row, table["columns"][0]["key"]) is not None
+        cells, linked, runs = [], [], None
         for col in table["columns"]:
             key = col["key"]
-            mean = finite_or_none(row["mean"].get(key))
-            paper = finite_or_none((row.get("paper") or {}).get(key))
-            if mean is None and paper is None:
-                continue
-            counts["ours"] += mean is not None
-            counts["paper"] += paper is not None
             digits = kind.digits(key)
-            std = finite_or_none(row["std"].get(key))
-            n = row["count"].get(key, 0)
-            p_std = finite_or_none((row.get("paper_std") or {}).get(key))
-            delta = finite_or_none(row["delta"].get(key))
+            mean, std = finite_or_none(row["mean"].get(key)), finite_or_none(row["std"].get(key))
             values = (row.get("values") or {}).get(key) or {}
-            spread = spread_of(values)
-            # a model as downloaded (or a published checkpoint) draws no seed, and split sizes are no draw at all
-            trained = kind.seeded and row.get("objective") not in (PRETRAINED, RELEASED)
-            bound = flag_bound(values, trained, PAPER_SEEDS.get(row.get("paper_ref") or "", 1)) if delta is not None else None
-            f = flag_of(delta, bound)
-            sigma_text, source = "–", None
-            if bound is not None:
-                sigma, _, _, source = seed_spread(values)
-                sigma_text = f"{_fmt(sigma, digits)} ({source})"
+            counts["ours"] += mean is not None
+            cells.append(_fmt(mean, digits) + (f" ± {_fmt(std, digits)}" if std is not None else ""))
+            linked.append(cells[-1] if whole or mean is None or not _cell_trainset(row, key) else _linked(row, key, cells[-1]))
+            if mean is not None and runs is None:
+                runs = _runs_text(values, trained, kind.seeded)
+            paper = finite_or_none((row.get("paper") or {}).get(key))
+            if paper is None:
+                continue
+            counts["paper"] += 1
+            delta = finite_or_none(row["delta"].get(key))
+            bound = delta_bound(values, trained, paper_seeds_of(row.get("paper_ref"))) if delta is not None else None
+            sigma_text = "–"
+            counts["against"] += 1
             if delta is not None:
                 counts["compared"] += 1
-                counts["flagged"] += f == FLAG
-                counts["not_tested"] += f == NOT_TESTED
-                counts["paper_spread"] += source == SPREAD_PAPER
-            ours = _fmt(mean, digits) + (f" ± {_fmt(std, digits)}" if std is not None else "")
-            paper_text = _paper_cell(paper, p_std, digits)
-            row_cell = md_cell(label)
-            trainset = _cell_trainset(row, key)
-            if trainset:
-                text = row_cell.replace("[", "\\[").replace("]", "\\]")
-                row_cell = f"[{text}](RECIPE.md#{recipe_anchor(row['backbone'], row['objective'], trainset)})"
-            runs_text = f"{n} ({spread})" if n > 1 else str(n)
-            body.append(
-                f"| {row_cell} | {md_cell(headers.get(key, key))} | {ours} | {runs_text} | {paper_text} | "
-                f"{'–' if delta is None else f'{delta:+.{digits}f}'} | {sigma_text} | {_fmt(bound, digits)} | {f} |"
+                counts["flagged"] += flag_of(delta, bound) == FLAG
+                counts["not_tested"] += bound is None
+                counts["paper_spread"] += bound is not None and bound.fallback
+                if bound is not None:
+                    sigma_text = f"{_fmt(bound.sigma, digits)} ({bound.source})"
+                else:
+                    sigma_text = NOT_TESTED if kind.seeded else "one measurement: no draw"
+            compared_body.append(
+                f"| {_linked(row, key, label)} | {md_cell(headers.get(key, key))} | {cells[-1] if mean is not None else '–'} | "
+                f"{_runs_text(values, trained, kind.seeded) if mean is not None else '–'} | "
+                f"{_paper_cell(paper, finite_or_none((row.get('paper_std') or {}).get(key)), digits)} | "
+                f"{delta_text(delta, bound, digits)} | {sigma_text} |"
             )
-    if body:
-        lines += [
-            "",
-            "| Row | Column | Ours (mean ± std) | Runs | Paper (± std) | Δ | Seed σ (from) | Bound | Flag |",
-            "|---|---|---|---|---|---|---|---|---|",
-            *body,
-        ]
+        if any(c != "–" for c in cells):
+            name = _linked(row, table["columns"][0]["key"], label) if whole else md_cell(label)
+            ours_body.append((name, runs or "–", linked))
+    # the columns with a number of ours (a preset that trains no GIS model has no GIS column here; the table has it)
+    shown = [i for i in range(len(table["columns"])) if any(cells[i] != "–" for _, _, cells in ours_body)]
+    if ours_body:
+        lines += ["", "| Row | Runs | " + " | ".join(md_cell(table["columns"][i]["header"]) for i in shown) + " |",
+                  "|---" * (len(shown) + 2) + "|",
+                  *(f"| {name} | {runs} | " + " | ".join(cells[i] for i in shown) + " |" for name, runs, cells in ours_body)]
     else:
         lines += ["", "No result of ours yet."]
+    if compared_body:
+        lines += [
+            "",
+            "Against the paper (Δ (±b) by the header's rule: (±b) from our seeds, [±b] from AoE Table 4's σ; ⚠ outside it):",
+            "",
+            "| Row | Column | Ours (mean ± std) | Runs | Paper (± std) | Δ | Seed σ (from) |",
+            "|---|---|---|---|---|---|---|",
+            *compared_body,
+        ]
     repro_body = []
-    for row in table["rows"]:
+    for row in _ours(table):
+        trained = draws_seed(kind.seeded, row.get("objective"))
         for col in table["columns"]:
             key = col["key"]
             repro = finite_or_none((row.get("reproduction") or {}).get(key))
-            if row.get("reference") or repro is None:
+            if repro is None:
                 continue
             counts["paper"] += 1
             digits = kind.digits(key)
             mean, std = finite_or_none(row["mean"].get(key)), finite_or_none(row["std"].get(key))
             delta = finite_or_none((row.get("reproduction_delta") or {}).get(key))
+            values = (row.get("values") or {}).get(key) or {}
+            bound = delta_bound(values, trained, 1) if delta is not None else None
             repro_body.append(
                 f"| {md_cell(row['backbone'] + ' ' + row['label'])} | {md_cell(headers.get(key, key))} | "
                 f"{_fmt(mean, digits) + (f' ± {_fmt(std, digits)}' if std is not None else '')} | "
-                f"{_paper_cell(repro, None, digits)} | {'–' if delta is None else f'{delta:+.{digits}f}'} | {md_cell(row['reproduction_label'])} |"
+                f"{_paper_cell(repro, None, digits)} | {delta_text(delta, bound, digits)} | {md_cell(row['reproduction_label'])} |"
             )
     if repro_body:
         lines += [
             "",
-            "Our rows beside the independent reproduction report (its own code and recipe; no flag: it prints no spread):",
+            "Our rows beside the independent reproduction report (its own code and recipe, one run of it: m = 1):",
             "",
             "| Row | Column | Ours (mean ± std) | Reproduction | Δ | Source |",
             "|---|---|---|---|---|---|",
@@ -198,8 +240,10 @@ def table_section(table: dict, sources: list[str] | None = None) -> tuple[str, d
     if why:
         lines += ["", why[1]]
     if kind.seeded:
-        lines += _gain_lines(table, kind)
-        lines += _ordering_lines(table, kind)
+        gains, orderings = _gain_lines(table, kind), _ordering_lines(table, kind)
+        counts["gains"], counts["orderings"] = bool(gains), bool(orderings)
+        lines += gains + orderings
+    counts["tests"] = sum(t.get("p") is not None for t in table.get("ttests", []))
     if table.get("study"):  # a study table: whether our rows support the paper's claim (aoe.results.studies)
         lines += ["", f"**Study, {table['study']['status']}.** {md_cell(table['study']['text'])} Rule: {STUDY_RULE}."]
     # one line per paper row, in the table's columns, as the table itself prints them
@@ -222,19 +266,35 @@ def table_section(table: dict, sources: list[str] | None = None) -> tuple[str, d
             "|---" * (len(table["columns"]) + 1) + "|",
             *ref_body,
         ]
-    tests = [t for t in table.get("ttests", [])]
-    if tests:
-        lines += ["", TTEST_RULE + ":", ""]
-        for t in tests:
-            col = headers.get(t["column"], t["column"])
-            sig = ""
-            if t.get("p") is not None:
-                sig = " (p < 0.05)" if t["p"] < 0.05 else " (not significant at 5%)"
-            lines.append(f"- {md_cell(t['backbone'])}: {md_cell(t['treatment'])} vs {md_cell(t['baseline'])}, {md_cell(col)}: {md_cell(t['text'])}{sig}")
+    lines += _ttest_lines(table, headers)
     if table.get("missing"):
         lines += ["", f"Missing cells ({len(table['missing'])}, printed as –): " + "; ".join(md_cell(m) for m in table["missing"]) + "."]
     lines.append("")
     return "\n".join(lines), counts
+
+
+def _ttest_lines(table: dict, headers: dict[str, str]) -> list[str]:
+    """The table's t-tests (:data:`TTEST_RULE`), one line per pair of rows and column; a pair no column can test
+    (a row not trained, one seed, reruns of one seed) is one line saying why."""
+    by_pair: dict[tuple[str, str, str], list[dict]] = {}
+    for t in table.get("ttests", []):
+        by_pair.setdefault((t["backbone"], t["treatment"], t["baseline"]), []).append(t)
+    if by_pair and all(t.get("p") is None for tests in by_pair.values() for t in tests):
+        # no pair of rows could be tested (the CPU demo: one trained row against the backbone as downloaded): why, once
+        reasons = list(dict.fromkeys(t["text"].removeprefix("no test: ") for tests in by_pair.values() for t in tests))
+        return ["", f"No t-test between this table's rows: {md_cell('; '.join(reasons))}."]
+    out = []
+    for (backbone, treat, base), tests in by_pair.items():
+        if all(t.get("p") is None for t in tests) and len({t["text"] for t in tests}) == 1:
+            out.append(f"- {md_cell(backbone)}: {md_cell(treat)} vs {md_cell(base)}: {md_cell(tests[0]['text'])} (every column)")
+            continue
+        for t in tests:
+            sig = ""
+            if t.get("p") is not None:
+                sig = f" (p < {ALPHA:g})" if t["p"] < ALPHA else f" (not significant at {ALPHA:g})"
+            out.append(f"- {md_cell(backbone)}: {md_cell(treat)} vs {md_cell(base)}, {md_cell(headers.get(t['column'], t['column']))}: "
+                       f"{md_cell(t['text'])}{sig}")
+    return ["", TTEST_RULE + ":", "", *out] if out else []
 
 
 def _ours(table: dict) -> list[dict]:
@@ -291,7 +351,6 @@ def _gain_lines(table: dict, kind) -> list[str]:
     headers = [c["header"] for c in table["columns"]]
     keys = [c["key"] for c in table["columns"]]
     ours = [r for r in _ours(table) if not r.get("section")]
-    tests = {(t["backbone"], t["treatment"], t["baseline"], t["column"]): t for t in table.get("ttests", [])}
     paper = _paper_values(table)
     body = []
 
@@ -309,10 +368,6 @@ def _gain_lines(table: dict, kind) -> list[str]:
                 continue
             name = f"{backbone}: {r['label']} − {base['label']}"
             body.append(f"| {md_cell(name)} | " + " | ".join(diff(r["mean"], base["mean"], k) for k in keys) + " |")
-            found = [tests.get((backbone, r["label"], base["label"], k)) for k in keys]
-            if any(found):
-                name = f"{backbone}: p, {r['label']} vs {base['label']}"
-                body.append(f"| {md_cell(name)} | " + " | ".join(md_cell(t["text"]) if t else "–" for t in found) + " |")
     # the paper's gain, where it prints a backbone as downloaded and a trained row of ours on it
     objectives = {r["objective"]: r["label"] for r in ours if r["objective"] not in (PRETRAINED, RELEASED)}
     for (p_backbone, objective), base in paper.items():
@@ -324,10 +379,17 @@ def _gain_lines(table: dict, kind) -> list[str]:
                 body.append(f"| {md_cell(name)} | " + " | ".join(diff(paper[(p_backbone, obj)], base, k) for k in keys) + " |")
     if not body:
         return []
+    # only the columns with a gain (a column no model of ours trains on has none)
+    rows = [[c.strip() for c in line.strip("|").split(" | ")] for line in body]
+    shown = [i for i in range(len(keys)) if any(r[i + 1] != "–" for r in rows)]
+    headers = [headers[i] for i in shown]
+    keys = [keys[i] for i in shown]
+    body = [f"| {r[0]} | " + " | ".join(r[i + 1] for i in shown) + " |" for r in rows]
     return [
         "",
-        "Gain over the backbone as downloaded (mean of ours − mean of the same backbone as downloaded; p: the t-test "
-        "below, none where the downloaded model is one run; the check that holds on any backbone: does training beat the model it started from):",
+        "Gain over the backbone as downloaded (mean of ours − the same backbone as downloaded, which draws no seed, so the "
+        "gain spreads as the trained row's seeds do (its ± above); the check that holds on any backbone: does training beat "
+        "the model it started from):",
         "",
         "| Gain | " + " | ".join(md_cell(h) for h in headers) + " |",
         "|---" * (len(keys) + 1) + "|",
@@ -455,9 +517,12 @@ NOT_COMPARABLE = "n/c"
 # lengths of the lines, i.e., distances between text pairs, are larger for imaginary text embeddings
 # [...] The real distance is 11.8, while the imaginary distance is 22.1": the lengths of the pair's lines
 # in the t-SNE plots of Fig. 3a (real) and 3b (imaginary). Ours of that very definition (key tsne_*) has
-# the scale of our t-SNE runs (settings, points, model), the paper's of its own, so the numbers that
-# compare are the ratios imaginary : real (the paper's 22.1 / 11.8 = 1.87); the Euclidean distances of the
-# halves in the embedding space (euclidean_*) are another definition, scaled by the model's norms.
+# the scale of our t-SNE runs (settings, points, model), the paper's of its own; and even the ratio
+# imaginary : real (the paper's 22.1 / 11.8 = 1.87) is one pair's in one t-SNE run of each plane, which
+# another t-SNE seed moves from 0.03 to 5.4 (the CPU demo's model, ten seeds: bench/results/fig3_tsne_stability.json),
+# the pair's two points coinciding in every run: no Δ, on either side a
+# draw of t-SNE, not a property of the model. The Euclidean distances of the halves in the embedding space
+# (euclidean_*) are another definition, scaled by the model's norms: no Δ either.
 _FIG3 = "*/figures/fig3_saturation_geometry.json"
 _FIG3_REAL, _FIG3_IM = "acl2024_quoted/fig3_ukraine_real_distance", "acl2024_quoted/fig3_ukraine_imaginary_distance"
 _FIG3_DEFS = {
@@ -472,9 +537,12 @@ QUOTED: tuple[Quoted, ...] = (
     *(Quoted(f"acl2024_quoted/gis_{kind}_{n}gram_overlap", f"GIS {kind.replace('_', '-')} pairs: mean {n}-gram overlap",
              "*/analysis/gis/stats.json", ("fig8_ngram_overlap", str(n), kind, "mean_count"))
       for kind in ("non_duplicate", "duplicate") for n in (1, 2, 3)),
-    *(Quoted(_FIG3_IM, f"Fig. 3 Ukraine pair: imaginary ÷ real distance, {_FIG3_DEFS[key]}; a ratio, free of scale",
-             _FIG3, ("highlighted_pairs", "ukraine", f"{key}_im"), per=(_FIG3_REAL, ("highlighted_pairs", "ukraine", f"{key}_re")))
-      for key in ("tsne", "euclidean")),
+    *(Quoted(_FIG3_IM, f"Fig. 3 Ukraine pair: imaginary ÷ real distance, {_FIG3_DEFS[key]}; {why}",
+             _FIG3, ("highlighted_pairs", "ukraine", f"{key}_im"), per=(_FIG3_REAL, ("highlighted_pairs", "ukraine", f"{key}_re")),
+             comparable=False)
+      for key, why in (("tsne", "one pair in one t-SNE run, which another t-SNE seed moves from 0.03 to 5.4 on the CPU demo's "
+                                "model: not comparable"),
+                       ("euclidean", "another definition than the paper's: not comparable"))),
     *(Quoted(f"acl2024_quoted/fig3_ukraine_{part}_distance",
              f"Fig. 3 Ukraine pair: {part} distance, {_FIG3_DEFS[key]}; absolute, on {scale}: not comparable",
              _FIG3, ("highlighted_pairs", "ukraine", f"{key}_{half}"), comparable=False)
@@ -537,8 +605,9 @@ def quoted_section(files: list[str | Path] | None, numbers_file: str | Path | No
     return "\n".join([
         "## Numbers the paper quotes in its prose", "",
         "One measurement each (no seeds, no flag); the sources' wording is in aoe/resources/paper_numbers.yaml (`acl2024_quoted`). "
-        f"{NOT_COMPARABLE}: ours is on another scale than the paper's (another model, another t-SNE run), so no Δ; "
-        "the Fig. 3 ratios imaginary ÷ real are the comparable numbers.", "",
+        f"{NOT_COMPARABLE}: not the same quantity as the paper's, so no Δ: another scale (another model, another t-SNE run), "
+        "another definition, or, for Fig. 3's ratio imaginary ÷ real, one pair in one t-SNE run on either side, which "
+        "another t-SNE seed moves by two orders of magnitude (bench/results/fig3_tsne_stability.json).", "",
         "| Quantity | Our file | Ours | Paper | Δ | Paper source |", "|---|---|---|---|---|---|", *lines, "",
     ])
 
@@ -587,7 +656,7 @@ CLAIMS: tuple[Claim, ...] = (
 # the prose numbers no pair of our rows gives (the reasons, with their sources: aoe/resources/paper_numbers.yaml notes)
 NOT_CLAIMED = (
     "the t-test p-values (angle-arxiv-b.txt l.177 p = 3.71%, ACL Table 1's caption p < 5%): the papers do not say what the tests pair, "
-    "our tables' t-tests are paired over matched seeds, else Welch's",
+    "our tables' t-tests are over seeds, paired where the seeds match, else Welch's",
     "AnglE-LLaMA's transfer-task gains of 4.34% and 4.48% over DiffCSE- and SimCSE-RoBERTa (angle-arxiv-a.txt l.230): published models the grid does not train",
     "ACL §5's MTEB comparison models (bge-large-en-v1.5 64.23 ...): not evaluated here; AoE's own 64.64 is table released_mteb's",
 )
@@ -614,14 +683,19 @@ def claims_section(tables: list[dict], numbers_file: str | Path | None = None) -
             continue
         paper = paper_reference(c.ref, numbers_file, ["avg"])[1].get("avg")
         rows = [_claim_row(table, c.backbone, o) for o in (c.objective, c.baseline)]
-        means = [finite_or_none((r or {}).get("mean", {}).get(c.column)) for r in rows]
+        if None in rows:  # a preset's table without the claim's rows (another backbone): nothing to set beside it
+            continue
+        means = [finite_or_none(r.get("mean", {}).get(c.column)) for r in rows]
         digits = table_kind(table["kind"]).digits(c.column)
         if None in means:
             ours, delta = "–", "–"
         else:
             gain = means[0] - means[1]
             ours = f"{_fmt(means[0], digits)} − {_fmt(means[1], digits)} = {gain:+.{digits}f}"
-            delta = "–" if paper is None else f"{gain - paper:+.{digits}f}"
+            # the bound of a difference: both rows' seed spreads, the paper's two rows one draw each
+            values = [(r.get("values") or {}).get(c.column) or {} for r in rows]
+            bound = gain_bound(*values) if all(draws_seed(True, r["objective"]) for r in rows) else None
+            delta = "–" if paper is None else delta_text(gain - paper, bound, digits)
         label = f"{c.label} ({c.note})" if c.note else c.label
         lines.append(f"| {md_cell(label)} | `{c.table}` {md_cell(c.backbone)} | {ours} | {_fmt_paper(paper, digits)} | {delta} | {md_cell(c.source)} |")
     if not lines:
@@ -629,8 +703,9 @@ def claims_section(tables: list[dict], numbers_file: str | Path | None = None) -
     return "\n".join([
         "## Gains the papers claim in their prose", "",
         "Each claim is the difference of two of the paper's rows in one column, printed with '%' but in points; ours is the "
-        "same difference of our two rows' means (each over its runs; no test). Δ = ours − paper. Not compared, no pair of "
-        "our rows gives them: " + "; ".join(NOT_CLAIMED) + ".", "",
+        "same difference of our two rows' means (each over its runs). Δ = ours − paper, with the header's bound for a "
+        "difference: t·√(σa²(1 + 1/ka) + σb²(1 + 1/kb)), each row's seed σ as there, the rows taken as independent. Not "
+        "compared, no pair of our rows gives them: " + "; ".join(NOT_CLAIMED) + ".", "",
         "| Claim | Our table, backbone | Ours | Paper | Δ | Paper source |", "|---|---|---|---|---|---|", *lines, "",
     ])
 
@@ -672,40 +747,42 @@ def build_report(
             flagged_rows.append(f"{t['name']} ({counts['flagged']})")
         if counts["ours"] and not counts["compared"]:
             whys.append((_why_no_delta(t, counts) or ("", ""))[0])
-    # a bare 0 reads as a failure: say why nothing was compared (a preset on another backbone)
-    why_zero = ""
-    if total["ours"] and not total["compared"]:
+    claims = claims_section(tables)
+    lines = ["# Reproduction report: AoE (ACL 2024) and AnglE (arXiv 2309.12871)", ""]
+    ours_text = ("Ours: mean ± sample std over our runs (Runs: how many seeds, or reruns of one seed, AoE Table 4's "
+                 "fixed-seed protocol); –: no result (never 0).")
+    if total["against"] or claims:
+        lines += [f"Every number this run made, and beside each of ours that is a row the paper prints, the paper's. {ours_text} "
+                  f"{FLAG_RULE}.", ""]
+    else:
+        # nothing to set against the paper (a preset on another backbone): say why once, and what the run can be compared
+        # with, instead of a column of "–" per number and a bare "compared with the paper: 0"
         if whys and all(w == "backbone" for w in whys):
             ours = [r["backbone"] for t in tables for r in _ours(t) if _has_result(r)]
-            why_zero = f" (no paper row uses {and_join(list(dict.fromkeys(ours)))}; see each table)"
+            why = f"no row the paper prints uses {and_join(list(dict.fromkeys(ours)))}"
         else:
-            why_zero = " (see each table for why)"
-    lines = [
-        "# Reproduction report: AoE (ACL 2024) and AnglE (arXiv 2309.12871)",
-        "",
-        (
-            "Every number we reproduced next to the paper's. Ours: mean ± sample std over the runs that exist (Runs = count, "
-            f"and whether they are {SPREAD_RERUNS}, the paper's protocol, or {SPREAD_SEEDS}). "
-            f"Δ = ours − paper. Flag, by the {FLAG_TEST}: {FLAG_RULE}. A paper's number is the mean of five runs with "
-            "seed 42 (AoE §4) and its ± their spread; different seeds spread about fourteen times more (AoE Table 4: ±1.42 vs ±0.10), "
-            "and another GPU or library stack draws seed 42 anywhere within that spread, so a number of ours inside the bound "
-            "is what a faithful reproduction can give, and one outside it is a gap no other draw explains. "
-            "–: no result (never 0)."
-        ),
-        "",
+            why = "no row of ours is one the paper prints (each table says why)"
+        can = [what for what, n in (("each trained row against its backbone as downloaded (the gain)", total["gains"]),
+                                    ("the order of its objectives beside the paper's order of the same objectives", total["orderings"]),
+                                    ("t-tests between its rows over seeds", total["tests"])) if n]
+        lines += [f"Every number this run made. None is set against the paper's: {why}, so no Δ."
+                  + (f" What it can be compared with: {and_join(can)}." if can else "") + f" {ours_text}", ""]
+    lines += [
         f"- Config files (later ones override earlier, i.e. the preset): {', '.join(f'`{c}`' for c in configfiles) or 'unknown'}",
         f"- Git commit: `{commit or 'unknown'}`",
-        (
-            f"- Tables: {len(tables)}; numbers of ours: {total['ours']}; compared with the paper: {total['compared']}{why_zero}; "
-            f"flagged {FLAG} ({FLAG_TEST}): {total['flagged']}{' (' + ', '.join(flagged_rows) + ')' if flagged_rows else ''}; "
-            f"not tested ({NOT_TESTED}): {total['not_tested']}; tested with {SPREAD_PAPER}'s seed spread (fewer than 2 seeds of ours): "
-            f"{total['paper_spread']}; "
-            f"paper numbers listed: {total['paper']}."
-        ),
-        "",
     ]
+    if total["compared"]:
+        lines.append(
+            f"- Tables: {len(tables)}; numbers of ours: {total['ours']}; set against the paper: {total['compared']}, of which "
+            f"flagged {FLAG} ({FLAG_TEST}): {total['flagged']}{' (' + ', '.join(flagged_rows) + ')' if flagged_rows else ''}, "
+            f"bounded by {SPREAD_PAPER}'s σ for want of two seeds of ours ([±b]): {total['paper_spread']}, "
+            f"without a bound (a row not trained, or a measurement no seed draws): {total['not_tested']}; "
+            f"paper numbers listed: {total['paper']}."
+        )
+    else:
+        lines.append(f"- Tables: {len(tables)}; numbers of ours: {total['ours']}; the paper's numbers listed for context: {total['paper']}.")
+    lines.append("")
     lines += sections
-    claims = claims_section(tables)
     if claims:
         lines.append(claims)
     quoted = quoted_section([*(analysis_files or []), *(figure_files or [])], config=_names_config(configfiles))

@@ -19,7 +19,7 @@ import pandas as pd
 
 from aoe.config.table_kinds import table_kind
 from aoe.config.workflow import PRETRAINED
-from aoe.results.stats import FLAG_RULE, TTEST_RULE
+from aoe.results.stats import FLAG_RULE, TTEST_RULE, delta_text, flag_of
 from aoe.results.tables import Row, Table, TTest
 from aoe.util.jsonio import json_safe
 from aoe.util.fsutil import atomic_file
@@ -39,7 +39,7 @@ def _num_text(value: float, digits: int) -> str:
 _LATEX_CHARS = {"–": "--", "—": "---", "†": "\\textdagger{}", "‡": "\\textdaggerdbl{}", "⋆": "$\\star$",
                 "♢": "$\\diamondsuit$", "±": "$\\pm$", "Δ": "$\\Delta$", "−": "$-$", "×": "$\\times$", "≥": "$\\geq$",
                 "≤": "$\\leq$", "ρ": "$\\rho$", "§": "\\S{}", "σ": "$\\sigma$", "√": "$\\surd$", "·": "$\\cdot$",
-                "⚠": "(!)", "τ": "$\\tau$", "“": "``", "”": "''", "’": "'"}
+                "⚠": "(!)", "τ": "$\\tau$", "α": "$\\alpha$", "“": "``", "”": "''", "’": "'"}
 
 
 def _escape(text: str) -> str:
@@ -114,12 +114,23 @@ def _paper_text(table: Table, values: dict, stds: dict, col: str, latex: bool) -
     return text + (f"{pm}{_num_text(stds[col], paper_digits(stds[col], d))}" if col in stds else "")
 
 
-def _delta_text(table: Table, row: Row, col: str, latex: bool, delta_of=None) -> str:
-    delta = (delta_of or row.delta)(col)
-    if math.isnan(delta):
-        return "–"
-    text = f"{delta:+.{_digits(table, col)}f}"
-    return f"${text}$" if latex else text
+def _delta_text(table: Table, row: Row, col: str, latex: bool, repro: bool = False) -> str:
+    """Δ with the seed-spread bound beside it (:func:`aoe.results.stats.delta_text`): ``-0.80 (±1.10)``."""
+    delta = row.repro_delta(col) if repro else row.delta(col)
+    bound = _bound(table, row, col, repro)
+    text = delta_text(delta, bound, _digits(table, col))
+    if not latex or text == "–":
+        return text
+    number, _, rest = text.partition(" ")
+    if not rest:
+        return f"${number}$"
+    # the bound (and flag) under the number, smaller, so that a Δ cell is no wider than a mean ± std cell
+    return f"\\begin{{tabular}}[t]{{@{{}}c@{{}}}}${number}$\\\\{{\\scriptsize {_escape(rest)}}}\\end{{tabular}}"
+
+
+def _bound(table: Table, row: Row, col: str, repro: bool = False):
+    seeded = table_kind(table.kind).seeded
+    return row.repro_bound(col, seeded) if repro else row.bound(col, seeded)
 
 
 def _body(table: Table, latex: bool) -> list[tuple[str, list[str], str]]:
@@ -147,7 +158,7 @@ def _body(table: Table, latex: bool) -> list[tuple[str, list[str], str]]:
                 out.append(("paper", [("\\quad " + _escape(row.repro_label)) if latex else f"  {row.repro_label}",
                                       *[_paper_text(table, row.repro, {}, c, latex) for c in cols]], "paper"))
                 out.append(("delta", ["\\quad $\\Delta$ (ours $-$ reproduction)" if latex else "  Δ (ours − reproduction)",
-                                      *[_delta_text(table, row, c, latex, row.repro_delta) for c in cols]], "delta"))
+                                      *[_delta_text(table, row, c, latex, repro=True) for c in cols]], "delta"))
     if table.references:
         out.append(("rule", [], ""))
         heading = None
@@ -187,27 +198,29 @@ def _notes(table: Table, latex: bool) -> list[str]:
     compared = any(r.paper for r in table.rows)
     # Δ is defined only where a Δ line is printed: a table whose rows have no paper row (a preset on
     # another backbone) says why instead
-    delta = "Δ = ours − paper (the line under the paper's); " if compared else ""
     if k.seeded:
         notes.insert(0, "Our rows: mean ± sample std over the seeds that exist (n = seed count); bold: best per backbone; "
-                     + ("'paper' lines: the paper's number (± its std where printed); " if compared else "")
-                     + delta
+                     + ("'paper' lines: the paper's number (± its std where printed), the Δ line under it; " if compared else "")
                      + ("italic rows: the paper's rows that are no row of ours (context only); " if table.references else "")
                      + "–: no result.")
         if compared:
-            # the table prints Δ, REPORT.md its flag: the rule belongs beside the number it judges
-            notes.insert(1, f"REPORT.md's flag on a Δ: {FLAG_RULE}.")
+            # the rule beside the numbers it bounds (aoe.results.stats: the one sentence every output quotes)
+            notes.insert(1, f"{FLAG_RULE}.")
         if table.rows and not compared and table.references:
             notes.insert(1, no_delta_reason([r.backbone for r in table.rows], [r.paper_backbone for r in table.references]))
     elif compared:
-        notes.insert(0, delta.rstrip("; ") + ".")
+        notes.insert(0, "Δ = ours − paper (the line under the paper's); no seed drawn, so no bound.")
     notes.extend(k.notes)
     if any(r.repro for r in table.rows):
         notes.append("'independent reproduction' lines: the reproduction report's number (its own code and recipe, "
                      "aoe/resources/paper_numbers.yaml reproduction_report) and Δ = ours − reproduction.")
     if not any(r.paper for r in table.rows) and not table.references and k.seeded:
         notes.append("No paper numbers for this table (none configured; paper_numbers.yaml lists what was not found in a readable source): no reference rows, no Δ.")
-    if table.ttests:
+    if table.ttests and all(t.p is None for t in table.ttests):
+        # no pair of rows could be tested (the CPU demo: a trained row against the backbone as downloaded): why, once
+        reasons = dict.fromkeys(t.text().removeprefix("no test: ") for t in table.ttests)
+        notes.append(f"No t-test between this table's rows: {'; '.join(reasons)}.")
+    elif table.ttests:
         by_pair: dict[tuple[str, str, str], list[TTest]] = {}
         for t in table.ttests:
             by_pair.setdefault((t.backbone, t.treatment, t.baseline), []).append(t)
@@ -341,15 +354,21 @@ def to_frame(table: Table) -> pd.DataFrame:
             rec[f"{k}_paper"] = row.paper.get(k, math.nan)
             rec[f"{k}_paper_std"] = row.paper_std.get(k, math.nan)
             rec[f"{k}_delta"] = math.nan if row.reference else row.delta(k)
+            bound = None if row.reference or k not in row.paper else _bound(table, row, k)
+            # the seed-spread bound beside Δ and what it came from (aoe.results.stats.FLAG_RULE)
+            rec[f"{k}_bound"] = math.nan if bound is None else bound.half
+            rec[f"{k}_bound_from"] = "" if bound is None else bound.source
             rec[f"{k}_reproduction"] = row.repro.get(k, math.nan)
             rec[f"{k}_reproduction_delta"] = math.nan if row.reference else row.repro_delta(k)
+            bound = None if row.reference or k not in row.repro else _bound(table, row, k, repro=True)
+            rec[f"{k}_reproduction_bound"] = math.nan if bound is None else bound.half
         records.append(rec)
     frame = pd.DataFrame(records)
     # no empty Δ columns: a table without a paper (reproduction) row under ours has nothing to subtract
     keys = [c.key for c in table.columns]
-    drop = [f"{k}_delta" for k in keys] if not any(r.paper for r in table.rows) else []
+    drop = [f"{k}_{suffix}" for k in keys for suffix in ("delta", "bound", "bound_from")] if not any(r.paper for r in table.rows) else []
     if not any(r.repro for r in table.rows):
-        drop += [f"{k}_{suffix}" for k in keys for suffix in ("reproduction", "reproduction_delta")]
+        drop += [f"{k}_{suffix}" for k in keys for suffix in ("reproduction", "reproduction_delta", "reproduction_bound")]
     return frame.drop(columns=[c for c in drop if c in frame.columns])
 
 
@@ -379,10 +398,13 @@ def to_json(table: Table) -> dict:
                 "paper": row.paper,
                 "paper_std": row.paper_std,
                 "delta": {c.key: row.delta(c.key) for c in table.columns} if not row.reference else {},
+                # beside each Δ: the seed-spread bound, the σ it came from, and its flag (aoe.results.stats.FLAG_RULE)
+                **_bounds_json(table, row, row.paper, False, ""),
                 "reproduction_ref": row.repro_ref,
                 "reproduction_label": row.repro_label,
                 "reproduction": row.repro,
                 "reproduction_delta": {c.key: row.repro_delta(c.key) for c in table.columns if c.key in row.repro},
+                **_bounds_json(table, row, row.repro, True, "reproduction_"),
             }
         )
     return json_safe(
@@ -399,6 +421,23 @@ def to_json(table: Table) -> dict:
             "study": table.study,
         }
     )
+
+
+def _bounds_json(table: Table, row: Row, against: dict, repro: bool, prefix: str) -> dict:
+    """``{prefix}bound`` / ``bound_from`` / ``sigma`` / ``flag`` per column with a Δ (none on a reference row)."""
+    out: dict[str, dict] = {f"{prefix}{key}": {} for key in ("bound", "bound_from", "sigma", "flag")}
+    if row.reference:
+        return out
+    for c in table.columns:
+        if c.key not in against:
+            continue
+        bound = _bound(table, row, c.key, repro)
+        delta = row.repro_delta(c.key) if repro else row.delta(c.key)
+        out[f"{prefix}bound"][c.key] = None if bound is None else bound.half
+        out[f"{prefix}bound_from"][c.key] = None if bound is None else bound.source
+        out[f"{prefix}sigma"][c.key] = None if bound is None else bound.sigma
+        out[f"{prefix}flag"][c.key] = flag_of(delta, bound)
+    return out
 
 
 def write_table(table: Table, tex: str | Path, csv_path: str | Path, md: str | Path, json_path: str | Path | None = None) -> None:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from aoe.results.stats import PAPER_SEED_STD, SPREAD_PAPER, seed_spread
+from aoe.results.stats import ALPHA, PAIRED, POWER, WELCH, Comparison, compare_runs
 from aoe.util.jsonio import finite_or_none
 
 __all__ = ["BEST", "INCONCLUSIVE", "INCREASING", "NOT_SUPPORTED", "NO_RESULT", "STUDY_RULE", "STUDY_TESTS", "SUPPORTED",
@@ -28,32 +28,33 @@ NO_RESULT = "no result yet"
 BEST = "best"
 INCREASING = "increasing"
 STUDY_TESTS = (BEST, INCREASING)
-# Why the seed spread and not a t-test: the grid's rows are five reruns of seed 42, whose ± is GPU noise
-# (AoE Table 4: ±0.10) and would call any 0.2-point gap real, while another seed moves a row by ±1.42
-# (l.225); and two seeds (the CPU preset) give a t-test no power. A gap counts where it exceeds what
-# another seed gives either row, the σ of the report's flag (aoe.results.stats.seed_spread).
+# Why a test and not a σ threshold: a gap larger than one seed σ happens by chance about a quarter of the time
+# between two draws of one recipe (z = 1/√2 per row), and the CPU preset's "not supported" for pooling rested on
+# a Welch p ≈ 0.15. The test is the tables' (aoe.results.stats.compare_runs): over seeds, paired by seed where the
+# rows share their seeds (every study row of the grid and of presets/studies-cpu.yaml does), since a seed fixes the
+# data order and initialisation both trainings share (Dodge et al. 2020, arXiv:2002.06305, find those two the main
+# sources of a fine-tuning's seed variance), and a paired test is valid whatever the correlation that makes, where
+# Welch's assumes the rows independent. "supported" needs every comparison of the claim at p < ALPHA (an
+# intersection-union test: its level is ALPHA as it stands); "not supported" one comparison against the claim at
+# p < ALPHA/c, Bonferroni over the claim's c comparisons, so neither verdict is a false alarm more than 5% of the time.
 STUDY_RULE = (
-    "a gap between two rows counts where it exceeds the larger of their seed σ (the std of each row's per-seed means where it "
-    f"has 2 seeds or more, else AoE Table 4's ±{PAPER_SEED_STD} over different seeds); supported: every comparison the claim "
-    "makes goes its way by more than that; not supported: one goes the other way by more than that; else inconclusive "
-    "(within the seed spread)"
+    f"each comparison the claim makes is a two-sided t-test between two of our rows over different seeds ({PAIRED} by seed "
+    f"where they share seeds, else {WELCH}'s; reruns of one seed are never samples); supported: every comparison goes the "
+    f"claim's way at p < {ALPHA:g}; not supported: one goes against it at p < {ALPHA:g}/c (Bonferroni over the claim's c "
+    f"comparisons); else inconclusive, with the smallest gap each comparison's seeds could detect (α = {ALPHA:g} two-sided, "
+    f"power {POWER:g}, from their observed spread)"
 )
 
 
 @dataclass(frozen=True)
 class StudyRow:
     label: str
-    values: dict  # run name ("42", "42-rerun1", ...) -> value
+    values: dict  # run name ("42", "43", "42-rerun1", ...) -> value
 
     @property
     def mean(self) -> float | None:
         v = [x for x in self.values.values() if finite_or_none(x) is not None]
         return float(np.mean(v)) if v else None
-
-    @property
-    def sigma(self) -> tuple[float, str]:
-        sigma, _, _, source = seed_spread(self.values)
-        return sigma, source
 
 
 @dataclass(frozen=True)
@@ -69,14 +70,20 @@ def _fmt(x: float, digits: int) -> str:
     return f"{x:.{digits}f}"
 
 
-def _compare(a: StudyRow, b: StudyRow, digits: int) -> tuple[int, str]:
-    """+1 where a beats b beyond the seed spread, -1 where b beats a so, 0 within it; and the sentence."""
+def _compare(a: StudyRow, b: StudyRow, digits: int, c: int) -> tuple[int, Comparison, str]:
+    """+1 where a beats b at p < ALPHA, -1 where b beats a at p < ALPHA / c, 0 otherwise; the test and its sentence."""
+    test = compare_runs(a.values, b.values, a.label, b.label)
     gap = a.mean - b.mean
-    (sa, src_a), (sb, src_b) = a.sigma, b.sigma
-    spread = max(sa, sb)
-    src = SPREAD_PAPER if SPREAD_PAPER in (src_a, src_b) and spread == PAPER_SEED_STD else "ours"
-    sign = 1 if gap > spread else -1 if -gap > spread else 0
-    return sign, f"{a.label} − {b.label} = {gap:+.{digits}f} (σ {_fmt(spread, digits)}, {src})"
+    sign = 0
+    if test.p is not None and test.diff is not None:
+        if test.diff > 0 and test.p < ALPHA:
+            sign = 1
+        elif test.diff < 0 and test.p < ALPHA / c:
+            sign = -1
+    parts = [test.text()]
+    if sign == 0 and test.detectable is not None:
+        parts.append(f"detectable: {_fmt(test.detectable, digits)}")
+    return sign, test, f"{a.label} − {b.label} = {gap:+.{digits}f} ({'; '.join(parts)})"
 
 
 def judge_study(rows: list[StudyRow], study: dict, digits: int = 2) -> StudyVerdict:
@@ -95,20 +102,31 @@ def judge_study(rows: list[StudyRow], study: dict, digits: int = 2) -> StudyVerd
                                            f"({', '.join(r.label for r in rows)}).")
         if best[0].mean is None or len(have) < 2:
             return StudyVerdict(NO_RESULT, f"{claim}. Ours: {NO_RESULT} ({len(have)} of {len(rows)} rows have one).")
-        pairs = [_compare(best[0], r, digits) for r in have if r is not best[0]]
+        pairs = [(best[0], r) for r in have if r is not best[0]]
         what = f"{study['best']} above every other row"
     else:
         if len(have) < len(rows) or len(rows) < 2:
             return StudyVerdict(NO_RESULT, f"{claim}. Ours: {NO_RESULT} ({len(have)} of {len(rows)} rows have one).")
-        pairs = [_compare(b, a, digits) for a, b in zip(rows, rows[1:])]
+        pairs = [(b, a) for a, b in zip(rows, rows[1:])]
         what = "each row above the one before"
-    signs = [s for s, _ in pairs]
+    judged = [_compare(a, b, digits, len(pairs)) for a, b in pairs]
+    signs = [s for s, _, _ in judged]
     if all(s > 0 for s in signs):
-        status = SUPPORTED
+        status, shown = SUPPORTED, [t for _, _, t in judged]
     elif any(s < 0 for s in signs):
-        status = NOT_SUPPORTED
+        status, shown = NOT_SUPPORTED, [t for s, _, t in judged if s < 0]
     else:
-        status = INCONCLUSIVE + " (within the seed spread)"
-    against = [t for s, t in pairs if s < 0]
-    shown = against if status == NOT_SUPPORTED else [t for _, t in pairs]
-    return StudyVerdict(status.split(" (")[0], f"{claim}. Ours ({what}?): {status}: {'; '.join(shown)}. Means: {means}.")
+        status, shown = INCONCLUSIVE, [t for _, _, t in judged]
+    head = status
+    if status == INCONCLUSIVE:
+        untested = sum(t.p is None for _, t, _ in judged)
+        gaps = [t.detectable for s, t, _ in judged if s == 0 and t.detectable is not None]
+        why = []
+        if gaps:
+            why.append(f"these seeds detect a gap of {_fmt(min(gaps), digits)}"
+                       + (f" to {_fmt(max(gaps), digits)}" if max(gaps) > min(gaps) + 10**-digits else "")
+                       + f" at α = {ALPHA:g}, power {POWER:g}")
+        if untested:
+            why.append(f"{untested} of {len(judged)} comparisons have no test")
+        head += f" ({'; '.join(why)})" if why else ""
+    return StudyVerdict(status, f"{claim}. Ours ({what}?): {head}: {'; '.join(shown)}. Means: {means}.")

@@ -11,9 +11,10 @@ mapping entries whose row is not in the table, e.g. a preset on another backbone
 reference rows at the bottom. Two paper rows of one table printed with one name get the
 group the paper prints them under (paper_numbers.yaml ``group_labels``). The notes define
 Δ only where a Δ line is printed; a table with no row of the paper's says why. A t-test
-compares the treatment row (AoE / AnglE) with every other row of its backbone per column,
-paired over matched seeds or Welch's over unmatched runs, none where a row has one run
-(:data:`aoe.results.stats.TTEST_RULE`); the p-values go in a note under the table. A result that does not exist is printed as "–" and logged, never 0.
+compares the treatment row (AoE / AnglE) with every other row of its backbone per column, over
+seeds (paired where they match, else Welch's), none over reruns of one seed or a row not trained
+(:data:`aoe.results.stats.TTEST_RULE`); the p-values go in a note under the table. Beside every Δ,
+the gap a different seed alone makes (:meth:`Row.bound`, :data:`aoe.results.stats.FLAG_RULE`). A result that does not exist is printed as "–" and logged, never 0.
 
 This module holds the model (:class:`Row`, :class:`TTest`, :class:`Table`), the paper's numbers
 and how a table is built from the long results; :func:`render_table` loads and builds. Loading the
@@ -41,11 +42,11 @@ import yaml
 
 from aoe.config.hparams import schema_default
 from aoe.config.table_kinds import Column, table_kind
-from aoe.config.workflow import NO_TRAINSET, OBJECTIVE_LABELS, PRETRAINED, parse_run, row_label, run_name
+from aoe.config.workflow import NO_TRAINSET, OBJECTIVE_LABELS, PRETRAINED, RELEASED, parse_run, row_label, run_name
 from aoe.data.io import sha256_file
 from aoe.evaluate.sts import TASKS
 from aoe.results.load import load_results
-from aoe.results.stats import WELCH, compare_runs
+from aoe.results.stats import Bound, compare_runs, delta_bound, p_text, paper_seeds_of
 from aoe.results.studies import STUDY_RULE, StudyRow, StudyVerdict, judge_study
 
 __all__ = [
@@ -55,6 +56,7 @@ __all__ = [
     "Table",
     "build_gis_table",
     "build_table",
+    "draws_seed",
     "kind_columns",
     "load_paper_numbers",
     "paper_reference",
@@ -208,6 +210,21 @@ class Row:
     def repro_delta(self, col: str) -> float:
         return self.mean(col) - self.repro[col] if col in self.repro and self.values.get(col) else math.nan
 
+    def bound(self, col: str, seeded: bool = True) -> Bound | None:
+        """The seed-spread bound beside this row's Δ in ``col`` (:func:`aoe.results.stats.delta_bound`); None for a row
+        that draws no seed (:func:`draws_seed`) or without runs. ``seeded``: the table kind's (GIS split sizes are not)."""
+        return delta_bound(self.values.get(col, {}), draws_seed(seeded, self.objective), paper_seeds_of(self.paper_ref))
+
+    def repro_bound(self, col: str, seeded: bool = True) -> Bound | None:
+        """The same bound beside Δ = ours − reproduction: the report's number is one run of its recipe (m = 1)."""
+        return delta_bound(self.values.get(col, {}), draws_seed(seeded, self.objective), 1)
+
+
+def draws_seed(seeded: bool, objective: str) -> bool:
+    """Whether a row's numbers are draws of a seed: a trained row of a seeded table kind; a model as downloaded or a
+    published checkpoint scores the same on any stack, and split sizes are no draw at all."""
+    return seeded and objective not in (PRETRAINED, RELEASED)
+
 
 @dataclass
 class TTest:
@@ -223,11 +240,7 @@ class TTest:
     n_baseline: int = 0  # the baseline's runs (paired: the matched seeds again)
 
     def text(self) -> str:
-        if self.p is None:
-            return self.note
-        if self.test == WELCH:
-            return f"p = {_fmt_p(self.p)} ({WELCH}, n = {self.n} vs {self.n_baseline})"
-        return f"p = {_fmt_p(self.p)} ({self.test}, n = {self.n})"
+        return p_text(self.test, self.p, self.n, self.n_baseline, self.note)
 
 
 @dataclass
@@ -569,13 +582,9 @@ def ttests(table: Table, spec: dict) -> list[TTest]:
                 a, b = treat.values.get(col, {}), base.values.get(col, {})
                 if not a or not b:  # a missing row is in the table's Missing note already
                     continue
-                test, p, t, n_a, n_b, note = compare_runs(a, b, treat.label, base.label)
-                out.append(TTest(backbone, treat.label, base.label, col, n_a, p, t, note, test, n_b))
+                c = compare_runs(a, b, treat.label, base.label, trained_b=base.objective not in (PRETRAINED, RELEASED))
+                out.append(TTest(backbone, treat.label, base.label, col, c.n_a, c.p, c.statistic, c.note, c.test, c.n_b))
     return out
-
-
-def _fmt_p(p: float) -> str:
-    return f"{p:.2g}" if p < 0.001 else f"{p:.3f}"
 
 
 # ---------------------------------------------------------------------------
