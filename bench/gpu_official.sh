@@ -17,6 +17,7 @@
 #   DEVICE=cpu PYTHON=.venv/bin/python OFFICIAL_PYTHON=$(ls -d bench/out/angle-venvs/angle-emb-0.6.1-*/bin/python) \
 #     RUNS=minilm:bench,bert-base-tiny:nli-aoe,bert-base-tiny:stsb-aoe,bert-base-tiny:stsb-angle_arxiv \
 #     STEPS=3 REPEATS=1 THREADS=2 BATCH_CAP=64 bash bench/gpu_official.sh - .gpu
+# LENGTH_BUCKETS=N times the engine at N buckets whatever the setting's (1: one pass); TAG names the outputs.
 # Writes train_vs_official_<device>.json and the printed table with each phase's seconds
 # (train_vs_official_<device>.txt) into $OUT.
 set -uo pipefail
@@ -33,8 +34,11 @@ steps=${STEPS:-40,nli-aoe=3}
 repeats=${REPEATS:-3}
 threads=${THREADS:-8}
 batch_cap=${BATCH_CAP:-0}
+# the engine's forward passes per micro-batch (TrainConfig.length_buckets); empty: each setting's own
+buckets=${LENGTH_BUCKETS:-}
 mkdir -p "$out"
-log="$out/train_vs_official_$device.txt"
+tag=${TAG:-$device}
+log="$out/train_vs_official_$tag.txt"
 : >"$log"
 phase() { echo "phase $1: $((SECONDS - start)) s" | tee -a "$log"; start=$SECONDS; }
 start=$SECONDS
@@ -54,8 +58,8 @@ export PYTHONUNBUFFERED=1
 [[ $device == cuda ]] && { nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee -a "$log"; }
 phase standin-minilm
 "$python" bench/train_vs_official.py --device "$device" --tables "$bundle/tables" "${official[@]}" --eval none \
-    --runs "$runs" --steps "$steps" --repeats "$repeats" --threads "$threads" --batch-cap "$batch_cap" \
-    --out "$out/train_vs_official_$device.json" 2>&1 | grep -v -e 'Saving the dataset' -e 'Writing model shards' | tee -a "$log"
+    --runs "$runs" --steps "$steps" --repeats "$repeats" --threads "$threads" --batch-cap "$batch_cap" ${buckets:+--length-buckets "$buckets"} \
+    --out "$out/train_vs_official_$tag.json" 2>&1 | grep -v -e 'Saving the dataset' -e 'Writing model shards' | tee -a "$log"
 rc=${PIPESTATUS[0]}
 phase train_vs_official
 exit "$rc"

@@ -196,3 +196,13 @@ def test_bucketed_training_follows_the_one_pass_losses(tiny_bert, tmp_path, monk
     torch.testing.assert_close(torch.tensor(losses[4]), torch.tensor(losses[1]), rtol=1e-5, atol=1e-6)
     for name in weights[1]:
         torch.testing.assert_close(weights[4][name], weights[1][name], rtol=1e-3, atol=1e-4, msg=name)
+
+
+def test_a_gpu_micro_batch_is_bucketed_only_where_each_bucket_keeps_64_texts():
+    from aoe.model.encoder import GPU_MIN_BUCKET_ROWS, effective_buckets
+
+    # the CPU keeps the config's buckets at any size; a GPU gives each bucket 64 texts or runs one pass
+    assert [effective_buckets(4, rows, "cpu") for rows in (8, 64, 256)] == [4, 4, 4]
+    assert GPU_MIN_BUCKET_ROWS == 64
+    assert [effective_buckets(4, rows, "cuda") for rows in (8, 64, 127, 128, 200, 256, 320)] == [1, 1, 1, 2, 3, 4, 4]
+    assert effective_buckets(1, 1024, "cuda") == 1

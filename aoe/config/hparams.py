@@ -82,7 +82,8 @@ class TrainSettings:
     score_range: tuple[float, float] = field(default=(0.0, 1.0), metadata=source("binary labels; graded sets give their scale"))
     length_grouped: bool = field(default=False, metadata=source("our choice: batches in random order, as the official trainer"))
     length_buckets: int = field(
-        default=4, metadata=source("our choice, speed only: texts of a batch embedded in 4 length buckets, the loss sees the whole batch")
+        default=4, metadata=source("our choice, speed only: texts of a batch embedded in 4 length buckets, the loss sees the whole batch; "
+                                  "on a GPU at most one bucket per 64 texts (aoe.model.encoder.GPU_MIN_BUCKET_ROWS)")
     )
     deterministic: bool = field(
         default=False,
