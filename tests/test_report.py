@@ -344,7 +344,7 @@ def test_report_lists_every_paper_number_of_the_configured_tables(tmp_path):
     # the report's numbers beside the cell that trains its recipe (issue 61); ACL's AoE beside the arXiv in-domain cell
     assert "| bert-base-uncased AoE (the reproduction report's recipe) | GIS | – | 70.94 | – |" in sections["table2_indomain"]
     assert "| bert-base-uncased AoE (arXiv in-domain recipe, from BERT) | STS-B | – | – | 86.28 ± 0.19 | – | – |" in _unlink(sections["table2_indomain"])
-    assert "| bert-base-uncased AoE | SST2 | – | 76.00 | – |" in sections["table3_transfer"]
+    assert "| bert-base-uncased AoE (2024 recipe, CLS) | SST2 | – | 76.00 | – |" in sections["table3_transfer"]
     # counts: no decimals; one measurement that no seed draws, so no bound
     assert "| train | total | 2 | 1 measurement | 18565 | -18563 | one measurement: no draw |" in sections["table_gis_stats"]
 
