@@ -707,6 +707,9 @@ def test_a_model_trained_with_other_settings_is_named_at_planning(tmp_path):
     assert settings_changed(config, [cell], tmp_path) == []
     record(log_every=99)  # how a run logs: not a training setting
     assert settings_changed(config, [cell], tmp_path) == []
+    # how the model is scored neither: the train job records the code's eval_gold where the cell resolves int
+    record(eval_gold="int" if params.get("eval_gold") == "float" else "float", eval_pooling="cls_avg_padded")
+    assert settings_changed(config, [cell], tmp_path) == []
     record(max_steps=6)
     assert settings_changed(config, [cell], tmp_path) == [(cell, f"max_steps: 6 -> {params['max_steps']}")]
     assert settings_changed(config, [Cell("minilm-l6", "aoe", "stsb", 2)], tmp_path) == []  # not trained yet

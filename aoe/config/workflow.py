@@ -696,7 +696,7 @@ def settings_changed(config: dict, cells: list[Cell], root: str | Path = ".") ->
     """
     import json
 
-    from aoe.config.hparams import RUN_ONLY, resolve_cell
+    from aoe.config.hparams import EVAL_ONLY, RUN_ONLY, resolve_cell
 
     out = []
     for cell in cells:
@@ -711,7 +711,8 @@ def settings_changed(config: dict, cells: list[Cell], root: str | Path = ".") ->
         loss = {s.key: s.value for s in recipe.settings if s.key.startswith("loss.")}
         was = {**saved.get("train", {}), **{k: saved.get("objective", {}).get(k.removeprefix("loss.")) for k in loss}}
         now = json.loads(json.dumps({**recipe.params, **loss}))
-        diff = [k for k in now if k not in RUN_ONLY and k in was and was[k] != now[k]]
+        # how a run logs, and how its model is scored (the train job records the code's default there): no retraining
+        diff = [k for k in now if k not in RUN_ONLY + EVAL_ONLY and k in was and was[k] != now[k]]
         if diff:
             out.append((cell, f"{diff[0]}: {was[diff[0]]!r} -> {now[diff[0]]!r}"))
     return out
