@@ -1,22 +1,11 @@
 # Snakemake's report draws a rule once per depth of the job graph it runs at (evaluate_sts before and after
-# training): aoe.publish.rulegraph.rule_graph_spec draws each rule once, as --rulegraph does. Snakemake 9's HTML
-# reporter calls its module's rulegraph_spec(dag); another version without it keeps its own graph. Only under
-# --report: the reporter's import costs a plan 0.8 s.
+# training): aoe.publish.rulegraph draws each rule once, as --rulegraph does (only under --report)
 from aoe.plan.targets import requested_report
 
-
-def _rule_graph_once(dag):
-    from aoe.publish.rulegraph import rule_graph_spec
-
-    return rule_graph_spec(dag) or _snakemake_rule_graph(dag)
-
-
 if requested_report(sys.argv):
-    import snakemake.report.html_reporter as _html_reporter
+    from aoe.publish.rulegraph import draw_each_rule_once
 
-    _snakemake_rule_graph = getattr(_html_reporter, "rulegraph_spec", None)
-    if _snakemake_rule_graph is not None:
-        _html_reporter.rulegraph_spec = _rule_graph_once
+    draw_each_rule_once()
 
 
 # results/REPORT.md: every reproduced number next to the paper's (aoe.publish.report). Reads the tables'

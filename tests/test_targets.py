@@ -125,8 +125,8 @@ def test_requested_targets_reads_the_command_line():
         (["table3", "--configfile", "presets/cpu-demo.yaml"],
          # issue 62: what table3 needs, at once (it was "add it to that list", then a check naming one missing run)
          "target table3: table table3_transfer is not built by this configuration (build.tables in presets/cpu-demo.yaml does not name it); "
-         "it reads 7 trained model(s) no run of this configuration makes (bert-base-uncased sbert on nli, bert-base-uncased sbert_paper on nli, "
-         "bert-base-uncased simcse_sup on nli, bert-base-uncased simcse_paper on nli and 3 more): the paper grid trains them (run it without "
+         "it reads 8 trained model(s) no run of this configuration makes (bert-base-uncased sbert on nli, bert-base-uncased sbert_paper on nli, "
+         "bert-base-uncased simcse_sup on nli, bert-base-uncased simcse_paper on nli and 4 more): the paper grid trains them (run it without "
          "--configfile: GPU-sized, docs/cluster.md)"),
         # issue 38 item 2: a path of the paper grid's tree asked of a preset, which has its own
         (["results/tables/table1_sts.tex", "--configfile", "presets/cpu-demo.yaml"],
