@@ -347,8 +347,9 @@ def table_rows(config: dict, table: str) -> list[TableRow]:
     A row's train sets default to the table's (``trainsets``: one column each, in-domain tables; else
     ``trainset``). Its seeds default to every seed the runs train it with, and its reruns to those all
     of them have, so each seed weighs the same in the row's mean: the grid's five seeds once each, though
-    seed 42 of AoE-BERT on NLI is trained five times for AoE Table 4's fixed-seed row (which names its seed
-    and reruns, and whose run entry is marked ``named_rows_only``, so no other row takes those trainings); a
+    seed 42 of the arXiv-era AnglE-BERT NLI cell (angle_arxiv) is trained five times for AoE Table 4's
+    fixed-seed row (which names its seed and reruns, and whose run entry is marked ``named_rows_only``, so
+    no other row takes those trainings); a
     configuration of one seed trained several times (presets/seed42-reruns.yaml, the papers' protocol), all of its
     trainings. Seeds given without reruns: each seed's first training.
     """
