@@ -193,7 +193,11 @@ def test_select_max_length_cuts_the_selection_texts_there_not_at_the_training_le
     encoder = Encoder(out, device="cpu")
     at = {n: 100 * spearmanr(cosine_rows(*pair_embeddings(encoder.encode(texts, batch_size=8, max_length=n), texts, dev)),
                              dev["score"]).statistic for n in (4, 16)}
-    assert score == pytest.approx(at[4], abs=1e-6) and abs(at[4] - at[16]) > 1e-3
+    gap = abs(at[4] - at[16])
+    # on a GPU the selection embeds there and this check on the CPU: near-tied cosines of 30 pairs may swap ranks,
+    # 0.04 a swap (0.08 on the H200, bench/results/gpu/pytest-fast-lane-cuda-h200-f869dda.txt), against a gap of points
+    tol = 0.1 * gap if torch.cuda.is_available() else 1e-6
+    assert gap > 1e-3 and score == pytest.approx(at[4], abs=tol)
 
 
 def test_select_every_scores_every_n_steps_and_never_at_the_end(data, tmp_path, monkeypatch):
