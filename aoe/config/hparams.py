@@ -431,18 +431,18 @@ def _key_comments(path: str, mtime: float) -> dict[tuple[str, ...], str]:
             for i, item in enumerate(node.value):
                 walk(item, (*prefix, str(i)), parent_line, parent_comment)
 
-    walk(yaml.compose(text, Loader=_LOADER), (), -1, "")
+    walk(yaml.compose(text, Loader=YAML_LOADER), (), -1, "")
     return out
 
 
 # libyaml's parser where PyYAML was built with it (the same documents, ~10x faster: planning reads
 # config.yaml, a preset and the schema several times)
-_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 @lru_cache(maxsize=32)
 def _read_yaml(path: str, mtime: float) -> Any:
-    return yaml.load(Path(path).read_text(), Loader=_LOADER)
+    return yaml.load(Path(path).read_text(), Loader=YAML_LOADER)
 
 
 def read_yaml(path: str | Path) -> Any:

@@ -36,7 +36,7 @@ from typing import Any, Iterable
 
 import yaml
 
-from aoe.config.hparams import EVERY_OBJECTIVE, NOT_SET, lookup, objective_base, read_yaml, schema_default
+from aoe.config.hparams import EVERY_OBJECTIVE, NOT_SET, YAML_LOADER, lookup, objective_base, read_yaml, schema_default
 from aoe.config.table_kinds import table_kind
 from aoe.model.pooling_names import OFFICIAL_POOLING_NAMES, POOLER_POOLINGS
 from aoe.config.workflow import (
@@ -983,6 +983,7 @@ def load_config(repo: str | Path, configfiles: Iterable[str | Path] = ()) -> dic
     for path in files:
         if not path.is_file():
             raise ConfigError(f"{path}: no such config file")
-        update_config(config, yaml.safe_load(path.read_text()) or {})
+        # parsed afresh, not read_yaml's shared copy: update_config merges the file's own dicts into config
+        update_config(config, yaml.load(path.read_text(), Loader=YAML_LOADER) or {})
     complete_config(config, repo / "schemas" / "config.schema.yaml", files)
     return config

@@ -17,8 +17,6 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from aoe.config.hparams import NOT_SET, code_source, key_comments, lookup, read_yaml, recipe_anchor, resolve_cell
 from aoe.config.workflow import in_batch_pool_size, run_cells, start_cell, train_params
 
@@ -40,7 +38,7 @@ NOT_COMPARED = frozenset({"gradient_accumulation_steps"})
 
 @lru_cache(maxsize=1)
 def official_recipes() -> dict:
-    return yaml.safe_load(OFFICIAL_RECIPES.read_text())
+    return read_yaml(OFFICIAL_RECIPES)
 
 
 def _official_recipe(trainset: str, objective: str, finetune: str) -> tuple[str | None, dict]:
