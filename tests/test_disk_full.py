@@ -150,7 +150,7 @@ def _job_on_a_full_disk(small_tmpfs, body: str):
     (small_tmpfs / "filler").write_bytes(b"\0" * (256 * 1024 - 4096))
     log = small_tmpfs / "logs" / "table.log"
     code = textwrap.dedent(f"""
-        from aoe.config.workflow import start_log
+        from aoe.util.joblog import start_log
         start_log({str(log)!r})
         print("x" * 8192)  # the job's progress lines fill the disk's last page
     """) + textwrap.dedent(body)
@@ -159,7 +159,7 @@ def _job_on_a_full_disk(small_tmpfs, body: str):
 
 
 def test_a_jobs_error_that_its_full_log_cannot_take_reaches_snakemakes_stderr(small_tmpfs):
-    # the sweep's D5: on a full results disk the job's log (aoe.config.workflow.start_log) could not take the
+    # the sweep's D5: on a full results disk the job's log (aoe.util.joblog.start_log) could not take the
     # traceback either; the job ended with exit status 120, an empty log, and no reason anywhere
     log, p = _job_on_a_full_disk(small_tmpfs, 'raise SystemError("the table could not be written")\n')
     assert p.returncode == 1

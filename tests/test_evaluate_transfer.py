@@ -104,7 +104,7 @@ def test_progress_lines_come_at_a_steady_rate_not_per_fit(synthetic, one_thread,
 
 @pytest.mark.slow
 def test_transfer_log_shows_per_task_progress(tmp_path):
-    """The rule's log (stdout and stderr sent to it by aoe.config.workflow.start_log, as in
+    """The rule's log (stdout and stderr sent to it by aoe.util.joblog.start_log, as in
     workflow_scripts/evaluate_transfer.py): per-task progress lines with an ETA, one whole line each."""
     import os
     import subprocess
@@ -112,7 +112,7 @@ def test_transfer_log_shows_per_task_progress(tmp_path):
 
     log = tmp_path / "logs" / "transfer.log"
     script = (
-        "from aoe.config.workflow import start_log\n"
+        "from aoe.util.joblog import start_log\n"
         f"start_log({str(log)!r})\n"
         "from aoe.data.transfer import read_transfer\n"
         "from aoe.evaluate.transfer import evaluate_transfer\n"

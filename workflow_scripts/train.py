@@ -9,7 +9,8 @@ from dataclasses import asdict
 from pathlib import Path
 
 sys.path.insert(0, str(Path(snakemake.scriptdir).parent))
-from aoe.config.workflow import Cell, selection_split, start_log
+from aoe.config.workflow import Cell, selection_split
+from aoe.util.joblog import start_log
 
 start_log(snakemake.log[0])
 

@@ -10,10 +10,12 @@ from __future__ import annotations
 import hashlib
 import os
 from pathlib import Path
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from aoe.util.fsutil import atomic_file
+
+if TYPE_CHECKING:  # a download job imports this module and needs no pandas
+    import pandas as pd
 
 _HASH_CHUNK_BYTES = 1 << 20
 

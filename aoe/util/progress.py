@@ -6,7 +6,7 @@ Flickr30k retrieval, LLM generation, the GIS collector) reports through
 (:meth:`tqdm.tqdm.format_meter`, the library of the training bar):
 
 * on a terminal, one line redrawn in place (``\\r``) at most every half second, as tqdm does;
-* into a file (a rule's log: :func:`aoe.config.workflow.start_log` points stderr at it), one
+* into a file (a rule's log: :func:`aoe.util.joblog.start_log` points stderr at it), one
   whole line at the start, then at most one every ``interval`` seconds while the loop
   advances, and one at the end, e.g.::
 
