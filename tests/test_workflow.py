@@ -805,6 +805,20 @@ def test_planning_the_paper_grid_imports_no_heavy_library():
     assert job_counts(out.stdout)["train_model"] > 200
 
 
+def test_a_download_job_imports_no_data_library():
+    """60 of the CI preset's 124 jobs are downloads: what their script imports (its log, the download) leaves
+    pandas, numpy and torch out (pandas alone was 0.6 of its 1.1 CPU-seconds; bench/job_startup.py)."""
+    import ast
+    import subprocess
+
+    tree = ast.parse((REPO / "workflow_scripts" / "download_file.py").read_text())
+    modules = [n.module for n in tree.body if isinstance(n, ast.ImportFrom) and n.module.startswith("aoe")]
+    assert modules == ["aoe.util.joblog", "aoe.data.download"], modules
+    code = "import sys\n" + "".join(f"import {m}\n" for m in modules) + "print([m for m in ('pandas', 'numpy', 'torch') if m in sys.modules])"
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stdout
+
+
 def test_protocol_differences_name_how_a_presets_rows_train_otherwise():
     """Issue 54: the demo's in-domain STS-B model stood in AoE Table 1 (NLI-trained) without a word."""
     from aoe.config.workflow import protocol_differences
