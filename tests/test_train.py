@@ -417,37 +417,6 @@ def test_warmup_steps_override_the_ratio():
     assert num_warmup_steps(TrainConfig(objective="aoe", warmup_steps=50), 20) == 20  # never past the end
 
 
-@pytest.mark.parametrize("warmup, total", [(0, 6), (3, 10), (38, 380), (20, 20), (1, 1), (0, 0)])
-def test_the_schedule_is_transformers_linear_warmup(warmup, total):
-    """The lr of every step, and a checkpointed state resumed across the two, equal transformers' own
-    get_linear_schedule_with_warmup (train.py's, not imported from there for its start-up cost)."""
-    from transformers import get_linear_schedule_with_warmup
-
-    from aoe.training.train import linear_schedule_with_warmup
-
-    def run(make, steps, state=None):
-        opt = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=2e-5)
-        sched = make(opt, warmup, total)
-        if state is not None:
-            opt.param_groups[0]["lr"] = state["_last_lr"][0]
-            sched.load_state_dict(state)
-        lrs = []
-        for _ in range(steps):
-            opt.step()
-            sched.step()
-            lrs.append(opt.param_groups[0]["lr"])
-        return lrs, sched.state_dict()
-
-    steps = total + 2  # past the end too: the lr stays 0
-    theirs, their_state = run(get_linear_schedule_with_warmup, steps)
-    ours, our_state = run(linear_schedule_with_warmup, steps)
-    assert ours == theirs and our_state == their_state
-    half = steps // 2
-    for first, then in ((get_linear_schedule_with_warmup, linear_schedule_with_warmup),
-                        (linear_schedule_with_warmup, get_linear_schedule_with_warmup)):
-        assert run(then, steps - half, run(first, half)[1])[0] == theirs[half:]
-
-
 def test_a_trained_start_loads_its_weights_and_is_recorded(runs, data, tmp_path):
     """init: the run starts from a trained model's weights (a two-stage run), not the backbone's."""
     start = runs["a"][0]

@@ -84,7 +84,6 @@ aoe_config.json's ``selection`` records the split, every score, the chosen epoch
 from __future__ import annotations
 
 import contextlib
-import functools
 import hashlib
 import json
 import os
@@ -183,21 +182,6 @@ class TrainConfig(TrainSettings):
 def num_warmup_steps(cfg: TrainConfig, total_steps: int) -> int:
     """Linear warm-up length: ``warmup_steps`` when set, else ``warmup_ratio`` of the run."""
     return min(cfg.warmup_steps, total_steps) if cfg.warmup_steps > 0 else int(cfg.warmup_ratio * total_steps)
-
-
-def _linear_warmup_factor(step: int, *, warmup: int, total: int) -> float:
-    if step < warmup:
-        return float(step) / float(max(1, warmup))
-    return max(0.0, float(total - step) / float(max(1, total - warmup)))
-
-
-def linear_schedule_with_warmup(optimizer: torch.optim.Optimizer, warmup: int, total: int) -> torch.optim.lr_scheduler.LambdaLR:
-    """transformers' ``get_linear_schedule_with_warmup``, the same arithmetic and the same checkpointed state (a
-    ``LambdaLR`` over a ``functools.partial``), so checkpoints of either resume under the other
-    (tests/test_train.py checks both against transformers). Not imported from there: ``transformers.optimization``
-    imports its Trainer's utilities, which import peft and bitsandbytes, 7.5 CPU-seconds at every training
-    process's start for a full fine-tune that uses neither."""
-    return torch.optim.lr_scheduler.LambdaLR(optimizer, functools.partial(_linear_warmup_factor, warmup=warmup, total=total))
 
 
 def epoch_batches(n: int, batch_size: int, seed: int, epoch: int, lengths: list[int] | None = None) -> list[list[int]]:
@@ -591,7 +575,7 @@ def _build(cfg: TrainConfig, objective: Objective, cache_dir, table, backbone_di
     setting that declares the train set's score_range, for the message refusing a score outside it."""
     from accelerate import Accelerator
     from accelerate.utils import DistributedDataParallelKwargs, set_seed
-    from transformers import AutoTokenizer
+    from transformers import AutoTokenizer, get_linear_schedule_with_warmup
 
     finetuning = _finetuning(cfg)
     # BERT's pooler (and an unused head) get no gradient: DDP must not wait for them
@@ -630,7 +614,7 @@ def _build(cfg: TrainConfig, objective: Objective, cache_dir, table, backbone_di
         head_names = [n for n, _ in module.named_parameters() if n.startswith("head.")]
         DistributedDataParallel._set_params_and_buffers_to_ignore_for_model(module, head_names)
     total_steps = cfg.max_steps if cfg.max_steps > 0 else cfg.epochs * (len(data) // cfg.batch_size)
-    scheduler = linear_schedule_with_warmup(optimizer, num_warmup_steps(cfg, total_steps), total_steps)
+    scheduler = get_linear_schedule_with_warmup(optimizer, num_warmup_steps(cfg, total_steps), total_steps)
     # The scheduler is stepped once per optimizer step by this loop, so it is only
     # registered for checkpointing (a prepared scheduler would step once per process).
     module, optimizer = accelerator.prepare(module, optimizer)
