@@ -24,7 +24,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import REPO, print_table, summarize, write_json  # noqa: E402
 
-SCRIPTS = REPO / "workflow_scripts"
 # a full fine-tune's train job: the engine, then (in train()) accelerate, the model and the schedule
 # (get_linear_schedule_with_warmup), then (in _save) the sentence-transformers files, which import transformers'
 # Trainer utilities and through them peft and bitsandbytes (as transformers.optimization does)
@@ -93,12 +92,9 @@ def main(argv: list[str] | None = None) -> int:
     record = {"command": " ".join(["bench/job_startup.py", *(argv if argv is not None else sys.argv[1:])]),
               "cases": {n: {"modules": cases["here"][n], **here[n]} for n in names}}
     if args.compare:
-        from _common import git_commit
-
         head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repos["compared"], capture_output=True, text=True).stdout.strip()
         record["compared"] = {"checkout": str(repos["compared"]), "commit": head or None,
                               "cases": {n: {"modules": cases["compared"][n], **stats["compared"][n]} for n in names}}
-        record["here_commit"] = git_commit()
     path = write_json("job_startup", record, args.out)
     print(f"wrote {path}")
     return 0
