@@ -10,12 +10,19 @@
   saves a checkpoint after the current step; SIGKILL once training is done (before Snakemake
   accepts the job, which then deletes its output) loses nothing: the rerun lays out the model
   kept in ``seed.ckpt/final`` without a training step.
+
+Every run is a real process; what costs CPU is starting one (torch, transformers and accelerate take
+seconds to import, a tiny model's run a fraction of one). So the one-process runs are children of a
+fork server that has done those imports once (tests/forkserver.py: each child its own process, killed
+or signalled alone, its stdout, stderr and exit status its own), and the three 2-process trainings are
+one ``accelerate launch`` whose two processes train them one after another.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -29,6 +36,7 @@ from safetensors.torch import load_file
 
 from aoe.model.tokens import build_token_cache
 from aoe.training.checkpoints import TRAINER_STATE, checkpoint_dir, step_dirs
+from tests.forkserver import ForkServer, python_m
 from tests.workflow_utils import REPO
 
 WORDS = "apple river stone cloud quick lazy bright small green heavy old new red blue".split()
@@ -76,6 +84,7 @@ def setup(tmp_path_factory):
 
 
 def _args(setup, dropout: float, out: Path, **cfg) -> list[str]:
+    """The options of ``python -m aoe.training.train`` for a run into ``out``."""
     bb, cache = setup[dropout]
     table = setup["table"]
     if cfg.get("format") == "nli3":
@@ -86,8 +95,7 @@ def _args(setup, dropout: float, out: Path, **cfg) -> list[str]:
     }
     cfg_file = out.with_suffix(".json")
     cfg_file.write_text(json.dumps(config))
-    return ["-m", "aoe.training.train", "--cache", str(cache), "--table", str(table), "--backbone", str(bb),
-            "--out", str(out), "--config", str(cfg_file)]
+    return ["--cache", str(cache), "--table", str(table), "--backbone", str(bb), "--out", str(out), "--config", str(cfg_file)]
 
 
 def _losses(out: Path) -> list[tuple[int, float]]:
@@ -101,15 +109,57 @@ def _env():
 LAUNCH = [ACCELERATE, "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
           "--mixed_precision", "no", "--dynamo_backend", "no"]
 
+# What a training process imports (its run imports them lazily): done once by the fork server.
+PREIMPORTS = ["torch", "aoe.training.train", "accelerate", "accelerate.utils", "safetensors.torch", "transformers",
+              "transformers.optimization", "transformers.models.auto.modeling_auto", "transformers.models.auto.tokenization_auto",
+              "transformers.models.bert.modeling_bert", "transformers.models.bert.tokenization_bert",
+              "aoe.model.interop", "aoe.util.progress"]
+TRAIN = python_m("aoe.training.train")  # `python -m aoe.training.train ARGS`
+
+
+@pytest.fixture(scope="module")
+def server(setup):
+    forks = ForkServer(PREIMPORTS, _env(), setup["root"] / "forks")
+    yield forks
+    forks.close()
+
+
+def _train(server: ForkServer, setup, dropout: float, out: Path, **cfg) -> subprocess.CompletedProcess:
+    """``python -m aoe.training.train`` into ``out``, a process of its own (a fork server's child)."""
+    return server.run(TRAIN, _args(setup, dropout, out, **cfg))
+
+
+# The three 2-process trainings of the tests below: (output folder, config)
+TWO_PROCESS_RUNS = {
+    "global": ("two", {"max_steps": 6, "in_batch_pool": "global"}),
+    "process": ("two_process_pool", {"max_steps": 2, "in_batch_pool": "process"}),
+    "sbert": ("two_process_sbert", {"objective": "sbert", "format": "nli3", "max_steps": 2, "in_batch_pool": "process"}),
+}
+# each process calls the command's main once a training, in this order
+_ONE_AFTER_ANOTHER = "import json, sys\nfrom aoe.training.train import main\nfor argv in json.loads(sys.argv[1]):\n    main(argv)\n"
+
+
+@pytest.fixture(scope="module")
+def two_processes(setup) -> tuple[subprocess.CompletedProcess, dict[str, Path]]:
+    """One ``accelerate launch`` of 2 processes (gloo) that trains TWO_PROCESS_RUNS one after another: a launch
+    is three processes importing torch, the trainings take a fraction of a second each. The first (the
+    trajectory test's) runs in processes that have trained nothing before it, as a launch of its own would."""
+    root = setup["root"]
+    outs = {name: root / folder for name, (folder, _) in TWO_PROCESS_RUNS.items()}
+    script = root / "one_after_another.py"
+    script.write_text(_ONE_AFTER_ANOTHER)
+    argvs = [_args(setup, 0.0, outs[name], **cfg) for name, (_, cfg) in TWO_PROCESS_RUNS.items()]
+    proc = subprocess.run([*LAUNCH, str(script), json.dumps(argvs)], env=_env(), capture_output=True, text=True)
+    return proc, outs
+
 
 @pytest.mark.slow
-def test_two_processes_follow_the_one_process_trajectory(setup):
-    root = setup["root"]
-    one, two = root / "one", root / "two"
-    cfg = {"max_steps": 6, "in_batch_pool": "global"}
-    subprocess.run([sys.executable, *_args(setup, 0.0, one, **cfg)], check=True, env=_env(), capture_output=True)
-    proc = subprocess.run([*LAUNCH, *_args(setup, 0.0, two, **cfg)], env=_env(), capture_output=True, text=True)
+def test_two_processes_follow_the_one_process_trajectory(setup, server, two_processes):
+    proc, outs = two_processes
     assert proc.returncode == 0, proc.stderr[-3000:]
+    one, two = setup["root"] / "one", outs["global"]
+    ref = _train(server, setup, 0.0, one, **TWO_PROCESS_RUNS["global"][1])
+    assert ref.returncode == 0, ref.stderr[-3000:]
     assert json.loads((two / "aoe_config.json").read_text())["summary"]["num_processes"] == 2
     l1, l2 = _losses(one), _losses(two)
     assert [s for s, _ in l1] == [s for s, _ in l2] == list(range(1, 7))
@@ -165,13 +215,12 @@ def _first_steps_by_hand(setup, halves: int, steps: int, objective: str = "aoe",
 
 
 @pytest.mark.slow
-def test_process_pool_computes_each_loss_on_its_own_half(setup):
+def test_process_pool_computes_each_loss_on_its_own_half(setup, two_processes):
     """in_batch_pool: process, 2 processes: the logged loss is the mean of the two halves' losses and
     the update is that of their mean; the whole batch's loss (global) is another number."""
-    out = setup["root"] / "two_process_pool"
-    proc = subprocess.run([*LAUNCH, *_args(setup, 0.0, out, max_steps=2, in_batch_pool="process")],
-                          env=_env(), capture_output=True, text=True)
+    proc, outs = two_processes
     assert proc.returncode == 0, proc.stderr[-3000:]
+    out = outs["process"]
     record = json.loads((out / "aoe_config.json").read_text())
     assert record["summary"]["num_processes"] == 2 and record["train"]["in_batch_pool"] == "process"
     logged = _losses(out)
@@ -183,13 +232,13 @@ def test_process_pool_computes_each_loss_on_its_own_half(setup):
 
 
 @pytest.mark.slow
-def test_process_pool_averages_the_head_outside_ddp(setup):
+def test_process_pool_averages_the_head_outside_ddp(setup, two_processes):
     """SBERT's classifier runs after forward, out of DDP's sight: 2 processes train it (they stopped
     with "mark a variable ready only once" before) and its gradients are the mean of both halves'."""
-    out = setup["root"] / "two_process_sbert"
-    cfg = {"objective": "sbert", "format": "nli3", "max_steps": 2, "in_batch_pool": "process"}
-    proc = subprocess.run([*LAUNCH, *_args(setup, 0.0, out, **cfg)], env=_env(), capture_output=True, text=True)
+    proc, outs = two_processes
     assert proc.returncode == 0, proc.stderr[-3000:]
+    out = outs["sbert"]
+    assert json.loads((out / "aoe_config.json").read_text())["summary"]["num_processes"] == 2
     by_hand = _first_steps_by_hand(setup, halves=2, steps=2, objective="sbert", format="nli3")
     np.testing.assert_allclose([x for _, x in _losses(out)], by_hand, rtol=1e-5)
 
@@ -222,35 +271,48 @@ t.main(sys.argv[3:])
 """
 
 
-def _run_and_kill(setup, dropout: float, out: Path, checkpoint: int, more: int, **cfg) -> int:
+def _run_and_kill(server: ForkServer, setup, dropout: float, out: Path, checkpoint: int, more: int, **cfg) -> int:
     """Train into ``out`` until killed as above; return the step of the checkpoint left behind."""
-    argv = _args(setup, dropout, out, **cfg)[2:]  # without "-m aoe.training.train"
-    proc = subprocess.run([sys.executable, "-c", _KILL_AFTER_CHECKPOINT, str(checkpoint), str(more), *argv],
-                          env=_env(), capture_output=True, text=True)
+    proc = server.run(_KILL_AFTER_CHECKPOINT, [str(checkpoint), str(more), *_args(setup, dropout, out, **cfg)])
     assert proc.returncode == -signal.SIGKILL, f"the run was not killed: rc {proc.returncode}\n{proc.stderr[-3000:]}"
     assert not out.exists(), "a killed run must not leave a complete-looking model"
     newest = step_dirs(checkpoint_dir(out))[0]
     return json.loads((newest / TRAINER_STATE).read_text())["state"]["step"]
 
 
-@pytest.mark.slow
-def test_killed_run_resumes_to_the_uninterrupted_result(setup):
-    root = setup["root"]
-    full, killed = root / "full", root / "killed"
-    cfg = {"max_steps": 20, "checkpoint_every": 5}
-    subprocess.run([sys.executable, *_args(setup, 0.1, full, **cfg)], check=True, env=_env(), capture_output=True)
-    # killed during step 14: steps 11-13 are redone from the step-10 checkpoint
-    assert _run_and_kill(setup, 0.1, killed, checkpoint=10, more=3, **cfg) == 10
+# checkpoints at steps 4 and 8 of 12; killed during step 11: steps 9-10 are redone from the step-8 checkpoint
+KILL_CFG = {"max_steps": 12, "checkpoint_every": 4}
 
-    _rerun_resumes_to(setup, killed, full, step=10, **cfg)
+
+@pytest.fixture(scope="module")
+def killed_run(setup, server) -> dict:
+    """An uninterrupted run, and the same run SIGKILLed during step 11; a copy of the killed run's checkpoints
+    under another output folder (test_checkpoint_of_another_config_is_not_resumed reruns it with another
+    config), taken before anything reruns the killed one."""
+    root = setup["root"]
+    full, killed, other = root / "full", root / "killed", root / "other"
+    ref = _train(server, setup, 0.1, full, **KILL_CFG)
+    assert ref.returncode == 0, ref.stderr[-3000:]
+    step = _run_and_kill(server, setup, 0.1, killed, checkpoint=8, more=2, **KILL_CFG)
+    shutil.copytree(checkpoint_dir(killed), checkpoint_dir(other))
+    return {"full": full, "killed": killed, "step": step, "other": other}
+
+
+@pytest.mark.slow
+def test_killed_run_resumes_to_the_uninterrupted_result(setup, server, killed_run):
+    full, killed = killed_run["full"], killed_run["killed"]
+    assert killed_run["step"] == 8
+
+    _rerun_resumes_to(server, setup, killed, full, step=8, **KILL_CFG)
     # the step checkpoints are removed once training finished; final keeps the model
     assert [p.name for p in checkpoint_dir(killed).iterdir()] == ["final"]
-    assert [s for s, _ in _losses(killed)] == list(range(1, 21))
+    assert [s for s, _ in _losses(killed)] == list(range(1, 13))
 
 
-def _rerun_resumes_to(setup, out: Path, full: Path, step: int, **cfg) -> None:
+def _rerun_resumes_to(server: ForkServer, setup, out: Path, full: Path, step: int, **cfg) -> None:
     """Rerun the job of ``out``: it resumes from ``step`` and ends with ``full``'s losses and weights."""
-    subprocess.run([sys.executable, *_args(setup, 0.1, out, **cfg)], check=True, env=_env(), capture_output=True)
+    rerun = _train(server, setup, 0.1, out, **cfg)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
     assert json.loads((out / "aoe_config.json").read_text())["summary"]["resumed_from_step"] == step
     np.testing.assert_allclose([x for _, x in _losses(out)], [x for _, x in _losses(full)], rtol=1e-6)
     wf, wo = load_file(full / "model.safetensors"), load_file(out / "model.safetensors")
@@ -259,13 +321,13 @@ def _rerun_resumes_to(setup, out: Path, full: Path, step: int, **cfg) -> None:
 
 
 @pytest.mark.slow
-def test_checkpoint_of_another_config_is_not_resumed(setup):
-    root = setup["root"]
-    out = root / "other"
-    cfg = {"max_steps": 10, "checkpoint_every": 5}
-    assert _run_and_kill(setup, 0.0, out, checkpoint=5, more=0, **cfg) == 5
+def test_checkpoint_of_another_config_is_not_resumed(setup, server, killed_run):
+    # the killed run's step-8 checkpoint, which its own config resumes (the test above)
+    out = killed_run["other"]
+    assert [d.name for d in step_dirs(checkpoint_dir(out))][0] == "step8" and not out.exists()
     # same output folder, other learning rate: the old checkpoint must not be used
-    subprocess.run([sys.executable, *_args(setup, 0.0, out, learning_rate=5e-4, **cfg)], check=True, env=_env(), capture_output=True)
+    rerun = _train(server, setup, 0.1, out, **{**KILL_CFG, "learning_rate": 5e-4})
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
     assert json.loads((out / "aoe_config.json").read_text())["summary"]["resumed_from_step"] is None
 
 
@@ -296,36 +358,37 @@ t.main(sys.argv[3:])
 """
 
 
-def _run_signalled(setup, dropout: float, out: Path, at: int, how: str, **cfg) -> subprocess.CompletedProcess:
-    argv = _args(setup, dropout, out, **cfg)[2:]  # without "-m aoe.training.train"
-    return subprocess.run([sys.executable, "-c", _SIGNAL, str(at), how, *argv], env=_env(), capture_output=True, text=True)
+def _run_signalled(server: ForkServer, setup, dropout: float, out: Path, at: int, how: str, **cfg) -> subprocess.CompletedProcess:
+    return server.run(_SIGNAL, [str(at), how, *_args(setup, dropout, out, **cfg)])
 
 
 @pytest.mark.slow
-def test_sigterm_at_a_time_limit_saves_a_checkpoint_and_the_rerun_resumes_from_it(setup):
+def test_sigterm_at_a_time_limit_saves_a_checkpoint_and_the_rerun_resumes_from_it(setup, server):
     root = setup["root"]
     full, cut = root / "full_term", root / "term"
     cfg = {"max_steps": 12}  # no periodic checkpoints: everything hangs on the one SIGTERM writes
-    subprocess.run([sys.executable, *_args(setup, 0.1, full, **cfg)], check=True, env=_env(), capture_output=True)
-    proc = _run_signalled(setup, 0.1, cut, at=7, how="term", **cfg)
+    ref = _train(server, setup, 0.1, full, **cfg)
+    assert ref.returncode == 0, ref.stderr[-3000:]
+    proc = _run_signalled(server, setup, 0.1, cut, at=7, how="term", **cfg)
     assert proc.returncode == 1 and not cut.exists(), proc.stderr[-3000:]
     assert "SIGTERM at step 7 of 12: checkpoint" in proc.stderr and "rerunning the job resumes from it" in proc.stderr
     assert [d.name for d in step_dirs(checkpoint_dir(cut))] == ["step7"]
 
-    _rerun_resumes_to(setup, cut, full, step=7, **cfg)
+    _rerun_resumes_to(server, setup, cut, full, step=7, **cfg)
 
 
 @pytest.mark.slow
-def test_sigkill_after_training_costs_seconds_not_the_training(setup):
+def test_sigkill_after_training_costs_seconds_not_the_training(setup, server):
     root = setup["root"]
     out = root / "kill_after"
     cfg = {"max_steps": 8}
-    proc = _run_signalled(setup, 0.1, out, at=0, how="kill_after_training", **cfg)
+    proc = _run_signalled(server, setup, 0.1, out, at=0, how="kill_after_training", **cfg)
     assert proc.returncode == -signal.SIGKILL, proc.stderr[-3000:]
+    assert "train aoe seed" in proc.stderr  # its progress bar: what the rerun below must not show
     assert not out.exists()  # as Snakemake finds (or leaves, having deleted it) the output of a killed job
     assert (checkpoint_dir(out) / "final" / "model.safetensors").is_file()
 
-    rerun = subprocess.run([sys.executable, *_args(setup, 0.1, out, **cfg)], env=_env(), capture_output=True, text=True)
+    rerun = _train(server, setup, 0.1, out, **cfg)
     assert rerun.returncode == 0, rerun.stderr[-3000:]
     summary = json.loads((out / "aoe_config.json").read_text())["summary"]
     assert summary["restored_from"] == str(checkpoint_dir(out) / "final") and summary["steps"] == 8
@@ -334,11 +397,11 @@ def test_sigkill_after_training_costs_seconds_not_the_training(setup):
 
 
 @pytest.mark.slow
-def test_ctrl_c_saves_a_checkpoint_like_sigterm(setup):
+def test_ctrl_c_saves_a_checkpoint_like_sigterm(setup, server):
     # Ctrl-C reaches the job too (Snakemake's process group): it raised KeyboardInterrupt mid-step,
     # and every step since the last checkpoint_every was lost
     cut = setup["root"] / "int"
-    proc = _run_signalled(setup, 0.1, cut, at=4, how="int", max_steps=12)
+    proc = _run_signalled(server, setup, 0.1, cut, at=4, how="int", max_steps=12)
     assert proc.returncode == 1 and not cut.exists(), proc.stderr[-3000:]
     assert "SIGINT at step 4 of 12: checkpoint" in proc.stderr
     assert [d.name for d in step_dirs(checkpoint_dir(cut))] == ["step4"]
