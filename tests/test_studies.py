@@ -198,21 +198,37 @@ def test_a_study_naming_a_row_it_lacks_is_refused_at_planning():
         check_tables(config)
 
 
+# Each row's steps at its batch in the test's overlay: 800 pairs a row, the fewest that all four batches divide
+# (the preset's 1,600 halved; its rows 200, 100, 50 and 32 steps)
+SMALL_STEPS = {"angle_batch8": (8, 100), "angle_batch16": (16, 50), "angle_batch32": (32, 25), "angle_arxiv": (50, 16)}
+
+
 @pytest.mark.slow
 @needs_mirror
 def test_the_cpu_presets_batch_study_is_built_with_its_claim_line(tmp_path):
     """presets/studies-cpu.yaml's batch study end to end, a tiny random BERT in MiniLM-L6's place (its
     rows' batches 8 to 50 through the real rules): the table's JSON carries the verdict and the Markdown the
-    claim. The tiny model's numbers mean nothing; that the verdict is one of the three, and says so, does."""
+    claim. The tiny model's numbers mean nothing; that the verdict is one of the three, and says so, does.
+
+    At the smallest size that can still fail for that reason (an overlay on the preset, written here): one
+    seed (the preset's two double a CI minute for what one shows); each row on 800 pairs, not 1,600 (the
+    same count for every row, as the preset's, at its own batch: SMALL_STEPS); STS-B test scored on a seeded
+    200 of its 1,379 pairs (evaluation.sts.max_pairs); one job at a time, each one torch thread (--cores 1:
+    Snakemake gives a job min(threads, cores) threads, and beside the other xdist worker and the background
+    runs a second job or a second OpenMP thread only waits on a busy core, docs/testing.md). The jobs are
+    the preset's: the STS-B files laid out, train and test prepared, train tokenized, four trainings, four
+    evaluations, the table."""
     from tests.workflow_utils import copy_workflow
 
     work = copy_workflow(tmp_path / "wf")
     overlay = tiny_backbone_overlay(work, tmp_path / "tiny")
-    # the batch study's rows, one seed (the preset's two double a CI minute for what one shows)
-    (work / "one-seed.yaml").write_text(
+    steps = "".join(f"{o}: {{max_steps: {s}}}, " for o, (_, s) in SMALL_STEPS.items()).rstrip(", ")
+    (work / "small.yaml").write_text(
         "build: {tables: [study_batch], figures: [], analyses: []}\n"
-        "runs: [{backbone: minilm-l6, trainset: stsb, objectives: [angle_arxiv, angle_batch8, angle_batch16, angle_batch32], seeds: [1]}]\n")
-    out = snakemake(work, "study_batch", "--cores", "2", "--configfile", "presets/studies-cpu.yaml", overlay.name, "one-seed.yaml",
+        "runs: [{backbone: minilm-l6, trainset: stsb, objectives: [angle_arxiv, angle_batch8, angle_batch16, angle_batch32], seeds: [1]}]\n"
+        f"trainsets: {{stsb: {{objective_train: {{{steps}}}}}}}\n"
+        "evaluation: {sts: {max_pairs: 200}}\n")
+    out = snakemake(work, "study_batch", "--cores", "1", "--configfile", "presets/studies-cpu.yaml", overlay.name, "small.yaml",
                     env={"AOE_DATA_MIRROR": str(MIRROR), "HF_HUB_OFFLINE": "1"}, timeout=1500)
     assert out.returncode == 0, out.stdout[-3000:]
     tables = work / "results" / "studies-cpu" / "tables"
@@ -222,10 +238,13 @@ def test_the_cpu_presets_batch_study_is_built_with_its_claim_line(tmp_path):
     assert table["study"]["status"] in (SUPPORTED, NOT_SUPPORTED, INCONCLUSIVE), table["study"]
     assert "angle-arxiv-b.txt l.333" in table["study"]["text"] and "batch 50 − batch 32 = " in table["study"]["text"]
     assert "larger batch sizes yield better results" in (tables / "study_batch.md").read_text()
-    # each row trained at its own batch on the same 1,600 pairs
-    for objective, batch, steps in (("angle_batch8", 8, 200), ("angle_arxiv", 50, 32)):
+    # each row trained at its own batch on the same 800 pairs (every row, as its aoe_config.json records it)
+    pairs = set()
+    for objective, (batch, steps) in SMALL_STEPS.items():
         config = json.loads((work / f"results/studies-cpu/models/minilm-l6/{objective}/stsb/seed1/aoe_config.json").read_text())
         assert (config["train"]["batch_size"], config["train"]["max_steps"]) == (batch, steps), objective
+        pairs.add(config["train"]["batch_size"] * config["train"]["max_steps"])
+    assert pairs == {800}, pairs
 
 
 def test_a_study_tables_latex_compiles(tmp_path):
