@@ -154,9 +154,10 @@ _MANY_VALUES = {"--configfile", "--configfiles", "--config", "-C", "--forcerun",
                 "--software-deployment-method", "--rerun-triggers", "--set-resources", "--default-resources",
                 "--quiet", "-q", "--omit-from", "-O"}
 # options that do something else than plan (or that only print more): dropped from the dry run
-# (--cores / --jobs do not change a plan: commands that differ only there share one dry run)
+# (--cores / --jobs do not change a plan, nor does --touch, which under -n lists the jobs the plain plan runs:
+# commands that differ only there share one dry run, the paper grid's costing ~10 CPU-s each)
 _DROPPED = {"--report", "--list-changes", "--lc", "--li", "--lp", "--verbose", "--quiet", "-q", "--dry-run", "-n",
-            "--printshellcmds", "-p", "--show-failed-logs", "--nolock", "--cores", "-c", "--jobs", "-j"}
+            "--printshellcmds", "-p", "--show-failed-logs", "--nolock", "--cores", "-c", "--jobs", "-j", "--touch", "-t"}
 
 
 def parse_snakemake(argv: list[str]) -> tuple[tuple[str, ...], list[str]]:
@@ -171,6 +172,8 @@ def parse_snakemake(argv: list[str]) -> tuple[tuple[str, ...], list[str]]:
         token = argv[i]
         if token.startswith("-"):
             name, _, inline = token.partition("=")
+            if re.fullmatch(r"-[cj]\d+", token):  # -c1, -j4: the short option with its value attached
+                name, inline = token[:2], token[2:]
             values = []
             if not inline and name in _ONE_VALUE and i + 1 < len(argv):
                 values, i = [argv[i + 1]], i + 1
@@ -218,6 +221,8 @@ def test_docs_show_commands():
     # a target written after --configfile is read as a config file, as snakemake itself reads it
     assert parse_snakemake(["--configfile", "a.yaml", "table2"]) == (("--configfile", "a.yaml", "table2"), [])
     assert parse_snakemake(["-n", "all", "-q", "rules"]) == ((), ["all"])
+    # `--touch -c1` plans what the plain command runs: one dry run for both (the grid's costs ~10 CPU-s)
+    assert parse_snakemake(["--touch", "-c1", "table2"]) == ((), ["table2"])
     with pytest.raises(ValueError):
         parse_snakemake(["-n", "-q", "rules", "table2"])
 
