@@ -41,7 +41,13 @@ def _check(result: dict) -> None:
 
 @pytest.mark.slow
 def test_aoe_nli_cell_matches_angle_emb_046(official_venvs, mirror):
-    result = P.run_case("nli-aoe-bert", 1, str(mirror), only={"engine-0", "crafted", "case-variants"})
+    # Two batches of the cell's pool of 128, not three: "crafted" is the engine's next batch (engine-1) with the
+    # duplicate rows put first (at least 115 of its 128 rows are that batch's), so it checks the loss and the filter on real
+    # rows in the engine's order as "engine-0" did, and the filter's quirk beside; "case-variants" the texts equal
+    # as token ids only. The real MiniLM's float64 embeddings of the batches' texts are most of this test's CPU,
+    # and "engine-0" was a third of them. bench/official_parity.py checks engine-0 to -2 and the file-order batch
+    # too (bench/results/official_parity.json, nli-aoe-bert: every batch within the tolerance).
+    result = P.run_case("nli-aoe-bert", 1, str(mirror), only={"crafted", "case-variants"})
     _check(result)
     # strings that one uncased tokenizer maps to the same ids ("A man ..." / "a man ..."): one text
     # to 0.4.6's collator and to ours, so the same examples are dropped
