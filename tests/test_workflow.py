@@ -25,8 +25,19 @@ from aoe.config.workflow import (
     table_target,
     train_params,
 )
-from tests.workflow_utils import (MIRROR, REPO, TINY_OVERLAY, copy_workflow, dry_run, dry_run_jobs, job_counts, needs_mirror, snakemake,
-                                  tiny_backbone_overlay)
+from tests.forkserver import SnakemakeForks
+from tests.workflow_utils import MIRROR, REPO, TINY_OVERLAY, copy_workflow, dry_run_jobs, job_counts, needs_mirror, tiny_backbone_overlay
+
+# Each Snakemake run a process of its own, forked from one that imported Snakemake once (tests/forkserver.py): the
+# import is most of a dry run's CPU
+_FORKS = SnakemakeForks()
+snakemake, dry_run = _FORKS.snakemake, _FORKS.dry_run
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _snakemake_forks():
+    yield
+    _FORKS.close()
 
 
 @functools.lru_cache(maxsize=2)
@@ -225,13 +236,15 @@ def _ci_with_override(tmp_path, preset_text: str, *targets: str, mirror: Path | 
     return dry_run(work, *targets, "--configfile", "presets/ci.yaml", "override.yaml", mirror=mirror)
 
 
+# One case through the Snakefile: its other schema errors are the same call printing another message, each checked
+# in process (tests/test_configcheck.py: 'median' test_a_bad_value_names_the_file_it_was_merged_from, max_steps -5
+# test_override_dictionaries_take_the_schema_of_what_they_override); its dry runs name the file of a schema error
+# and of a cross-key one (test_a_dry_run_names_the_file_that_set_the_bad_value).
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "text, line",
     [
         ("colour: blue\n", "config: colour: unknown key (in override.yaml); valid keys: analysis, backbones,"),
-        ("backbones:\n  minilm-l6:\n    pooling: median\n", "config: backbones.minilm-l6.pooling: 'median' is not one of"),
-        ("backbones:\n  minilm-l6:\n    train_overrides: {max_steps: -5}\n", "config: backbones.minilm-l6.train_overrides.max_steps: -5 is less than the minimum of 0"),
     ],
 )
 def test_schema_errors_are_one_line_before_planning(tmp_path, text, line):
@@ -243,14 +256,23 @@ def test_schema_errors_are_one_line_before_planning(tmp_path, text, line):
     assert len(out.stdout.splitlines()) < 30, out.stdout[-3000:]
 
 
+@pytest.fixture(scope="module")
+def ci_table2_plan(tmp_path_factory) -> tuple[Path, str]:
+    """`snakemake -n table2` of the CI preset with the mirror (the per-table target: in-domain STS-B), once for the
+    tests that read it: (work folder, its output)."""
+    tmp = tmp_path_factory.mktemp("ci_table2")
+    out = _ci_with_override(tmp, "{}\n", "table2")
+    assert out.returncode == 0, out.stdout[-3000:]
+    return tmp / "wf", out.stdout
+
+
 @pytest.mark.slow
 @needs_mirror
-def test_one_table_plans_only_its_jobs(tmp_path):
-    out = _ci_with_override(tmp_path, "{}\n", "table2")  # the per-table target: in-domain STS-B in the CI preset
-    assert out.returncode == 0, out.stdout[-3000:]
+def test_one_table_plans_only_its_jobs(ci_table2_plan):
+    _, stdout = ci_table2_plan
     # STS-B's train, dev and test files laid out, their tables (dev: the preset's select_split); one
     # trained model and the backbone, each scored on STS-B test only
-    assert job_counts(out.stdout) == {
+    assert job_counts(stdout) == {
         "download_file": 3,
         "fetch_backbone": 1,
         "prepare_sts": 3,
@@ -314,13 +336,34 @@ def test_a_table_added_to_config_yaml_is_not_planned_by_a_preset(tmp_path):
             "the paper grid trains them") in " ".join(out.stdout.split()), out.stdout[-3000:]
 
 
+HEAVY = ("torch", "transformers", "matplotlib", "scipy.stats")
+# `snakemake -n` as `python -m snakemake -n` runs it, printing at its exit which of HEAVY it imported
+_PLAN_RECORDING_IMPORTS = (
+    "import atexit, sys\n"
+    f"atexit.register(lambda: (sys.stdout.flush(), print('\\nHEAVY', [m for m in {HEAVY!r} if m in sys.modules], file=sys.stderr, flush=True)))\n"
+    "sys.argv = ['snakemake', '-n']\n"
+    "from snakemake.cli import main\n"
+    "main()\n"
+)
+
+
 @pytest.fixture(scope="module")
 def paper_grid_plan(tmp_path_factory):
-    """`snakemake -n all` of config.yaml without a mirror: (work folder, its output)."""
-    work = copy_workflow(tmp_path_factory.mktemp("paper") / "wf")
-    out = snakemake(work, "-n", env={"AOE_DATA_MIRROR": ""})
-    assert out.returncode == 0, out.stdout[-3000:]
-    return work, out.stdout
+    """`snakemake -n all` of config.yaml without a mirror: (work folder, its output, the HEAVY modules it imported).
+    One run for every reader: the plan, and what planning imports (recorded at its exit, taken off the output)."""
+    import os
+
+    from tests.workflow_utils import run_to_file
+
+    tmp = tmp_path_factory.mktemp("paper")
+    work = copy_workflow(tmp / "wf")
+    rc, killed = run_to_file([sys.executable, "-c", _PLAN_RECORDING_IMPORTS], work, {**os.environ, "AOE_DATA_MIRROR": ""},
+                             tmp / "plan.out", 900)
+    stdout = (tmp / "plan.out").read_text(errors="replace")
+    assert rc == 0 and not killed, stdout[-3000:]
+    # the record: a line of its own after a newline of its own (the plan's output may not end in one), taken off
+    stdout, heavy = stdout.rsplit("\nHEAVY ", 1)
+    return work, stdout, "HEAVY " + heavy.strip()
 
 
 @pytest.fixture(scope="module")
@@ -376,7 +419,7 @@ def test_the_docs_counts_are_the_dry_runs(paper_grid_plan, paper_table2_plan):
 
 @pytest.mark.slow
 def test_full_paper_config_plans(paper_grid_plan, paper_table2_plan):
-    work, stdout = paper_grid_plan
+    work, stdout, _ = paper_grid_plan
     counts = job_counts(stdout)
     # no mirror: each published file is downloaded by a local rule (STS-B dev too: simcse_paper selects on it);
     # the whole grid is trained
@@ -454,7 +497,7 @@ def test_the_llm_evaluations_rewrite_texts_as_the_official_eval_py_and_bert_ones
 @pytest.mark.slow
 def test_angle_transfer_sts_plans_the_unprompted_llama_rows(paper_grid_plan):
     """The arXiv v2 rows cost three STS evaluations of the one downloaded LLaMA-2 7B, on its evaluation resources."""
-    work, _ = paper_grid_plan
+    work = paper_grid_plan[0]
     out = snakemake(work, "-n", "angle_transfer_sts", env={"AOE_DATA_MIRROR": ""})
     assert out.returncode == 0, out.stdout[-3000:]
     jobs = dry_run_jobs(out.stdout)
@@ -470,7 +513,7 @@ def test_angle_transfer_sts_plans_the_unprompted_llama_rows(paper_grid_plan):
 def test_released_checkpoint_tables_plan(paper_grid_plan):
     """AoE Table 8's checkpoints: fetched once each by a local rule, evaluated as downloaded (no training),
     an adapter's evaluation on its base's backbone resources; UAE-Large-V1 through MTEB with its query prompt."""
-    work, _ = paper_grid_plan
+    work = paper_grid_plan[0]
     out = snakemake(work, "-n", "released", "released_transfer", "released_mteb", env={"AOE_DATA_MIRROR": ""})
     assert out.returncode == 0, out.stdout[-3000:]
     counts = job_counts(out.stdout)
@@ -495,7 +538,7 @@ def test_released_checkpoint_tables_plan(paper_grid_plan):
 def test_llm_supervised_table_plans_one_chain_per_generator(paper_grid_plan):
     """AnglE Table 4: LLaMA-2 7B and ChatGLM-6B each label the same sampled texts into their own table
     (one GPU job each, sized by the generator), BERT-base trains on each and on the self pairs."""
-    work, _ = paper_grid_plan
+    work = paper_grid_plan[0]
     out = snakemake(work, "-n", "angle_table4_llm", env={"AOE_DATA_MIRROR": ""})
     assert out.returncode == 0, out.stdout[-3000:]
     counts = job_counts(out.stdout)
@@ -517,7 +560,7 @@ def test_every_job_of_all_requests_the_memory_it_needs(paper_grid_plan):
     and each scales with its backbone (a LLaMA-2-13B STS job once asked for BERT's 16 GB)."""
     from aoe.config.memory import EVAL_TEXTS, host_need_gb
 
-    _, stdout = paper_grid_plan
+    stdout = paper_grid_plan[1]
     jobs = [j for j in dry_run_jobs(stdout) if "backbone" in j["wildcards"]]
     checked, short = defaultdict(int), []
     for job in jobs:
@@ -574,14 +617,13 @@ def test_llama_cells_train_through_qlora_with_their_own_recipe():
 
 
 @pytest.mark.slow
-def test_a_llama_cell_plans_a_4_gpu_training_job(tmp_path):
-    work = copy_workflow(tmp_path / "wf")
-    out = snakemake(work, "-n", "results/models/llama-2-7b/aoe/nli/seed42", env={"AOE_DATA_MIRROR": ""})
-    assert out.returncode == 0, out.stdout[-3000:]
-    block = out.stdout.split("rule train_model:")[1].split("\n\n")[0]
-    resources = dict(kv.split("=") for kv in block.split("resources:")[1].strip().splitlines()[0].split(", "))
+def test_a_llama_cell_plans_a_4_gpu_training_job(paper_grid_plan):
+    """Its training job as the paper grid's plan has it (a job's resources do not depend on the targets asked)."""
+    stdout = paper_grid_plan[1]
+    cell = {"backbone": "llama-2-7b", "objective": "aoe", "trainset": "nli", "seed": "42"}
+    (resources,) = [j["resources"] for j in dry_run_jobs(stdout) if j["rule"] == "train_model" and j["wildcards"] == cell]
     assert resources["gpu"] == "4" and resources["mem_mb"] == "128000" and resources["runtime"] == "1440"
-    assert "not implemented" not in out.stdout
+    assert "not implemented" not in stdout
 
 
 def test_readme_commands():
@@ -785,24 +827,13 @@ def test_a_transfer_evaluation_pooling_is_the_cells_or_a_variant_rows():
 
 
 @pytest.mark.slow
-def test_planning_the_paper_grid_imports_no_heavy_library():
+def test_planning_the_paper_grid_imports_no_heavy_library(paper_grid_plan):
     """Planning runs on every snakemake call (and on the cluster's login node): the paper grid's plan
-    imports none of torch, transformers, matplotlib or scipy.stats (scipy.stats alone took ~1 s)."""
-    import os
-    import subprocess
-
-    heavy = ("torch", "transformers", "matplotlib", "scipy.stats")
-    code = (
-        "import atexit, sys\n"
-        f"atexit.register(lambda: print('HEAVY', [m for m in {heavy!r} if m in sys.modules], file=sys.stderr))\n"
-        "sys.argv = ['snakemake', '-n', 'all', '-q', 'rules']\n"
-        "from snakemake.cli import main\n"
-        "main()\n"
-    )
-    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, env={**os.environ, "AOE_DATA_MIRROR": ""})
-    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
-    assert "HEAVY []" in out.stderr, out.stderr[-2000:]
-    assert job_counts(out.stdout)["train_model"] > 200
+    imports none of torch, transformers, matplotlib or scipy.stats (scipy.stats alone took ~1 s).
+    Read from the plan the other tests read (paper_grid_plan records what it imported)."""
+    _, stdout, heavy = paper_grid_plan
+    assert heavy == "HEAVY []", heavy
+    assert job_counts(stdout)["train_model"] > 200
 
 
 def test_a_download_job_imports_no_data_library():
@@ -903,13 +934,12 @@ def test_every_presets_table_notes_resolve(preset):
 
 @pytest.mark.slow
 @needs_mirror
-def test_a_moved_results_tree_plans_nothing_new(tmp_path):
+def test_a_moved_results_tree_plans_nothing_new(ci_table2_plan):
     """No planned input names the workflow folder's absolute path: Snakemake records a job's input set, so the
     package modules a table job reads, given as absolute paths, replanned 17 rendering jobs of the CI preset's
     finished tree once it was moved (issue 53's second sweep, D7)."""
-    out = _ci_with_override(tmp_path, "{}\n", "table2")
-    assert out.returncode == 0, out.stdout[-3000:]
-    work = str((tmp_path / "wf").resolve())
-    tables = [j for j in dry_run_jobs(out.stdout) if j["rule"] == "table"]
+    work, stdout = ci_table2_plan
+    work = str(work.resolve())
+    tables = [j for j in dry_run_jobs(stdout) if j["rule"] == "table"]
     assert tables and "aoe/results/tables.py" in tables[0]["input"]
-    assert not [i for j in dry_run_jobs(out.stdout) for i in j["input"] if i.startswith(work)]
+    assert not [i for j in dry_run_jobs(stdout) for i in j["input"] if i.startswith(work)]
