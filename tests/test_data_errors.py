@@ -23,7 +23,19 @@ from aoe.data.mirror import DOWNSTREAM_SUBDIR, TABLE, check_published, mirror_so
 from aoe.data.prepare import prepare_sts_table
 from aoe.data.published import pipeline_files, write_table
 from aoe.data.transfer import read_transfer
-from tests.workflow_utils import MIRROR, REPO, copy_workflow, dry_run, needs_mirror, snakemake
+from tests.forkserver import SnakemakeForks
+from tests.workflow_utils import MIRROR, REPO, copy_workflow, needs_mirror
+
+# Each Snakemake run a process of its own, forked from one that imported Snakemake once (tests/forkserver.py): the
+# import is most of a dry run's CPU
+_FORKS = SnakemakeForks()
+snakemake, dry_run = _FORKS.snakemake, _FORKS.dry_run
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _snakemake_forks():
+    yield
+    _FORKS.close()
 
 STSB_TEST = "STS/STSBenchmark/sts-test.csv"
 STSB_TEST_SOURCE = "yan-soares/research_embeddings_fine_tuning@045c5e94572a:data/downstream/STS/STSBenchmark/sts-test.csv"
@@ -196,19 +208,29 @@ def test_a_bad_mirror_variable_fails_planning(workflow, tmp_path):
 # ---------------------------------------------------------------- a file the mirror lacks
 
 
+@pytest.fixture(scope="module")
+def partial_mirror_plan(workflow, tmp_path_factory) -> tuple[Path, str]:
+    """The CI preset's dry run with a SentEval folder that has STS-B's test file but not its dev file, and TREC's
+    train file but not its test file (MRPC's two whole): (that folder, the plan). Read by the tests of files a
+    mirror lacks, STS and transfer."""
+    downstream = _downstream_copy(tmp_path_factory.mktemp("partial"), STSB_TEST, "TREC/train_5500.label",
+                                  "MRPC/msr_paraphrase_train.txt", "MRPC/msr_paraphrase_test.txt")
+    out = dry_run(workflow, "--configfile", "presets/ci.yaml", mirror=downstream, env=ONLINE)
+    assert out.returncode == 0, out.stdout[-3000:]
+    return downstream, out.stdout
+
+
 @pytest.mark.slow
 @needs_mirror
-def test_a_missing_sts_file_is_fetched_from_its_source(workflow, tmp_path):
+def test_a_missing_sts_file_is_fetched_from_its_source(partial_mirror_plan):
     """Issue 23 item 10b: it was a MissingInputException, though README says such files are fetched."""
-    downstream = _downstream_copy(tmp_path, "STS/STSBenchmark/sts-dev.csv")
-    out = dry_run(workflow, "results/ci/data/stsb/test.parquet", "results/ci/data/stsb/dev.parquet", "--configfile", "presets/ci.yaml",
-                  mirror=downstream, env=ONLINE)
-    assert out.returncode == 0, out.stdout[-3000:]
+    downstream, stdout = partial_mirror_plan
+    assert not (downstream / "STS/STSBenchmark/sts-dev.csv").exists()
     # the file the mirror has and the one it lacks: the same job, into the same folder
     for rel in (STSB_TEST, "STS/STSBenchmark/sts-dev.csv"):
         fetched = f"results/ci/downloads/files/{DOWNSTREAM_SUBDIR}/{rel}"
-        assert f"output: {fetched}" in out.stdout and f"input: {fetched}" in out.stdout
-    assert str(downstream) not in out.stdout
+        assert f"output: {fetched}" in stdout and f"input: {fetched}" in stdout
+    assert str(downstream) not in stdout
     assert upstream_url(f"{DOWNSTREAM_SUBDIR}/{STSB_TEST}") == (
         "https://raw.githubusercontent.com/yan-soares/research_embeddings_fine_tuning/045c5e94572a/data/downstream/STS/STSBenchmark/sts-test.csv"
     )
@@ -294,17 +316,15 @@ def test_a_missing_sts_file_is_downloaded_and_checked(tmp_path, file_server, tam
 
 @pytest.mark.slow
 @needs_mirror
-def test_a_missing_transfer_file_is_fetched_into_sentevals_folder(workflow, tmp_path):
+def test_a_missing_transfer_file_is_fetched_into_sentevals_folder(partial_mirror_plan):
     # the transfer evaluation reads SentEval's folder as a whole: the files the mirror has and the
     # ones it lacks are laid out together (it was a planning error naming the missing file)
-    trec = ("TREC/train_5500.label", "MRPC/msr_paraphrase_train.txt", "MRPC/msr_paraphrase_test.txt")
-    downstream = _downstream_copy(tmp_path, STSB_TEST, *trec)
-    out = dry_run(workflow, "--configfile", "presets/ci.yaml", mirror=downstream, env=ONLINE)
-    assert out.returncode == 0, out.stdout[-3000:]
+    downstream, stdout = partial_mirror_plan
+    assert not (downstream / "TREC/TREC_10.label").exists()
     folder = f"results/ci/downloads/files/{DOWNSTREAM_SUBDIR}"
     for rel in ("TREC/TREC_10.label", "TREC/train_5500.label"):
-        assert f"output: {folder}/{rel}" in out.stdout
-    assert f"downstream: {folder}" in out.stdout or folder in out.stdout
+        assert f"output: {folder}/{rel}" in stdout
+    assert f"downstream: {folder}" in stdout or folder in stdout
 
 
 # ---------------------------------------------------------------- analysis.saturation
