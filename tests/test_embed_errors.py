@@ -4,8 +4,9 @@ Each broken folder is a copy of the tiny random BERT (conftest.tiny_bert) damage
 way downloads and copies go wrong: weights missing, config.json cut or hand-edited,
 model.safetensors cut short. The refusals run the command's own entry point in this process
 (``_embed_here``); what only a fresh process shows runs as a user runs it, in a subprocess (``_embed``):
-the command's wiring (a complete folder embeds, ``--help``), and that nothing is printed before the
-message when it comes before any loading.
+the command's wiring (a complete folder embeds), and that nothing is printed before the message when it
+comes before any loading (a subprocess is a fresh interpreter importing torch: seconds of CPU each, so
+``--help`` and the printed max_length, which a process of their own does not change, run here too).
 """
 
 from __future__ import annotations
@@ -206,8 +207,10 @@ def test_a_complete_folder_still_embeds(model: Path, texts: Path):
     assert proc.stderr.splitlines()[-1].endswith("2 texts x 32 dims (pooling cls, max_length 128)")
 
 
-def test_the_help_documents_the_exit_status():
-    proc = subprocess.run([sys.executable, "-m", "aoe", "embed", "--help"], capture_output=True, text=True, cwd=REPO)
+def test_the_help_documents_the_exit_status(tmp_path, capsys):
+    # `aoe embed --help` through the command's entry point (argparse prints it and exits 0); `python -m aoe embed`
+    # itself runs in test_a_complete_folder_still_embeds
+    proc = _embed_here(capsys, tmp_path / "model", tmp_path / "texts.txt", "--help")
     assert proc.returncode == 0
     help_text = " ".join(proc.stdout.split())
     assert "exit status: 0 when the embeddings are written; 2 when an option" in help_text
@@ -302,12 +305,13 @@ def test_a_trained_folders_prompt_counts_in_the_smallest_max_length(model: Path,
 
 
 @pytest.mark.slow
-def test_the_printed_max_length_is_the_truncation_done(model: Path, texts: Path):
+def test_the_printed_max_length_is_the_truncation_done(model: Path, texts: Path, capsys):
     import numpy as np
 
-    # cut to [CLS] <first token> [SEP]: the first two are one sequence, the third ("and") another
+    # cut to [CLS] <first token> [SEP]: the first two are one sequence, the third ("and") another.
+    # In this process: the line is the command's print to stderr, the embeddings its output file.
     texts.write_text("a first text\na second one\nand a third\n", encoding="utf-8")
-    proc = _embed(model, texts, "--device", "cpu", "--max-length", "3")
+    proc = _embed_here(capsys, model, texts, "--device", "cpu", "--max-length", "3")
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stderr.splitlines()[-1].endswith("3 texts x 32 dims (pooling cls, max_length 3)")
     emb = np.load(texts.parent / "emb.npy")
