@@ -218,8 +218,14 @@ def test_the_cpu_presets_batch_study_is_built_with_its_claim_line(tmp_path):
     runs a second job or a second OpenMP thread only waits on a busy core, docs/testing.md). The jobs are
     the preset's: the STS-B files laid out, train and test prepared, train tokenized, four trainings, four
     evaluations, the table."""
+    from aoe.config.hparams import resolve_cell
     from tests.workflow_utils import copy_workflow
 
+    # the preset's own rows, which the overlay halves: each at its batch on the same 1,600 pairs (the run below
+    # checked 200 and 32 steps of batch 8 and 50 in aoe_config.json before the overlay; resolved here, every row)
+    preset = _config("presets/studies-cpu.yaml")
+    own = {o: (p["batch_size"], p["max_steps"]) for o in SMALL_STEPS for p in [resolve_cell(preset, "minilm-l6", o, "stsb", 1).params]}
+    assert own == {"angle_batch8": (8, 200), "angle_batch16": (16, 100), "angle_batch32": (32, 50), "angle_arxiv": (50, 32)}, own
     work = copy_workflow(tmp_path / "wf")
     overlay = tiny_backbone_overlay(work, tmp_path / "tiny")
     steps = "".join(f"{o}: {{max_steps: {s}}}, " for o, (_, s) in SMALL_STEPS.items()).rstrip(", ")
