@@ -8,10 +8,12 @@ functions, on the data the CI preset's run prepared (its results tree: the same 
 settings as ``presets/ci.yaml``, so no data chain runs twice):
 
 - MiniLM as downloaded: the seven STS tasks under CLS and under average pooling; mteb's STS-B;
-  TREC and MRPC; the NLI probe; the saturation statistics of SNLI dev;
-- MiniLM trained as the preset's cell (``minilm-l6/aoe/stsb/seed1``: 60 steps of AoE on STS-B train),
-  keeping its last weights (the preset's best-on-dev selection is plumbing, checked on the tiny run):
-  STS-B test, its pairs' cosines (Fig. 3's saturation zone), TREC and MRPC.
+  TREC and MRPC (the preset's 1,000 rows a split); the NLI probe; the saturation statistics of SNLI dev
+  (``SATURATION_PAIRS``);
+- MiniLM trained as the preset's cell (``minilm-l6/aoe/stsb/seed1``: AoE on STS-B train, ``TRAIN_STEPS``
+  steps instead of the preset's 60), keeping its last weights (the preset's best-on-dev selection is
+  plumbing, checked on the tiny run):
+  STS-B test, its pairs' cosines (Fig. 3's saturation zone), TREC and MRPC (``TRANSFER_ROWS`` a split).
 
 Every result but mteb's goes through the embedding cache of one folder, so a text set is embedded once per
 model and pooling.
@@ -26,6 +28,17 @@ from pathlib import Path
 from tests.workflow_utils import REPO
 
 CELL = ("minilm-l6", "aoe", "stsb", 1)  # presets/ci.yaml's one trained cell
+# Where this cell is smaller than the preset, each at the smallest size its property still shows with a margin
+# (issue 73; the preset's own sizes run through every rule on the tiny model, tests/conftest.py::ci_run). Measured
+# at the preset's sizes (f24e0b8): the trained model 82.02 on STS-B test against the backbone's 73.50 (the test asks
+# for 2 points); TREC 58.2 (its floor 45, chance 27.6); entailed pairs' mean cosine 0.825 against contradictions'
+# 0.654. The training (90 CPU-s of the cell's 427 in the CI run of f24e0b8), the trained model's transfer tasks (65)
+# and the saturation statistics (23) shrink below. Measured at these sizes (f24e0b8 + this change): after 30 steps 80.12 (+6.6) with 329 of 1,379 pairs in the
+# saturation zone; the two labels' means 0.817 and 0.655 on 500 pairs; the trained model's TREC 55.0 and MRPC 72.2 on
+# 500 rows a split. The backbone keeps the preset's 1,000: on 500 it scored TREC 47.2 and MRPC 60.8, too near the floors.
+TRAIN_STEPS = 30      # the preset's 60: the gain over the backbone and the saturation zone show after 30
+TRANSFER_ROWS = {"pretrained": None, "trained": 500}  # None: the preset's 1,000 a split; TREC's 500 test questions whole
+SATURATION_PAIRS = 500  # the preset's 2,000 SNLI dev pairs
 
 
 @dataclass
@@ -60,12 +73,14 @@ def compute(ci_results: Path, minilm_dir: Path, root: Path) -> RealModel:
     # the seven STS tasks' test tables, as the rule evaluate_sts reads them
     tables, manifests = ([str(data / d / name) for d in STS_TASKS.values()] for name in ("test.parquet", "test.manifest.json"))
     downstream = ci_results / "downloads" / "files" / "senteval" / "downstream"
-    transfer_kw = dict(tasks=ev["transfer"]["tasks"], mode=ev["transfer"]["mode"], max_rows=ev["transfer"]["max_rows"], **sts_kw)
+    transfer_kw = dict(tasks=ev["transfer"]["tasks"], mode=ev["transfer"]["mode"], **sts_kw)
+    transfer_rows = {m: rows or ev["transfer"]["max_rows"] for m, rows in TRANSFER_ROWS.items()}
 
     # MiniLM-L6 as downloaded
     run_sts_evaluation(minilm_dir, tables, manifests, root / "pretrained/sts.json", pooling="cls", **caps, **sts_kw)
     run_sts_evaluation(minilm_dir, tables, manifests, root / "pretrained/sts.avg.json", pooling="avg", **caps, **sts_kw)
-    run_transfer_evaluation(minilm_dir, downstream, root / "pretrained/transfer.json", pooling="cls", **transfer_kw)
+    run_transfer_evaluation(minilm_dir, downstream, root / "pretrained/transfer.json", pooling="cls", max_rows=transfer_rows["pretrained"],
+                            **transfer_kw)
     probe = ev["nli_probe"]
     run_nli_probe(minilm_dir, [str(data / f"{t}.nli3.parquet") for t in probe_inputs(probe["protocol"])], root / "pretrained/nli_probe.json",
                   protocol=probe["protocol"], mode=probe["mode"], max_rows=probe["max_rows"], pooling="cls", **sts_kw)
@@ -75,11 +90,11 @@ def compute(ci_results: Path, minilm_dir: Path, root: Path) -> RealModel:
     sat = config["analysis"]["saturation"]
     split = data / sat["dataset"] / sat["split"]
     run_saturation(minilm_dir, f"{split}.parquet", f"{split}.manifest.json", root / "pretrained/saturation.json", pooling="cls",
-                   batch_size=ev["sts"]["batch_size"], max_length=ev["sts"]["max_length"], max_pairs=sat["max_pairs"])
+                   batch_size=ev["sts"]["batch_size"], max_length=ev["sts"]["max_length"], max_pairs=SATURATION_PAIRS)
 
     # MiniLM-L6 trained as the preset's cell, its last weights
     params = train_params(config, *CELL)
-    params.update(select_checkpoint="last", select_split=None)
+    params.update(select_checkpoint="last", select_split=None, max_steps=TRAIN_STEPS)
     # not the folder its results go to: the cache keys a model by its folder's files, so a result written
     # there would make each later evaluation of the model a cache miss (STS-B test embedded twice)
     model = root / "trained-model"
@@ -93,7 +108,7 @@ def compute(ci_results: Path, minilm_dir: Path, root: Path) -> RealModel:
     threshold = config["figures"]["sts_geometry"]["saturation_threshold"]
     (root / "trained/saturation_zone.json").write_text(json.dumps(  # what fig3 draws (aoe.results.figures.sts_geometry)
         {"threshold": threshold, "pairs": int(saturation_mask(cos, threshold).sum()), "pairs_total": int(len(cos))}))
-    run_transfer_evaluation(model, downstream, root / "trained/transfer.json", **transfer_kw)
+    run_transfer_evaluation(model, downstream, root / "trained/transfer.json", max_rows=transfer_rows["trained"], **transfer_kw)
     return RealModel(root)
 
 
