@@ -75,6 +75,9 @@ def test_saturation_selection_is_strict():
     capped = select_pairs(cos, "all", 0.95, max_pairs=3, seed=1)
     assert len(capped) == 3 and capped.tolist() == sorted(capped.tolist())
     assert capped.tolist() == select_pairs(cos, "all", 0.95, max_pairs=3, seed=1).tolist()
+    # the zone capped too (figures.sts_geometry.max_pairs_zone): a seeded subset of its pairs only
+    zone = select_pairs(cos, "saturation", 0.95, max_pairs=2, seed=1)
+    assert len(zone) == 2 and set(zone.tolist()) <= {2, 3, 4}
 
 
 def test_tsne_is_deterministic_given_config():
@@ -107,6 +110,9 @@ def test_geometry_stats_and_plot(tmp_path):
     assert stats["AVG_re"] == pytest.approx(d["euclidean_re"].mean()) and stats["AVG_im"] == pytest.approx(d["euclidean_im"].mean())
     pdf, png = plot_geometry(data, geo, stats, tmp_path / "g.pdf", title="synthetic")
     assert pdf.stat().st_size > 1000 and png.stat().st_size > 1000
+    # max_pairs_zone: t-SNE embeds a seeded subset of the zone, the other zone's cap (max_pairs_all) aside
+    capped = compute_geometry(data, "saturation", {**cfg, "max_pairs_zone": 3, "max_pairs_all": 1000})
+    assert len(capped["idx"]) == 3 and set(capped["idx"].tolist()) <= set(geo["idx"].tolist()) < set(range(len(data["cos"])))
     # an empty saturation zone still draws
     empty = compute_geometry(data, "saturation", {**cfg, "saturation_threshold": 0.999999})
     stats = geometry_stats(data, empty["idx"], "euclidean")

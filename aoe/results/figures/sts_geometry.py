@@ -62,7 +62,7 @@ def saturation_mask(cos: np.ndarray, threshold: float) -> np.ndarray:
 
 
 def select_pairs(cos: np.ndarray, zone: str, threshold: float, max_pairs: int | None = None, seed: int = 0) -> np.ndarray:
-    """Sorted pair indices of ``zone``: "saturation" (cos > threshold) or "all" (a seeded subset when capped)."""
+    """Sorted pair indices of ``zone``: "saturation" (cos > threshold) or "all"; a seeded subset of either when capped."""
     if zone == "saturation":
         idx = np.flatnonzero(saturation_mask(cos, threshold))
     elif zone == "all":
@@ -222,7 +222,8 @@ def compute_geometry(data: dict, zone: str, cfg: dict) -> dict[str, np.ndarray |
     positions in the selection); seeded draws fill the sample up to ``sample_pairs``.
     """
     seed = cfg.get("sample_seed", schema_default("figures", "sts_geometry", "sample_seed"))
-    idx = select_pairs(data["cos"], zone, cfg["saturation_threshold"], cfg.get("max_pairs_all") if zone == "all" else None, seed)
+    cap = cfg.get("max_pairs_all") if zone == "all" else cfg.get("max_pairs_zone")
+    idx = select_pairs(data["cos"], zone, cfg["saturation_threshold"], cap, seed)
     rows = find_pairs(data, cfg.get("highlight_pairs"))
     idx = np.union1d(idx, np.array(sorted(rows.values()), dtype=int)).astype(int)
     u_re, u_im = split_halves(data["u"][idx])
