@@ -8,7 +8,8 @@ mode within seconds and needs no mirror (fixtures ``mirror_data`` and ``syntheti
 the readers' own tests are tests/test_data_transfer.py). The suite checks one task of each SentEval
 classifier path: on the mirror in fasttest mode (CR, TREC, MRPC), on the synthetic corpus every task in
 fasttest mode and four in test mode. Every task in both modes, on the mirror and the synthetic corpus, is
-``bench/transfer_parity.py``, whose result is committed in ``bench/results/transfer_parity.json``.
+``bench/transfer_parity.py``, whose result is committed in ``bench/results/transfer_parity.json``
+(test_the_bench_covers_every_mirror_task_the_suite_leaves_out reads it).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from tests.senteval_reference import MIRROR_SIZES, SENTEVAL_MIRROR, SENTEVAL_SYN
 from tests.workflow_utils import REPO
 
 sys.path.insert(0, str(REPO / "bench"))
-from transfer_parity import protocol_sizes  # noqa: E402
+from transfer_parity import mirror_sizes, protocol_sizes  # noqa: E402
 
 
 def _check(result: dict, expected: dict) -> None:
@@ -484,3 +485,21 @@ def test_mirror_parity_with_senteval(mirror_data, one_thread, task):
         "TREC": (5452, 500), "MRPC": (4076, 1725),
     }.get(task, (MIRROR_SIZES[task].get("all"),) * 2)
 
+
+def test_the_bench_covers_every_mirror_task_the_suite_leaves_out():
+    """bench/transfer_parity.py's committed result holds the parity this file no longer runs: every mirror task
+    of each mode with a SentEval reference, and every synthetic case, each equal to SentEval and sized as its
+    protocol says; a reference added to tests/senteval_reference.py without a bench run fails here."""
+    record = json.loads((REPO / "bench" / "results" / "transfer_parity.json").read_text())
+    ran = {(r["corpus"], r["mode"], r["classifier"], r["task"]): r for r in record["results"]}
+    wanted = {("mirror", mode, "pytorch", task): expected for mode, tasks in SENTEVAL_MIRROR.items() for task, expected in tasks.items()}
+    wanted |= {("synthetic", mode, backend, task): expected for (mode, backend), tasks in SENTEVAL_SYNTHETIC.items()
+               for task, expected in tasks.items()}
+    assert set(wanted) <= set(ran), sorted(set(wanted) - set(ran))
+    for key, expected in wanted.items():
+        r = ran[key]
+        assert r["equal"] and r["senteval"] == expected and all(r["ours"][k] == v for k, v in expected.items()), key
+        assert (r["ours"]["ndev"], r["ours"]["ntest"]) == (r["sizes"]["ndev"], r["sizes"]["ntest"]), key
+        if key[0] == "mirror":
+            assert (r["sizes"]["ndev"], r["sizes"]["ntest"]) == mirror_sizes(key[3]), key
+    assert record["all_equal"] and record["torch_threads"] == 1
