@@ -672,7 +672,9 @@ def test_a_two_stage_cell_trains_from_its_start(tmp_path):
             train: {init: {trainset: stsb, objective: aoe}, max_steps: 2, batch_size: 8, max_length: 64}
         """))
     target = "results/ci/models/minilm-l6/aoe/stsb_second/seed1"
-    out = snakemake(work, "--cores", "2", target, "--configfile", "presets/ci.yaml", TINY_OVERLAY, "override.yaml",
+    # one core: Snakemake sets a job's OMP_NUM_THREADS to its threads, and two torch threads spin-wait on a core the
+    # other pytest worker or a background run holds (the batch study's test cost 3x its CPU so, tests/test_studies.py)
+    out = snakemake(work, "--cores", "1", target, "--configfile", "presets/ci.yaml", TINY_OVERLAY, "override.yaml",
                     env={"AOE_DATA_MIRROR": str(MIRROR)})
     assert out.returncode == 0, out.stdout[-3000:]
     start = work / "results/ci/models/minilm-l6/aoe/stsb/seed1"
