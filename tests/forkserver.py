@@ -152,5 +152,8 @@ class SnakemakeForks:
 
     def close(self) -> None:
         if self.server is not None:
+            import shutil
+
             self.server.close()
+            shutil.rmtree(self.server.folder, ignore_errors=True)  # its runs' output files, read already
             self.server = None
