@@ -199,11 +199,9 @@ def test_nli_recipe_is_the_official_one():
         ({"trainsets": {"mrpc": {"formats": ["pairs", "triplets"]}}}, "trainsets.mrpc.formats: mrpc provides ['pairs'], not ['triplets']"),
         ({"analysis": {"saturation": {"backbones": ["nope"]}}}, "analysis.saturation.backbones: unknown backbone 'nope'"),
         ({"tables": {"table5_nli": {"backbones": ["minilm-l6"]}}}, "tables.table5_nli: no run trains backbone 'minilm-l6'"),
-        # a gold variant reads in-domain files only, and a backbone as downloaded has the float gold only
+        # a gold variant reads in-domain files only
         ({"tables": {"table4_ablation": {"rows": [{"backbone": "bert-base-uncased", "objective": "aoe", "eval_gold": "int"}]}}},
          "tables.table4_ablation.rows[0].eval_gold: a gold variant reads the by_gold of in-domain"),
-        ({"tables": {"table2_indomain": {"rows": [{"backbone": "bert-base-uncased", "objective": "pretrained", "eval_gold": "int"}]}}},
-         "tables.table2_indomain.rows[0].eval_gold: a backbone as downloaded is scored against the gold as annotated only"),
         ({"tables": {"table2_x": {"kind": "stsb", "trainset": "stsb", "backbones": ["bert-base-uncased"], "objectives": ["aoe"]}},
           "build": {"tables": ["table2_indomain", "table2_x"]}}, "its target 'table2' is also the target of tables.table2_indomain"),
         ({"tables": {"table4_ablation": {"rows": [{"backbone": "bert-base-uncased", "objective": "aoe", "seeds": [7]}]}}}, "seeds [7] of 'aoe' on 'nli' are not trained"),

@@ -684,13 +684,12 @@ def _check_eval_pooling(config: dict, where: str, kind_name: str, row: TableRow)
 
 
 def _check_eval_gold(where: str, kind_name: str, row: TableRow) -> None:
-    """A row's eval_gold reads the other gold of its cells' in-domain files (their by_gold): an in-domain table's
-    row of a model of its own, not the backbone as downloaded (scored against the float gold only)."""
+    """A row's eval_gold reads the other gold of its cells' in-domain files (their by_gold): an in-domain table's row.
+    The backbone as downloaded has both too (its headline is the float gold): its int-gold row is what an int-gold row's
+    gain is set against (issue 69)."""
     if not table_kind(kind_name).read_gold:
         raise ConfigError(f"{where}.eval_gold: a gold variant reads the by_gold of in-domain evaluations (rule evaluate_indomain); "
                           f"table kind {kind_name!r} has none: drop the key or move the row to a table of kind indomain")
-    if row.objective == PRETRAINED:
-        raise ConfigError(f"{where}.eval_gold: a backbone as downloaded is scored against the gold as annotated only; drop the key")
 
 
 def _cell_group_recipes(config: dict):
