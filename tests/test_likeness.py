@@ -203,3 +203,27 @@ def test_report_claims_subtract_rows_of_one_gold():
     for line in lines:
         assert "[ours: AoE (arXiv in-domain recipe), float gold −" in line and "86.00 − 80.00 = +6.00" in line, line
         assert "recipe (" in line  # the difference the table names is printed
+
+
+def test_table2s_ttests_set_one_gold_against_one_and_say_what_differs():
+    """The grid's table2_indomain from result values: SBERT (float gold) is tested against AoE's float-gold row, whose
+    seeds are 2 points above its int-gold ones; the note names the recipe difference the table allows, once a pair."""
+    from aoe.results.render import _notes
+
+    config = _config(None)
+    base = {"backbone": "bert-base-uncased", "rerun": 0, "eval_pooling": "", "column": "stsb", "trainset": "stsb"}
+    values = []
+    for seed, shift in zip((42, 43, 44), (0.0, 0.5, -0.3)):
+        values += [{**base, "objective": "angle_arxiv", "seed": seed, "eval_gold": g, "value": v + shift}
+                   for g, v in (("", 84.0), ("int", 84.0), ("float", 86.0))]
+        values += [{**base, "objective": "sbert", "seed": seed, "eval_gold": g, "value": 86.0 + 2 * shift}
+                   for g in ("", "float", "int")]
+    table = build_table(pd.DataFrame(values), config["tables"]["table2_indomain"], name="table2_indomain",
+                        rows=measured_rows(config, "table2_indomain"))
+    (test,) = [t for t in table.ttests if t.baseline == "SBERT" and t.column == "stsb"]
+    assert test.treatment == "AoE (arXiv in-domain recipe), float gold"
+    # float − float: 86 + s against 86 + 2s, a mean gap of −0.067, t = −0.29 (int − float: −2.07, t = −8.9)
+    assert test.test == "paired" and test.n == 3 and test.statistic == pytest.approx(-0.2857, abs=0.001)
+    assert test.named.startswith("measured otherwise, as the table allows: recipe (")
+    note = next(n for n in _notes(table, latex=False) if "vs SBERT" in n)
+    assert "AoE (arXiv in-domain recipe), float gold vs SBERT (measured otherwise, as the table allows: recipe (" in note

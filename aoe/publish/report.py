@@ -286,6 +286,10 @@ def _ttest_lines(table: dict, headers: dict[str, str]) -> list[str]:
         return ["", f"No t-test between this table's rows: {md_cell('; '.join(reasons))}."]
     out = []
     for (backbone, treat, base), tests in by_pair.items():
+        # the differences of measurement the table names for the pair (tables.<name>.compare_across), said once
+        named = next((t["named"] for t in tests if t.get("named")), "")
+        if named:
+            out.append(f"- {md_cell(backbone)}: {md_cell(treat)} vs {md_cell(base)}: {md_cell(named)}")
         if all(t.get("p") is None for t in tests) and len({t["text"] for t in tests}) == 1:
             out.append(f"- {md_cell(backbone)}: {md_cell(treat)} vs {md_cell(base)}: {md_cell(tests[0]['text'])} (every column)")
             continue

@@ -232,7 +232,9 @@ def _notes(table: Table, latex: bool) -> list[str]:
                 cells = f"every column {tests[0].text()}"
             else:
                 cells = "; ".join(f"{headers.get(t.column, t.column)} {t.text()}" for t in tests)
-            parts.append(f"{backbone}: {treat} vs {base}: {cells}")
+            # the differences of measurement the table names for the pair (tables.<name>.compare_across), said once
+            named = next((t.named for t in tests if t.named), "")
+            parts.append(f"{backbone}: {treat} vs {base}{f' ({named})' if named else ''}: {cells}")
         notes.append(TTEST_RULE + ": " + " | ".join(parts) + ".")
     if table.missing:
         notes.append(f"Missing ({len(table.missing)}): " + "; ".join(table.missing) + ".")

@@ -55,7 +55,7 @@ __all__ = [
     "Row",
     "TTest",
     "Table",
-    "TestPair",
+    "TTestPair",
     "build_gis_table",
     "build_table",
     "draws_seed",
@@ -247,8 +247,7 @@ class TTest:
     named: str = ""  # the differences of measurement the table names for this pair (aoe.results.likeness.named_text)
 
     def text(self) -> str:
-        text = p_text(self.test, self.p, self.n, self.n_baseline, self.note)
-        return f"{text}; {self.named}" if self.named and self.p is not None else text
+        return p_text(self.test, self.p, self.n, self.n_baseline, self.note)
 
 
 @dataclass
@@ -562,7 +561,7 @@ def study_verdict(table: Table, study: dict) -> StudyVerdict:
 
 
 @dataclass(frozen=True)
-class TestPair:
+class TTestPair:
     """Two rows of ours a table's t-test sets against each other: the treatment row chosen for the baseline,
     the differences of measurement the table names for them (printed beside each p), or why none is tested."""
 
@@ -590,7 +589,7 @@ def treatment_row(rows: list[Row], treatment: str | None = None) -> Row | None:
     return None
 
 
-def ttest_pairs(rows: list[Row], spec: dict, name: str = "table") -> list[TestPair]:
+def ttest_pairs(rows: list[Row], spec: dict, name: str = "table") -> list[TTestPair]:
     """Per backbone, each baseline row (another objective than the treatment's) with the treatment row measured as it
     is (:mod:`aoe.results.likeness`): of the treatment (:func:`treatment_row`) and its variant rows (an in-domain row's
     other gold: its eval_gold row; another scoring pooling: its eval_pooling row) the one with the fewest differences,
@@ -619,7 +618,7 @@ def ttest_pairs(rows: list[Row], spec: dict, name: str = "table") -> list[TestPa
             best, refusal = None, ""
             if base.objective in (PRETRAINED, RELEASED):
                 # not trained: no seed to test over (compare_runs says so), so no measurement to match either
-                out.append(TestPair(backbone, primary, base))
+                out.append(TTestPair(backbone, primary, base))
                 continue
             for candidates in tiers:
                 for cand in candidates:
@@ -636,9 +635,9 @@ def ttest_pairs(rows: list[Row], spec: dict, name: str = "table") -> list[TestPa
                     break
             if best is None:
                 why = refusal.split("measured otherwise ", 1)[-1].split("): ", 1)[0].lstrip("(")
-                out.append(TestPair(backbone, primary, base, refused=f"no test: measured otherwise ({why})"))
+                out.append(TTestPair(backbone, primary, base, refused=f"no test: measured otherwise ({why})"))
             else:
-                out.append(TestPair(backbone, best[0], base, best[1]))
+                out.append(TTestPair(backbone, best[0], base, best[1]))
     return out
 
 
