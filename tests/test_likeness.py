@@ -227,3 +227,32 @@ def test_table2s_ttests_set_one_gold_against_one_and_say_what_differs():
     assert test.named.startswith("measured otherwise, as the table allows: recipe (")
     note = next(n for n in _notes(table, latex=False) if "vs SBERT" in n)
     assert "AoE (arXiv in-domain recipe), float gold vs SBERT (measured otherwise, as the table allows: recipe (" in note
+
+
+def test_a_table_names_exactly_the_fields_a_measure_has():
+    """tables.<name>.compare_across takes the fields of a measure, no other (a misspelt field would allow nothing)."""
+    from aoe.config.hparams import read_yaml
+    from aoe.results.likeness import FIELDS
+
+    schema = read_yaml(REPO / "schemas" / "config.schema.yaml")
+    table = schema["properties"]["tables"]["additionalProperties"]["properties"]["compare_across"]
+    assert tuple(table["properties"]) == FIELDS and table["additionalProperties"] is False
+    assert set(Measure().as_dict()) == set(FIELDS)
+
+
+@pytest.mark.parametrize("preset", [None, "studies-cpu.yaml"])
+def test_a_studys_rows_differ_only_as_its_table_names(preset):
+    """A study's verdict tests its rows against each other: they pass the gate (the batch study names the recipe, the
+    pooling study the pooling), and a study table naming nothing is refused with the difference and the fix."""
+    from aoe.results.tables import Table, kind_columns, study_verdict
+
+    config = _config(preset)
+    for name in ("study_weights", "study_tau", "study_batch", "study_pooling"):
+        spec = config["tables"][name]
+        table = Table(name, spec["kind"], "", kind_columns(spec["kind"], spec), _rows(config, name), [],
+                      compare_across=dict(spec.get("compare_across") or {}))
+        study_verdict(table, spec["study"])
+        if spec.get("compare_across"):
+            table.compare_across = {}
+            with pytest.raises(UnlikeNumbers, match=rf"tables.{name} \(study\): .*name the difference with its source"):
+                study_verdict(table, spec["study"])

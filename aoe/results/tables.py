@@ -550,8 +550,13 @@ def build_table(
 
 def study_verdict(table: Table, study: dict) -> StudyVerdict:
     """The verdict on a study table's claim (``tables.<name>.study``) from its rows of ours, in one column:
-    the study's ``column``, else the table's last (its summary: Avg. STS, or STS-B test)."""
+    the study's ``column``, else the table's last (its summary: Avg. STS, or STS-B test). Its comparisons are t-tests
+    between the rows, so the rows pass the gate first: a difference of measurement the table does not name
+    (``compare_across``: the study's own subject, the batch or the pooling) raises
+    :class:`aoe.results.likeness.UnlikeNumbers`, naming it and the fix."""
     col = study.get("column") or table.columns[-1].key
+    for row in table.rows[1:]:
+        like_for_like(table.rows[0].measure, row.measure, table.compare_across, f"tables.{table.name} (study): {table.rows[0].label} vs {row.label}")
     rows = [StudyRow(r.label, r.values.get(col, {})) for r in table.rows]
     return judge_study(rows, study, table_kind(table.kind).digits(col))
 
