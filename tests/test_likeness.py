@@ -256,3 +256,38 @@ def test_a_studys_rows_differ_only_as_its_table_names(preset):
             table.compare_across = {}
             with pytest.raises(UnlikeNumbers, match=rf"tables.{name} \(study\): .*name the difference with its source"):
                 study_verdict(table, spec["study"])
+
+
+@pytest.mark.parametrize("preset", [None, *PRESETS])
+def test_every_table_builds_through_the_gate(preset):
+    """Every table of the grid and of each preset, built as the rule table builds it (its rows with their measures, no
+    result yet): each Δ against a paper or reproduction number, each t-test and each study passes the gate."""
+    from aoe.results.load import RESULT_COLUMNS
+
+    config = _config(preset)
+    empty = pd.DataFrame(columns=RESULT_COLUMNS)
+    for table in built_tables(config):
+        spec = config["tables"][table]
+        if spec["kind"] in ("gis_stats", "train_time"):
+            continue
+        build_table(empty, spec, rows=measured_rows(config, table), name=table)
+
+
+def test_a_delta_against_a_paper_number_measured_otherwise_is_refused():
+    """ACL Table 2's AoE is against int(gold) (paper_numbers.yaml acl2024_table2.measured): set against the float-gold
+    row, the table is not built, the error naming the difference; the reproduction report's number is the float gold's."""
+    from aoe.results.load import RESULT_COLUMNS
+    from aoe.results.tables import paper_measure
+
+    assert paper_measure("acl2024_table2/AoE") == {"gold": "int"}
+    assert paper_measure("acl2024_table2/SBERT") == {}  # its evaluator is not stated
+    assert paper_measure("reproduction_report/table2/AoE-BERT (reproduction)") == {"gold": "float"}
+    assert paper_measure("angle_arxiv_table3_ablation/pooling/last-max") == {"gold": "int"}
+    config = _config(None)
+    spec = config["tables"]["table2_indomain"]
+    rows = measured_rows(config, "table2_indomain")
+    # the paper's AoE moved onto the float-gold row
+    spec = {**spec, "rows": [{**r, "paper": "acl2024_table2/AoE"} if r.get("eval_gold") == "float" and r["objective"] == "angle_arxiv"
+                             else {k: v for k, v in r.items() if k != "paper"} for r in spec["rows"]]}
+    with pytest.raises(UnlikeNumbers, match=r"vs paper acl2024_table2/AoE: measured otherwise \(gold: float vs int\)"):
+        build_table(pd.DataFrame(columns=RESULT_COLUMNS), spec, rows=rows, name="table2_indomain")

@@ -45,7 +45,7 @@ from aoe.config.table_kinds import Column, table_kind
 from aoe.config.workflow import NO_TRAINSET, OBJECTIVE_LABELS, PRETRAINED, RELEASED, parse_run, row_label, run_name
 from aoe.data.io import sha256_file
 from aoe.evaluate.sts import TASKS
-from aoe.results.likeness import Measure, UnlikeNumbers, like_for_like, named_text
+from aoe.results.likeness import FIELDS, Measure, UnlikeNumbers, like_for_like, named_text
 from aoe.results.load import load_results
 from aoe.results.stats import Bound, compare_runs, delta_bound, p_text, paper_seeds_of
 from aoe.results.studies import STUDY_RULE, StudyRow, StudyVerdict, judge_study
@@ -61,6 +61,7 @@ __all__ = [
     "draws_seed",
     "kind_columns",
     "load_paper_numbers",
+    "paper_measure",
     "paper_reference",
     "render_table",
     "row_label",
@@ -158,6 +159,30 @@ def paper_reference(
 
     source = entry.get("short") or entry.get("source", parts[0]).split(":")[0]
     return f"{parts[-1]} (paper: {source})", pick(values), pick(stds if isinstance(stds, dict) else {})
+
+
+def paper_measure(ref: str, numbers_file: str | Path | None = None) -> dict[str, str]:
+    """What a paper number was measured under, where paper_numbers.yaml says (its entry's ``measured``: ``"*"`` for
+    every row, else the row's path after the entry key, e.g. ``AoE`` or ``table2/AoE-BERT (reproduction)``)."""
+    parts = ref.split("/")
+    entry = load_paper_numbers(numbers_file).get(parts[0])
+    measured = (entry.get("measured") or {}) if isinstance(entry, dict) else {}
+    out = {**(measured.get("*") or {}), **(measured.get("/".join(parts[1:])) or {})}
+    unknown = set(out) - set(FIELDS)
+    if unknown:
+        raise KeyError(f"paper_numbers.yaml {parts[0]}.measured: unknown field(s) {', '.join(sorted(unknown))}; "
+                       f"the fields are {', '.join(FIELDS)}")
+    return {k: str(v) for k, v in out.items()}
+
+
+def _gate_paper(table: "Table", row: "Row", ref: str, numbers_file: str | Path | None) -> None:
+    """Refuse a Δ between a row of ours and a paper number measured otherwise (:func:`aoe.results.likeness.like_for_like`):
+    the paper side is what paper_numbers.yaml records (:func:`paper_measure`), else what the row's config claims by
+    setting it against that number (its own measure). A row built without its measure (a table by hand) is not gated."""
+    if row.measure == Measure():
+        return
+    paper = Measure.of({**row.measure.as_dict(), **paper_measure(ref, numbers_file)})
+    like_for_like(row.measure, paper, table.compare_across, f"tables.{table.name}: {row.label} vs paper {ref}")
 
 
 # ---------------------------------------------------------------------------
@@ -503,9 +528,11 @@ def build_table(
                 table.missing.append(msg)
                 log.warning("missing result: %s (printed as –)", msg)
         if ref:
+            _gate_paper(table, row, ref, numbers_file)
             row.paper_label, row.paper, row.paper_std = paper_reference(ref, numbers_file, col_keys)
             row.paper_backbone, row.paper_objective = row.backbone, row.objective
         if repro_ref:
+            _gate_paper(table, row, repro_ref, numbers_file)
             row.repro_label, row.repro, _ = paper_reference(repro_ref, numbers_file, col_keys)
         table.rows.append(row)
     used = {ref for r in table.rows for ref in (r.paper_ref, r.repro_ref) if ref}
