@@ -775,8 +775,10 @@ def test_a_transfer_evaluation_pooling_is_the_cells_or_a_variant_rows():
     assert "results/eval/bert-base-uncased/aoe/nli/seed46/transfer.pool-cls_avg_batchsum.json" in table3
     assert "results/eval/bert-base-uncased/aoe/nli/seed46/transfer.json" in table3
     assert "results/eval/bert-base-uncased/angle_arxiv/nli/seed46/transfer.json" in table3  # ACL's AoE-BERT's cell (issue 61)
-    # the 2024 recipe's five cls_avg_batchsum files and the released AnglE-BERT's 0.1.1 cls_avg
-    assert sum(".pool-" in f for f in table3) == 6 and sum(".pool-" in f for f in angle) == 5
+    # the 2024 recipe's five cls_avg_batchsum files, the released AnglE-BERT's 0.1.1 cls_avg, and the arXiv-era cell's
+    # five CLS files (its t-test row beside the CLS-scored baselines, issue 69: angle_transfer_tasks's files, nothing new)
+    assert sum(".pool-" in f for f in table3) == 11 and sum(".pool-" in f for f in angle) == 5
+    assert {f for f in table3 if "angle_arxiv" in f and ".pool-cls." in f} == {f for f in angle if ".pool-cls." in f}
     assert set(angle) | set(table3) <= set(suite_results(config))  # target evaluate builds them too
     # the pool files are evaluation-only: the model folders they read are the cells' own
     assert "eval_pooling" not in train_params(config, "bert-base-uncased", "aoe", "nli", 42)
