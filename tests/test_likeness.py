@@ -291,3 +291,24 @@ def test_a_delta_against_a_paper_number_measured_otherwise_is_refused():
                              else {k: v for k, v in r.items() if k != "paper"} for r in spec["rows"]]}
     with pytest.raises(UnlikeNumbers, match=r"vs paper acl2024_table2/AoE: measured otherwise \(gold: float vs int\)"):
         build_table(pd.DataFrame(columns=RESULT_COLUMNS), spec, rows=rows, name="table2_indomain")
+
+
+def test_planning_refuses_a_row_set_against_a_number_measured_otherwise():
+    """The checks at start-up (aoe.plan.check) make the table's own: a float-gold row set against ACL Table 2's AoE
+    (int gold) fails before anything trains, naming the row's key; a study naming nothing, too."""
+    import copy
+
+    from aoe.config.workflow import ConfigError
+    from aoe.plan.check import check_config
+
+    config = copy.deepcopy(_config(None))
+    rows = config["tables"]["table2_indomain"]["rows"]
+    i = next(i for i, r in enumerate(rows) if r.get("eval_gold") == "float")
+    rows[i] = {**rows[i], "paper": "acl2024_table2/AoE"}
+    with pytest.raises(ConfigError, match=rf"tables.table2_indomain.rows\[{i}\] \(paper: acl2024_table2/AoE\): measured otherwise "
+                                          r"\(gold: float vs int\)"):
+        check_config(config)
+    config = copy.deepcopy(_config(None))
+    config["tables"]["study_batch"]["compare_across"] = {}
+    with pytest.raises(ConfigError, match=r"tables.study_batch.rows\[1\] \(study\): measured otherwise \(recipe: batch_size 8 vs 16"):
+        check_config(config)

@@ -640,6 +640,32 @@ def check_tables(config: dict) -> None:
             _check_table_row(config, where, row)
         if table.get("study"):
             _check_study(name, table["study"], rows)
+        _check_like_for_like(config, name, table)
+
+
+def _check_like_for_like(config: dict, name: str, table: dict) -> None:
+    """Before anything trains: each row set against a paper or reproduction number is measured as that number was
+    (paper_numbers.yaml ``measured``), and a study's rows differ only as the table's ``compare_across`` names, the
+    checks the table itself makes when built (:mod:`aoe.results.likeness`), so a configuration that would refuse one
+    fails now, naming the key."""
+    from aoe.config.measures import measured_rows
+    from aoe.results.likeness import Measure, UnlikeNumbers, like_for_like
+    from aoe.results.tables import paper_measure, row_paper_refs
+
+    rows = measured_rows(config, name)
+    allowed = table.get("compare_across") or {}
+    try:
+        for key in ("paper", "reproduction"):
+            for i, (row, ref) in enumerate(zip(rows, row_paper_refs(table, rows, key))):
+                if ref:
+                    ours = Measure.of(row["measure"])
+                    like_for_like(ours, Measure.of({**ours.as_dict(), **paper_measure(ref)}), allowed,
+                                  f"tables.{name}.rows[{i}] ({key}: {ref})")
+        if table.get("study"):
+            for i, row in enumerate(rows[1:], 1):
+                like_for_like(Measure.of(rows[0]["measure"]), Measure.of(row["measure"]), allowed, f"tables.{name}.rows[{i}] (study)")
+    except UnlikeNumbers as err:
+        raise ConfigError(str(err)) from None
 
 
 def _check_study(name: str, study: dict, rows: list[TableRow]) -> None:
