@@ -38,6 +38,7 @@ from aoe.config.workflow import (
     table_target,
     train_params,
 )
+from aoe.config.measures import measured_rows
 from aoe.config.memory import grows_on_retry
 from aoe.data.io import DataError
 from aoe.data.mirror import DOWNSTREAM_SUBDIR, mirror_sources, resolve_downstream_root, upstream_url

@@ -8,6 +8,7 @@ rule table:
             "results/render.py",
             "results/stats.py",
             "results/studies.py",
+            "results/likeness.py",
             "config/table_kinds.py",
             "resources/paper_numbers.yaml",
         ),
@@ -22,7 +23,9 @@ rule table:
         "../envs/report.yaml"
     params:
         spec=lambda wildcards: config["tables"][wildcards.table],
-        rows=lambda wildcards: [r.as_dict() for r in table_rows(config, wildcards.table)],
+        # each row with what its numbers are measured under (gold, protocol, pooling, recipe: aoe.config.measures), which
+        # every t-test, gain and claim checks before it sets two rows against each other (aoe.results.likeness)
+        rows=lambda wildcards: measured_rows(config, wildcards.table),
         name=lambda wildcards: wildcards.table,
         # how this configuration trains the table's rows otherwise than the paper grid: a note of the table
         differences=lambda wildcards: protocol_differences(config, GRID_CONFIG, wildcards.table),

@@ -579,12 +579,16 @@ def test_prose_gains_beside_the_same_difference_of_ours(tmp_path):
     # AoE-BERT is the released arXiv AnglE-BERT under angle-emb 0.1.1 (issue #68): ours is the arXiv-era cell's row.
     # One seed a row: the bound of a difference from AoE Table 4's σ, t(0.975, 4) · 1.42 · √(2 + 2) = 7.89, in brackets
     assert ("| AoE − SimCSE, BERT-base, STS avg (the paper's AoE-BERT is the released arXiv AnglE-BERT under angle-emb 0.1.1, "
-            "issue #68: ours is the arXiv-era cell) | `table1_sts` bert-base-uncased | 83.00 − 81.00 = +2.00 | 0.86 | +1.14 [±7.89] | "
+            "issue #68: ours is the arXiv-era cell) [ours: AoE-BERT: arXiv-era recipe (angle_arxiv, 0.1.1 eval) − SimCSE (sup., "
+            "SimCSE's recipe)] | `table1_sts` bert-base-uncased | 83.00 − 81.00 = +2.00 | 0.86 | +1.14 [±7.89] | "
             "ACL §5.1, aoe-acl2024.txt l.196 |") in lines
-    assert "| AoE − SimCSE, LLaMA-2 7B, STS avg | `table1_sts` llama-2-7b | 86.00 − 85.00 = +1.00 | 0.72 | +0.28 [±7.89] |" in text
-    assert "| AoE − SimCSE, LLaMA-2 13B, STS avg | `table1_sts` llama-2-13b | – | 0.60 | – |" in text  # no result: never 0
+    # each line names the two rows of ours it subtracts (issue 69)
+    assert ("| AoE − SimCSE, LLaMA-2 7B, STS avg [ours: AoE (Oct-2023 command) − SimCSE (sup., AoE recipe)] | `table1_sts` llama-2-7b | "
+            "86.00 − 85.00 = +1.00 | 0.72 | +0.28 [±7.89] |") in text
+    assert "| `table1_sts` llama-2-13b | – | 0.60 | – |" in text  # no result: never 0
     # ACL Table 2's AoE is the arXiv in-domain cell's run (angle_arxiv), not the STS-B example's aoe cell (issue 61)
-    assert ("| AoE − SimCSE, in-domain avg (STS-B, GIS) | `table2_indomain` bert-base-uncased | 83.00 − 81.50 = +1.50 | 10.11 | "
+    assert ("| AoE − SimCSE, in-domain avg (STS-B, GIS) [ours: AoE (arXiv in-domain recipe, from BERT) − SimCSE (sup.)] | "
+            "`table2_indomain` bert-base-uncased | 83.00 − 81.50 = +1.50 | 10.11 | "
             f"-8.61 [±7.89] {FLAG} |") in text
     # one pair of ours, two versions' claims (0.72 in arXiv-a/c, 6.66 in arXiv-b)
     assert "| 86.00 − 85.00 = +1.00 | 6.66 | -5.66 [±7.89] | angle-arxiv-b.txt l.148" in text

@@ -34,6 +34,8 @@ NO_DEFAULT = {
     # a table's rows and references: absent = none, or the table's own value
     *(f"config.tables.*.{k}" for k in ("trainset", "trainsets", "backbones", "objectives", "rows", "paper", "reproduction",
                                        "ttest.treatment")),
+    # absent = that difference of measurement is refused between the table's rows (aoe.results.likeness)
+    *(f"config.tables.*.compare_across.{k}" for k in ("gold", "protocol", "pooling", "recipe")),
     # absent = not a study table; a study's row the paper chose (test increasing has none) and its column (the table's last)
     "config.tables.*.study", "config.tables.*.study.best", "config.tables.*.study.column",
     *(f"config.tables.*.rows[].{k}" for k in ("trainset", "trainsets", "seeds", "reruns", "label", "paper", "reproduction",

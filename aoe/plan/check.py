@@ -640,6 +640,32 @@ def check_tables(config: dict) -> None:
             _check_table_row(config, where, row)
         if table.get("study"):
             _check_study(name, table["study"], rows)
+        _check_like_for_like(config, name, table)
+
+
+def _check_like_for_like(config: dict, name: str, table: dict) -> None:
+    """Before anything trains: each row set against a paper or reproduction number is measured as that number was
+    (paper_numbers.yaml ``measured``), and a study's rows differ only as the table's ``compare_across`` names, the
+    checks the table itself makes when built (:mod:`aoe.results.likeness`), so a configuration that would refuse one
+    fails now, naming the key."""
+    from aoe.config.measures import measured_rows
+    from aoe.results.likeness import Measure, UnlikeNumbers, like_for_like
+    from aoe.results.tables import paper_measure, row_paper_refs
+
+    rows = measured_rows(config, name)
+    allowed = table.get("compare_across") or {}
+    try:
+        for key in ("paper", "reproduction"):
+            for i, (row, ref) in enumerate(zip(rows, row_paper_refs(table, rows, key))):
+                if ref:
+                    ours = Measure.of(row["measure"])
+                    like_for_like(ours, Measure.of({**ours.as_dict(), **paper_measure(ref)}), allowed,
+                                  f"tables.{name}.rows[{i}] ({key}: {ref})")
+        if table.get("study"):
+            for i, row in enumerate(rows[1:], 1):
+                like_for_like(Measure.of(rows[0]["measure"]), Measure.of(row["measure"]), allowed, f"tables.{name}.rows[{i}] (study)")
+    except UnlikeNumbers as err:
+        raise ConfigError(str(err)) from None
 
 
 def _check_study(name: str, study: dict, rows: list[TableRow]) -> None:
@@ -684,13 +710,12 @@ def _check_eval_pooling(config: dict, where: str, kind_name: str, row: TableRow)
 
 
 def _check_eval_gold(where: str, kind_name: str, row: TableRow) -> None:
-    """A row's eval_gold reads the other gold of its cells' in-domain files (their by_gold): an in-domain table's
-    row of a model of its own, not the backbone as downloaded (scored against the float gold only)."""
+    """A row's eval_gold reads the other gold of its cells' in-domain files (their by_gold): an in-domain table's row.
+    The backbone as downloaded has both too (its headline is the float gold): its int-gold row is what an int-gold row's
+    gain is set against (issue 69)."""
     if not table_kind(kind_name).read_gold:
         raise ConfigError(f"{where}.eval_gold: a gold variant reads the by_gold of in-domain evaluations (rule evaluate_indomain); "
                           f"table kind {kind_name!r} has none: drop the key or move the row to a table of kind indomain")
-    if row.objective == PRETRAINED:
-        raise ConfigError(f"{where}.eval_gold: a backbone as downloaded is scored against the gold as annotated only; drop the key")
 
 
 def _cell_group_recipes(config: dict):

@@ -33,6 +33,7 @@ from aoe.config.table_kinds import table_kind
 from aoe.config.workflow import SCORED_SPLIT_MARK
 from aoe.config.workflow import PRETRAINED, RELEASED
 from aoe.plan.ledger import md_cell
+from aoe.results.likeness import Measure, UnlikeNumbers, like_for_like, named_text
 from aoe.results.render import and_join, no_delta_reason, paper_digits
 from aoe.results.stats import (ALPHA, FLAG, FLAG_RULE, FLAG_TEST, NOT_TESTED, SPREAD_PAPER, SPREAD_RERUNS, TTEST_RULE, delta_bound,
                                delta_text, flag_of, gain_bound, paper_seeds_of, seed_means)
@@ -285,6 +286,10 @@ def _ttest_lines(table: dict, headers: dict[str, str]) -> list[str]:
         return ["", f"No t-test between this table's rows: {md_cell('; '.join(reasons))}."]
     out = []
     for (backbone, treat, base), tests in by_pair.items():
+        # the differences of measurement the table names for the pair (tables.<name>.compare_across), said once
+        named = next((t["named"] for t in tests if t.get("named")), "")
+        if named:
+            out.append(f"- {md_cell(backbone)}: {md_cell(treat)} vs {md_cell(base)}: {md_cell(named)}")
         if all(t.get("p") is None for t in tests) and len({t["text"] for t in tests}) == 1:
             out.append(f"- {md_cell(backbone)}: {md_cell(treat)} vs {md_cell(base)}: {md_cell(tests[0]['text'])} (every column)")
             continue
@@ -358,16 +363,27 @@ def _gain_lines(table: dict, kind) -> list[str]:
         x, y = finite_or_none(a.get(key)), finite_or_none(b.get(key))
         return "–" if x is None or y is None else f"{x - y:+.{kind.digits(key)}f}"
 
+    # a gain is what training changed: the recipe differs by definition, every other difference of measurement is refused
+    # (an int-gold row minus the backbone scored against the float gold) unless the table names it (aoe.results.likeness)
+    allowed = {**(table.get("compare_across") or {}), "recipe": "a gain over the backbone as downloaded is what training changed"}
+    named_lines, refused_lines = [], []
     for backbone in dict.fromkeys(r["backbone"] for r in ours):
         rows = [r for r in ours if r["backbone"] == backbone]
-        base = next((r for r in rows if r["objective"] == PRETRAINED and _has_result(r)), None)
-        if base is None:
+        bases = [r for r in rows if r["objective"] == PRETRAINED and _has_result(r)]
+        if not bases:
             continue
         for r in rows:
             if r["objective"] in (PRETRAINED, RELEASED) or not _has_result(r):
                 continue
+            base, named, why = _like_base(r, bases, allowed, table["name"])
             name = f"{backbone}: {r['label']} − {base['label']}"
+            if why:
+                refused_lines.append(f"- {md_cell(name)}: no gain, measured otherwise ({md_cell(why)})")
+                continue
             body.append(f"| {md_cell(name)} | " + " | ".join(diff(r["mean"], base["mean"], k) for k in keys) + " |")
+            named.pop("recipe", None)
+            if named:
+                named_lines.append(f"- {md_cell(name)}: {md_cell(named_text(named))}")
     # the paper's gain, where it prints a backbone as downloaded and a trained row of ours on it
     objectives = {r["objective"]: r["label"] for r in ours if r["objective"] not in (PRETRAINED, RELEASED)}
     for (p_backbone, objective), base in paper.items():
@@ -378,7 +394,7 @@ def _gain_lines(table: dict, kind) -> list[str]:
                 name = f"paper, {p_backbone}: {label} − {OBJECTIVE_LABELS[PRETRAINED]}"
                 body.append(f"| {md_cell(name)} | " + " | ".join(diff(paper[(p_backbone, obj)], base, k) for k in keys) + " |")
     if not body:
-        return []
+        return ["", "Gain over the backbone as downloaded: none measured alike:", "", *refused_lines] if refused_lines else []
     # only the columns with a gain (a column no model of ours trains on has none)
     rows = [[c.strip() for c in line.strip("|").split(" | ")] for line in body]
     shown = [i for i in range(len(keys)) if any(r[i + 1] != "–" for r in rows)]
@@ -394,7 +410,33 @@ def _gain_lines(table: dict, kind) -> list[str]:
         "| Gain | " + " | ".join(md_cell(h) for h in headers) + " |",
         "|---" * (len(keys) + 1) + "|",
         *body,
+        *([""] + named_lines + refused_lines if named_lines or refused_lines else []),
     ]
+
+
+def _measure(row: dict) -> Measure:
+    return Measure.of(row.get("measure"))
+
+
+def _like_base(row: dict, bases: list[dict], allowed: dict, table: str) -> tuple[dict, dict, str]:
+    """(base row, the differences the table names, '') of the base rows measured as ``row`` is (the fewest named
+    differences), else (the first base, {}, how it is measured otherwise)."""
+    best, why = None, ""
+    for base in bases:
+        try:
+            named = like_for_like(_measure(row), _measure(base), allowed, f"tables.{table}: {row['label']} − {base['label']}")
+        except UnlikeNumbers as err:
+            why = why or _difference(err)
+            continue
+        if best is None or len(named) < len(best[1]):
+            best = (base, named)
+    return (best[0], best[1], "") if best else (bases[0], {}, why)
+
+
+def _difference(err: UnlikeNumbers) -> str:
+    """The difference an :class:`UnlikeNumbers` names (its message without the fix)."""
+    text = str(err).split("measured otherwise (", 1)[-1]
+    return text.rsplit("): set each against", 1)[0]
 
 
 def _order(items: list[tuple[str, float]], lower_is_better: bool) -> list[tuple[str, float]]:
@@ -662,13 +704,31 @@ NOT_CLAIMED = (
 )
 
 
-def _claim_row(table: dict, backbone: str, objective: str) -> dict | None:
-    """The row of ours of (backbone, objective) scored as trained (not an evaluation-only variant)."""
-    for r in table["rows"]:
-        if (not r.get("reference") and r.get("backbone") == backbone and r.get("objective") == objective and not r.get("eval_pooling")
-                and not r.get("eval_gold")):
-            return r
-    return None
+def _claim_rows(table: dict, backbone: str, objective: str) -> list[dict]:
+    """The rows of ours of (backbone, objective): the row scored as trained first, then its evaluation-only variants
+    (another scoring pooling or gold), which a claim takes where the other row is measured as they are."""
+    rows = [r for r in table["rows"] if not r.get("reference") and r.get("backbone") == backbone and r.get("objective") == objective]
+    return sorted(rows, key=lambda r: bool(r.get("eval_pooling") or r.get("eval_gold")))
+
+
+def _claim_pair(table: dict, c: "Claim") -> tuple[dict, dict, dict, str] | None:
+    """(gaining row, baseline row, the differences the table names, '') of the claim's rows measured alike (the fewest
+    named differences, the rows scored as trained first), else (its first rows, {}, how they are measured otherwise);
+    None where the table lacks either (a preset on another backbone)."""
+    gaining, baseline = _claim_rows(table, c.backbone, c.objective), _claim_rows(table, c.backbone, c.baseline)
+    if not gaining or not baseline:
+        return None
+    best, why = None, ""
+    for a in gaining:
+        for b in baseline:
+            try:
+                named = like_for_like(_measure(a), _measure(b), table.get("compare_across"), f"{c.ref}: {a['label']} − {b['label']}")
+            except UnlikeNumbers as err:
+                why = why or _difference(err)
+                continue
+            if best is None or len(named) < len(best[2]):
+                best = (a, b, named)
+    return (*best, "") if best else (gaining[0], baseline[0], {}, why)
 
 
 def claims_section(tables: list[dict], numbers_file: str | Path | None = None) -> str:
@@ -682,12 +742,15 @@ def claims_section(tables: list[dict], numbers_file: str | Path | None = None) -
         if table is None:
             continue
         paper = paper_reference(c.ref, numbers_file, ["avg"])[1].get("avg")
-        rows = [_claim_row(table, c.backbone, o) for o in (c.objective, c.baseline)]
-        if None in rows:  # a preset's table without the claim's rows (another backbone): nothing to set beside it
+        pair = _claim_pair(table, c)
+        if pair is None:  # a preset's table without the claim's rows (another backbone): nothing to set beside it
             continue
+        *rows, named, why = pair
         means = [finite_or_none(r.get("mean", {}).get(c.column)) for r in rows]
         digits = table_kind(table["kind"]).digits(c.column)
-        if None in means:
+        if why:
+            ours, delta = f"– (measured otherwise: {why})", "–"
+        elif None in means:
             ours, delta = "–", "–"
         else:
             gain = means[0] - means[1]
@@ -697,6 +760,9 @@ def claims_section(tables: list[dict], numbers_file: str | Path | None = None) -
             bound = gain_bound(*values) if all(draws_seed(True, r["objective"]) for r in rows) else None
             delta = "–" if paper is None else delta_text(gain - paper, bound, digits)
         label = f"{c.label} ({c.note})" if c.note else c.label
+        if not why:
+            # which two rows, and what of their measurement differs as the table allows (issue 69)
+            label += f" [ours: {rows[0]['label']} − {rows[1]['label']}" + (f"; {named_text(named)}" if named else "") + "]"
         lines.append(f"| {md_cell(label)} | `{c.table}` {md_cell(c.backbone)} | {ours} | {_fmt_paper(paper, digits)} | {delta} | {md_cell(c.source)} |")
     if not lines:
         return ""

@@ -232,7 +232,9 @@ def _notes(table: Table, latex: bool) -> list[str]:
                 cells = f"every column {tests[0].text()}"
             else:
                 cells = "; ".join(f"{headers.get(t.column, t.column)} {t.text()}" for t in tests)
-            parts.append(f"{backbone}: {treat} vs {base}: {cells}")
+            # the differences of measurement the table names for the pair (tables.<name>.compare_across), said once
+            named = next((t.named for t in tests if t.named), "")
+            parts.append(f"{backbone}: {treat} vs {base}{f' ({named})' if named else ''}: {cells}")
         notes.append(TTEST_RULE + ": " + " | ".join(parts) + ".")
     if table.missing:
         notes.append(f"Missing ({len(table.missing)}): " + "; ".join(table.missing) + ".")
@@ -385,6 +387,8 @@ def to_json(table: Table) -> dict:
                 "trainsets": row.trainsets,
                 "eval_pooling": row.eval_pooling,  # "": the cells' own evaluation; else an evaluation-only variant row
                 "eval_gold": row.eval_gold,  # "": the in-domain files' own gold; else a variant row read against this one
+                # what its numbers are measured under: REPORT.md's gains and claims check it (aoe.results.likeness)
+                "measure": None if row.reference else row.measure.as_dict(),
                 "reference": row.reference,
                 "paper_backbone": row.paper_backbone,
                 "paper_objective": row.paper_objective,
@@ -415,6 +419,8 @@ def to_json(table: Table) -> dict:
             "columns": [{"key": c.key, "header": c.header, "summary": c.summary} for c in table.columns],
             "rows": rows,
             "ttests": [t.__dict__ | {"text": t.text()} for t in table.ttests],
+            # the differences of measurement its config allows a comparison of its rows (tables.<name>.compare_across)
+            "compare_across": table.compare_across,
             "missing": table.missing,
             "notes": _notes(table, latex=False),
             "sources": table.sources,

@@ -45,6 +45,7 @@ from aoe.config.table_kinds import Column, table_kind
 from aoe.config.workflow import NO_TRAINSET, OBJECTIVE_LABELS, PRETRAINED, RELEASED, parse_run, row_label, run_name
 from aoe.data.io import sha256_file
 from aoe.evaluate.sts import TASKS
+from aoe.results.likeness import FIELDS, Measure, UnlikeNumbers, like_for_like, named_text
 from aoe.results.load import load_results
 from aoe.results.stats import Bound, compare_runs, delta_bound, p_text, paper_seeds_of
 from aoe.results.studies import STUDY_RULE, StudyRow, StudyVerdict, judge_study
@@ -54,11 +55,13 @@ __all__ = [
     "Row",
     "TTest",
     "Table",
+    "TTestPair",
     "build_gis_table",
     "build_table",
     "draws_seed",
     "kind_columns",
     "load_paper_numbers",
+    "paper_measure",
     "paper_reference",
     "render_table",
     "row_label",
@@ -66,6 +69,8 @@ __all__ = [
     "source_files",
     "spec_rows",
     "study_verdict",
+    "treatment_row",
+    "ttest_pairs",
     "ttests",
 ]
 
@@ -156,6 +161,30 @@ def paper_reference(
     return f"{parts[-1]} (paper: {source})", pick(values), pick(stds if isinstance(stds, dict) else {})
 
 
+def paper_measure(ref: str, numbers_file: str | Path | None = None) -> dict[str, str]:
+    """What a paper number was measured under, where paper_numbers.yaml says (its entry's ``measured``: ``"*"`` for
+    every row, else the row's path after the entry key, e.g. ``AoE`` or ``table2/AoE-BERT (reproduction)``)."""
+    parts = ref.split("/")
+    entry = load_paper_numbers(numbers_file).get(parts[0])
+    measured = (entry.get("measured") or {}) if isinstance(entry, dict) else {}
+    out = {**(measured.get("*") or {}), **(measured.get("/".join(parts[1:])) or {})}
+    unknown = set(out) - set(FIELDS)
+    if unknown:
+        raise KeyError(f"paper_numbers.yaml {parts[0]}.measured: unknown field(s) {', '.join(sorted(unknown))}; "
+                       f"the fields are {', '.join(FIELDS)}")
+    return {k: str(v) for k, v in out.items()}
+
+
+def _gate_paper(table: "Table", row: "Row", ref: str, numbers_file: str | Path | None) -> None:
+    """Refuse a Δ between a row of ours and a paper number measured otherwise (:func:`aoe.results.likeness.like_for_like`):
+    the paper side is what paper_numbers.yaml records (:func:`paper_measure`), else what the row's config claims by
+    setting it against that number (its own measure). A row built without its measure (a table by hand) is not gated."""
+    if row.measure == Measure():
+        return
+    paper = Measure.of({**row.measure.as_dict(), **paper_measure(ref, numbers_file)})
+    like_for_like(row.measure, paper, table.compare_across, f"tables.{table.name}: {row.label} vs paper {ref}")
+
+
 # ---------------------------------------------------------------------------
 # Building a table.
 
@@ -188,6 +217,8 @@ class Row:
     variant: str = NO_TRAINSET  # a pretrained row: its evaluation.pretrained_variants key ("none": the backbone's own)
     eval_pooling: str = ""  # an evaluation-only variant row: the pooling its cells were scored with ("": their own)
     eval_gold: str = ""  # an in-domain variant row: the gold its cells' files are read against ("": their own)
+    # what its numbers are measured under (aoe.config.measures.row_measure): every t-test checks it (aoe.results.likeness)
+    measure: Measure = field(default_factory=Measure)
 
     @property
     def n(self) -> int:
@@ -238,6 +269,7 @@ class TTest:
     note: str = ""  # why there is no p-value
     test: str = ""  # aoe.results.stats.PAIRED or WELCH; '' where no test applies
     n_baseline: int = 0  # the baseline's runs (paired: the matched seeds again)
+    named: str = ""  # the differences of measurement the table names for this pair (aoe.results.likeness.named_text)
 
     def text(self) -> str:
         return p_text(self.test, self.p, self.n, self.n_baseline, self.note)
@@ -257,6 +289,8 @@ class Table:
     extra: dict = field(default_factory=dict)  # gis_stats: the body rows
     sources: list[dict] = field(default_factory=list)  # the files it read (source_files)
     study: dict | None = None  # a study table's verdict on the paper's claim (aoe.results.studies.judge_study)
+    # {field: why}: the differences of measurement a comparison of its rows may have (tables.<name>.compare_across)
+    compare_across: dict = field(default_factory=dict)
 
 
 def spec_rows(spec: dict) -> list[dict]:
@@ -280,6 +314,8 @@ def spec_rows(spec: dict) -> list[dict]:
                 "variant": e.get("variant", NO_TRAINSET),
                 "eval_pooling": e.get("eval_pooling") or "",
                 "eval_gold": e.get("eval_gold") or "",
+                # no config here: what the rows are measured under is not recorded (aoe.config.measures.measured_rows is)
+                "measure": e.get("measure"),
             }
         )
     return out
@@ -430,7 +466,8 @@ def build_table(
     rows = rows if rows is not None else spec_rows(spec)
     refs = row_paper_refs(spec, rows)
     repro_refs = row_paper_refs(spec, rows, "reproduction")
-    table = Table(name, kind, spec.get("caption", schema_default("tables", "*", "caption")), columns, [], [])
+    table = Table(name, kind, spec.get("caption", schema_default("tables", "*", "caption")), columns, [], [],
+                  compare_across=dict(spec.get("compare_across") or {}))
     # the paper's columns no row of this configuration trains on (spec paper_columns): shown, not missing
     trained_sets = set(spec.get("trainsets") or [spec.get("trainset")])
     not_run = {t for t in spec.get("paper_columns") or [] if t not in trained_sets}
@@ -452,6 +489,7 @@ def build_table(
             variant=row_spec.get("variant") or NO_TRAINSET,
             eval_pooling=row_spec.get("eval_pooling") or "",
             eval_gold=row_spec.get("eval_gold") or "",
+            measure=Measure.of(row_spec.get("measure")),
         )
         pre = row.objective == PRETRAINED
         sel = results[(results.backbone == row.backbone) & (results.objective == row.objective)]
@@ -490,9 +528,11 @@ def build_table(
                 table.missing.append(msg)
                 log.warning("missing result: %s (printed as –)", msg)
         if ref:
+            _gate_paper(table, row, ref, numbers_file)
             row.paper_label, row.paper, row.paper_std = paper_reference(ref, numbers_file, col_keys)
             row.paper_backbone, row.paper_objective = row.backbone, row.objective
         if repro_ref:
+            _gate_paper(table, row, repro_ref, numbers_file)
             row.repro_label, row.repro, _ = paper_reference(repro_ref, numbers_file, col_keys)
         table.rows.append(row)
     used = {ref for r in table.rows for ref in (r.paper_ref, r.repro_ref) if ref}
@@ -537,8 +577,13 @@ def build_table(
 
 def study_verdict(table: Table, study: dict) -> StudyVerdict:
     """The verdict on a study table's claim (``tables.<name>.study``) from its rows of ours, in one column:
-    the study's ``column``, else the table's last (its summary: Avg. STS, or STS-B test)."""
+    the study's ``column``, else the table's last (its summary: Avg. STS, or STS-B test). Its comparisons are t-tests
+    between the rows, so the rows pass the gate first: a difference of measurement the table does not name
+    (``compare_across``: the study's own subject, the batch or the pooling) raises
+    :class:`aoe.results.likeness.UnlikeNumbers`, naming it and the fix."""
     col = study.get("column") or table.columns[-1].key
+    for row in table.rows[1:]:
+        like_for_like(table.rows[0].measure, row.measure, table.compare_across, f"tables.{table.name} (study): {table.rows[0].label} vs {row.label}")
     rows = [StudyRow(r.label, r.values.get(col, {})) for r in table.rows]
     return judge_study(rows, study, table_kind(table.kind).digits(col))
 
@@ -547,10 +592,91 @@ def study_verdict(table: Table, study: dict) -> StudyVerdict:
 # t-tests (aoe.results.stats.TTEST_RULE).
 
 
+@dataclass(frozen=True)
+class TTestPair:
+    """Two rows of ours a table's t-test sets against each other: the treatment row chosen for the baseline,
+    the differences of measurement the table names for them (printed beside each p), or why none is tested."""
+
+    backbone: str
+    treatment: Row
+    baseline: Row
+    named: dict = field(default_factory=dict)
+    refused: str = ""  # "no test: ..." where no treatment row is measured as the baseline is
+
+
+def treatment_row(rows: list[Row], treatment: str | None = None) -> Row | None:
+    """The treatment of one backbone's rows: the row of ours set against the paper's AoE / AnglE (a trained row of
+    ``treatment``, else of :data:`TREATMENTS`, with a paper line), else the first row of the first of those objectives
+    among them (a table with no paper row, a preset)."""
+    objectives = [treatment] if treatment else list(TREATMENTS)
+    trained = [r for r in rows if r.objective in objectives]
+    for objective in objectives:
+        paper = next((r for r in trained if r.objective == objective and r.paper_ref), None)
+        if paper is not None:
+            return paper
+    for objective in objectives:
+        first = next((r for r in trained if r.objective == objective), None)
+        if first is not None:
+            return first
+    return None
+
+
+def ttest_pairs(rows: list[Row], spec: dict, name: str = "table") -> list[TTestPair]:
+    """Per backbone, each baseline row (another objective than the treatment's) with the treatment row measured as it
+    is (:mod:`aoe.results.likeness`): of the treatment (:func:`treatment_row`) and its variant rows (an in-domain row's
+    other gold: its eval_gold row; another scoring pooling: its eval_pooling row) the one with the fewest differences,
+    those the table names in ``compare_across`` allowed and printed beside each p; only where none of them is, another
+    row of :data:`TREATMENTS` so measured (AoE's 2024 recipe beside the ablations that vary it); where no row is, the
+    pair is refused, the difference named."""
+    setting = spec.get("ttest") or {}
+    allowed = spec.get("compare_across") or {}
+    by_backbone: dict[str, list[Row]] = {}
+    for r in rows:
+        by_backbone.setdefault(r.backbone, []).append(r)
+    out = []
+    for backbone, group in by_backbone.items():
+        primary = treatment_row(group, setting.get("treatment"))
+        if primary is None:
+            continue
+        # first the treatment and its variant rows, then (only where none is measured as the baseline is) the other
+        # treatment objective's rows: AoE's 2024 recipe beside the ablations that vary it
+        tiers = [[primary, *(r for r in group if r is not primary and r.objective == primary.objective)],
+                 [r for r in group if r.objective in TREATMENTS and r.objective != primary.objective]]
+        done = set()
+        for base in group:
+            if base.objective == primary.objective or (base.objective, base.label) in done:
+                continue
+            done.add((base.objective, base.label))
+            best, refusal = None, ""
+            if base.objective in (PRETRAINED, RELEASED):
+                # not trained: no seed to test over (compare_runs says so), so no measurement to match either
+                out.append(TTestPair(backbone, primary, base))
+                continue
+            for candidates in tiers:
+                for cand in candidates:
+                    if cand.objective == base.objective:
+                        continue
+                    try:
+                        named = like_for_like(cand.measure, base.measure, allowed, f"tables.{name}: {cand.label} vs {base.label}")
+                    except UnlikeNumbers as err:
+                        refusal = refusal or str(err)
+                        continue
+                    if best is None or len(named) < len(best[1]):
+                        best = (cand, named)
+                if best is not None:
+                    break
+            if best is None:
+                why = refusal.split("measured otherwise ", 1)[-1].split("): ", 1)[0].lstrip("(")
+                out.append(TTestPair(backbone, primary, base, refused=f"no test: measured otherwise ({why})"))
+            else:
+                out.append(TTestPair(backbone, best[0], base, best[1]))
+    return out
+
+
 def ttests(table: Table, spec: dict) -> list[TTest]:
-    """Treatment row vs every other objective's row of the same backbone, per column, by the test
-    :func:`aoe.results.stats.compare_runs` allows for the two rows' runs. The treatment is the table's
-    ``ttest.treatment``, else per backbone the first of :data:`TREATMENTS` among its rows.
+    """Each pair of :func:`ttest_pairs` per column, by the test :func:`aoe.results.stats.compare_runs` allows for the
+    two rows' runs; a pair measured otherwise is one line saying how. The treatment is the row set against the paper's
+    AoE (``ttest.treatment``'s objective, else the first of :data:`TREATMENTS` with a paper line), per backbone.
 
     No test pooled over datasets: seven datasets scored by one model are not seven independent samples
     (a seed that trains well scores well on all of them), and a pooled p hid that STS12 got worse. The
@@ -562,28 +688,18 @@ def ttests(table: Table, spec: dict) -> list[TTest]:
     if setting.get("enabled", schema_default("tables", "*", "ttest", "enabled")) is False:
         return []
     out = []
-    by_backbone: dict[str, list[Row]] = {}
-    for r in table.rows:
-        by_backbone.setdefault(r.backbone, []).append(r)
-    for backbone, rows in by_backbone.items():
-        # per backbone: a table can hold AnglE-BERT (angle_arxiv) beside AnglE-LLaMA (the aoe cell)
-        objectives = {r.objective for r in rows}
-        treatment = setting.get("treatment") or next((t for t in TREATMENTS if t in objectives), None)
-        # the first row of the treatment (ablations repeat it in other sections, or on a seed subset)
-        treat = next((r for r in rows if r.objective == treatment), None)
-        if treat is None:
-            continue
-        done = set()
-        for base in rows:
-            if base.objective == treatment or (base.objective, base.label) in done:
+    for pair in ttest_pairs(table.rows, spec, table.name):
+        treat, base = pair.treatment, pair.baseline
+        for col in [c.key for c in table.columns]:
+            a, b = treat.values.get(col, {}), base.values.get(col, {})
+            if not a or not b:  # a missing row is in the table's Missing note already
                 continue
-            done.add((base.objective, base.label))
-            for col in [c.key for c in table.columns]:
-                a, b = treat.values.get(col, {}), base.values.get(col, {})
-                if not a or not b:  # a missing row is in the table's Missing note already
-                    continue
-                c = compare_runs(a, b, treat.label, base.label, trained_b=base.objective not in (PRETRAINED, RELEASED))
-                out.append(TTest(backbone, treat.label, base.label, col, c.n_a, c.p, c.statistic, c.note, c.test, c.n_b))
+            if pair.refused:
+                out.append(TTest(pair.backbone, treat.label, base.label, col, 0, None, None, pair.refused))
+                continue
+            c = compare_runs(a, b, treat.label, base.label, trained_b=base.objective not in (PRETRAINED, RELEASED))
+            out.append(TTest(pair.backbone, treat.label, base.label, col, c.n_a, c.p, c.statistic, c.note, c.test, c.n_b,
+                             named_text(pair.named)))
     return out
 
 
