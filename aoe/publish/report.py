@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import fnmatch
 import json
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -55,17 +54,11 @@ def _cell_trainset(row: dict, key: str) -> str | None:
 
 
 def git_commit(repo: str | Path) -> str:
-    """The repository's HEAD commit (with '+dirty' when tracked files changed), or 'unknown'."""
-    try:
-        head = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=20, check=False)
-        if head.returncode:
-            return "unknown"
-        dirty = subprocess.run(
-            ["git", "-C", str(repo), "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True, timeout=20, check=False
-        )
-        return head.stdout.strip() + ("+dirty" if dirty.returncode == 0 and dirty.stdout.strip() else "")
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
+    """The repository's HEAD commit (with '+dirty' when tracked files changed), or 'unknown'
+    (:func:`aoe.util.provenance.git_commit`, which a model's versions.json records too)."""
+    from aoe.util.provenance import git_commit as commit
+
+    return commit(repo) or "unknown"
 
 
 def table_sources(configfiles: list[str | Path]) -> dict[str, list[str]]:
