@@ -130,8 +130,14 @@ def test_the_demo_shows_the_backbone_both_ways_and_its_tables_say_which():
         downloaded = [r for r in table_rows(demo, table) if r.objective == "pretrained"]
         assert [(r.label, pretrained_embedding(demo, r.backbone, r.variant)[0]) for r in downloaded] == [
             ("as downloaded (its own pooling: avg)", "avg"), ("as downloaded (CLS pooling, as trained)", "cls")]
-    assert "minilm-l6 as downloaded, pooling avg (its own, 1_Pooling/config.json mode mean)" in training_summary(demo, "table1_sts")
+    assert "minilm-l6 as downloaded (its own pooling: avg), pooling avg, its own (1_Pooling/config.json: mode mean)" in training_summary(demo, "table1_sts")
     assert "pooling cls" in training_summary(demo, "table1_sts")  # what the run trains
+    # the gradient figure stays where the fine-tuning starts (CLS); Fig. 4 compares AoE with the model as made
+    from aoe.results.figures import figure_cells
+
+    cells = figure_cells(demo)
+    assert [c.path for _, c in cells["fig_gradients"]] == ["minilm-l6/pretrained/cls_pooling/seed0"]
+    assert "minilm-l6/pretrained/none/seed0" in [c.path for _, c in cells["fig4"]]
 
 
 def test_each_gain_names_the_backbone_row_it_is_against(tmp_path):

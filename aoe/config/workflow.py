@@ -597,13 +597,16 @@ def training_summary(config: dict, table: str) -> str:
     downloaded = [r for r in rows if r.objective == PRETRAINED]
     for backbone in dict.fromkeys(r.backbone for r in downloaded):
         pairs = [(row_label(r.as_dict()), _pooling_said(*pretrained_pooling(config, r.backbone, r.variant))) for r in downloaded if r.backbone == backbone]
-        out.append(f"{backbone} as downloaded, pooling {_said_once(pairs)}")
+        if len({value for _, value in pairs}) == 1:
+            out.append(f"{backbone} as downloaded, pooling {pairs[0][1]}")
+        else:  # the backbone scored several ways (the CPU demo: its own pooling, and the one it trains): each row says its own
+            out.append(f"{backbone} " + "; ".join(f"{who}, pooling {value}" for who, value in pairs))
     return f"This run: {'. '.join(out)}." if out else ""
 
 
 def _pooling_said(pooling: str, source: str) -> str:
     """A pooling as a caption says it: with its folder's file where it is the folder's own (issue 70)."""
-    return f"{pooling} ({source})" if source.startswith("its own") else pooling
+    return f"{pooling}, its own ({source.removeprefix('its own, ').replace(' mode ', ': mode ')})" if source.startswith("its own") else pooling
 
 
 def protocol_differences(config: dict, grid: dict, table: str) -> list[str]:
