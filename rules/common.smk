@@ -6,6 +6,7 @@ from snakemake.logging import logger
 sys.path.insert(0, workflow.basedir)
 
 from aoe.plan.check import complete_config, config_sources, load_config
+from aoe.plan.code_changes import code_change_message, models_of_other_code
 from aoe.plan.ledger import reading_presets
 from aoe.plan.trees import explain_tree, record_tree
 from aoe.config.hparams import freeze_for_planning
@@ -101,6 +102,13 @@ if _changed:
         "params it recorded in .snakemake/; if that record is gone, it cannot tell: add --forcerun train_model "
         "(or delete those model folders and their .ckpt folders)"
     )
+
+# Trained models of other code than the tree's (an edited loss, step or pooling): Snakemake cannot see package
+# code, so planning names them and the command that retrains them (aoe.plan.code_changes; issue 70)
+if workflow.is_main_process:
+    _other_code = models_of_other_code(config, run_cells(config))
+    if _other_code:
+        logger.warning(code_change_message(_other_code, RUN_CONFIGFILES[1:], bool(CONFIG_OVERRIDES)))
 
 NLI_DATASETS = ["allnli", *NLI_MIRROR_FILES]
 PAIR_DATASETS = [d for d in SOURCES if d not in NLI_DATASETS]

@@ -285,6 +285,57 @@ def test_a_final_model_damaged_through_its_hard_links_is_trained_again_not_resto
     _weights(out)  # loads
 
 
+# ---- issue 70: the code that computes the weights is part of the run --------------------------------------
+
+
+def _edit_the_objective(monkeypatch, module: str = "aoe/losses/angle.py"):
+    """What editing the angle loss does: the loss computes otherwise and its module's digest changes."""
+    import aoe.losses.objectives
+    import aoe.training.checkpoints
+    from aoe.training.fingerprint import code_fingerprint
+
+    real_loss, real_code = aoe.losses.objectives.angle_loss, code_fingerprint
+    monkeypatch.setattr(aoe.losses.objectives, "angle_loss", lambda *a, **kw: 3.0 * real_loss(*a, **kw))
+    edited = lambda: {**real_code(), "modules": {**real_code()["modules"], module: "e" * 16}}
+    monkeypatch.setattr(aoe.training.checkpoints, "code_fingerprint", edited)
+
+
+def test_the_model_records_its_code_and_the_commit(data, tmp_path):
+    from aoe.training.fingerprint import code_fingerprint
+    from aoe.util.provenance import git_commit
+
+    out = tmp_path / "seed0"
+    _train(data, out)
+    code = json.loads((out / "aoe_config.json").read_text())["code"]
+    assert {k: code[k] for k in ("sha256", "modules")} == code_fingerprint()
+    assert code["git_commit"] == json.loads((out / "versions.json").read_text())["git_commit"] == git_commit()
+
+
+def test_a_forced_rerun_of_an_edited_objective_trains_never_restores_the_old_weights(data, tmp_path, monkeypatch, capsys):
+    out = tmp_path / "seed0"
+    _train(data, out, checkpoint_every=2)
+    old = _weights(out)
+    shutil.rmtree(out)  # snakemake --force: the output goes, the .ckpt folder's final/ stays
+    _edit_the_objective(monkeypatch)
+    capsys.readouterr()
+    again = _train(data, out, checkpoint_every=2)
+    said = capsys.readouterr().out
+    assert "restored_from" not in again
+    assert "holds a finished training of another run (code.aoe/losses/angle.py: " in said and "not restored: training again" in said
+    assert any(not torch.equal(old[k], w) for k, w in _weights(out).items())
+    assert json.loads((out / "aoe_config.json").read_text())["code"]["modules"]["aoe/losses/angle.py"] == "e" * 16
+
+
+def test_a_checkpoint_of_other_code_is_not_resumed(data, tmp_path, monkeypatch, capsys):
+    out = tmp_path / "seed0"
+    _killed_after_checkpoint(data, out, 4, monkeypatch, checkpoint_every=2)
+    _edit_the_objective(monkeypatch)
+    capsys.readouterr()
+    summary = _train(data, out, checkpoint_every=2)
+    assert summary["resumed_from_step"] is None
+    assert "is of another run (code.aoe/losses/angle.py: " in capsys.readouterr().out
+
+
 class _FullDisk:
     """An accelerator whose save_state writes part of the weights, then fails as torch does on a full disk."""
 

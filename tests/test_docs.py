@@ -45,6 +45,7 @@ EXTERNAL_FILES = {
     "train_angle.py",
     "examples/NLI/README.md",
     "examples/UAE/README.md",
+    "1_Pooling/config.json",  # a sentence-transformers folder's pooling config (aoe/config/folder_pooling.py)
 }
 # a path with a folder is checked with any of these endings; a bare file name only with the first five
 # (a bare `REPORT.md` or `mteb.json` is an output's name, not a repository file)

@@ -299,3 +299,30 @@ def test_simcse_by_hand():
     assert simcse_loss(a, p, None, tau=tau).item() == pytest.approx(pairs_only, rel=1e-12)
     only_first = row(0, [10, 80], 0)
     assert simcse_loss(a, p, None, tau=tau, anchor_mask=torch.tensor([True, False])).item() == pytest.approx(only_first, rel=1e-12)
+
+
+def test_every_loss_component_is_wired_in_each_place():
+    """docs/objective.md "Adding an objective": a component of aoe/config/recipes.py COMPONENTS has its weight in the
+    schema and its branch in Objective.components (aoe/losses/objectives.py), which computes it on every format it names."""
+    import yaml
+
+    from aoe.config.recipes import COMPONENTS, N_TEXTS
+    from aoe.losses.objectives import Objective
+    from tests.workflow_utils import REPO
+
+    schema = yaml.safe_load((REPO / "schemas" / "config.schema.yaml").read_text())
+    weights = schema["properties"]["objectives"]["additionalProperties"]["properties"]["weights"]["properties"]
+    assert set(weights) == set(COMPONENTS), "schemas/config.schema.yaml objectives.*.weights and aoe/config/recipes.py COMPONENTS differ"
+    torch.manual_seed(0)
+    for name, (formats, _) in COMPONENTS.items():
+        for fmt in formats:
+            objective = Objective(name="t", format=fmt, weights={name: 1.0})
+            embs = tuple(torch.randn(4, 8) for _ in range(N_TEXTS[fmt]))
+            labels = torch.tensor([0.0, 1.0, 2.0, 1.0]) if fmt == "nli3" else torch.tensor([1.0, 0.0, 1.0, 0.0])
+            parts = objective.components(embs, labels, torch.arange(4 * N_TEXTS[fmt]).view(4, -1), objective.make_head(8))
+            assert set(parts) == {name} and torch.isfinite(parts[name]), (name, fmt)
+    # a component named in COMPONENTS but given no branch fails, instead of computing another loss under its name
+    unwired = Objective(name="t", weights={"angle": 1.0})
+    object.__setattr__(unwired, "weights", {"angle": 1.0, "new_term": 1.0})
+    with pytest.raises(ValueError, match="'new_term' has no branch in Objective.components"):
+        unwired.components((torch.randn(4, 8), torch.randn(4, 8)), torch.tensor([1.0, 0.0, 1.0, 0.0]), torch.arange(8).view(4, 2))

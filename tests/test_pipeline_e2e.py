@@ -227,6 +227,8 @@ def test_rerun_has_nothing_to_do(ci_run):
     assert out.returncode == 0 and "Nothing to be done" in out.stdout, out.stdout[-3000:]
     # every trained model records the settings the config gives (aoe.config.workflow.settings_changed)
     assert "record other settings" not in out.stdout, out.stdout[-3000:]
+    # every trained model records the tree's code (aoe.plan.code_changes)
+    assert "other code than this tree's" not in out.stdout and "no code fingerprint" not in out.stdout, out.stdout[-3000:]
 
 
 def test_the_paper_grid_writes_into_its_own_tree(ci_run):
@@ -290,6 +292,22 @@ def test_a_code_default_reruns_what_it_changes_and_a_run_only_setting_nothing(ci
     out = snakemake(work, "-n", "--configfile", *CI_CONFIGFILES, "cadence.yaml", env=env)
     assert out.returncode == 0, out.stdout[-3000:]
     assert "train_model" not in job_counts(out.stdout), out.stdout[-3000:]
+
+
+def test_an_edited_loss_is_named_with_the_command_that_retrains_it(ci_run):
+    """Issue 70: Snakemake does not see package code; planning names the models the edit makes stale and the
+    command that retrains them, and a comment alone names nothing."""
+    work, env = ci_run
+    angle = work / "aoe" / "losses" / "angle.py"
+    with edited(angle, "\n# a comment only: the code is the same\n"):
+        out = snakemake(work, "-n", "--configfile", *CI_CONFIGFILES, env=env)
+    assert out.returncode == 0 and "Nothing to be done" in out.stdout and "other code" not in out.stdout, out.stdout[-3000:]
+    with edited(angle, "\n\ndef _a_new_helper():\n    return 1\n"):
+        out = snakemake(work, "-n", "--configfile", *CI_CONFIGFILES, env=env)
+    assert out.returncode == 0, out.stdout[-3000:]
+    said = " ".join(out.stdout.split())  # Snakemake's logger may wrap the line
+    assert "1 trained model(s) were trained by other code than this tree's (aoe/losses/angle.py changed since" in said, out.stdout[-3000:]
+    assert f"snakemake --forcerun results/ci/models/minilm-l6/aoe/stsb/seed1 --configfile {' '.join(CI_CONFIGFILES)}" in said
 
 
 # ---- the figures, training curves and model card of the run ----------------------------------------------

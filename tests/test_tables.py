@@ -1360,14 +1360,17 @@ def test_table2_keeps_the_papers_columns_where_a_preset_trains_one_of_them():
     demo = load_config(REPO, [REPO / "presets" / "cpu-demo.yaml"])
     # as aoe.results.load reads an in-domain file: its headline (the cell's int gold), and each gold of its by_gold
     results = pd.DataFrame([dict(backbone="minilm-l6", objective=o, trainset=t, seed=s, eval_gold=g, column="stsb", value=70.0 + s + (g == "float"))
-                            for o, t, seeds, golds in (("pretrained", "none", [0], ["", "float", "int"]), ("aoe", "stsb", [1, 2], ["", "float", "int"]))
+                            for o, t, seeds, golds in (("pretrained", "none", [0], ["", "float", "int"]), ("pretrained", "cls_pooling", [0], ["", "float", "int"]),
+                                                       ("aoe", "stsb", [1, 2], ["", "float", "int"]))
                             for s in seeds for g in golds])
     table = build_table(results, demo["tables"]["table2_indomain"], rows=[r.as_dict() for r in table_rows(demo, "table2_indomain")],
                         name="table2_indomain")
     assert [c.header for c in table.columns] == ["STS-B", "GIS", "Avg."]
     assert table.missing == []  # GIS is not run here, not missing
     # the demo's cell against int(score) (the STS-B example's gold), and its float-gold row from the same files
-    assert [(r.label, r.mean("stsb")) for r in table.rows] == [("as downloaded", 70.0), ("AoE", 71.5), ("AoE (float gold)", 72.5)]
+    # issue 70: the backbone both ways, its own pooling (mean) and the CLS the demo trains
+    assert [(r.label, r.mean("stsb")) for r in table.rows] == [("as downloaded (its own pooling: avg)", 70.0), ("as downloaded (CLS pooling, as trained)", 70.0),
+                                                               ("AoE", 71.5), ("AoE (float gold)", 72.5)]
     md = to_markdown(table)
     # the paper's rows in its order, under a line naming the table they come from
     lines = md.splitlines()

@@ -886,7 +886,8 @@ def test_each_tables_caption_says_what_its_configuration_ran():
     grid, demo = load_config(REPO), load_config(REPO, [REPO / "presets" / "cpu-demo.yaml"])
     assert training_summary(demo, "table2_indomain") == (
         "This run: minilm-l6 trained on stsb from its weights as downloaded; 200 steps of 32 pairs; seeds 1, 2; pooling cls. "
-        "minilm-l6 as downloaded, pooling cls.")
+        "minilm-l6 as downloaded (its own pooling: avg), pooling avg, its own (1_Pooling/config.json: mode mean); "
+        "as downloaded (CLS pooling, as trained), pooling cls.")  # issue 70: the backbone both ways, each row its pooling
     # the grid: AoE from the NLI stage, the baselines from BERT-base; said once, the rows that differ named
     grid2 = training_summary(grid, "table2_indomain")
     assert grid2.startswith("This run: bert-base-uncased trained on gis and stsb (a model per column) from its weights as downloaded "

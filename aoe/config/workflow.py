@@ -22,6 +22,7 @@ __all__ = [
     "pretrained_cell",
     "pretrained_variants",
     "pretrained_embedding",
+    "pretrained_pooling",
     "evaluation_text",
     "RELEASED",
     "released_checkpoints",
@@ -198,15 +199,35 @@ def pretrained_cell(backbone: str, variant: str = NO_TRAINSET) -> Cell:
 
 
 def pretrained_embedding(config: dict, backbone: str, variant: str = NO_TRAINSET) -> tuple[str, str | None]:
-    """(pooling, prompt) of a backbone evaluated as downloaded: its own (backbones.<name>), or a
-    pretrained variant's, where a key the variant leaves out keeps the backbone's."""
-    from aoe.config.hparams import backbone_pooling
-
+    """(pooling, prompt) of a backbone evaluated as downloaded: its own (:func:`pretrained_pooling`, and
+    backbones.<name>.prompt), or a pretrained variant's, where a key the variant leaves out keeps the backbone's."""
     spec = config["backbones"][backbone]
-    own = {"pooling": backbone_pooling(config, backbone)[0], "prompt": spec.get("prompt")}
+    own = {"pooling": pretrained_pooling(config, backbone)[0], "prompt": spec.get("prompt")}
     if variant != NO_TRAINSET:
         own.update(pretrained_variants(config)[variant])
     return own["pooling"], own["prompt"]
+
+
+def pretrained_pooling(config: dict, backbone: str, variant: str = NO_TRAINSET) -> tuple[str, str]:
+    """(pooling, what set it) of a backbone evaluated as downloaded: a pretrained variant's pooling, else
+    ``backbones.<name>.pooling`` where the config names one, else the pooling its folder's sentence-transformers
+    files name (``its own, <file>``: :mod:`aoe.config.folder_pooling`; issue 70), else the code default (CLS, the
+    papers', which a raw transformers folder such as BERT-base keeps)."""
+    from aoe.config.folder_pooling import FolderPoolingError, backbone_folder_pooling
+    from aoe.config.hparams import backbone_pooling
+
+    if variant != NO_TRAINSET and "pooling" in pretrained_variants(config)[variant]:
+        return pretrained_variants(config)[variant]["pooling"], f"evaluation.pretrained_variants.{variant}.pooling"
+    if "pooling" in config["backbones"][backbone]:
+        return backbone_pooling(config, backbone)
+    try:
+        own = backbone_folder_pooling(config, backbone)
+    except FolderPoolingError as err:  # at planning, as every config error: the key, the file, the fix
+        source = next((k for k in ("package", "path") if config["backbones"][backbone].get(k)), "path")
+        raise ConfigError(f"backbones.{backbone}.{source} (evaluated as downloaded, with no pooling named): {err}") from None
+    if own is not None:
+        return own.pooling, f"its own, {Path(own.file).parent.name}/{Path(own.file).name} mode {own.mode}"
+    return backbone_pooling(config, backbone)
 
 
 def evaluation_text(config: dict, backbone: str, objective: str, trainset: str) -> str:
@@ -364,7 +385,12 @@ def table_rows(config: dict, table: str) -> list[TableRow]:
             made = {(t, s): k for t in trainsets for s, k in trained.get((entry["backbone"], obj, t), {}).items()}
             seeds = tuple(sorted({s for _, s in made}))
             reruns = reruns or min(made.values(), default=1)
-        rows.append(TableRow(entry["backbone"], obj, trainsets, seeds, entry.get("label"), entry.get("section", schema_default("tables", "*", "rows", "*", "section")),
+        label = entry.get("label")
+        if obj == PRETRAINED and not label and entry.get("variant", NO_TRAINSET) == NO_TRAINSET:
+            pooling, source = pretrained_pooling(config, entry["backbone"])
+            if source.startswith("its own"):  # a folder's own pooling: the row says which (issue 70)
+                label = f"{OBJECTIVE_LABELS[PRETRAINED]} (its own pooling: {pooling})"
+        rows.append(TableRow(entry["backbone"], obj, trainsets, seeds, label, entry.get("section", schema_default("tables", "*", "rows", "*", "section")),
                              int(reruns or 1), entry.get("variant", NO_TRAINSET), entry.get("eval_pooling") or "",
                              entry.get("eval_gold") or ""))
     return rows
@@ -570,9 +596,17 @@ def training_summary(config: dict, table: str) -> str:
                    f"pooling {_said_once(facets['pooling'])}{tuning}")
     downloaded = [r for r in rows if r.objective == PRETRAINED]
     for backbone in dict.fromkeys(r.backbone for r in downloaded):
-        pairs = [(row_label(r.as_dict()), pretrained_embedding(config, r.backbone, r.variant)[0]) for r in downloaded if r.backbone == backbone]
-        out.append(f"{backbone} as downloaded, pooling {_said_once(pairs)}")
+        pairs = [(row_label(r.as_dict()), _pooling_said(*pretrained_pooling(config, r.backbone, r.variant))) for r in downloaded if r.backbone == backbone]
+        if len({value for _, value in pairs}) == 1:
+            out.append(f"{backbone} as downloaded, pooling {pairs[0][1]}")
+        else:  # the backbone scored several ways (the CPU demo: its own pooling, and the one it trains): each row says its own
+            out.append(f"{backbone} " + "; ".join(f"{who}, pooling {value}" for who, value in pairs))
     return f"This run: {'. '.join(out)}." if out else ""
+
+
+def _pooling_said(pooling: str, source: str) -> str:
+    """A pooling as a caption says it: with its folder's file where it is the folder's own (issue 70)."""
+    return f"{pooling}, its own ({source.removeprefix('its own, ').replace(' mode ', ': mode ')})" if source.startswith("its own") else pooling
 
 
 def protocol_differences(config: dict, grid: dict, table: str) -> list[str]:

@@ -148,11 +148,13 @@ class Objective(LossSettings):
                 if head is None:
                     raise ValueError("the softmax component needs the objective's head (Objective.make_head)")
                 out[name] = sbert_softmax_loss(u, v, labels, head)
-            else:  # simcse
+            elif name == "simcse":
                 if self.format == "triplets":
                     out[name] = simcse_loss(u, v, embs[2], tau=self.simcse_tau)
                 else:
                     out[name] = simcse_loss(u, v, None, tau=self.simcse_tau, anchor_mask=labels >= self.contrastive_threshold)
+            else:  # a component named in COMPONENTS (aoe/config/recipes.py) without its branch here: docs/objective.md
+                raise ValueError(f"loss component {name!r} has no branch in Objective.components (aoe/losses/objectives.py)")
         return out
 
     def __call__(self, embs, labels, text_ids=None, head=None) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:

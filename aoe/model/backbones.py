@@ -46,16 +46,12 @@ class BackboneError(ValueError):
 
 
 def _package_model_dir(package: str) -> Path:
+    from aoe.config.folder_pooling import FolderPoolingError, package_model_dir
+
     try:
-        module = importlib.import_module(package)
-    except ImportError as exc:
-        raise BackboneError(
-            f"backbone package {package!r} is not installed (pip install the demo extra: pip install -e '.[demo]')"
-        ) from exc
-    path = Path(getattr(module, "MODEL_DIR", Path(module.__file__).parent / "model"))
-    if not (path / "config.json").is_file():
-        raise BackboneError(f"package {package!r} has no model folder with config.json at {path}")
-    return path
+        return package_model_dir(package)  # the one lookup: planning reads the folder's own pooling from it too
+    except FolderPoolingError as exc:
+        raise BackboneError(str(exc)) from exc.__cause__
 
 
 def materialize_backbone(name: str, spec: dict, out_dir: str | Path) -> dict:

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import fnmatch
 import json
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -56,17 +55,11 @@ def _cell_trainset(row: dict, key: str) -> str | None:
 
 
 def git_commit(repo: str | Path) -> str:
-    """The repository's HEAD commit (with '+dirty' when tracked files changed), or 'unknown'."""
-    try:
-        head = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=20, check=False)
-        if head.returncode:
-            return "unknown"
-        dirty = subprocess.run(
-            ["git", "-C", str(repo), "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True, timeout=20, check=False
-        )
-        return head.stdout.strip() + ("+dirty" if dirty.returncode == 0 and dirty.stdout.strip() else "")
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
+    """The repository's HEAD commit (with '+dirty' when tracked files changed), or 'unknown'
+    (:func:`aoe.util.provenance.git_commit`, which a model's versions.json records too)."""
+    from aoe.util.provenance import git_commit as commit
+
+    return commit(repo) or "unknown"
 
 
 def table_sources(configfiles: list[str | Path]) -> dict[str, list[str]]:
@@ -369,21 +362,23 @@ def _gain_lines(table: dict, kind) -> list[str]:
     named_lines, refused_lines = [], []
     for backbone in dict.fromkeys(r["backbone"] for r in ours):
         rows = [r for r in ours if r["backbone"] == backbone]
-        bases = [r for r in rows if r["objective"] == PRETRAINED and _has_result(r)]
-        if not bases:
-            continue
-        for r in rows:
-            if r["objective"] in (PRETRAINED, RELEASED) or not _has_result(r):
-                continue
-            base, named, why = _like_base(r, bases, allowed, table["name"])
-            name = f"{backbone}: {r['label']} − {base['label']}"
-            if why:
-                refused_lines.append(f"- {md_cell(name)}: no gain, measured otherwise ({md_cell(why)})")
-                continue
-            body.append(f"| {md_cell(name)} | " + " | ".join(diff(r["mean"], base["mean"], k) for k in keys) + " |")
-            named.pop("recipe", None)
-            if named:
-                named_lines.append(f"- {md_cell(name)}: {md_cell(named_text(named))}")
+        # each evaluation of the backbone as downloaded is a base of its own (its own pooling, the pooling the run
+        # trains: issue 70), and each gain names the one it is against; a pair measured otherwise in a way the table
+        # does not name is no gain, said as such (issue 69)
+        for base in [r for r in rows if r["objective"] == PRETRAINED and _has_result(r)]:
+            for r in rows:
+                if r["objective"] in (PRETRAINED, RELEASED) or not _has_result(r):
+                    continue
+                name = f"{backbone}: {r['label']} − {base['label']}"
+                try:
+                    named = like_for_like(_measure(r), _measure(base), allowed, f"tables.{table['name']}: {name}")
+                except UnlikeNumbers as err:
+                    refused_lines.append(f"- {md_cell(name)}: no gain, measured otherwise ({md_cell(_difference(err))})")
+                    continue
+                body.append(f"| {md_cell(name)} | " + " | ".join(diff(r["mean"], base["mean"], k) for k in keys) + " |")
+                named.pop("recipe", None)
+                if named:
+                    named_lines.append(f"- {md_cell(name)}: {md_cell(named_text(named))}")
     # the paper's gain, where it prints a backbone as downloaded and a trained row of ours on it
     objectives = {r["objective"]: r["label"] for r in ours if r["objective"] not in (PRETRAINED, RELEASED)}
     for (p_backbone, objective), base in paper.items():
@@ -416,21 +411,6 @@ def _gain_lines(table: dict, kind) -> list[str]:
 
 def _measure(row: dict) -> Measure:
     return Measure.of(row.get("measure"))
-
-
-def _like_base(row: dict, bases: list[dict], allowed: dict, table: str) -> tuple[dict, dict, str]:
-    """(base row, the differences the table names, '') of the base rows measured as ``row`` is (the fewest named
-    differences), else (the first base, {}, how it is measured otherwise)."""
-    best, why = None, ""
-    for base in bases:
-        try:
-            named = like_for_like(_measure(row), _measure(base), allowed, f"tables.{table}: {row['label']} − {base['label']}")
-        except UnlikeNumbers as err:
-            why = why or _difference(err)
-            continue
-        if best is None or len(named) < len(best[1]):
-            best = (base, named)
-    return (best[0], best[1], "") if best else (bases[0], {}, why)
 
 
 def _difference(err: UnlikeNumbers) -> str:

@@ -16,7 +16,8 @@ Delete the ``.ckpt`` folder to train from scratch.
 The identity is everything that decides the trained weights: the resolved training settings less
 those that do not (:data:`RESULT_NEUTRAL`), the objective with every default resolved, the token
 cache's identity (the training table's sha256, the tokenizer, the truncation and the prompt), the
-backbone's files, and the model the run starts from. A checkpoint of another identity is never
+backbone's files, the model the run starts from, and the code that computes the weights (each module's
+digest, :mod:`aoe.training.fingerprint`: an edited loss is another run). A checkpoint of another identity is never
 resumed; it is removed only when the new run writes its first checkpoint, so a job that fails
 before that (a bad setting found at start) has cost nothing.
 """
@@ -31,12 +32,13 @@ from pathlib import Path
 
 from aoe.config.hparams import RUN_ONLY
 from aoe.data.io import sha256_file
+from aoe.training.fingerprint import code_fingerprint
 from aoe.util.jsonio import write_json_atomic
 from aoe.util.fsutil import DiskFullError, naming_full_disk
 
 __all__ = [
     "RESULT_NEUTRAL", "TRAINER_STATE", "FINAL", "checkpoint_dir", "run_identity", "identity_changes",
-    "step_dirs", "save_checkpoint", "resume", "keep_final", "finished_model", "restore_final", "remove_steps",
+    "step_dirs", "save_checkpoint", "resume", "keep_final", "finished_model", "kept_final_changes", "restore_final", "remove_steps",
 ]
 
 # settings that never change the trained weights: how a run logs and checkpoints, and the base an
@@ -79,6 +81,8 @@ def run_identity(cfg, objective, cache_dir: str | Path, backbone_dir: str | Path
         "data": {k: cache.get(k) for k in ("format", "table_sha256", "tokenizer_sha256", "max_length", "prompt", "n_examples")},
         "backbone": _backbone_files(backbone_dir),
         "init": (init_record or {}).get("aoe_config_sha256"),
+        # per module, so a refused checkpoint names the module that changed (code.aoe/losses/angle.py: ...)
+        "code": code_fingerprint()["modules"],
     })
 
 
@@ -89,6 +93,8 @@ def identity_changes(old: dict, new: dict, prefix: str = "") -> list[str]:
         a, b = old.get(key), new.get(key)
         if isinstance(a, dict) and isinstance(b, dict):
             out += identity_changes(a, b, f"{prefix}{key}.")
+        elif a is None and isinstance(b, dict):  # a part an older run did not record (code): its leaves, not one long dict
+            out += [f"{line.split(':', 1)[0]}: not recorded" for line in identity_changes({}, b, f"{prefix}{key}.")]
         elif a != b:
             out.append(f"{prefix}{key}: {a!r} -> {b!r}")
     return out[:8]
@@ -270,6 +276,13 @@ def finished_model(root: Path, identity: dict) -> tuple[Path, dict] | None:
         shutil.rmtree(final, ignore_errors=True)  # the model folder's own links are separate entries: it stays as it is
         return None
     return final, record["summary"]
+
+
+def kept_final_changes(root: Path, identity: dict) -> list[str]:
+    """How the finished model kept in ``root/final`` differs from this run (:func:`identity_changes`); [] where
+    there is none, or it is of this run."""
+    kept = _final_identity(root / FINAL)
+    return identity_changes(kept, identity) if kept is not None and kept != identity else []
 
 
 def restore_final(final: Path, out_dir: Path, record: dict) -> None:

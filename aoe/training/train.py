@@ -107,8 +107,9 @@ from aoe.model.prompts import check_prompt
 from aoe.model.tokens import ensure_pad_token, load_token_cache, tokenize_texts
 from aoe.training import checkpoints
 from aoe.training.checkpoints import checkpoint_dir
+from aoe.training.fingerprint import fingerprint_of
 from aoe.util.fsutil import atomic_dir
-from aoe.util.provenance import library_versions
+from aoe.util.provenance import git_commit, library_versions
 
 __all__ = ["TrainConfig", "train", "epoch_batches", "checkpoint_dir", "num_warmup_steps"]
 
@@ -498,6 +499,9 @@ def train(
     objective = get_objective(cfg.objective, cfg.objective_overrides, format=cfg.format)
     identity = _with_selection(checkpoints.run_identity(cfg, objective, cache_dir, backbone_dir, init_record), select_table)
     ckpt_root = checkpoint_dir(out_dir)
+    # the code this run trains with, as its identity holds it, and the commit it was in (planning compares the
+    # fingerprint with the tree's: aoe.plan.code_changes)
+    code = {**fingerprint_of(identity["code"]), "git_commit": git_commit()}
 
     def record(summary: dict) -> dict:
         # the summary (final.json keeps it) carries the selection; aoe_config.json shows it on its own
@@ -510,6 +514,7 @@ def train(
             "train": asdict(cfg),
             "backbone": _backbone_identity(backbone_dir),
             "token_cache": json.loads((Path(cache_dir) / "cache.json").read_text()),
+            "code": code,
             "summary": {k: v for k, v in summary.items() if k != "selection"},
             **({"selection": {**selection, "split_is_test": bool(select_is_test)}} if selection else {}),
             **({"init": init_record} if init_record else {}),
@@ -528,6 +533,10 @@ def train(
             print(f"{out_dir}: restored the finished training kept in {final} (same run identity); "
                   f"delete {ckpt_root} to train it again", flush=True)
         return summary
+    kept = checkpoints.kept_final_changes(ckpt_root, identity)
+    if kept and int(os.environ.get("RANK", "0")) == 0:  # a forced rerun after an edit of the objective: said, never restored (issue 70)
+        print(f"{ckpt_root / checkpoints.FINAL} holds a finished training of another run ({'; '.join(kept)}); "
+              "not restored: training again", flush=True)
 
     # the setting a score outside the train set's range is fixed in: the cell (Snakemake's wildcards) names the train set
     cell = (extra_record or {}).get("cell") or {}

@@ -17,7 +17,7 @@ Import-light on purpose (no torch, no matplotlib): the Snakefile imports it at D
 
 from __future__ import annotations
 
-from aoe.config.workflow import PRETRAINED, Cell, ConfigError, built_figures, pretrained_cell, results_path, run_cells
+from aoe.config.workflow import PRETRAINED, Cell, ConfigError, built_figures, pretrained_cell, pretrained_variants, results_path, run_cells
 
 __all__ = [
     "FIGURES",
@@ -49,9 +49,12 @@ FIGURES: dict[str, str] = {
 _WITH_JSON = ("fig3", "fig10", "fig4", "fig_gradients")
 
 
-def _cell(spec: dict) -> Cell:
+def _cell(spec: dict, variants=()) -> Cell:
     if spec["objective"] == PRETRAINED:
-        return pretrained_cell(spec["backbone"])
+        # a model's trainset may name an evaluation.pretrained_variants entry: the backbone under that pooling (the
+        # CPU demo's gradient figure: the CLS its fine-tuning starts from, not the folder's own mean; issue 70)
+        variant = spec.get("trainset")
+        return pretrained_cell(spec["backbone"], *([variant] if variant in variants else []))
     return Cell(spec["backbone"], spec["objective"], spec["trainset"], int(spec["seed"]))
 
 
@@ -59,9 +62,11 @@ def figure_cells(config: dict) -> dict[str, list[tuple[str, Cell]]]:
     """Per figure, the (config key, model) pairs it reads; fig5 reads only the gold scores.
 
     ``pretrained`` models are normalised to trainset ``none``, seed 0 whatever the config
-    gives for those keys (the backbone as downloaded has neither).
+    gives for those keys (the backbone as downloaded has neither), but a model whose trainset names a pretrained
+    variant (``evaluation.pretrained_variants``) is that variant.
     """
     fig = config.get("figures", {})
+    variants = tuple(pretrained_variants(config)) if config.get("evaluation") else ()
     geo = fig["sts_geometry"]["model"]
     dens = fig["similarity_density"]
     grad = fig["gradients"]["model"]
@@ -73,11 +78,11 @@ def figure_cells(config: dict) -> dict[str, list[tuple[str, Cell]]]:
         for i, obj in enumerate(dens["objectives"])
     ]
     return {
-        "fig3": [("figures.sts_geometry.model", _cell(geo))],
-        "fig10": [("figures.sts_geometry.model", _cell(geo))],
+        "fig3": [("figures.sts_geometry.model", _cell(geo, variants))],
+        "fig10": [("figures.sts_geometry.model", _cell(geo, variants))],
         "fig4": density_cells,
         "fig5": [],
-        "fig_gradients": [("figures.gradients.model", _cell(grad))],
+        "fig_gradients": [("figures.gradients.model", _cell(grad, variants))],
     }
 
 
