@@ -363,18 +363,23 @@ def _gain_lines(table: dict, kind) -> list[str]:
     for backbone in dict.fromkeys(r["backbone"] for r in ours):
         rows = [r for r in ours if r["backbone"] == backbone]
         # each evaluation of the backbone as downloaded is a base of its own (its own pooling, the pooling the run
-        # trains: issue 70), and each gain names the one it is against; a pair measured otherwise in a way the table
-        # does not name is no gain, said as such (issue 69)
-        for base in [r for r in rows if r["objective"] == PRETRAINED and _has_result(r)]:
-            for r in rows:
-                if r["objective"] in (PRETRAINED, RELEASED) or not _has_result(r):
-                    continue
+        # trains: issue 70), and each gain names the one it is against; a trained row gains over every base measured
+        # as it is (or otherwise only as the table names), and one alike with none says so (issue 69)
+        bases = [r for r in rows if r["objective"] == PRETRAINED and _has_result(r)]
+        for r in rows:
+            if not bases or r["objective"] in (PRETRAINED, RELEASED) or not _has_result(r):
+                continue
+            alike, why = [], ""
+            for base in bases:
                 name = f"{backbone}: {r['label']} − {base['label']}"
                 try:
-                    named = like_for_like(_measure(r), _measure(base), allowed, f"tables.{table['name']}: {name}")
+                    alike.append((name, base, like_for_like(_measure(r), _measure(base), allowed, f"tables.{table['name']}: {name}")))
                 except UnlikeNumbers as err:
-                    refused_lines.append(f"- {md_cell(name)}: no gain, measured otherwise ({md_cell(_difference(err))})")
-                    continue
+                    why = why or _difference(err)
+            if not alike:
+                name = f"{backbone}: {r['label']} − {bases[0]['label']}"
+                refused_lines.append(f"- {md_cell(name)}: no gain, measured otherwise ({md_cell(why)})")
+            for name, base, named in alike:
                 body.append(f"| {md_cell(name)} | " + " | ".join(diff(r["mean"], base["mean"], k) for k in keys) + " |")
                 named.pop("recipe", None)
                 if named:
