@@ -157,3 +157,20 @@ class SnakemakeForks:
             self.server.close()
             shutil.rmtree(self.server.folder, ignore_errors=True)  # its runs' output files, read already
             self.server = None
+
+
+def forked_snakemake():
+    """``(snakemake, dry_run, fixture)`` for a test module whose Snakemake runs fork from one server
+    (:class:`SnakemakeForks`): the import is most of a dry run's CPU. The module keeps the fixture under a name
+    of its own (``snakemake, dry_run, _forks = forked_snakemake()``); autouse, it ends the server after the
+    module's last test."""
+    import pytest
+
+    forks = SnakemakeForks()
+
+    @pytest.fixture(scope="module", autouse=True)
+    def _snakemake_forks():
+        yield
+        forks.close()
+
+    return forks.snakemake, forks.dry_run, _snakemake_forks

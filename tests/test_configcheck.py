@@ -16,19 +16,11 @@ from snakemake.utils import update_config
 
 from aoe.config.workflow import ConfigError
 from aoe.plan.check import CHECKS, check_schema, complete_config, config_sources, load_config
-from tests.forkserver import SnakemakeForks
+from tests.forkserver import forked_snakemake
 from tests.workflow_utils import MIRROR, REPO, copy_workflow
 
-# Each Snakemake run a process of its own, forked from one that imported Snakemake once (tests/forkserver.py): the
-# import is most of a dry run's CPU
-_FORKS = SnakemakeForks()
-snakemake, dry_run = _FORKS.snakemake, _FORKS.dry_run
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _snakemake_forks():
-    yield
-    _FORKS.close()
+# Each Snakemake run a process of its own, forked from one that imported Snakemake once (tests/forkserver.py)
+snakemake, dry_run, _snakemake_forks = forked_snakemake()
 
 SCHEMA = REPO / "schemas" / "config.schema.yaml"
 # the tables config.yaml builds (build.tables): a list a --configfile replaces whole

@@ -23,19 +23,11 @@ from aoe.data.mirror import DOWNSTREAM_SUBDIR, TABLE, check_published, mirror_so
 from aoe.data.prepare import prepare_sts_table
 from aoe.data.published import pipeline_files, write_table
 from aoe.data.transfer import read_transfer
-from tests.forkserver import SnakemakeForks
+from tests.forkserver import forked_snakemake
 from tests.workflow_utils import MIRROR, REPO, copy_workflow, needs_mirror
 
-# Each Snakemake run a process of its own, forked from one that imported Snakemake once (tests/forkserver.py): the
-# import is most of a dry run's CPU
-_FORKS = SnakemakeForks()
-snakemake, dry_run = _FORKS.snakemake, _FORKS.dry_run
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _snakemake_forks():
-    yield
-    _FORKS.close()
+# Each Snakemake run a process of its own, forked from one that imported Snakemake once (tests/forkserver.py)
+snakemake, dry_run, _snakemake_forks = forked_snakemake()
 
 STSB_TEST = "STS/STSBenchmark/sts-test.csv"
 STSB_TEST_SOURCE = "yan-soares/research_embeddings_fine_tuning@045c5e94572a:data/downstream/STS/STSBenchmark/sts-test.csv"

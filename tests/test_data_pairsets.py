@@ -20,19 +20,11 @@ from aoe.data.mirror import mirror_sources, upstream_url
 from aoe.data.nli import nli_formats, read_allnli, read_nli_csv
 from aoe.data.prepare import prepare_pairset
 
-from tests.forkserver import SnakemakeForks
+from tests.forkserver import forked_snakemake
 from tests.workflow_utils import copy_workflow
 
-# Each Snakemake run a process of its own, forked from one that imported Snakemake once (tests/forkserver.py): the
-# import is most of a dry run's CPU
-_FORKS = SnakemakeForks()
-snakemake, dry_run = _FORKS.snakemake, _FORKS.dry_run
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _snakemake_forks():
-    yield
-    _FORKS.close()
+# Each Snakemake run a process of its own, forked from one that imported Snakemake once (tests/forkserver.py)
+snakemake, dry_run, _snakemake_forks = forked_snakemake()
 
 MIRRORED = [(d, s) for d, splits in SOURCES.items() for s, src in splits.items() if src.kind == "mirror"]
 

@@ -18,19 +18,11 @@ import pytest
 import yaml
 
 from aoe.config.workflow import Cell, ConfigError
-from tests.forkserver import SnakemakeForks
+from tests.forkserver import forked_snakemake
 from tests.workflow_utils import REPO, copy_workflow, job_counts
 
-# Each Snakemake run a process of its own, forked from one that imported Snakemake once (tests/forkserver.py): the
-# import is most of a dry run's CPU
-_FORKS = SnakemakeForks()
-snakemake, dry_run = _FORKS.snakemake, _FORKS.dry_run
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _snakemake_forks():
-    yield
-    _FORKS.close()
+# Each Snakemake run a process of its own, forked from one that imported Snakemake once (tests/forkserver.py)
+snakemake, dry_run, _snakemake_forks = forked_snakemake()
 
 CELL = Cell("minilm-l6", "aoe", "stsb", 1)
 MODEL = "results/ci/models/minilm-l6/aoe/stsb/seed1"

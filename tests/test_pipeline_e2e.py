@@ -18,20 +18,12 @@ import yaml
 
 from aoe.evaluate.sts import TASKS
 from aoe.training.train import CURVES_DIR
-from tests.forkserver import SnakemakeForks
+from tests.forkserver import forked_snakemake
 from tests.test_curves import _assert_mirrors, _metrics
 from tests.workflow_utils import CI_CONFIGFILES, REPO, edited, job_counts, needs_mirror
 
-# Each Snakemake run (ten plans of the CI tree) a process of its own, forked from one that imported Snakemake once
-# (tests/forkserver.py): the import is about 1.3 of a plan's few CPU-s
-_FORKS = SnakemakeForks()
-snakemake = _FORKS.snakemake
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _snakemake_forks():
-    yield
-    _FORKS.close()
+# Each Snakemake run a process of its own, forked from one that imported Snakemake once (tests/forkserver.py)
+snakemake, _, _snakemake_forks = forked_snakemake()
 
 
 # the CI preset's one trained model and its card

@@ -25,19 +25,11 @@ from aoe.config.workflow import (
     table_target,
     train_params,
 )
-from tests.forkserver import SnakemakeForks
+from tests.forkserver import forked_snakemake
 from tests.workflow_utils import MIRROR, REPO, TINY_OVERLAY, copy_workflow, dry_run_jobs, job_counts, needs_mirror, tiny_backbone_overlay
 
-# Each Snakemake run a process of its own, forked from one that imported Snakemake once (tests/forkserver.py): the
-# import is most of a dry run's CPU
-_FORKS = SnakemakeForks()
-snakemake, dry_run = _FORKS.snakemake, _FORKS.dry_run
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _snakemake_forks():
-    yield
-    _FORKS.close()
+# Each Snakemake run a process of its own, forked from one that imported Snakemake once (tests/forkserver.py)
+snakemake, dry_run, _snakemake_forks = forked_snakemake()
 
 
 @functools.lru_cache(maxsize=2)
