@@ -388,7 +388,7 @@ def test_cpu_preset_plans_the_chain(tmp_path):
         "llm_self_pairs": 1,
         "tokenize": 2,
         "train_model": 6,  # AoE + LLM and SimCSE-style, seeds 1-3
-        "evaluate_sts": 7,  # those 6 and the backbone as downloaded
+        "evaluate_sts": 8,  # those 6 and the backbone as downloaded, both ways (its own mean pooling, CLS: issue 70)
         "table": 1,
         "model_card": 6,  # one per trained cell (rules/cards.smk)
         "report_md": 1,
