@@ -375,7 +375,7 @@ def _gain_lines(table: dict, kind) -> list[str]:
                 try:
                     alike.append((name, base, like_for_like(_measure(r), _measure(base), allowed, f"tables.{table['name']}: {name}")))
                 except UnlikeNumbers as err:
-                    why = why or _difference(err)
+                    why = why or err.difference
             if not alike:
                 name = f"{backbone}: {r['label']} − {bases[0]['label']}"
                 refused_lines.append(f"- {md_cell(name)}: no gain, measured otherwise ({md_cell(why)})")
@@ -416,12 +416,6 @@ def _gain_lines(table: dict, kind) -> list[str]:
 
 def _measure(row: dict) -> Measure:
     return Measure.of(row.get("measure"))
-
-
-def _difference(err: UnlikeNumbers) -> str:
-    """The difference an :class:`UnlikeNumbers` names (its message without the fix)."""
-    text = str(err).split("measured otherwise (", 1)[-1]
-    return text.rsplit("): set each against", 1)[0]
 
 
 def _order(items: list[tuple[str, float]], lower_is_better: bool) -> list[tuple[str, float]]:
@@ -709,7 +703,7 @@ def _claim_pair(table: dict, c: "Claim") -> tuple[dict, dict, dict, str] | None:
             try:
                 named = like_for_like(_measure(a), _measure(b), table.get("compare_across"), f"{c.ref}: {a['label']} − {b['label']}")
             except UnlikeNumbers as err:
-                why = why or _difference(err)
+                why = why or err.difference
                 continue
             if best is None or len(named) < len(best[2]):
                 best = (a, b, named)

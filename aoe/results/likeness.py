@@ -49,7 +49,12 @@ class Measure:
 
 
 class UnlikeNumbers(ValueError):
-    """Two numbers measured otherwise, set against each other without their table naming the difference."""
+    """Two numbers measured otherwise, set against each other without their table naming the difference;
+    ``difference``: what differs (``gold: int vs float``), the message without its place and fix."""
+
+    def __init__(self, message: str, difference: str = ""):
+        super().__init__(message)
+        self.difference = difference
 
 
 def _recipe_diff(a: str, b: str) -> str:
@@ -102,6 +107,7 @@ def like_for_like(a: Measure, b: Measure, allowed: dict | None = None, where: st
         raise UnlikeNumbers(
             f"{where + ': ' if where else ''}measured otherwise ({what}): set each against a row measured the same way "
             f"(an in-domain row's other gold is its eval_gold variant row), or name the difference with its source under "
-            f"the table's compare_across ({', '.join(f'{f}: <why>' for f in refused)})"
+            f"the table's compare_across ({', '.join(f'{f}: <why>' for f in refused)})",
+            what,
         )
     return {f: f"{d}: {allowed[f]}" for f, d in diff.items()}
