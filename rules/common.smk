@@ -7,6 +7,7 @@ sys.path.insert(0, workflow.basedir)
 
 from aoe.plan.check import complete_config, config_sources, load_config
 from aoe.plan.code_changes import code_change_message, models_of_other_code
+from aoe.plan.interruptions import install as install_interruption_filter
 from aoe.plan.ledger import reading_presets
 from aoe.plan.trees import explain_tree, record_tree
 from aoe.config.hparams import freeze_for_planning
@@ -69,6 +70,10 @@ try:
     complete_config(config, workflow.source_path("../schemas/config.schema.yaml"), CONFIGFILES, CONFIG_OVERRIDES)
 except ConfigError as err:
     raise WorkflowError(f"config: {err}") from None
+# an interrupted training (Ctrl-C, SIGTERM: a checkpoint, exit 75) and a stop on request are said as such, once,
+# not as failed jobs (aoe.plan.interruptions; a real failure keeps Snakemake's every line)
+if workflow.is_main_process:
+    install_interruption_filter()
 # the tree belongs to the file that names it (results:): a copy of a preset with other settings would retrain into,
 # and --report from, the preset's tree (aoe.plan.trees; its record is written as the run starts: Snakefile, onstart)
 if workflow.is_main_process:

@@ -36,6 +36,7 @@ from safetensors.torch import load_file
 
 from aoe.model.tokens import build_token_cache
 from aoe.training.checkpoints import TRAINER_STATE, checkpoint_dir, step_dirs
+from aoe.training.interruption import RESUMABLE_EXIT, read_interrupted
 from tests.forkserver import ForkServer, python_m
 from tests.workflow_utils import REPO
 
@@ -314,6 +315,7 @@ def _rerun_resumes_to(server: ForkServer, setup, out: Path, full: Path, step: in
     rerun = _train(server, setup, 0.1, out, **cfg)
     assert rerun.returncode == 0, rerun.stderr[-3000:]
     assert json.loads((out / "aoe_config.json").read_text())["summary"]["resumed_from_step"] == step
+    assert read_interrupted(checkpoint_dir(out)) is None  # the rerun is no longer the interrupted run
     np.testing.assert_allclose([x for _, x in _losses(out)], [x for _, x in _losses(full)], rtol=1e-6)
     wf, wo = load_file(full / "model.safetensors"), load_file(out / "model.safetensors")
     for k in wf:
@@ -370,9 +372,12 @@ def test_sigterm_at_a_time_limit_saves_a_checkpoint_and_the_rerun_resumes_from_i
     ref = _train(server, setup, 0.1, full, **cfg)
     assert ref.returncode == 0, ref.stderr[-3000:]
     proc = _run_signalled(server, setup, 0.1, cut, at=7, how="term", **cfg)
-    assert proc.returncode == 1 and not cut.exists(), proc.stderr[-3000:]
+    assert proc.returncode == RESUMABLE_EXIT and not cut.exists(), proc.stderr[-3000:]
     assert "SIGTERM at step 7 of 12: checkpoint" in proc.stderr and "rerunning the job resumes from it" in proc.stderr
     assert [d.name for d in step_dirs(checkpoint_dir(cut))] == ["step7"]
+    # what Snakemake's terminal line is made from (aoe.plan.interruptions), until the rerun starts
+    assert read_interrupted(checkpoint_dir(cut)) == {
+        "signal": "SIGTERM", "step": 7, "total": 12, "checkpoint": str(checkpoint_dir(cut) / "step7")}
 
     _rerun_resumes_to(server, setup, cut, full, step=7, **cfg)
 
@@ -402,6 +407,6 @@ def test_ctrl_c_saves_a_checkpoint_like_sigterm(setup, server):
     # and every step since the last checkpoint_every was lost
     cut = setup["root"] / "int"
     proc = _run_signalled(server, setup, 0.1, cut, at=4, how="int", max_steps=12)
-    assert proc.returncode == 1 and not cut.exists(), proc.stderr[-3000:]
+    assert proc.returncode == RESUMABLE_EXIT and not cut.exists(), proc.stderr[-3000:]
     assert "SIGINT at step 4 of 12: checkpoint" in proc.stderr
     assert [d.name for d in step_dirs(checkpoint_dir(cut))] == ["step4"]

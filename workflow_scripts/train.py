@@ -10,9 +10,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(snakemake.scriptdir).parent))
 from aoe.config.workflow import Cell, selection_split
-from aoe.util.joblog import start_log
+from aoe.training.checkpoints import checkpoint_dir
+from aoe.training.interruption import RESUMABLE_EXIT, clear_interrupted, read_interrupted
+from aoe.util.joblog import forget_kept, start_log
 
-start_log(snakemake.log[0])
+# a job that resumes a checkpoint keeps the log of the run it resumes (issue 71): steps 0..N stay readable
+KEPT_LOG = checkpoint_dir(snakemake.output[0]) / "job.log"
+start_log(snakemake.log[0], kept=KEPT_LOG)
+# this job is no longer the interrupted one: a failure from here on is reported as one (aoe.plan.interruptions)
+clear_interrupted(checkpoint_dir(snakemake.output[0]))
 
 from aoe.config.hparams import RUN_ONLY, resolve_cell
 from aoe.losses import get_objective
@@ -52,4 +58,10 @@ else:
             *(["--select-is-test"] if select.get("select_is_test") else []),
         ]
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(snakemake.scriptdir).parent), os.environ.get("PYTHONPATH", "")])}
-        subprocess.run(launch, check=True, env=env)
+        launched = subprocess.run(launch, env=env)
+        # a signal stopped it with a checkpoint, not an error: torch's elastic launcher reports any child's exit
+        # as 1, the record says which (each run clears it as it starts)
+        if launched.returncode != 0 and read_interrupted(checkpoint_dir(args[3])) is not None:
+            sys.exit(RESUMABLE_EXIT)
+        launched.check_returncode()
+forget_kept(KEPT_LOG)  # trained: a later run of this job (forced, another setting) starts its own log

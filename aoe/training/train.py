@@ -27,7 +27,8 @@ the same run (a preempted SLURM job retried by Snakemake continues where it stop
 and once training finished, ``seed{seed}.ckpt/final`` keeps the model (hard links), so a
 job killed after training, or rerun for a setting that does not change the weights,
 lays the model out again in seconds. SIGTERM (what SLURM sends at a time limit, before
-SIGKILL) or SIGINT (Ctrl-C) ends the current step, saves a checkpoint and exits.
+SIGKILL) or SIGINT (Ctrl-C) ends the current step, saves a checkpoint and exits with status 75, an
+interruption and not a failure (:mod:`aoe.training.interruption`).
 
 Batches. Every process reads the same global batch (the epoch's order is a
 permutation seeded by (seed, epoch)), cut into ``gradient_accumulation_steps``
@@ -88,6 +89,7 @@ import hashlib
 import json
 import os
 import shutil
+import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -108,6 +110,7 @@ from aoe.model.tokens import ensure_pad_token, load_token_cache, tokenize_texts
 from aoe.training import checkpoints
 from aoe.training.checkpoints import checkpoint_dir
 from aoe.training.fingerprint import fingerprint_of
+from aoe.training.interruption import RESUMABLE_EXIT, clear_interrupted, mark_interrupted
 from aoe.util.fsutil import atomic_dir
 from aoe.util.provenance import git_commit, library_versions
 
@@ -499,6 +502,8 @@ def train(
     objective = get_objective(cfg.objective, cfg.objective_overrides, format=cfg.format)
     identity = _with_selection(checkpoints.run_identity(cfg, objective, cache_dir, backbone_dir, init_record), select_table)
     ckpt_root = checkpoint_dir(out_dir)
+    if int(os.environ.get("RANK", "0")) == 0:
+        clear_interrupted(ckpt_root)  # this run is no longer the interrupted one: a failure from here is a failure
     # the code this run trains with, as its identity holds it, and the commit it was in (planning compares the
     # fingerprint with the tree's: aoe.plan.code_changes)
     code = {**fingerprint_of(identity["code"]), "git_commit": git_commit()}
@@ -922,11 +927,13 @@ def _train_steps(run: _Run, state: dict, ckpt_root: Path, identity: dict, metric
                     start = time.perf_counter()
                     saved = _save_checkpoint(run.accelerator, ckpt_root, identity, state, metrics_lines)
                     if stopping:
-                        raise SystemExit(
-                            f"{arrived[0] if arrived else 'a signal on another process'} at step {state['step']} of {total}: "
-                            f"checkpoint {saved} saved; "
-                            "rerunning the job resumes from it"
-                        )
+                        signal_name = arrived[0] if arrived else "a signal on another process"
+                        if run.accelerator.is_main_process:
+                            mark_interrupted(ckpt_root, signal_name, state["step"], total, saved)
+                        # to the log; Snakemake's terminal gets one line from the record (aoe.plan.interruptions)
+                        print(f"{signal_name} at step {state['step']} of {total}: checkpoint {saved} saved; "
+                              "rerunning the job resumes from it", file=sys.stderr, flush=True)
+                        raise SystemExit(RESUMABLE_EXIT)  # not the 1 of an error (aoe.training.interruption)
                 if state["step"] >= total:
                     break
             else:
