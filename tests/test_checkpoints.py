@@ -357,3 +357,26 @@ def test_a_checkpoint_that_cannot_be_written_is_removed_and_named_with_the_free_
     with pytest.raises(OSError, match=r"checkpoint .*step3 could not be written \(RuntimeError: .*unexpected pos.*\); \d+ MiB are free.*checkpoint_every"):
         save_checkpoint(_FullDisk(), root, {"id": 1}, {"step": 3}, [])
     assert list(root.iterdir()) == []
+
+
+# ---- issue 71: a tree of one's own takes what another tree trained --------------------------------------------
+
+
+def test_a_tree_of_its_own_lays_out_another_trees_model_of_the_same_run_and_trains_any_other(data, tmp_path, monkeypatch, capsys):
+    cell = Path("models/minilm-l6/aoe/stsb/seed0")
+    demo, mine, other = (tmp_path / "results" / t / cell for t in ("cpu-demo", "mine", "other"))
+    _train(data, demo)
+    trained = _weights(demo)
+    with monkeypatch.context() as m:
+        _no_training(m)
+        again = _train(data, mine)
+    assert again["restored_from"] == str(checkpoint_dir(demo) / FINAL)
+    assert all(torch.equal(_weights(mine)[k], trained[k]) for k in trained)
+    assert (mine / "model.safetensors").stat().st_ino == (demo / "model.safetensors").stat().st_ino  # links, no copy
+    assert "another results tree's: hard links, nothing copied or trained" in capsys.readouterr().out
+    assert "restored_from" not in _train(data, other, learning_rate=2e-3)  # another run: trained
+    # the paper grid's tree (results/ itself) is looked in too
+    grid = tmp_path / "results" / cell
+    with monkeypatch.context() as m:
+        _no_training(m)
+        assert _train(data, grid)["restored_from"] == str(checkpoint_dir(demo) / FINAL)

@@ -20,7 +20,7 @@ from aoe.evaluate.sts import TASKS
 from aoe.training.train import CURVES_DIR
 from tests.forkserver import forked_snakemake
 from tests.test_curves import _assert_mirrors, _metrics
-from tests.workflow_utils import CI_CONFIGFILES, REPO, edited, job_counts, needs_mirror
+from tests.workflow_utils import CI_CONFIGFILES, REPO, TINY_OVERLAY, edited, job_counts, needs_mirror
 
 # Each Snakemake run a process of its own, forked from one that imported Snakemake once (tests/forkserver.py)
 snakemake, _, _snakemake_forks = forked_snakemake()
@@ -259,10 +259,10 @@ def test_changing_table_code_reruns_only_tables(ci_run):
         out = snakemake(work, "-n", "--configfile", *CI_CONFIGFILES, env=env)
     assert out.returncode == 0, out.stdout[-3000:]
     assert set(job_counts(out.stdout)) == {"table", "table_html", "report_md", "report_page", "runtimes", "all"}, out.stdout[-3000:]
-    # a caption is a table parameter: the same, and only tables
-    # (one more config file: the recipe ledger, which names the file behind each value, is redone too)
-    (work / "caption.yaml").write_text("tables:\n  table2_indomain:\n    caption: another caption\n")
-    out = snakemake(work, "-n", "--configfile", *CI_CONFIGFILES, "caption.yaml", env=env)
+    # a caption is a table parameter: the same, and only tables (an edit of the tree's own files: another list of
+    # files would be another tree's, aoe.plan.trees; the recipe ledger, which reads the files, is redone too)
+    with edited(work / TINY_OVERLAY, "tables:\n  table2_indomain:\n    caption: another caption\n"):
+        out = snakemake(work, "-n", "--configfile", *CI_CONFIGFILES, env=env)
     assert out.returncode == 0, out.stdout[-3000:]
     assert set(job_counts(out.stdout)) == {"table", "table_html", "report_md", "report_page", "recipe", "runtimes", "all"}, out.stdout[-3000:]
     # every edit undone: nothing to rerun
@@ -280,8 +280,8 @@ def test_a_code_default_reruns_what_it_changes_and_a_run_only_setting_nothing(ci
     assert out.returncode == 0, out.stdout[-3000:]
     assert job_counts(out.stdout).get("train_model") == 1, out.stdout[-3000:]
     assert "Params have changed since last execution" in out.stdout
-    (work / "cadence.yaml").write_text("trainsets: {stsb: {train: {log_every: 3, checkpoint_every: 7}}}\n")
-    out = snakemake(work, "-n", "--configfile", *CI_CONFIGFILES, "cadence.yaml", env=env)
+    with edited(work / TINY_OVERLAY, "trainsets: {stsb: {train: {log_every: 3, checkpoint_every: 7}}}\n"):
+        out = snakemake(work, "-n", "--configfile", *CI_CONFIGFILES, env=env)
     assert out.returncode == 0, out.stdout[-3000:]
     assert "train_model" not in job_counts(out.stdout), out.stdout[-3000:]
 

@@ -226,9 +226,10 @@ def demo_tree(tmp_path, monkeypatch, demo_config):
 
 
 GRID = str(REPO / "config.yaml")
-REFUSED = ("results/cpu-demo/ is the tree of presets/cpu-demo.yaml ({how}); my.yaml names it too, with other settings "
-           "(1 value differs; first: trainsets.stsb.train.learning_rate is 0.0001 in this run, 5e-05 in the tree): "
-           "give my.yaml its own results: (e.g. results: results/my)")
+REFUSED = ("results/cpu-demo/ is the tree of presets/cpu-demo.yaml ({how}); this run's my.yaml names it too, with other "
+           "settings (1 value differs; first: trainsets.stsb.train.learning_rate is 0.0001 in this run, 5e-05 in the tree): "
+           "give my.yaml its own results: (e.g. results: results/my); the models it trains as results/cpu-demo/ did are "
+           "taken from there, not trained again")
 
 
 def test_a_copied_preset_with_other_settings_is_refused_the_presets_tree(demo_tree):
@@ -239,20 +240,25 @@ def test_a_copied_preset_with_other_settings_is_refused_the_presets_tree(demo_tr
     record = read_record("results/cpu-demo")
     assert (record["file"], record["settings"]["trainsets"]["stsb"]["train"]["learning_rate"]) == ("presets/cpu-demo.yaml", 5e-5)
     assert explain_tree(mine, [GRID, "my.yaml"]) == REFUSED.format(how=f"recorded in results/cpu-demo/{RECORD}")
-    # a copy that changes nothing, the preset edited, an overlay that names no tree, --config values: all allowed
+    # a copy that changes nothing, the preset edited, --config values: allowed
     assert explain_tree(demo, [GRID, "same.yaml"]) is None
     assert explain_tree(mine, [GRID, "presets/cpu-demo.yaml"]) is None
-    assert explain_tree(mine, [GRID, "presets/cpu-demo.yaml", "overlay.yaml"]) is None
     assert explain_tree(mine, [GRID, "presets/cpu-demo.yaml"], {"trainsets": {"stsb": {"train": {"learning_rate": 1e-4}}}}) is None
+    # an overlay that names no tree is another list of files (issue 71): its rows went into the demo's tables, which
+    # README command 1 then rewrote without them
+    assert explain_tree(mine, [GRID, "presets/cpu-demo.yaml", "overlay.yaml"]) == REFUSED.format(
+        how=f"recorded in results/cpu-demo/{RECORD}").replace("this run's my.yaml", "this run's presets/cpu-demo.yaml + overlay.yaml"
+        ).replace("give my.yaml its own results: (e.g. results: results/my)", "give overlay.yaml its own results: (e.g. results: results/overlay)")
     # the tree named on the command line
     assert explain_tree(mine, [GRID], {"results": "results/cpu-demo"}) == REFUSED.format(
-        how=f"recorded in results/cpu-demo/{RECORD}").replace("my.yaml names it", "--config results=... names it").replace(
+        how=f"recorded in results/cpu-demo/{RECORD}").replace("this run's my.yaml names it", "this run's config.yaml with --config results=... names it").replace(
         "give my.yaml its own results: (e.g. results: results/my)", "give it its own tree (--config results=results/NAME)")
     # the copy that changed nothing leaves the preset's record; the preset itself updates it
     assert record_tree(demo, [GRID, "same.yaml"]) is None and read_record("results/cpu-demo")["file"] == "presets/cpu-demo.yaml"
-    record_tree(mine, [GRID, "presets/cpu-demo.yaml", "overlay.yaml"])
+    assert record_tree(mine, [GRID, "presets/cpu-demo.yaml", "overlay.yaml"]) is None  # another list's: kept as it is
+    record_tree(mine, [GRID, "presets/cpu-demo.yaml"], {"trainsets": {"stsb": {"train": {"learning_rate": 1e-4}}}})
     record = read_record("results/cpu-demo")
-    assert (record["file"], record["configfiles"][1:]) == ("presets/cpu-demo.yaml", ["presets/cpu-demo.yaml", "overlay.yaml"])
+    assert (record["file"], record["configfiles"][1:]) == ("presets/cpu-demo.yaml", ["presets/cpu-demo.yaml"])
     assert record["settings"]["trainsets"]["stsb"]["train"]["learning_rate"] == 1e-4
 
 
@@ -272,7 +278,8 @@ def test_a_tree_from_before_the_records_is_presumed_its_presets(demo_tree, monke
     assert trees.explain_tree(demo, [GRID, "same.yaml"], repo=REPO) is None
     Path("results/cpu-demo/recipe.json").write_text(json.dumps({"configfiles": ["presets/cpu-demo.yaml", "overlay.yaml"]}))
     assert trees.explain_tree(mine, [GRID, "my.yaml"], repo=REPO) == REFUSED.format(
-        how="presumed from its recipe.json; no configuration.json yet")
+        how="presumed from its recipe.json; no configuration.json yet").replace(
+        "presets/cpu-demo.yaml (", "presets/cpu-demo.yaml + overlay.yaml (")  # the tree of that run's whole list
     assert loaded[-1] == ["presets/cpu-demo.yaml", "overlay.yaml"]
     for name in ("models", "recipe.json"):
         Path("results/cpu-demo", name).rename(Path(name))

@@ -1,18 +1,22 @@
-"""Which configuration file a results tree belongs to, and the refusal of another file naming it (issue 62).
+"""Which configuration a results tree belongs to, and the refusal of another naming it (issues 62, 71).
 
 Each configuration writes into the tree its ``results`` key names. ``cp presets/cpu-demo.yaml my.yaml`` with a new
 learning rate names ``results/cpu-demo`` too: without a record, its run retrained the demo's models in place and
-``--report`` reported the demo's results as my.yaml's. So the tree belongs to the file that names it, the
-*owner*: the last of the run's config files that sets ``results`` (config.yaml for the paper grid), or --config
-where the command line sets it. A run writes ``<tree>/configuration.json`` as it starts (the Snakefile's
-``onstart``): the owner, every file and --config value of the run, and its resolved settings.
+``--report`` reported the demo's results as my.yaml's. An overlay layered on the preset (``--configfile
+presets/cpu-demo.yaml mine.yaml``) names it as well: its rows went into the demo's tables, and README command 1 then
+rewrote those tables and REPORT.md without them, while ``--report`` packaged the overlay's tables with the demo's
+curves. So the tree belongs to the whole list of configuration files that made it, the *owner* (config.yaml for
+the paper grid; in merge order). A run writes ``<tree>/configuration.json`` as it starts (the Snakefile's
+``onstart``): the list, the file that names the tree (the last one that sets ``results``, or --config), the --config
+values, and the resolved settings.
 
-:func:`explain_tree` refuses, before Snakemake plans, a run whose owner is another file than the tree's, unless
-its resolved settings are the recorded ones (a copy that changes nothing writes nothing new). The owner itself may
-change its settings: an edited preset, a file layered after it that sets no ``results`` (the tests' tiny-backbone
-overlay), --config values; the record follows them. A tree written before records existed is presumed its
-recipe.json's run's (the configfiles it lists), else the repository preset whose ``results`` names it, else it is
-adopted by the run.
+:func:`explain_tree` refuses, before Snakemake plans (a table, a report, a dry run alike), a run of another list of
+files, unless its resolved settings are the recorded ones (a copy that changes nothing writes nothing new). The
+owner's files may change their settings (an edited preset), and --config values may (the record follows them). The
+fix it names is a tree of the run's own; trained models it shares with another tree are taken from there by
+identity, not trained again (:mod:`aoe.training.train`, ``reuse``). A tree written before records existed is
+presumed its recipe.json's run's (the configfiles it lists), else the repository preset whose ``results`` names
+it, else it is adopted by the run.
 """
 
 from __future__ import annotations
@@ -65,25 +69,45 @@ def read_record(root: str | Path) -> dict | None:
     return record if isinstance(record, dict) and isinstance(record.get("file"), str) else None
 
 
+# the paper grid's config.yaml, which every run merges first (the Snakefile's configfile)
+_GRID = Path(__file__).resolve().parents[2] / "config.yaml"
+
+
+def _own_files(files: Iterable[str | Path]) -> tuple[str, ...]:
+    """The list that owns a tree, as compared: the files in merge order, each as typed (normalised), less the grid's
+    config.yaml (every run merges it first; a test names it by its absolute path)."""
+    def grid(f) -> bool:
+        return os.path.normpath(str(f)) == "config.yaml" or Path(f).resolve() == _GRID
+
+    return tuple(os.path.normpath(str(f)) for f in files if not grid(f))
+
+
+def _shown(files: Iterable[str]) -> str:
+    return " + ".join(files) or "config.yaml"
+
+
 def _has_outputs(root: str | Path) -> bool:
     return any((Path(root) / name).exists() for name in OUTPUTS)
-
-
-def _same_file(a: str, b: str) -> bool:
-    return os.path.normpath(a) == os.path.normpath(b)
 
 
 def record_tree(config: dict, configfiles: Iterable[str | Path], overrides: dict | None = None) -> Path | None:
     """Write the tree's record for a run that starts writing into it; the path, or None where it is kept as is:
     another file's record stays (that file, with the same settings, passed :func:`explain_tree`)."""
     root = Path(config["results"])
+    configfiles = list(configfiles)
     owner, record = tree_owner(configfiles, overrides), read_record(root)
-    if record is not None and not _same_file(record["file"], owner) and _has_outputs(root):
+    if record is not None and _record_files(record) != _own_files(configfiles) and _has_outputs(root):
         return None
     files = [os.path.relpath(f) for f in configfiles]
     return write_json_atomic(
         {"file": owner, "configfiles": files, "config": overrides or {}, "settings": settings_of(config)}, root / RECORD
     )
+
+
+def _record_files(record: dict) -> tuple[str, ...]:
+    """The owning list a record names (a record from before issue 71 that lists none: its file's)."""
+    files = record.get("configfiles")
+    return _own_files(files) if isinstance(files, list) else _own_files([record["file"]])
 
 
 def _show(value: Any) -> str:
@@ -105,65 +129,67 @@ def first_difference(here: Any, there: Any, path: tuple = ()) -> tuple[tuple, An
     return None if here == there else (path, here, there, 1)
 
 
-def _presumed(root: str, repo: Path) -> tuple[str, list[str], str] | None:
-    """(owner, the run's config files, how that is known) of a tree without a record: what its recipe.json lists
-    (written by the run's `all` or `recipe`), else the repository preset whose ``results`` names it; None where
-    neither says."""
+def _presumed(root: str, repo: Path) -> tuple[list[str], str] | None:
+    """(the run's config files, how that is known) of a tree without a record: what its recipe.json lists (written by
+    the run's `all` or `recipe`), else the repository preset whose ``results`` names it; None where neither says."""
     try:
         files = json.loads((Path(root) / "recipe.json").read_text()).get("configfiles")
     except (OSError, ValueError, AttributeError):
         files = None
     if isinstance(files, list) and files and all(isinstance(f, str) and Path(f).is_file() for f in files):
-        return tree_owner(files), files, f"presumed from its recipe.json; no {RECORD} yet"
+        return files, f"presumed from its recipe.json; no {RECORD} yet"
     preset = preset_trees(repo / "presets").get(root)
     if preset is not None:
-        return preset, ["config.yaml", preset], f"presumed: its results: names it; no {RECORD} yet"
+        return ["config.yaml", preset], f"presumed: its results: names it; no {RECORD} yet"
     if root == "results":
-        return "config.yaml", ["config.yaml"], f"presumed: the paper grid's; no {RECORD} yet"
+        return ["config.yaml"], f"presumed: the paper grid's; no {RECORD} yet"
     return None
 
 
-def _own_tree(owner: str) -> str:
-    stem = "NAME" if owner == COMMAND_LINE else Path(owner).stem
-    return f"results/{stem}"
+def _fix(configfiles: list, overrides: dict | None) -> str:
+    """A tree of the run's own: named in the file that names the tree, or the run's last (an overlay that sets no
+    ``results``), or on the command line where that names it."""
+    named = tree_owner(configfiles, overrides)
+    if named == COMMAND_LINE:
+        return "give it its own tree (--config results=results/NAME)"
+    files = [os.path.relpath(f) for f in configfiles]
+    edit = files[-1] if _own_files(files[-1:]) else named
+    return f"give {edit} its own results: (e.g. results: results/{Path(edit).stem})"
 
 
 def explain_tree(
     config: dict, configfiles: Iterable[str | Path], overrides: dict | None = None, repo: str | Path = "."
 ) -> str | None:
-    """One line on why this run may not write into (or report from) the tree its ``results`` names: another
-    file's tree, with other settings; None where it may (its own tree, a new one, or the same settings)."""
+    """One line on why this run may not write into (or report from) the tree its ``results`` names: another list of
+    files' tree, with other settings; None where it may (its own tree, a new one, or the same settings)."""
     configfiles = list(configfiles)
     root = os.path.normpath(config["results"])
     if not _has_outputs(root):
         return None  # nothing there to overwrite or to report: the run makes it its own
-    owner = tree_owner(configfiles, overrides)
     record = read_record(root)
     presumed = _presumed(root, Path(repo)) if record is None else None
     if record is None and presumed is None:
         return None  # a tree from before the records that nothing names: adopted
-    theirs = record["file"] if record is not None else presumed[0]
-    if _same_file(theirs, owner):
-        return None  # its own tree: an edited file, an overlay, --config values change its settings
+    theirs = _record_files(record) if record is not None else _own_files(presumed[0])
+    if theirs == _own_files(configfiles):
+        return None  # its own tree: an edited file or --config values change its settings
     if record is not None:
         there, how = record.get("settings"), f"recorded in {root}/{RECORD}"
         what = f"{root}/{RECORD} records none"
     else:
-        _, files, how = presumed
-        what = f"{theirs} no longer loads"
+        files, how = presumed
+        what = f"{_shown(theirs)} no longer loads"
         try:
             there = settings_of(load_config(repo, [f for f in files if os.path.normpath(f) != "config.yaml"]))
         except (ConfigError, OSError, yaml.YAMLError):
             there = None  # settings that no longer load are not the same settings
     diff = first_difference(settings_of(config), there) if there is not None else None
     if there is not None and diff is None:
-        return None  # the same settings under another name: nothing would change
+        return None  # the same settings under other names: nothing would change
     if diff is not None:
         path, ours, theirs_value, count = diff
         what = (f"{count} value{'s differ' if count > 1 else ' differs'}; first: {'.'.join(map(str, path))} is "
-                   f"{_show(ours)} in this run, {_show(theirs_value)} in the tree")
-    if owner == COMMAND_LINE:
-        named, fix = "--config results=...", f"give it its own tree (--config results={_own_tree(owner)})"
-    else:
-        named, fix = owner, f"give {owner} its own results: (e.g. results: {_own_tree(owner)})"
-    return f"{root}/ is the tree of {theirs} ({how}); {named} names it too, with other settings ({what}): {fix}"
+                f"{_show(ours)} in this run, {_show(theirs_value)} in the tree")
+    ours = _shown(_own_files(configfiles)) + (" with --config results=..." if tree_owner(configfiles, overrides) == COMMAND_LINE else "")
+    return (f"{root}/ is the tree of {_shown(theirs)} ({how}); this run's {ours} names it too, with other settings "
+            f"({what}): {_fix(configfiles, overrides)}; the models it trains as {root}/ did are taken from there, not trained again")

@@ -38,7 +38,8 @@ from aoe.util.fsutil import DiskFullError, naming_full_disk
 
 __all__ = [
     "RESULT_NEUTRAL", "TRAINER_STATE", "FINAL", "checkpoint_dir", "run_identity", "identity_changes",
-    "step_dirs", "save_checkpoint", "resume", "keep_final", "finished_model", "kept_final_changes", "restore_final", "remove_steps",
+    "step_dirs", "save_checkpoint", "resume", "keep_final", "finished_model", "finished_elsewhere", "other_trees_finals",
+    "kept_final_changes", "restore_final", "remove_steps",
 ]
 
 # settings that never change the trained weights: how a run logs and checkpoints, and the base an
@@ -261,8 +262,9 @@ def remove_steps(root: Path) -> None:
         shutil.rmtree(d, ignore_errors=True)
 
 
-def finished_model(root: Path, identity: dict) -> tuple[Path, dict] | None:
-    """(``root/final``, its summary) if it holds a finished model of this identity, intact; else None."""
+def finished_model(root: Path, identity: dict, repair: bool = True) -> tuple[Path, dict] | None:
+    """(``root/final``, its summary) if it holds a finished model of this identity, intact; else None. ``repair``: a
+    damaged one is removed (never in another tree: :func:`finished_elsewhere`)."""
     final = root / FINAL
     try:
         record = json.loads((final / _FINAL_RECORD).read_text())
@@ -272,10 +274,48 @@ def finished_model(root: Path, identity: dict) -> tuple[Path, dict] | None:
         return None
     damage = _damaged(final, record["files"]) if "files" in record else f"{final / _FINAL_RECORD} lists no files to check"
     if damage is not None:
-        print(f"{final} is not restored: {damage}; training again", flush=True)
-        shutil.rmtree(final, ignore_errors=True)  # the model folder's own links are separate entries: it stays as it is
+        print(f"{final} is not restored: {damage}" + ("; training again" if repair else ""), flush=True)
+        if repair:
+            shutil.rmtree(final, ignore_errors=True)  # the model folder's own links are separate entries: it stays as it is
         return None
     return final, record["summary"]
+
+
+def other_trees_finals(out_dir: Path) -> list[Path]:
+    """The checkpoint folders of the same cell in the results trees beside this one, which may hold its finished model
+    (issue 71: a tree of one's own reuses what another tree trained). ``out_dir`` is
+    ``<tree>/models/<backbone>/<objective>/<trainset>/seed<N>``; the trees looked in are the folder that holds
+    ``<tree>`` (the paper grid's ``results/``) and each folder in it or in ``<tree>`` (``results/<preset>/``)."""
+    out_dir = Path(out_dir)
+    if len(out_dir.parts) < 6 or out_dir.parents[3].name != "models":
+        return []
+    tree, cell = out_dir.parents[4], out_dir.relative_to(out_dir.parents[4])
+    roots = [tree.parent, *_folders(tree.parent), *_folders(tree)]
+    seen, found = {tree.resolve()}, []
+    for root in roots:
+        if root.resolve() in seen:
+            continue
+        seen.add(root.resolve())
+        if (checkpoint_dir(root / cell) / FINAL).is_dir():
+            found.append(checkpoint_dir(root / cell))
+    return found
+
+
+def _folders(path: Path) -> list[Path]:
+    try:
+        return sorted(p for p in path.iterdir() if p.is_dir() and not p.name.startswith("."))
+    except OSError:
+        return []
+
+
+def finished_elsewhere(out_dir: Path, identity: dict) -> tuple[Path, dict] | None:
+    """(``final``, its summary) of the first tree beside this one (:func:`other_trees_finals`) that holds a finished,
+    intact model of this identity; None where none does. Another tree's files are only read."""
+    for root in other_trees_finals(out_dir):
+        found = finished_model(root, identity, repair=False)
+        if found is not None:
+            return found
+    return None
 
 
 def kept_final_changes(root: Path, identity: dict) -> list[str]:

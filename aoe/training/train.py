@@ -527,16 +527,18 @@ def train(
             **_finetuning(cfg).record(out_dir, backbone_dir),
         }
 
-    finished = checkpoints.finished_model(ckpt_root, identity)
+    # trained before: by a job that did not end cleanly or whose result-neutral settings changed (its own final/), or
+    # in another results tree (an overlay's own tree: the demo's models, issue 71), of the same identity either way
+    finished = checkpoints.finished_model(ckpt_root, identity) or checkpoints.finished_elsewhere(out_dir, identity)
     if finished is not None:
-        # trained before, by a job that did not end cleanly or whose result-neutral settings changed
         final, summary = finished
         summary = {**summary, "restored_from": str(final)}
         if int(os.environ.get("RANK", "0")) == 0:
             checkpoints.restore_final(final, out_dir, record(summary))
             _Curves.rewrite(out_dir)  # final/ keeps no event files: they are drawn again from metrics.jsonl
-            print(f"{out_dir}: restored the finished training kept in {final} (same run identity); "
-                  f"delete {ckpt_root} to train it again", flush=True)
+            print(f"{out_dir}: restored the finished training kept in {final} (same run identity" + (
+                f"); delete {ckpt_root} to train it again" if final.parent == ckpt_root else
+                ", another results tree's: hard links, nothing copied or trained)"), flush=True)
         return summary
     kept = checkpoints.kept_final_changes(ckpt_root, identity)
     if kept and int(os.environ.get("RANK", "0")) == 0:  # a forced rerun after an edit of the objective: said, never restored (issue 70)
