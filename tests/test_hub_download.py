@@ -43,3 +43,16 @@ def test_unknown_hub_repo_names_the_backbone(fake_hub, tmp_path):
     with pytest.raises(BackboneError, match=r"backbone 'ghost': cannot fetch org/ghost@main"):
         materialize_backbone("ghost", {"hf_id": "org/ghost"}, tmp_path / "ghost")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_tree_of_its_own_links_the_same_commit_another_tree_downloaded(fake_hub, tmp_path):
+    # issue 71: a new results tree fetched LLaMA-2 again; the commit is still resolved (the record pins it), no file is
+    from aoe.model.backbones import materialize_backbone
+
+    demo, mine = (tmp_path / "results" / t / "backbones" / "hubbed" for t in ("cpu-demo", "mine"))
+    first = materialize_backbone("hubbed", {"hf_id": "org/model", "revision": "main"}, demo)
+    fetched = [p for _, p in fake_hub.requests if "/resolve/" in p]
+    again = materialize_backbone("hubbed", {"hf_id": "org/model", "revision": "main"}, mine)
+    assert [p for _, p in fake_hub.requests if "/resolve/" in p] == fetched  # no file asked for again
+    assert again == first and (mine / "backbone.json").read_text() == (demo / "backbone.json").read_text()
+    assert (mine / "model.safetensors").stat().st_ino == (demo / "model.safetensors").stat().st_ino

@@ -329,3 +329,21 @@ def test_a_max_length_past_the_models_positions_is_refused_when_texts_reach_it(t
     # past the positions but reached by no text: the same tokens, nothing to refuse
     build_token_cache(_write_table(tmp_path / "short.parquet"), tokenizer_dir, 512, tmp_path / "c2")
     build_token_cache(table, tokenizer_dir, 128, tmp_path / "c3")
+
+
+def test_a_tree_of_its_own_takes_another_trees_cache_of_the_same_inputs(table, tokenizer_dir, tmp_path, monkeypatch):
+    # issue 71: an overlay's own tree tokenized again what the demo's tree had; by identity it links it
+    import aoe.model.tokens
+
+    rel = Path("tokens/tiny-12/stsb/train")
+    demo, mine, other = (tmp_path / "results" / t / rel for t in ("cpu-demo", "mine", "other"))
+    built = build_token_cache(table, tokenizer_dir, MAX_LENGTH, demo)
+    monkeypatch.setattr(aoe.model.tokens, "tokenize_texts", lambda *a, **kw: pytest.fail("tokenized again"))
+    reused = build_token_cache(table, tokenizer_dir, MAX_LENGTH, mine)
+    assert reused["reused_from"] == str(demo) and {k: v for k, v in reused.items() if k != "reused_from"} == built
+    arrow = sorted((mine / "pairs").glob("*.arrow"))
+    assert arrow and all(f.stat().st_ino == (demo / "pairs" / f.name).stat().st_ino for f in arrow)  # links, no copy
+    assert load_token_cache(mine, table, tokenizer_dir, MAX_LENGTH)[0]["input_ids_1"] == load_token_cache(demo, table, tokenizer_dir, MAX_LENGTH)[0]["input_ids_1"]
+    # another max_length is another cache: tokenized (the refusal above fires)
+    with pytest.raises(pytest.fail.Exception, match="tokenized again"):
+        build_token_cache(table, tokenizer_dir, MAX_LENGTH + 1, other)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -81,7 +82,8 @@ def materialize_backbone(name: str, spec: dict, out_dir: str | Path) -> dict:
             # commit and the record pins it.
             try:
                 commit = HfApi().repo_info(spec["hf_id"], revision=revision).sha
-                snapshot_download(spec["hf_id"], revision=commit, local_dir=tmp, allow_patterns=patterns)
+                if not _linked_download(out_dir, tmp, spec["hf_id"], commit, spec.get("extra_files", [])):
+                    snapshot_download(spec["hf_id"], revision=commit, local_dir=tmp, allow_patterns=patterns)
             except Exception as exc:  # the hub's errors are many classes; all mean "cannot fetch"
                 raise BackboneError(
                     f"backbone {name!r}: cannot fetch {spec['hf_id']}@{revision} from the Hugging Face hub "
@@ -107,6 +109,33 @@ def materialize_backbone(name: str, spec: dict, out_dir: str | Path) -> dict:
             provenance["trust_remote_code"] = True
         (tmp / "backbone.json").write_text(json.dumps(provenance, indent=2) + "\n")
     return provenance
+
+
+def _linked_download(out_dir: Path, tmp: Path, hf_id: str, commit: str, extra_files: list[str]) -> bool:
+    """The same hub commit downloaded into a results tree beside this one (issue 71: a tree of one's own does not fetch
+    LLaMA-2's 13 GB again), its files linked into ``tmp``; False where no tree has it (with every ``extra_files``)."""
+    from aoe.util.othertrees import in_other_trees
+
+    for other in in_other_trees(out_dir / "backbone.json", "backbones"):
+        try:
+            record = json.loads(other.read_text())
+        except (OSError, ValueError):
+            continue
+        folder = other.parent
+        if (record.get("source"), record.get("hf_id"), record.get("commit")) != ("huggingface", hf_id, commit):
+            continue
+        if not all(any(folder.glob(pattern)) for pattern in extra_files):
+            continue
+        for f in folder.rglob("*"):
+            if f.is_file() and f.name != "backbone.json":  # this spec's own record is written after
+                (tmp / f.relative_to(folder)).parent.mkdir(parents=True, exist_ok=True)
+                try:
+                    os.link(f, tmp / f.relative_to(folder))
+                except OSError:
+                    shutil.copy2(f, tmp / f.relative_to(folder))
+        print(f"{out_dir}: {hf_id}@{commit} as downloaded into {folder}, as hard links")
+        return True
+    return False
 
 
 def _materialize_gguf(name: str, package: str, out: Path) -> dict:

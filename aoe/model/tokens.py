@@ -126,6 +126,9 @@ def build_token_cache(
     from transformers import AutoTokenizer
 
     table, out_dir = Path(table), Path(out_dir)
+    reused = _cache_elsewhere(table, tokenizer_dir, max_length, out_dir, prompt)
+    if reused is not None:
+        return reused
     # the one place a train table enters training: its contract (texts, scores, rows) is checked here
     df = read_table(table)
     cols = text_columns(df)
@@ -179,6 +182,33 @@ def build_token_cache(
         ds.save_to_disk(str(tmp / "pairs"))
         (tmp / "cache.json").write_text(json.dumps(identity, indent=2) + "\n")
     return identity
+
+
+def _cache_elsewhere(table: Path, tokenizer_dir, max_length: int, out_dir: Path, prompt: str | None) -> dict | None:
+    """The token cache of the same table, tokenizer, max_length and prompt in a results tree beside this one (issue 71:
+    a tree of one's own costs what is new), laid out in ``out_dir`` as hard links; its identity, or None where no tree
+    has one. The table's contract was checked when that cache was built from the same bytes."""
+    from aoe.util.othertrees import in_other_trees, link_tree
+
+    others = in_other_trees(out_dir / "cache.json", "tokens")
+    if not others:
+        return None
+    key = {"format": CACHE_FORMAT, "table_sha256": sha256_file(table), "tokenizer_sha256": tokenizer_fingerprint(tokenizer_dir),
+           "max_length": int(max_length), "prompt": prompt}
+    for other in others:
+        try:
+            identity = json.loads(other.read_text())
+        except (OSError, ValueError):
+            continue
+        if {k: identity.get(k) for k in key} != key or not (other.parent / "pairs").is_dir():
+            continue
+        identity = {**identity, "table": str(table), "tokenizer": str(tokenizer_dir), "reused_from": str(other.parent)}
+        with atomic_dir(out_dir) as tmp:
+            link_tree(other.parent / "pairs", tmp / "pairs")
+            (tmp / "cache.json").write_text(json.dumps(identity, indent=2) + "\n")
+        print(f"{out_dir}: the token cache of {other.parent} (same table, tokenizer, max_length and prompt), as hard links")
+        return identity
+    return None
 
 
 def load_token_cache(

@@ -34,11 +34,12 @@ from aoe.config.hparams import RUN_ONLY
 from aoe.data.io import sha256_file
 from aoe.training.fingerprint import code_fingerprint
 from aoe.util.jsonio import write_json_atomic
+from aoe.util.othertrees import in_other_trees, link_tree
 from aoe.util.fsutil import DiskFullError, naming_full_disk
 
 __all__ = [
     "RESULT_NEUTRAL", "TRAINER_STATE", "FINAL", "checkpoint_dir", "run_identity", "identity_changes",
-    "step_dirs", "save_checkpoint", "resume", "keep_final", "finished_model", "finished_elsewhere", "other_trees_finals",
+    "step_dirs", "save_checkpoint", "resume", "keep_final", "finished_model", "finished_elsewhere",
     "kept_final_changes", "restore_final", "remove_steps",
 ]
 
@@ -229,24 +230,12 @@ def resume(accelerator, root: Path, identity: dict, state: dict, metrics_lines: 
     return None
 
 
-def _link_tree(src: Path, dst: Path) -> None:
-    """``dst`` as a copy of ``src`` made of hard links (a copy where the file system has none)."""
-
-    def link(a, b):
-        try:
-            os.link(a, b)
-        except OSError:
-            shutil.copy2(a, b)
-
-    shutil.copytree(src, dst, copy_function=link)
-
-
 def keep_final(model_dir: Path, root: Path, identity: dict, summary: dict) -> Path:
     """Keep the finished model folder ``model_dir`` as ``root/final`` (hard links), with its identity and summary."""
     root.mkdir(parents=True, exist_ok=True)
     tmp, final = root / f".{FINAL}.tmp", root / FINAL
     shutil.rmtree(tmp, ignore_errors=True)
-    _link_tree(model_dir, tmp)
+    link_tree(model_dir, tmp)
     # sizes and sha256 as trained: final/ shares its files with the model folder (hard links), so
     # a write into the model folder's files (a tool saving over model.safetensors) damages it too
     write_json_atomic({"identity": identity, "summary": summary, "files": _file_manifest(tmp)}, tmp / _FINAL_RECORD)
@@ -281,38 +270,12 @@ def finished_model(root: Path, identity: dict, repair: bool = True) -> tuple[Pat
     return final, record["summary"]
 
 
-def other_trees_finals(out_dir: Path) -> list[Path]:
-    """The checkpoint folders of the same cell in the results trees beside this one, which may hold its finished model
-    (issue 71: a tree of one's own reuses what another tree trained). ``out_dir`` is
-    ``<tree>/models/<backbone>/<objective>/<trainset>/seed<N>``; the trees looked in are the folder that holds
-    ``<tree>`` (the paper grid's ``results/``) and each folder in it or in ``<tree>`` (``results/<preset>/``)."""
-    out_dir = Path(out_dir)
-    if len(out_dir.parts) < 6 or out_dir.parents[3].name != "models":
-        return []
-    tree, cell = out_dir.parents[4], out_dir.relative_to(out_dir.parents[4])
-    roots = [tree.parent, *_folders(tree.parent), *_folders(tree)]
-    seen, found = {tree.resolve()}, []
-    for root in roots:
-        if root.resolve() in seen:
-            continue
-        seen.add(root.resolve())
-        if (checkpoint_dir(root / cell) / FINAL).is_dir():
-            found.append(checkpoint_dir(root / cell))
-    return found
-
-
-def _folders(path: Path) -> list[Path]:
-    try:
-        return sorted(p for p in path.iterdir() if p.is_dir() and not p.name.startswith("."))
-    except OSError:
-        return []
-
-
 def finished_elsewhere(out_dir: Path, identity: dict) -> tuple[Path, dict] | None:
-    """(``final``, its summary) of the first tree beside this one (:func:`other_trees_finals`) that holds a finished,
-    intact model of this identity; None where none does. Another tree's files are only read."""
-    for root in other_trees_finals(out_dir):
-        found = finished_model(root, identity, repair=False)
+    """(``final``, its summary) of the first results tree beside this one that holds a finished, intact model of this
+    cell and identity (:func:`aoe.util.othertrees.in_other_trees`; issue 71: a tree of one's own reuses what another
+    trained); None where none does. Another tree's files are only read."""
+    for other in in_other_trees(checkpoint_dir(out_dir) / FINAL, "models"):
+        found = finished_model(other.parent, identity, repair=False)
         if found is not None:
             return found
     return None
@@ -331,7 +294,7 @@ def restore_final(final: Path, out_dir: Path, record: dict) -> None:
 
     with atomic_dir(out_dir) as work:
         work.rmdir()
-        _link_tree(final, work)
+        link_tree(final, work)
         (work / _FINAL_RECORD).unlink()
         # a new file, not a write through the link: final/aoe_config.json stays as trained
         (work / "aoe_config.json").unlink()
