@@ -8,6 +8,8 @@ sys.path.insert(0, workflow.basedir)
 from aoe.plan.check import complete_config, config_sources, load_config
 from aoe.plan.code_changes import code_change_message, models_of_other_code
 from aoe.plan.interruptions import install as install_interruption_filter
+from aoe.plan.cost import CostError, training_gpu_hours, training_runtime_minutes
+from aoe.plan.cluster import PlanCost, placeholder_line, slurm_profile
 from aoe.plan.ledger import reading_presets
 from aoe.plan.trees import explain_tree, record_tree
 from aoe.config.hparams import freeze_for_planning
@@ -74,6 +76,16 @@ except ConfigError as err:
 # not as failed jobs (aoe.plan.interruptions; a real failure keeps Snakemake's every line)
 if workflow.is_main_process:
     install_interruption_filter()
+# under a SLURM profile: an unedited partition/account placeholder said at planning, and a dry run's trainings
+# costed where it ends (requested and estimated GPU-hours; aoe.plan.cluster, issue 71)
+if workflow.is_main_process:
+    _slurm = slurm_profile(sys.argv)
+    if _slurm is not None:
+        _placeholder = placeholder_line(*_slurm, config)
+        if _placeholder:
+            logger.warning(_placeholder)
+        _retries = _slurm[1].get("retries", 0) if "--retries" not in sys.argv else int(sys.argv[sys.argv.index("--retries") + 1])
+        logger.addFilter(PlanCost(int(_retries or 0), lambda w: planned_cost(w)))
 # the tree belongs to the file that names it (results:): a copy of a preset with other settings would retrain into,
 # and --report from, the preset's tree (aoe.plan.trees; its record is written as the run starts: Snakefile, onstart)
 if workflow.is_main_process:
@@ -271,10 +283,34 @@ def _capped(resources, key, value):
 
 
 def train_resources(key):
-    """A training job's resource from its backbone's config; a runtime at most max_runtime; a memory request
-    that grows with each retry (aoe.config.memory.grows_on_retry)."""
-    resource = lambda wildcards: _capped(backbone_resources(wildcards), key, backbone_resources(wildcards)[key])
+    """A training job's resource from its backbone's config; a runtime at most max_runtime (``auto``: the training's
+    estimate times a margin, aoe.plan.cost); a memory request that grows with each retry (aoe.config.memory.grows_on_retry)."""
+
+    def resource(wildcards):
+        resources = backbone_resources(wildcards)
+        value = resources[key]
+        if key == "runtime" and value == "auto":
+            cell = Cell.from_wildcards(wildcards)
+            try:
+                value = training_runtime_minutes(get_train_params(wildcards), cell.backbone, cell.trainset, resources)
+            except CostError as err:
+                raise WorkflowError(f"backbones.{cell.backbone}.resources.runtime: auto cannot size {cell.path}: {err}; "
+                                    "add its size there or give the runtime in minutes") from None
+        return _capped(resources, key, value)
+
     return grows_on_retry(resource) if key.endswith("mem_mb") else resource
+
+
+def planned_cost(wildcards):
+    """(estimated GPU-hours, the speed's source) of a planned training (its dry run's wildcards); None where its
+    train set's size is unknown (aoe.plan.cost)."""
+    cell = Cell.from_wildcards(wildcards)
+    try:
+        hours, source, _ = training_gpu_hours(get_train_params(wildcards), cell.backbone, cell.trainset,
+                                              config["backbones"][cell.backbone]["resources"])
+    except CostError:
+        return None
+    return hours, source
 
 
 def gpu_placement(resources_of=None):

@@ -40,9 +40,9 @@ class InterruptionFilter(logging.Filter):
         self.stopping = False  # SIGTERM to Snakemake: it said it will exit once the running jobs finish
 
     def filter(self, record: logging.LogRecord) -> bool:
-        event = str(getattr(record, "event", "") or "")
+        event = str(getattr(record, "event", "") or "").lower()
         message = str(record.msg or "")
-        if event.endswith("JOB_ERROR") or message.startswith("Error in rule "):
+        if event.endswith("job_error") or message.startswith("Error in rule "):
             line = self._interrupted_line(record)
             if line is None:
                 self.failed += 1
