@@ -84,7 +84,11 @@ if workflow.is_main_process:
         _placeholder = placeholder_line(*_slurm, config)
         if _placeholder:
             logger.warning(_placeholder)
-        _retries = _slurm[1].get("retries", 0) if "--retries" not in sys.argv else int(sys.argv[sys.argv.index("--retries") + 1])
+        _retries = (
+            _slurm[1].get("retries", 0)
+            if "--retries" not in sys.argv
+            else int(sys.argv[sys.argv.index("--retries") + 1])
+        )
         logger.addFilter(PlanCost(int(_retries or 0), lambda w: planned_cost(w)))
 # the tree belongs to the file that names it (results:): a copy of a preset with other settings would retrain into,
 # and --report from, the preset's tree (aoe.plan.trees; its record is written as the run starts: Snakefile, onstart)
@@ -284,7 +288,8 @@ def _capped(resources, key, value):
 
 def train_resources(key):
     """A training job's resource from its backbone's config; a runtime at most max_runtime (``auto``: the training's
-    estimate times a margin, aoe.plan.cost); a memory request that grows with each retry (aoe.config.memory.grows_on_retry)."""
+    estimate times a margin, aoe.plan.cost); a memory request that grows with each retry (aoe.config.memory.grows_on_retry).
+    """
 
     def resource(wildcards):
         resources = backbone_resources(wildcards)
@@ -294,8 +299,10 @@ def train_resources(key):
             try:
                 value = training_runtime_minutes(get_train_params(wildcards), cell.backbone, cell.trainset, resources)
             except CostError as err:
-                raise WorkflowError(f"backbones.{cell.backbone}.resources.runtime: auto cannot size {cell.path}: {err}; "
-                                    "add its size there or give the runtime in minutes") from None
+                raise WorkflowError(
+                    f"backbones.{cell.backbone}.resources.runtime: auto cannot size {cell.path}: {err}; "
+                    "add its size there or give the runtime in minutes"
+                ) from None
         return _capped(resources, key, value)
 
     return grows_on_retry(resource) if key.endswith("mem_mb") else resource
@@ -306,8 +313,9 @@ def planned_cost(wildcards):
     train set's size is unknown (aoe.plan.cost)."""
     cell = Cell.from_wildcards(wildcards)
     try:
-        hours, source, _ = training_gpu_hours(get_train_params(wildcards), cell.backbone, cell.trainset,
-                                              config["backbones"][cell.backbone]["resources"])
+        hours, source, _ = training_gpu_hours(
+            get_train_params(wildcards), cell.backbone, cell.trainset, config["backbones"][cell.backbone]["resources"]
+        )
     except CostError:
         return None
     return hours, source

@@ -108,7 +108,7 @@ class PlanCost(logging.Filter):
         """The cost of the collected trainings, per backbone and in all."""
         per: dict[str, dict] = defaultdict(lambda: {"n": 0, "requested": 0.0, "estimated": 0.0, "unestimated": 0, "how": set()})
         for wildcards, gpus, runtime in self.trainings:
-            row = per[wildcards.get("backbone", "?")]
+            row = per[str(wildcards.get("backbone"))]
             row["n"] += 1
             row["requested"] += gpus * runtime / 60
             found = self.estimate(wildcards) if self.estimate is not None else None

@@ -60,6 +60,8 @@ OUTSIDE_THE_FINGERPRINT = {
     "aoe/model/interop.py": "writes the sentence-transformers files beside the trained weights",
     "aoe/training/checkpoints.py": "saves and restores the state of the same identity (bit for bit: tests/test_train_engine.py)",
     "aoe/training/fingerprint.py": "this module",
+    "aoe/training/interruption.py": "records that a signal stopped a run, and its exit status",
+    "aoe/util/othertrees.py": "finds the same result in another results tree; what is taken from there has this identity",
     "aoe/util/formats.py": "on-disk format versions (the token cache's is in its cache.json)",
     "aoe/util/fsutil.py": "writes files atomically",
     "aoe/util/jsonio.py": "writes JSON",
