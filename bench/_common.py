@@ -133,15 +133,17 @@ def committed(script: str, name: str) -> Path:
     return Path(script).resolve().parent / "results" / name
 
 
-def timed_parser(doc: str, name: str, workers: list[str], *, threads_help: str | None = None) -> argparse.ArgumentParser:
+def timed_parser(doc: str, name: str, workers: list[str], *, threads_help: str | None = None,
+                 out_default: str | None = None) -> argparse.ArgumentParser:
     """The options of a timed comparison, written once: ``--repeats`` (alternating, default 3), ``--threads``
-    (default 2), ``--mirror`` (the data mirror), ``--out`` (default bench/out/NAME.json) and the hidden
+    (default 2), ``--mirror`` (the data mirror), ``--out`` (default bench/out/NAME.json, or the script's
+    ``out_default``, a committed file) and the hidden
     ``--worker SIDE`` that :func:`alternate` starts the script with. The script adds its own options."""
     ap = argparse.ArgumentParser(description=doc.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2, help=threads_help)
     ap.add_argument("--mirror", default=default_mirror())
-    ap.add_argument("--out", default=None, help=f"JSON path (default bench/out/{name}.json)")
+    ap.add_argument("--out", default=None, help=f"JSON path (default {out_default or f'bench/out/{name}.json'})")
     ap.add_argument("--worker", choices=workers, help=argparse.SUPPRESS)
     return ap
 

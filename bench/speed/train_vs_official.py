@@ -994,13 +994,12 @@ def print_results(record: dict) -> None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    workers = {"engine": worker_engine, "official": worker_official, "eval": worker_eval}
+    ap = C.timed_parser(__doc__, "train_vs_official", list(workers))
     ap.add_argument("--runs", default="minilm:bench",
                     help=f"SHAPE:SETTING,... (shapes {', '.join(SHAPES)}; settings {', '.join(SETTINGS)}); "
                          f"bench/gpu/gpu_official.sh: {GPU_RUNS}")
     ap.add_argument("--steps", default="60", help="optimizer steps: one count, or a count then SETTING=COUNT (40,nli-aoe=3)")
-    ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--lr", type=float, default=2e-5)
     ap.add_argument("--warmup-ratio", type=float, default=0.1)
     ap.add_argument("--seed", type=int, default=42)
@@ -1014,7 +1013,6 @@ def main() -> None:
                     help="score a seeded subset of STS-B test of this many pairs (smoke tests; 0 = all 1,379)")
     ap.add_argument("--length-buckets", type=int, default=None,
                     help="the engine's forward passes per micro-batch (TrainConfig.length_buckets; default: the setting's)")
-    ap.add_argument("--mirror", default=C.default_mirror())
     ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
                     help="where both sides train (cpu hides CUDA from the workers; cuda refuses to run without a GPU)")
     ap.add_argument("--tables", default=None,
@@ -1024,15 +1022,11 @@ def main() -> None:
                     help="an interpreter that imports angle-emb 0.6.1 (default: its venv, built when missing)")
     ap.add_argument("--official-site", default=None,
                     help="the official worker's only PYTHONPATH entry (the folder its carried wheels are installed in)")
-    ap.add_argument("--out", default=None, help="JSON path (default bench/out/train_vs_official.json)")
-    ap.add_argument("--worker", choices=["engine", "official", "eval"], help=argparse.SUPPRESS)
     ap.add_argument("--plan", help=argparse.SUPPRESS)
     ap.add_argument("--model-dir", help=argparse.SUPPRESS)
     args = ap.parse_args()
 
-    if args.worker:
-        fn = {"engine": worker_engine, "official": worker_official, "eval": worker_eval}[args.worker]
-        print("RESULT " + json.dumps(fn(args)))
+    if C.serve_worker(args, workers):
         return
 
     items = parse_runs(args.runs)

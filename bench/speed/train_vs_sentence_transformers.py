@@ -572,19 +572,15 @@ def worker_eval(args) -> dict:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    workers = {"ours": worker_ours, "st": worker_st, "eval": worker_eval}
+    ap = C.timed_parser(__doc__, "train_vs_sentence_transformers", list(workers), out_default=str(RESULT.relative_to(C.REPO)))
     ap.add_argument("--steps", type=int, default=10)
-    ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--seed", type=int, default=SEED)
     ap.add_argument("--losses", default=",".join(LOSSES), help=f"comma-separated subset of {','.join(LOSSES)}")
     ap.add_argument("--eval", choices=["first", "none"], default="first",
                     help="STS-B test Spearman of the first repeat's models (and the backbone), or none")
     ap.add_argument("--eval-max-pairs", type=int, default=0,
                     help="score a seeded subset of STS-B test of this many pairs (smoke tests; 0 = all 1,379)")
-    ap.add_argument("--mirror", default=C.default_mirror())
-    ap.add_argument("--out", default=None, help=f"JSON path (default {RESULT.relative_to(C.REPO)})")
-    ap.add_argument("--worker", choices=["ours", "st", "eval"], help=argparse.SUPPRESS)
     ap.add_argument("--loss", choices=list(LOSSES), help=argparse.SUPPRESS)
     ap.add_argument("--model-out", help=argparse.SUPPRESS)
     ap.add_argument("--keep-model", action="store_true", help=argparse.SUPPRESS)
@@ -595,9 +591,7 @@ def main() -> None:
     args = ap.parse_args()
     args.backbone = args.backbone or str(C.backbone_dir())
 
-    if args.worker:
-        fn = {"ours": worker_ours, "st": worker_st, "eval": worker_eval}[args.worker]
-        print("RESULT " + json.dumps(fn(args)))
+    if C.serve_worker(args, workers):
         return
 
     losses = [x.strip() for x in args.losses.split(",") if x.strip()]
