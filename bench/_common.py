@@ -1,12 +1,15 @@
-"""Shared helpers of the issue-13 benchmarks: data preparation, statistics, machine record, table output.
+"""The benchmarks' shared harness: options, alternating worker runs, statistics, machine record, JSON and table.
 
-Every benchmark writes its JSON under ``bench/out/`` (ignored by git) and prints a table.
-Timings on a shared machine are noisy: the scripts alternate the compared variants
-(A, B, A, B, ...), repeat them, and record ``os.getloadavg()`` before and after each run.
+Every benchmark writes its JSON under ``bench/out/`` (ignored by git) unless its ``--out`` names a committed
+file (:func:`committed`: its group's ``results/``), and prints a table. Timings on a shared machine are noisy:
+a timed comparison (:func:`timed_parser`, :func:`alternate`) runs each variant in a fresh worker process of the
+same script, alternating them (A, B, A, B, ...) over ``--repeats``, and records ``os.getloadavg()`` before and
+after each run. Scripts import this module as ``_common`` with ``bench/`` on ``sys.path`` (each puts it there).
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import platform
@@ -125,6 +128,66 @@ def print_table(title: str, header: list[str], rows: list[list]) -> None:
             print("  " + "  ".join("-" * w for w in widths))
 
 
+def committed(script: str, name: str) -> Path:
+    """The committed result ``name`` of the benchmark ``script`` (its ``__file__``): its group's ``results/NAME``."""
+    return Path(script).resolve().parent / "results" / name
+
+
+def timed_parser(doc: str, name: str, workers: list[str], *, threads_help: str | None = None,
+                 out_default: str | None = None) -> argparse.ArgumentParser:
+    """The options of a timed comparison, written once: ``--repeats`` (alternating, default 3), ``--threads``
+    (default 2), ``--mirror`` (the data mirror), ``--out`` (default bench/out/NAME.json, or the script's
+    ``out_default``, a committed file) and the hidden
+    ``--worker SIDE`` that :func:`alternate` starts the script with. The script adds its own options."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=2, help=threads_help)
+    ap.add_argument("--mirror", default=default_mirror())
+    ap.add_argument("--out", default=None, help=f"JSON path (default {out_default or f'bench/out/{name}.json'})")
+    ap.add_argument("--worker", choices=workers, help=argparse.SUPPRESS)
+    return ap
+
+
+def serve_worker(args: argparse.Namespace, workers: dict) -> bool:
+    """In a worker process (``--worker SIDE``): run ``workers[SIDE](args)`` and print its ``RESULT`` line for
+    :func:`run_worker`; True then (the script returns), False in the parent."""
+    if not args.worker:
+        return False
+    print("RESULT " + json.dumps(workers[args.worker](args)))
+    return True
+
+
+def worker_command(script: str, args: argparse.Namespace, options: list[str]) -> list[str]:
+    """The command line of a worker of ``script`` (its ``__file__``): this interpreter, the script, and the
+    parent's values of ``options`` (argparse dests; None left out), so both sides measure the same settings."""
+    argv = [sys.executable, str(Path(script).resolve())]
+    for dest in options:
+        value = getattr(args, dest)
+        if value is not None:
+            argv += ["--" + dest.replace("_", "-"), str(value)]
+    return argv
+
+
+def alternate(base: list[str], sides: tuple[str, ...], repeats: int, env: dict, echo, extra=None) -> list[dict]:
+    """Every side in a fresh worker (``base + --worker SIDE + extra(side, repeat)``), alternating sides within each of
+    ``repeats`` rounds; one record a run (side, repeat, process wall seconds, load before and after, and the
+    worker's result), and one progress line a run: ``echo(side, result)`` beside the load average."""
+    width = max(len(side) for side in sides)
+    runs = []
+    for rep in range(repeats):
+        for side in sides:
+            more = extra(side, rep) if extra else []
+            result, wall, before, after = run_worker(base + ["--worker", side] + more, env)
+            runs.append({"side": side, "repeat": rep, "process_wall_s": wall, "load_before": before, "load_after": after, **result})
+            print(f"  rep {rep} {side:<{width}} {echo(side, result)}  load {before[0]:.2f} -> {after[0]:.2f}", flush=True)
+    return runs
+
+
+def command(script: str) -> str:
+    """``python bench/GROUP/NAME.py ARGS``: how this run was started, for its JSON."""
+    return " ".join(["python", str(Path(script).resolve().relative_to(REPO)), *sys.argv[1:]])
+
+
 def run_worker(argv: list[str], env: dict | None = None, timeout: float | None = None) -> tuple[dict, float, list[float], list[float]]:
     """Run a worker process that prints one JSON line starting with ``RESULT `` last; (result, wall s, load before, after)."""
     before = load()
@@ -143,7 +206,7 @@ def run_worker(argv: list[str], env: dict | None = None, timeout: float | None =
 # Each official version runs in its own venv under bench/out/angle-venvs/, built from the
 # package index pip is configured with (pip.conf, PIP_* variables; nothing else), with this venv's
 # torch release and the pins below, and reused while its key (version, pins, torch, Python) holds.
-# uv builds one in seconds (measured, bench/README.md); without uv, pip does it in about a minute.
+# uv builds one in seconds (measured, bench/parity/README.md); without uv, pip does it in about a minute.
 
 VENV_ROOT = OUT_DIR / "angle-venvs"
 

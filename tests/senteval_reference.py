@@ -1,7 +1,7 @@
 """SimCSE's SentEval on the transfer tasks: the numbers our implementation must equal, and the embedding behind them.
 
 Used by ``tests/test_evaluate_transfer.py`` (the synthetic corpus in both modes, the real mirror in
-fasttest mode) and ``bench/transfer_parity.py`` (the real mirror in test mode: minutes); the
+fasttest mode) and ``bench/parity/transfer_parity.py`` (the real mirror in test mode: minutes); the
 synthetic corpus and the mirror's sizes also by the readers' tests (``tests/test_data_transfer.py``).
 
 Expected numbers were obtained on 2026-11-22 by running SimCSE's fork of SentEval

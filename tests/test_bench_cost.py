@@ -1,4 +1,4 @@
-"""bench/cluster_cost.py reads the config a run would (presets merged over config.yaml) and costs one target.
+"""bench/gpu/cluster_cost.py reads the config a run would (presets merged over config.yaml) and costs one target.
 
 The script's main() runs in this process: its work is the dry run it starts (a subprocess of its own); a
 Python process around it only imported what this one has (its command line answers --help in
@@ -17,9 +17,9 @@ from tests.workflow_utils import REPO
 
 @pytest.fixture(scope="module")
 def cluster_cost():
-    """bench/cluster_cost.py as a module (not run: its main() is), sys.path as it was after its import."""
+    """bench/gpu/cluster_cost.py as a module (not run: its main() is), sys.path as it was after its import."""
     path = sys.path[:]
-    spec = importlib.util.spec_from_file_location("bench_cluster_cost", REPO / "bench" / "cluster_cost.py")
+    spec = importlib.util.spec_from_file_location("bench_cluster_cost", REPO / "bench" / "gpu" / "cluster_cost.py")
     module = importlib.util.module_from_spec(spec)
     try:
         spec.loader.exec_module(module)
@@ -29,11 +29,11 @@ def cluster_cost():
 
 
 def _cost(cluster_cost, capsys, tmp_path, *args: str) -> tuple[int, str, dict | None]:
-    """``python bench/cluster_cost.py ARGS --out JSON`` in the repository, through its main(): (exit status, stdout and
+    """``python bench/gpu/cluster_cost.py ARGS --out JSON`` in the repository, through its main(): (exit status, stdout and
     stderr, the JSON). A SystemExit with a message ends the interpreter printing it, with status 1."""
     out_json = tmp_path / f"cost{len(list(tmp_path.iterdir()))}.json"
     argv = sys.argv
-    sys.argv = ["bench/cluster_cost.py", *args, "--out", str(out_json)]
+    sys.argv = ["bench/gpu/cluster_cost.py", *args, "--out", str(out_json)]
     capsys.readouterr()
     rc, message = 0, ""
     try:
@@ -61,5 +61,5 @@ def test_cost_of_a_target_and_of_a_preset(cluster_cost, capsys, tmp_path, monkey
     assert rc == 0, out[-3000:]
     assert set(record["per_backbone"]) == {"minilm-l6"} and record["per_backbone"]["minilm-l6"]["trainings"] == 2
     rc, out, _ = _cost(cluster_cost, capsys, tmp_path, "--configfile", "presets/nope.yaml")
-    assert rc == 1 and out.splitlines()[0].startswith("bench/cluster_cost.py: config: ") \
+    assert rc == 1 and out.splitlines()[0].startswith("bench/gpu/cluster_cost.py: config: ") \
         and "presets/nope.yaml: no such config file" in out

@@ -1,4 +1,4 @@
-"""bench/gpu_check.py's part llama in its CPU mode: a tiny LLaMA shape through the same code the GPU run takes
+"""bench/gpu/gpu_check.py's part llama in its CPU mode: a tiny LLaMA shape through the same code the GPU run takes
 (prepare the bundle, train the grid's LLaMA cell in a process of its own, evaluate it with and without the
 key/value cache), so the script that spends the GPU machine's minutes has run before it gets there."""
 
@@ -21,7 +21,7 @@ def test_the_llama_part_runs_a_tiny_shape_on_the_cpu(tmp_path):
     # its own work folder: the script's default /tmp/aoe-gpu-check is shared by every checkout on the machine
     env = {**os.environ, "AOE_DATA_MIRROR": str(MIRROR), "OMP_NUM_THREADS": "1", "AOE_GPU_CHECK_WORK": str(tmp_path / "work")}
     bundle, out = tmp_path / "bundle", tmp_path / "cpu.json"
-    script = str(REPO / "bench" / "gpu_check.py")
+    script = str(REPO / "bench" / "gpu" / "gpu_check.py")
     subprocess.run([sys.executable, script, "prepare", "--bundle", str(bundle), "--parts", "llama"], cwd=REPO, env=env, check=True,
                    capture_output=True, timeout=300)
     assert not (bundle / "minilm-l6").exists()  # part llama carries no MiniLM weights

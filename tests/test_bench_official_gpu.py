@@ -1,4 +1,4 @@
-"""bench/train_vs_official.py's GPU mode and what travels for it (bench/gpu_official.sh, bench/gpu_carry.py --for official),
+"""bench/speed/train_vs_official.py's GPU mode and what travels for it (bench/gpu/gpu_official.sh, bench/gpu/gpu_carry.py --for official),
 checked on the CPU before the GPU machine's minutes are spent: the refusals, the official side's wheels, the script,
 and what issue 63's run reads and decides without the official package (the settings as the grid resolves them,
 the shapes built from a config, the goal)."""
@@ -17,11 +17,11 @@ import torch
 
 from tests.workflow_utils import REPO
 
-sys.path.insert(0, str(REPO / "bench"))
+sys.path[:0] = [str(REPO / "bench" / "speed"), str(REPO / "bench" / "gpu")]
 import gpu_carry  # noqa: E402
 import train_vs_official as T  # noqa: E402
 
-SCRIPT = str(REPO / "bench" / "train_vs_official.py")
+SCRIPT = str(REPO / "bench" / "speed" / "train_vs_official.py")
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="a machine with CUDA runs --device cuda for real")
@@ -37,7 +37,7 @@ def test_tables_folder_without_the_split_names_the_file_and_who_writes_it(tmp_pa
     proc = subprocess.run([sys.executable, SCRIPT, "--tables", str(tmp_path), "--official-python", sys.executable,
                            "--out", str(tmp_path / "x.json")], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert proc.returncode != 0
-    assert f"--tables {tmp_path}: no stsb-train.parquet there (bench/gpu_check.py prepare writes it)" in proc.stderr
+    assert f"--tables {tmp_path}: no stsb-train.parquet there (bench/gpu/gpu_check.py prepare writes it)" in proc.stderr
 
 
 def test_official_wheels_are_its_venvs_versions_of_what_the_image_lacks_or_angle_emb_pins():
@@ -51,7 +51,7 @@ def test_official_wheels_are_its_venvs_versions_of_what_the_image_lacks_or_angle
 
 @pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
 def test_gpu_official_script_parses_and_asks_for_its_inputs(tmp_path):
-    script = REPO / "bench" / "gpu_official.sh"
+    script = REPO / "bench" / "gpu" / "gpu_official.sh"
     assert subprocess.run(["bash", "-n", str(script)]).returncode == 0
     proc = subprocess.run(["bash", str(script)], cwd=REPO, capture_output=True, text=True, timeout=30)
     assert proc.returncode != 0 and "the folder of carried wheels" in proc.stderr
@@ -63,7 +63,7 @@ def test_gpu_official_script_parses_and_asks_for_its_inputs(tmp_path):
 
 def test_the_device_run_times_minilm_and_bert_base_at_the_grid_cells():
     """gpu_official.sh's default runs are the script's GPU_RUNS: MiniLM at the bench setting, bert-base at the three cells."""
-    text = (REPO / "bench" / "gpu_official.sh").read_text()
+    text = (REPO / "bench" / "gpu" / "gpu_official.sh").read_text()
     assert re.search(r"^runs=\$\{RUNS:-" + re.escape(T.GPU_RUNS) + r"\}$", text, re.M)
     assert T.parse_runs(T.GPU_RUNS) == [("minilm", "bench"), ("bert-base", "nli-aoe"), ("bert-base", "stsb-aoe"),
                                         ("bert-base", "stsb-angle_arxiv")]
@@ -123,7 +123,7 @@ def test_batch_cap_keeps_the_accumulation_and_bad_cells_stop_at_planning():
 
 def test_bert_base_is_the_published_shape():
     """bert-base-uncased's config.json values, which transformers keeps as BertConfig()'s defaults. (Building a shape
-    imports BERT's modeling code, seconds of CPU: the CPU proof of gpu_official.sh builds one, bench/README.md.)"""
+    imports BERT's modeling code, seconds of CPU: the CPU proof of gpu_official.sh builds one, bench/gpu/sessions.md.)"""
     from transformers import BertConfig
 
     assert {k: getattr(BertConfig(), k) for k in T.BERT_BASE} == T.BERT_BASE

@@ -1,4 +1,4 @@
-"""bench/train_vs_sentence_transformers.py feeds SentenceTransformerTrainer our engine's batches, in order, and
+"""bench/speed/train_vs_sentence_transformers.py feeds SentenceTransformerTrainer our engine's batches, in order, and
 compares the same loss definitions (on 50 random pairs and a tiny BERT: seconds)."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from tests.train_utils import random_pairs_table
 from tests.workflow_utils import REPO
 
 pytest.importorskip("sentence_transformers")
-sys.path.insert(0, str(REPO / "bench"))
+sys.path.insert(0, str(REPO / "bench" / "speed"))
 import train_vs_sentence_transformers as T  # noqa: E402
 
 

@@ -130,7 +130,7 @@ def test_an_undefined_score_is_never_the_best(data, tmp_path, monkeypatch):
                          ids=["all-undefined", "all-negative", "zero-at-most"])
 def test_no_score_above_0_keeps_the_last_steps_weights(data, tmp_path, monkeypatch, scores):
     """As angle-emb 0.1.1's EvaluateCallback, whose best starts at 0: it then saves no best-checkpoint and the
-    official output_dir holds the final model (bench/selection_parity.py compares the two rules)."""
+    official output_dir holds the final model (bench/parity/selection_parity.py compares the two rules)."""
     seen = _script(monkeypatch, scores)
     out = tmp_path / "seed0"
     _train(data, out)
@@ -195,7 +195,7 @@ def test_select_max_length_cuts_the_selection_texts_there_not_at_the_training_le
                              dev["score"]).statistic for n in (4, 16)}
     gap = abs(at[4] - at[16])
     # on a GPU the selection embeds there and this check on the CPU: near-tied cosines of 30 pairs may swap ranks,
-    # 0.04 a swap (0.08 on the H200, bench/results/gpu/pytest-fast-lane-cuda-h200-f869dda.txt), against a gap of points
+    # 0.04 a swap (0.08 on the H200, bench/gpu/results/pytest-fast-lane-cuda-h200-f869dda.txt), against a gap of points
     tol = 0.1 * gap if torch.cuda.is_available() else 1e-6
     assert gap > 1e-3 and score == pytest.approx(at[4], abs=tol)
 

@@ -1,11 +1,11 @@
 """Every command the README and the docs show runs, every file they name exists, every link resolves.
 
-Commands come from fenced code blocks (and bench/README.md's indented ones):
+Commands come from fenced code blocks (and the indented ones of bench/'s READMEs):
 
 - ``snakemake ...`` / ``.venv/bin/snakemake ...``: planned as a dry run (``-n --quiet rules``) with its
   own targets, ``--configfile``, ``--config`` and ``--profile``; commands that plan the same thing
   (same options) share one dry run with the union of their targets, and the dry runs go two at a time;
-- ``python -m aoe ...`` / ``aoe ...`` / ``python bench/X.py ...``: ``--help`` of that module or script
+- ``python -m aoe ...`` / ``aoe ...`` / ``python bench/GROUP/X.py ...``: ``--help`` of that module or script
   (and of its first positional argument, the subcommand where it has them) exits 0 and knows every
   ``--option`` the doc passes;
 - pip / venv / pytest lines are not checked (README command 2 is what CI runs: tests/test_workflow.py).
@@ -31,12 +31,14 @@ from tests.workflow_utils import REPO, copy_workflow, snakemake
 
 README_MAX_LINES = 160
 
+# bench/README.md and each group's pages (bench/out/ holds what runs write, installed packages' READMEs among it)
+BENCH_DOCS = [REPO / "bench" / "README.md", *(path for path in (REPO / "bench").glob("*/*.md") if path.parent.name != "out")]
 DOCS = sorted(
-    path for path in [REPO / "README.md", REPO / "CHANGELOG.md", REPO / "bench" / "README.md", *(REPO / "docs").glob("*.md")]
+    path for path in [REPO / "README.md", REPO / "CHANGELOG.md", *BENCH_DOCS, *(REPO / "docs").glob("*.md")]
     if path.exists()
 )
-# docs whose indented (4-space) blocks hold commands, as bench/README.md's
-INDENTED_COMMANDS = {REPO / "bench" / "README.md"}
+# docs whose indented (4-space) blocks hold commands: bench/'s (its README and each group's)
+INDENTED_COMMANDS = set(BENCH_DOCS)
 
 # Files of other repositories that the docs name in backticks (the official AnglE code and examples).
 EXTERNAL_FILES = {
@@ -72,7 +74,7 @@ def _without_fences(text: str) -> str:
 
 
 def _indented_blocks(text: str) -> list[str]:
-    """Lines indented by 4+ spaces after a blank line, outside fences and lists (bench/README.md's style)."""
+    """Lines indented by 4+ spaces after a blank line, outside fences and lists (bench/'s READMEs' style)."""
     lines, out, previous_blank = _without_fences(text).splitlines(), [], True
     in_block = False
     for line in lines:
@@ -274,7 +276,7 @@ def _help_argv(kind: str, argv: list[str]) -> tuple[list[str], list[str]]:
 
 @pytest.mark.slow
 def test_python_commands_have_their_options():
-    """Every `python -m aoe ...`, `aoe ...` and `python bench/X.py ...` exists, answers --help and takes its options."""
+    """Every `python -m aoe ...`, `aoe ...` and `python bench/GROUP/X.py ...` exists, answers --help and takes its options."""
     checks: dict[tuple[str, ...], dict] = {}
     for doc, command in doc_commands():
         kind, argv = classify(command)

@@ -1,6 +1,6 @@
 """The in-domain scoring gold (issue 61): int(score) as angle-emb's AnglE.evaluate correlated, or the score as annotated.
 
-The official package itself ran in bench/gold_parity.py (angle-emb 0.1.1, 0.4.6 and 0.6.1 from PyPI, each in its own
+The official package itself ran in bench/parity/gold_parity.py (angle-emb 0.1.1, 0.4.6 and 0.6.1 from PyPI, each in its own
 venv, on STS-B test); its committed JSON keeps 0.1.1's gold and prediction vectors, which the pipeline's code scores
 again here, with no venv and no model.
 """
@@ -17,7 +17,7 @@ from aoe.evaluate.run import GOLDS, gold_agreement, gold_scores
 from aoe.evaluate.sts import sts_scores
 from tests.workflow_utils import REPO
 
-PARITY = REPO / "bench" / "results" / "gold_parity.json"
+PARITY = REPO / "bench" / "parity" / "results" / "gold_parity.json"
 
 
 def test_int_gold_truncates_toward_zero_as_python_int():

@@ -8,7 +8,7 @@ mode within seconds and needs no mirror (fixtures ``mirror_data`` and ``syntheti
 the readers' own tests are tests/test_data_transfer.py). The suite checks one task of each SentEval
 classifier path: on the mirror in fasttest mode (CR, TREC, MRPC), on the synthetic corpus every task in
 fasttest mode and four in test mode. Every task in both modes, on the mirror and the synthetic corpus, is
-``bench/transfer_parity.py``, whose result is committed in ``bench/results/transfer_parity.json``
+``bench/parity/transfer_parity.py``, whose result is committed in ``bench/parity/results/transfer_parity.json``
 (test_the_bench_covers_every_mirror_task_the_suite_leaves_out reads it).
 """
 
@@ -27,7 +27,7 @@ from aoe.evaluate.transfer import evaluate_transfer
 from tests.senteval_reference import MIRROR_SIZES, SENTEVAL_MIRROR, SENTEVAL_SYNTHETIC, encoder, write_synthetic_senteval
 from tests.workflow_utils import REPO
 
-sys.path.insert(0, str(REPO / "bench"))
+sys.path.insert(0, str(REPO / "bench" / "parity"))
 from transfer_parity import mirror_sizes, protocol_sizes  # noqa: E402
 
 
@@ -440,7 +440,7 @@ def test_the_senteval_backend_batches_a_batch_dependent_pooling_as_the_official_
 
 # The four cross-validated binary tasks share one code path (the nested k-fold): in "test" mode (10 x 41 fits each,
 # 14-16 CPU-s a task with the PyTorch classifier in CI at f24e0b8) CR alone runs here, the cheapest; MR, SUBJ and MPQA
-# in test mode, with both classifiers, are bench/transfer_parity.py's (every synthetic case, against the same
+# in test mode, with both classifiers, are bench/parity/transfer_parity.py's (every synthetic case, against the same
 # numbers). Fasttest keeps all seven tasks (under 1 CPU-s each), test mode SST2 (the dev split), TREC (six
 # classes) and MRPC (pair features) beside CR.
 _SLOW_SYNTHETIC = {("test", "CR"), ("test", "TREC")}
@@ -460,7 +460,7 @@ def test_synthetic_parity_with_senteval(synthetic, one_thread, mode, backend, ta
     result = evaluate_transfer(encoder(), [task], mode=mode, usepytorch=backend == "pytorch", data=synthetic)
     _check(result["tasks"][task], SENTEVAL_SYNTHETIC[(mode, backend)][task])
     # the sizes the task's protocol classifies: SST2's dev and test (the mirror's SST2 case checked (872, 1821)
-    # before it moved to bench/transfer_parity.py), TREC's and MRPC's train and test, the others' one split
+    # before it moved to bench/parity/transfer_parity.py), TREC's and MRPC's train and test, the others' one split
     assert (result["tasks"][task]["ndev"], result["tasks"][task]["ntest"]) == protocol_sizes(synthetic[task])
 
 
@@ -468,9 +468,9 @@ def test_synthetic_parity_with_senteval(synthetic, one_thread, mode, backend, ta
 # 78dfe2b on the 2-core AMD EPYC: CR 14 CPU-s; alone TREC 5.8, MRPC 5.2): CR the nested k-fold of the four binary
 # single-sentence tasks (MR 44, SUBJ 37, MPQA 46: the same code on more rows), TREC the k-fold over six classes,
 # MRPC the k-fold on pair features, with F1. SST2's dev-split path (25 CPU-s on the mirror) is checked on the
-# synthetic corpus in both modes and with both classifiers (above). bench/transfer_parity.py runs what is left
+# synthetic corpus in both modes and with both classifiers (above). bench/parity/transfer_parity.py runs what is left
 # here against the same SentEval numbers and sizes: the mirror's seven tasks in fasttest mode and four in test
-# mode, and every synthetic case (committed: bench/results/transfer_parity.json, all equal).
+# mode, and every synthetic case (committed: bench/parity/results/transfer_parity.json, all equal).
 MIRROR_TASKS = ("CR", "TREC", "MRPC")
 
 
@@ -487,10 +487,10 @@ def test_mirror_parity_with_senteval(mirror_data, one_thread, task):
 
 
 def test_the_bench_covers_every_mirror_task_the_suite_leaves_out():
-    """bench/transfer_parity.py's committed result holds the parity this file no longer runs: every mirror task
+    """bench/parity/transfer_parity.py's committed result holds the parity this file no longer runs: every mirror task
     of each mode with a SentEval reference, and every synthetic case, each equal to SentEval and sized as its
     protocol says; a reference added to tests/senteval_reference.py without a bench run fails here."""
-    record = json.loads((REPO / "bench" / "results" / "transfer_parity.json").read_text())
+    record = json.loads((REPO / "bench" / "parity" / "results" / "transfer_parity.json").read_text())
     ran = {(r["corpus"], r["mode"], r["classifier"], r["task"]): r for r in record["results"]}
     wanted = {("mirror", mode, "pytorch", task): expected for mode, tasks in SENTEVAL_MIRROR.items() for task, expected in tasks.items()}
     wanted |= {("synthetic", mode, backend, task): expected for (mode, backend), tasks in SENTEVAL_SYNTHETIC.items()

@@ -21,7 +21,7 @@ def _arch(backbone: str, layers: int):
     return dataclasses.replace(ARCHS[backbone], layers=layers)
 
 
-RUNS = REPO / "bench" / "results" / "gpu" / "llama_cells.json"
+RUNS = REPO / "bench" / "gpu" / "results" / "llama_cells.json"
 
 
 def _gpu_runs() -> list[dict]:
@@ -36,7 +36,7 @@ def test_the_committed_gpu_runs_cover_the_three_shapes_and_both_evaluations():
 
 @pytest.mark.parametrize("run", _gpu_runs(), ids=lambda r: r["tag"])
 def test_training_and_evaluation_within_10_percent_of_the_committed_gpu_run(run):
-    """bench/results/gpu/llama_cells.json (bench/gpu_check.py --parts llama, one H100): each shape's training peak
+    """bench/gpu/results/llama_cells.json (bench/gpu/gpu_check.py --parts llama, one H100): each shape's training peak
     (allocated and reserved), and its evaluation's peak with and without the key/value cache, against the model
     at the run's own token counts."""
     a = _arch(run["backbone"], run["layers"])
@@ -89,7 +89,7 @@ def test_the_evaluation_counts_the_fp16_base_without_the_output_matrix_and_the_c
 
 
 def test_the_docs_card_tables_print_what_the_model_computes():
-    """docs/cluster.md's and docs/llm.md's memory numbers are aoe.config.memory's (bench/llm_memory.py prints them)."""
+    """docs/cluster.md's and docs/llm.md's memory numbers are aoe.config.memory's (bench/gpu/llm_memory.py prints them)."""
     llm, cluster = ((REPO / "docs" / f).read_text() for f in ("llm.md", "cluster.md"))
     for name in ("llama-2-7b", "llama-2-13b"):
         a = ARCHS[name]

@@ -317,7 +317,7 @@ def test_weights_that_cannot_be_read_name_the_folder_and_the_fix(tiny_bert, tmp_
 
 
 def test_gpu_processes_keep_attention_off_cudnn():
-    """A GPU process disables cuDNN attention (a plan per shape: bench/results/gpu_check.json); a CPU one leaves it."""
+    """A GPU process disables cuDNN attention (a plan per shape: bench/gpu/results/gpu_check.json); a CPU one leaves it."""
     from aoe.model.encoder import avoid_cudnn_attention
 
     before = torch.backends.cuda.cudnn_sdp_enabled()

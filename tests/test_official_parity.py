@@ -2,7 +2,7 @@
 
 The official side runs in its own venv (bench/_common.py ``ensure_angle_venv``: built from the
 configured package index on first use, ~10-30 s with uv, then cached under bench/out/); the
-harness is bench/official_parity.py, which also covers the LLaMA cells and more batches. Here:
+harness is bench/parity/official_parity.py, which also covers the LLaMA cells and more batches. Here:
 the BERT NLI AoE cell against 0.4.6 (duplicates filtered by its collator, including the quirk
 that a dropped example's first text still counts, and texts equal as token ids but not as strings) and the in-domain STS-B AnglE cell against
 0.1.1 (graded int labels with index-product targets, identical texts as extra positives), on
@@ -17,7 +17,7 @@ import pytest
 
 from tests.workflow_utils import REPO
 
-sys.path.insert(0, str(REPO / "bench"))
+sys.path[:0] = [str(REPO / "bench"), str(REPO / "bench" / "parity")]
 import _common as C  # noqa: E402
 import official_parity as P  # noqa: E402
 
@@ -45,8 +45,8 @@ def test_aoe_nli_cell_matches_angle_emb_046(official_venvs, mirror):
     # duplicate rows put first (at least 115 of its 128 rows are that batch's), so it checks the loss and the filter on real
     # rows in the engine's order as "engine-0" did, and the filter's quirk beside; "case-variants" the texts equal
     # as token ids only. The real MiniLM's float64 embeddings of the batches' texts are most of this test's CPU,
-    # and "engine-0" was a third of them. bench/official_parity.py checks engine-0 to -2 and the file-order batch
-    # too (bench/results/official_parity.json, nli-aoe-bert: every batch within the tolerance).
+    # and "engine-0" was a third of them. bench/parity/official_parity.py checks engine-0 to -2 and the file-order batch
+    # too (bench/parity/results/official_parity.json, nli-aoe-bert: every batch within the tolerance).
     result = P.run_case("nli-aoe-bert", 1, str(mirror), only={"crafted", "case-variants"})
     _check(result)
     # strings that one uncased tokenizer maps to the same ids ("A man ..." / "a man ..."): one text

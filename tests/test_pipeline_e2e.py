@@ -376,7 +376,7 @@ def test_the_ci_runs_card_is_its_model_and_results(ci_run):
 def test_the_reports_front_page_and_every_link_inside_it_resolve(ci_report):
     """Issue 54: the report opened on the rule graph, and REPORT's links to RECIPE.html#... led nowhere (each page
     is a data: URL). The front page names where to start; REPORT's page holds the recipe, so its links are anchors
-    of the same page (bench/report_links.py follows them in headless Chromium)."""
+    of the same page (bench/studies/report_links.py follows them in headless Chromium)."""
     import re
 
     html = ci_report.read_text(errors="replace")

@@ -1,7 +1,7 @@
 """The official angle-emb pooling arithmetic on hand-made tensors, Encoder's eval_pooling and exact batches,
 and SentEval's STS batch order.
 
-bench/pooler_parity.py checks the same replicas against the official code itself (its own venvs).
+bench/parity/pooler_parity.py checks the same replicas against the official code itself (its own venvs).
 """
 
 from __future__ import annotations

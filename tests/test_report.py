@@ -416,7 +416,7 @@ def test_fig3_ukraine_pair_has_no_delta(tmp_path):
     """AoE §5.3: the Ukraine pair's "real distance is 11.8, while the imaginary distance is 22.1", the lengths of
     the lines Fig. 3a/3b draw in the t-SNE plots. Ours comes from another model and another t-SNE run; and even the
     ratio imaginary : real (22.1 / 11.8 = 1.87) is one pair in one t-SNE run on either side, which another t-SNE seed
-    moves from 0.03 to 5.4 on the demo's model (bench/results/fig3_tsne_stability.json): every line is listed with its definition and model,
+    moves from 0.03 to 5.4 on the demo's model (bench/studies/results/fig3_tsne_stability.json): every line is listed with its definition and model,
     none with a Δ (issue 61: a Δ only where both numbers measure the same thing)."""
     import yaml
 
@@ -449,7 +449,7 @@ def test_fig3_ukraine_pair_has_no_delta(tmp_path):
     # the report's header row says what n/c means and where the t-SNE measurement is; without a config the model is
     # still named by its keys
     assert "n/c: not the same quantity as the paper's" in quoted_section([fig3])
-    assert "bench/results/fig3_tsne_stability.json" in quoted_section([fig3])
+    assert "bench/studies/results/fig3_tsne_stability.json" in quoted_section([fig3])
     assert "(minilm-l6 + AoE, trained on STS-B train (seed 1))" in quoted_section([fig3])
 
 

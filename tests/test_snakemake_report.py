@@ -227,7 +227,7 @@ def test_the_report_rule_graph_draws_each_rule_once():
 def test_the_report_opens_on_the_summary_and_its_link_shows_it_in_one_click():
     """Issue 62: the front page's "Start here: REPORT.html" opened the result's details, and a second click on its eye
     button showed the summary. The description (report/workflow.rst) opens the report on REPORT.html's page and
-    links to it by the reporter's own view (app.setView, as the eye button); bench/report_links.py clicks it in Chromium."""
+    links to it by the reporter's own view (app.setView, as the eye button); bench/studies/report_links.py clicks it in Chromium."""
     from docutils.core import publish_parts
 
     text = (REPO / "report" / "workflow.rst").read_text()

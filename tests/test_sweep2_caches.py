@@ -1,4 +1,4 @@
-"""Caches under faults (issue 53's second sweep, bench/fault_sweep.py): a cache folder that refuses writes
+"""Caches under faults (issue 53's second sweep, bench/faults/fault_sweep.py): a cache folder that refuses writes
 (another group's shared cache, a read-only mount) costs the caching, not the job; a full disk still fails it."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Input files in another encoding or cut short (issue 53's second sweep, bench/fault_sweep.py): each names
+"""Input files in another encoding or cut short (issue 53's second sweep, bench/faults/fault_sweep.py): each names
 itself and the fix, where it failed in a bare UnicodeDecodeError or EOFError naming no file."""
 
 from __future__ import annotations

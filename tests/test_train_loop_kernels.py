@@ -1,6 +1,6 @@
 """The training loop's faster pieces (issue 13) compute what the slower ones they replace computed.
 
-No timings here: speed is measured by bench/train_limit.py and bench/train_vs_official.py.
+No timings here: speed is measured by bench/speed/train_limit.py and bench/speed/train_vs_official.py.
 """
 
 from __future__ import annotations

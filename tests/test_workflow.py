@@ -642,13 +642,15 @@ def test_readme_commands():
 
 def test_documented_table_files_are_tables():
     """Every results/tables/<name>.tex a user is told about (README, docs/, CHANGELOG, SLURM profile, Snakefile,
-    bench/README.md) is a configured table."""
+    bench/'s READMEs) is a configured table."""
     names = set(yaml.safe_load((REPO / "config.yaml").read_text())["tables"])
     for preset in (REPO / "presets").glob("*.yaml"):
         names |= set((yaml.safe_load(preset.read_text()) or {}).get("tables", {}))
     docs = sorted(str(path.relative_to(REPO)) for path in (REPO / "docs").glob("*.md"))
     assert docs, "no docs/*.md"
-    for doc in ("README.md", "CHANGELOG.md", *docs, "slurm/config.yaml", "Snakefile", "bench/README.md"):
+    bench = ["bench/README.md", *sorted(str(path.relative_to(REPO)) for path in (REPO / "bench").glob("*/*.md")
+                                        if path.parent.name != "out")]
+    for doc in ("README.md", "CHANGELOG.md", *docs, "slurm/config.yaml", "Snakefile", *bench):
         for name in re.findall(r"results/(?:[\w-]+/)?tables/(\w+)\.(?:tex|csv|md|json)", (REPO / doc).read_text()):
             assert name in names, f"{doc} names results/tables/{name}, which no table writes"
 
@@ -844,7 +846,7 @@ def test_planning_the_paper_grid_imports_no_heavy_library(paper_grid_plan):
 
 def test_a_download_job_imports_no_data_library():
     """60 of the CI preset's 124 jobs are downloads: what their script imports (its log, the download) leaves
-    pandas, numpy and torch out (pandas alone was 0.6 of its 1.1 CPU-seconds; bench/job_startup.py)."""
+    pandas, numpy and torch out (pandas alone was 0.6 of its 1.1 CPU-seconds; bench/speed/job_startup.py)."""
     import ast
     import subprocess
 

@@ -1,4 +1,4 @@
-"""Tiny random generators for the LLM-supervised tests and bench/generate_compat.py.
+"""Tiny random generators for the LLM-supervised tests and bench/parity/generate_compat.py.
 
 ``build_tiny_lm``: a causal LLaMA (hidden 32, 2 layers) with a byte-level BPE tokenizer trained on a
 few sentences. ``build_remote_code_lm``: the same weights laid out as a remote-code model the way

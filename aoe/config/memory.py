@@ -4,7 +4,7 @@ model-loading job's host memory (what SLURM's ``--mem`` requests, ``mem_mb`` in 
 All are computed from the backbone's architecture (:data:`ARCHS`, the numbers of each model's published
 ``config.json``). The GPU terms that are not counted bytes (activations, the allocator's cached blocks, the CUDA
 context) are fitted on GPU runs of the LLaMA-2 shapes (:data:`GPU_RUNS`), and tests/test_memory.py holds the
-model to each run within 10%. ``bench/llm_memory.py`` prints them and checks the weight formula on a real
+model to each run within 10%. ``bench/gpu/llm_memory.py`` prints them and checks the weight formula on a real
 4-bit model; ``tests/test_resources.py`` asserts that every job of ``snakemake -n all`` requests at least
 :func:`host_need_gb`.
 
@@ -108,7 +108,7 @@ ARCHS = {
 
 # Distinct texts an evaluation job embeds and holds (upper bounds):
 EVAL_TEXTS = {
-    "evaluate_sts": 26_289,  # the 7 STS test sets, deduplicated (bench/embed_throughput.py on the mirror)
+    "evaluate_sts": 26_289,  # the 7 STS test sets, deduplicated (bench/speed/embed_throughput.py on the mirror)
     "evaluate_sts_eval_pooling": 26_289,  # the same sets under another pooling (a batch-dependent one holds one task at a time: fewer)
     "evaluate_indomain": 2 * 10_000,  # the largest in-domain test split (QNLI dev 5,732, GIS test, MRPC) x 2
     "saturation": 2 * 10_000,  # SNLI/MultiNLI dev/test: 10k pairs
@@ -151,10 +151,10 @@ def nf4_bytes_per_weight() -> float:
 DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
 # The GPU runs the constants below come from, random weights of the published shapes (speed and memory do not
 # depend on the values), the grid's cell through aoe.training.train.train and the evaluation through
-# aoe.evaluate.run.run_sts_evaluation: bench/results/gpu/llama_cells.json (one H100, bench/gpu_check.py --parts
+# aoe.evaluate.run.run_sts_evaluation: bench/gpu/results/llama_cells.json (one H100, bench/gpu/gpu_check.py --parts
 # llama). ../shared/measurements/gpu-2026-11-27 (one H200) measured the same shapes before aoe.model.encoder.no_cache:
 # the 7B shape with 8 layers reproduces its numbers to the byte with the cache on the H100 (5.31 GB allocated).
-GPU_RUNS = "bench/results/gpu/llama_cells.json"
+GPU_RUNS = "bench/gpu/results/llama_cells.json"
 # Bytes a checkpointed layer input keeps per token x hidden unit: the fp16 hidden state (2) and a third of a
 # byte more; fitted with the next constant by least squares on the three shapes (7B with 8 and 32 layers, 13B)
 KEPT_BYTES_PER_HIDDEN = 2.33

@@ -29,7 +29,7 @@ __all__ = ["GOLDS", "gold_scores", "run_sts_evaluation", "run_indomain_evaluatio
 # angle_emb/angle.py:254, every version to 0.4.8, e.g. 1c5515b :558) and AnglE.evaluate correlates the
 # predictions with those stored labels (fcb6223 :750 `y[::2, 0]`; 1c5515b :1555), from its first commit f2ad9f8
 # (2023-10-20) to c51e05d (2024-07-26, "refactor evaluation"); from 0.4.9 evaluate takes the dataset's raw label
-# column instead (582eb85 angle_emb/angle.py:1461-1475, CorrelationEvaluator). bench/gold_parity.py runs the releases.
+# column instead (582eb85 angle_emb/angle.py:1461-1475, CorrelationEvaluator). bench/parity/gold_parity.py runs the releases.
 GOLDS = ("float", "int")
 GOLD_SOURCES = {
     "float": "the gold score as annotated",

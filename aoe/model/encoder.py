@@ -45,7 +45,7 @@ def no_cache(model) -> dict:
 
     A decoder's forward pass builds every layer's key/value cache by default and holds it until it returns,
     for a generation that an embedding never does: 2 x layers x tokens x kv width, about 10% of LLaMA-2 7B's
-    evaluation peak at the STS batches (aoe.config.memory.eval_gpu_estimate, bench/results/gpu/llama_cells.json).
+    evaluation peak at the STS batches (aoe.config.memory.eval_gpu_estimate, bench/gpu/results/llama_cells.json).
     """
     return {"use_cache": False} if getattr(getattr(model, "config", None), "use_cache", None) is not None else {}
 
@@ -57,7 +57,7 @@ def avoid_cudnn_attention(device: torch.device | str) -> None:
     builds an execution plan per shape: on an H200 with torch 2.11 under bf16 autocast, where PyTorch
     prefers cuDNN, a BERT-base NLI step spent 6.7 of its 10.2 s of CPU time in 1,536 cuDNN attention calls
     (768 forward, 768 backward, 4-5 ms each) against 0.66 s of GPU time, and trained at a quarter of fp32's speed
-    (bench/results/gpu_check.json). fp32 never takes that backend (it ran memory-efficient attention).
+    (bench/gpu/results/gpu_check.json). fp32 never takes that backend (it ran memory-efficient attention).
     Process-wide: our jobs train or embed with one model per process.
     """
     if torch.device(device).type == "cuda":
@@ -65,7 +65,7 @@ def avoid_cudnn_attention(device: torch.device | str) -> None:
 
 
 # On a GPU a forward pass over a few rows is bound by kernel launches, not by the padded positions that buckets
-# save. NVIDIA H200, fp32, the same batches (bench/results/gpu/train_vs_official_cuda.json and _cuda-lb1.json):
+# save. NVIDIA H200, fp32, the same batches (bench/gpu/results/train_vs_official_cuda.json and _cuda-lb1.json):
 # BERT-base at 32 pairs a micro-batch (64 texts) trained at 283 pairs/s in 4 buckets of 16 texts and 605 in one
 # pass; at 128 pairs (256 texts) 4 buckets of 64 beat one pass, 1,039 against 796 pairs/s, at half the peak memory.
 GPU_MIN_BUCKET_ROWS = 64

@@ -540,7 +540,7 @@ NOT_COMPARABLE = "n/c"
 # in the t-SNE plots of Fig. 3a (real) and 3b (imaginary). Ours of that very definition (key tsne_*) has
 # the scale of our t-SNE runs (settings, points, model), the paper's of its own; and even the ratio
 # imaginary : real (the paper's 22.1 / 11.8 = 1.87) is one pair's in one t-SNE run of each plane, which
-# another t-SNE seed moves from 0.03 to 5.4 (the CPU demo's model, ten seeds: bench/results/fig3_tsne_stability.json),
+# another t-SNE seed moves from 0.03 to 5.4 (the CPU demo's model, ten seeds: bench/studies/results/fig3_tsne_stability.json),
 # the pair's two points coinciding in every run: no Δ, on either side a
 # draw of t-SNE, not a property of the model. The Euclidean distances of the halves in the embedding space
 # (euclidean_*) are another definition, scaled by the model's norms: no Δ either.
@@ -628,7 +628,7 @@ def quoted_section(files: list[str | Path] | None, numbers_file: str | Path | No
         "One measurement each (no seeds, no flag); the sources' wording is in aoe/resources/paper_numbers.yaml (`acl2024_quoted`). "
         f"{NOT_COMPARABLE}: not the same quantity as the paper's, so no Δ: another scale (another model, another t-SNE run), "
         "another definition, or, for Fig. 3's ratio imaginary ÷ real, one pair in one t-SNE run on either side, which "
-        "another t-SNE seed moves by two orders of magnitude (bench/results/fig3_tsne_stability.json).", "",
+        "another t-SNE seed moves by two orders of magnitude (bench/studies/results/fig3_tsne_stability.json).", "",
         "| Quantity | Our file | Ours | Paper | Δ | Paper source |", "|---|---|---|---|---|---|", *lines, "",
     ])
 

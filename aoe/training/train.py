@@ -75,7 +75,7 @@ trains (pooling, prompt, max_length; eval mode, no gradients) and scores Spearma
 official ``EvaluateCallback`` (angle.py:398-415) keeps ``<output_dir>/best-checkpoint`` (its best
 starts at 0, NaN never beats it). When no epoch scores above 0 the official keeps no best-checkpoint
 and its output_dir holds the final model: the model folder then gets the last step's weights
-(bench/selection_parity.py runs both rules on the same scores).
+(bench/parity/selection_parity.py runs both rules on the same scores).
 The scores and the best weights so far (LoRA: the adapters only) are part of every checkpoint, so
 a resumed run chooses what an uninterrupted one chooses; the scoring draws no random numbers, so
 the training itself is that of ``last``, and its seconds stay out of ``train_seconds``.
@@ -212,7 +212,7 @@ def _adamw(groups: list[dict], lr: float) -> torch.optim.Optimizer:
     """AdamW with torch's fused kernel where the parameters allow it, else the default implementation.
 
     On CPU torch's default is the per-tensor loop, several times slower per step than the
-    fused kernel (bench/train_limit.py); transformers' Trainer uses the fused one since torch 2.8.
+    fused kernel (bench/speed/train_limit.py); transformers' Trainer uses the fused one since torch 2.8.
     """
     try:
         return torch.optim.AdamW(groups, lr=lr, fused=True)
