@@ -9,7 +9,9 @@ dry run, so "what will ``table2`` cost" is ``bench/gpu/cluster_cost.py table2``,
 STS-B train epoch, 5,749 pairs, on one RTX 3090 Ti: AoE-BERT-base 14.94 s, AoE-LLaMA-7B
 1027.18 s; aoe/resources/paper_numbers.yaml ``acl2024_training_time``), the work from the
 grid (``config.yaml``: every trained cell's train set, epochs or max_steps, batch and
-max_length, expanded as the workflow expands it). Assumptions, all in the JSON:
+max_length, expanded as the workflow expands it). The train-set sizes and the paper's speeds are
+aoe/plan/cost.py's, which also sizes ``runtime: auto`` and ends a SLURM dry run with its trainings' cost
+(docs/cluster.md, "Time limits"). Assumptions, all in the JSON:
 
 * a training example costs in proportion to its texts (pairs 2, triplets 3) and to the train
   set's ``max_length`` relative to 64 (batches are padded to their longest text, up to
@@ -42,56 +44,20 @@ import _common as C  # noqa: E402
 
 from aoe.config.recipes import N_TEXTS  # noqa: E402
 from aoe.config.workflow import Cell, ConfigError, train_params  # noqa: E402
+from aoe.plan import cost  # noqa: E402
 from aoe.plan.check import load_config  # noqa: E402
+from aoe.plan.cost import TRAIN_ROWS, per_gpu_pairs_per_s  # noqa: E402
 from tests.workflow_utils import SNAKEMAKE, dry_run_jobs  # noqa: E402
 
-STSB_TRAIN_PAIRS = 5749
 STS7_DISTINCT_TEXTS = 26289  # bench/speed/embed_throughput.py on the mirror
-# Training rows per train set (upstream sizes; the full NLI, QQP and GIS sets are not mirrored), per format where a
-# set has several: NLI's from the corpora's train label counts (SNLI 1.0: entailment 183,416, neutral 182,764,
-# contradiction 183,187 of 549,367 labelled; MultiNLI 1.0: 130,899, 130,900, 130,903 of 392,702; AllNLI.tsv.gz's
-# train split is both, 942,069 rows, as sentence-transformers/all-nli's pair-class train split, whose entailment-only
-# pair split has the 314,315 entailments), built as aoe.data.nli builds each format
-NLI_ROWS = {
-    "pairs": (628405, "AllNLI train without neutral: entailment 314,315 + contradiction 314,090 (fcb6223 train_angle.py:94-111, "
-                      "the 0.1.1 NLI-STS data)"),
-    "triplets": (314086, "AllNLI train triplets, an upper bound: per premise the fewer of its entailments and contradictions "
-                         "(aoe.data.nli), at most SNLI's 183,187 contradictions + MultiNLI's 130,899 entailments"),
-    "nli3": (942069, "AllNLI train, every labelled row (SBERT's 3-way classifier)"),
-}
-TRAIN_ROWS = {
-    "stsb": (5749, "STS-B train"),
-    "nli": NLI_ROWS,
-    "gis": (18565, "GIS train (AnglE Table 7)"),
-    "mrpc": (3668, "GLUE MRPC train = SetFit/mrpc train, the script's (aoe/data/glue.py)"),
-    "qqp": (363846, "GLUE QQP train"),
-    "qnli": (104743, "GLUE QNLI train"),
-    "stsb_llm": (2 * 5749, "one positive and one negative pair per STS-B train sentence1 (an upper bound: 5,749 rows)"),
-    "stsb_llm_chatglm": (2 * 5749, "as stsb_llm, ChatGLM-6B's sentences (an upper bound)"),
-    "stsb_self": (5749, "STS-B train sentence1 texts paired with themselves (an upper bound)"),
-}
-PARAMS_13B_OVER_7B = 6.74 / 13.0
 
 
 def train_rows(trainset: str, fmt: str) -> tuple[int, str]:
-    """(rows, source) of a train set in the format a cell trains on."""
-    entry = TRAIN_ROWS[trainset]
-    if isinstance(entry, dict):
-        if fmt not in entry:
-            raise SystemExit(f"bench/gpu/cluster_cost.py: no size of trainset {trainset!r} in format {fmt!r}; add it to TRAIN_ROWS")
-        return entry[fmt]
-    return entry
-
-
-def per_gpu_pairs_per_s(backbone: str, paper: dict) -> tuple[float, str]:
-    """Training pairs/s on one RTX 3090 Ti at max_length 64, from Appendix D."""
-    bert = STSB_TRAIN_PAIRS / paper["AoE-BERTbase"]["sec_per_epoch"]
-    llama7 = STSB_TRAIN_PAIRS / paper["AoE-LLaMA7B"]["sec_per_epoch"]
-    if backbone == "llama-2-7b":
-        return llama7, "Appendix D, AoE-LLaMA7B"
-    if backbone == "llama-2-13b":
-        return llama7 * PARAMS_13B_OVER_7B, "Appendix D 7B x 6.74/13.0 (parameter ratio)"
-    return bert, "Appendix D, AoE-BERTbase" + ("" if backbone == "bert-base-uncased" else " (as BERT-base: an upper bound)")
+    """(rows, source) of a train set in the format a cell trains on (aoe.plan.cost, which the plan's cost reads too)."""
+    try:
+        return cost.train_rows(trainset, fmt)
+    except cost.CostError as err:
+        raise SystemExit(f"bench/gpu/cluster_cost.py: {err}; add it there") from None
 
 
 GPU_RUNS = C.committed(__file__, "llama_cells.json")
@@ -160,8 +126,6 @@ def estimate(config: dict, trained: list[Cell], evaluated: list[Cell], engine_ov
                                                          **{f"{g}_gpu_h": 0.0 for g in measured}})
     for cell in trained:
         p = train_params(config, cell.backbone, cell.objective, cell.trainset, cell.seed)
-        if cell.trainset not in TRAIN_ROWS:
-            raise SystemExit(f"bench/gpu/cluster_cost.py: no training-set size for trainset {cell.trainset!r}; add it to TRAIN_ROWS")
         n_rows = train_rows(cell.trainset, p["format"])[0]
         if p["max_steps"] > 0:
             examples = p["max_steps"] * p["batch_size"]
