@@ -580,7 +580,7 @@ def test_prose_gains_beside_the_same_difference_of_ours(tmp_path):
     # One seed a row: the bound of a difference from AoE Table 4's σ, t(0.975, 4) · 1.42 · √(2 + 2) = 7.89, in brackets
     assert ("| AoE − SimCSE, BERT-base, STS avg (the paper's AoE-BERT is the released arXiv AnglE-BERT under angle-emb 0.1.1, "
             "issue #68: ours is the arXiv-era cell) [ours: AoE-BERT: arXiv-era recipe (angle_arxiv, 0.1.1 eval) − SimCSE (sup., "
-            "SimCSE's recipe)] | `table1_sts` bert-base-uncased | 83.00 − 81.00 = +2.00 | 0.86 | +1.14 [±7.89] | "
+            "SimCSE's recipe, our NLI triplets)] | `table1_sts` bert-base-uncased | 83.00 − 81.00 = +2.00 | 0.86 | +1.14 [±7.89] | "
             "ACL §5.1, aoe-acl2024.txt l.196 |") in lines
     # each line names the two rows of ours it subtracts (issue 69)
     assert ("| AoE − SimCSE, LLaMA-2 7B, STS avg [ours: AoE (Oct-2023 command) − SimCSE (sup., AoE recipe)] | `table1_sts` llama-2-7b | "

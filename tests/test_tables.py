@@ -1222,7 +1222,7 @@ def test_angle_transfer_tables_follow_the_arxiv_versions(tmp_path):
     # SBERT † and SimCSE-LLaMA2-7B ⋆ (ours: AoE's recipe, issue 51): the paper's numbers, no Δ; SimCSE-BERT (81.57)
     # sits under the row at SimCSE's own recipe
     assert 47.24 not in refs.values() and len(table.references) == 17 and 85.24 in refs.values() and 81.57 not in refs.values()
-    assert by_label["SimCSE-BERT (SimCSE's recipe)"].paper["avg"] == 81.57
+    assert by_label["SimCSE-BERT (SimCSE's recipe, our NLI triplets)"].paper["avg"] == 81.57
     frame = to_frame(table)
     assert frame.loc[frame.label == "LLaMA-2 7B -max (no prompt)", "trainset"].tolist() == ["no_prompt_max"]
     files = [write_transfer(root, "llama-2-7b", "aoe", "nli", s, {t: 90.0 for t in ["MR", "CR", "SUBJ", "MPQA", "SST2", "TREC", "MRPC"]})
@@ -1492,7 +1492,7 @@ def test_simcse_at_its_papers_recipe_is_the_row_beside_simcses_number(tmp_path):
     table = render_table("table1_sts", spec, files, selections=scored_split_selections(grid, "table1_sts"), held_out=held)
     assert not any(SCORED_SPLIT_MARK in r.label for r in table.rows)
     note = next(n for n in table.notes if n.startswith("Chosen on a held-out split"))
-    assert "bert-base-uncased SimCSE (sup., SimCSE's recipe) on stsb dev" in note and "AoE" not in note.split(":", 1)[1]
+    assert "bert-base-uncased SimCSE (sup., SimCSE's recipe, our NLI triplets) on stsb dev" in note and "AoE" not in note.split(":", 1)[1]
     row = next(r for r in table.rows if r.objective == "simcse_paper")
     assert row.paper_ref == "acl2024_table1/BERT-base/SimCSE"
 

@@ -883,7 +883,7 @@ def test_each_tables_caption_says_what_its_configuration_ran():
     # the grid: AoE from the NLI stage, the baselines from BERT-base; said once, the rows that differ named
     grid2 = training_summary(grid, "table2_indomain")
     assert grid2.startswith("This run: bert-base-uncased trained on gis and stsb (a model per column) from its weights as downloaded "
-                            "(AoE (STS-B example, from the NLI model): the AnglE model trained on nli); 5 epochs of 32 pairs "
+                            "(AoE loss (w 1/1) at the STS-B example's recipe, from the NLI model: the AnglE model trained on nli); 5 epochs of 32 pairs "
                             "(AoE (arXiv in-domain recipe, from BERT), AoE (arXiv in-domain recipe), float gold: 20 epochs of 32 pairs;")
     # a recipe that differs in length, pooling or fine-tuning names its rows; LLaMA's adapters are said
     grid1 = training_summary(grid, "table1_sts")
