@@ -53,7 +53,7 @@ from aoe.data.transfer import transfer_files
 from aoe.evaluate.nli_probe import probe_inputs
 from aoe.data.catalog import ALLNLI_FILE, SOURCES, dataset_splits
 from aoe.util.formats import TOKEN_CACHE_FORMAT
-from aoe.model.pooling_names import EVAL_POOLING_NAMES
+from aoe.model.pooling_names import BATCHED_EVAL_POOLING_RE, EVAL_POOLING_NAMES
 from aoe.llm_supervised import generators as llm_generators
 from aoe.results.stats import FLAG_RULE
 
@@ -176,7 +176,8 @@ wildcard_constraints:
     max_len=r"\d+",
     table="|".join(map(re.escape, built_tables(config))) or "NO_TABLES",
     evalset="|".join(map(re.escape, config["trainsets"])) or "NO_TRAINSETS",
-    eval_pooling="|".join(map(re.escape, EVAL_POOLING_NAMES)),
+    # a pooling, or an official one in SentEval batches of a named size (aoe.model.pooling_names.split_senteval_batch)
+    eval_pooling="|".join([BATCHED_EVAL_POOLING_RE, *map(re.escape, EVAL_POOLING_NAMES)]),
 
 
 def get_model_dir(wildcards):

@@ -341,6 +341,15 @@ def test_a_batch_dependent_eval_pooling_embeds_in_sentevals_batches(tables, tiny
     masked = run_sts_evaluation(tiny_bert, table_paths, manifests, tmp_path / "sts.masked.json", pooling="cls", max_length=32,
                                 device="cpu", eval_pooling="cls_avg")
     assert masked["protocol"]["pooling"] == "cls_avg" and masked["tasks"]["STS13"] != result["tasks"]["STS13"]
+    # a row may name another SentEval batch size (issue 69: which evaluation made the released AnglE-BERT's numbers)
+    four = run_sts_evaluation(tiny_bert, table_paths, manifests, tmp_path / "sts.bs4.json", pooling="cls", max_length=32,
+                              device="cpu", tasks=["STS13"], eval_pooling="cls_avg_padded-bs4")
+    assert (four["protocol"]["pooling"], four["protocol"]["batch_size"]) == ("cls_avg_padded", 4)
+    assert len(task_batches(t, "sts13", 4).batches) > len(batches)  # other batches than the 16 above
+    for batch in task_batches(t, "sts13", 4).batches:
+        u[batch] = enc.encode_batches([[t.sentence1[i] for i in batch]], max_length=32)
+        v[batch] = enc.encode_batches([[t.sentence2[i] for i in batch]], max_length=32)
+    assert four["tasks"]["STS13"]["spearman"] == pytest.approx(100 * spearmanr(cosine_rows(u, v), t["score"]).statistic, abs=1e-6)
 
 
 def test_a_released_checkpoint_takes_an_evaluation_only_pooling_as_a_trained_model_does(tables, tiny_bert, tmp_path):

@@ -102,19 +102,19 @@ def test_the_grid_tests_the_rows_the_papers_claims_are_about():
                 if p.backbone == "bert-base-uncased"}
 
     t1 = pairs("table1_sts")
-    assert t1["SimCSE (sup., SimCSE's recipe)"] == ("AoE-BERT: arXiv-era recipe (angle_arxiv, 0.1.1 eval)", "")
+    assert t1["SimCSE (sup., SimCSE's recipe, our NLI triplets)"] == ("AoE-BERT: arXiv-era recipe (angle_arxiv, 0.1.1 eval)", "")
     assert t1["SBERT (AoE recipe)"] == ("AoE-BERT: arXiv-era recipe (evaluated cls)", "")  # the CLS-scored row beside CLS
-    assert pairs("table3_transfer")["SimCSE (sup., SimCSE's recipe)"][0] == "AoE-BERT: arXiv-era recipe (angle_arxiv, 0.1.1 eval)"
+    assert pairs("table3_transfer")["SimCSE (sup., SimCSE's recipe, our NLI triplets)"][0] == "AoE-BERT: arXiv-era recipe (angle_arxiv, 0.1.1 eval)"
     assert pairs("table5_nli")["simcse_paper"][0] == "angle_arxiv"
     t2 = pairs("table2_indomain")
     for baseline in ("sbert", "simcse_sup", "AoE (the reproduction report's recipe)"):
         assert t2[baseline] == ("AoE (arXiv in-domain recipe), float gold", ""), baseline
-    assert t2["AoE (STS-B example, from the NLI model)"] == ("AoE (arXiv in-domain recipe, from BERT)", "")  # int gold both
+    assert t2["AoE loss (w 1/1) at the STS-B example's recipe, from the NLI model"] == ("AoE (arXiv in-domain recipe, from BERT)", "")  # int gold both
     # AoE Table 4: the ablations vary the 2024 recipe, which the arXiv-era cell does not train: tested against AoE's
     # 2024 row; the 2024 rows themselves are refused against the arXiv-era cell (recipe not named for Table 4)
     t4 = pairs("table4_ablation")
-    assert t4["only angle objective"] == ("AoE (2024 recipe)", "")
-    assert t4["average"] == ("AoE (2024 recipe)", "")
+    assert t4["only angle objective (2024 recipe)"] == ("AoE (2024 recipe)", "")
+    assert t4["average (2024 recipe)"] == ("AoE (2024 recipe)", "")
     assert t4["AoE (2024 recipe)"][1].startswith("no test: measured otherwise (recipe: batch_size 50 vs 2048")
     # and a table that names nothing refuses every pair measured otherwise
     spec = {**config["tables"]["table2_indomain"], "compare_across": {}}
@@ -316,3 +316,71 @@ def test_planning_refuses_a_row_set_against_a_number_measured_otherwise():
     config["tables"]["study_batch"]["compare_across"] = {}
     with pytest.raises(ConfigError, match=r"tables.study_batch.rows\[1\] \(study\): measured otherwise \(recipe: batch_size 8 vs 16"):
         check_config(config)
+
+
+def test_the_reproduction_reports_numbers_stand_beside_rows_measured_its_way():
+    """Section 3: the report's Table 3 is MTEB's classifier (C 1.0, no grid search), ours SentEval's: set against our
+    SentEval row the gate refuses it, so it is a reference row whose note says why there is no Δ. Its Table 1 trained
+    batch 512, 4e-5, 2 epochs, 100 warm-up steps: the 2024 command's aoe row is refused beside it, naming each setting,
+    and the row that carries its line (aoe_report) trains exactly those."""
+    from aoe.results.load import RESULT_COLUMNS
+    from aoe.results.tables import paper_side
+
+    config = _config(None)
+    empty = pd.DataFrame(columns=RESULT_COLUMNS)
+    t3 = config["tables"]["table3_transfer"]
+    ref3 = "reproduction_report/table3/AoE-BERT (reproduction, MTEB classifiers)"
+    table = build_table(empty, t3, rows=measured_rows(config, "table3_transfer"), name="table3_transfer")
+    assert not any(r.repro_ref for r in table.rows) and ref3 in {r.paper_ref for r in table.references}
+    assert any(n.startswith("AoE-BERT (reproduction, MTEB classifiers)") and "MTEB classifier" in n and "transfer (builtin)" in n
+               and n.endswith("so no Δ.") for n in table.notes)
+    rows = [{**r, "reproduction": ref3} if r.get("objective") == "aoe" and not r.get("eval_pooling") and r["backbone"] == "bert-base-uncased"
+            else r for r in t3["rows"]]
+    with pytest.raises(UnlikeNumbers, match=r"vs paper reproduction_report/table3/.*\(protocol: transfer \(builtin\) vs MTEB classifier"):
+        build_table(empty, {**t3, "rows": rows}, rows=measured_rows(config, "table3_transfer"), name="table3_transfer")
+
+    t1 = {r["label"]: r for r in _rows_dicts(config, "table1_sts")}
+    ref1 = "reproduction_report/table1/AoE-BERT (reproduction)"
+    ours = Measure.of(t1["AoE (2024 recipe, CLS)"]["measure"])
+    with pytest.raises(UnlikeNumbers, match=r"recipe: batch_size 2048 vs 512, epochs 10 vs 2, learning_rate 5e-05 vs 4e-05, "
+                                            r"warmup_steps 50 vs 100\)"):
+        like_for_like(ours, paper_side(ours, ref1))
+    report = Measure.of(t1["AoE (the reproduction report's NLI recipe, official angle score)"]["measure"])
+    assert like_for_like(report, paper_side(report, ref1)) == {}
+    assert config["tables"]["table1_sts"]["rows"][[r["label"] for r in _rows_dicts(config, "table1_sts")].index(
+        "AoE (the reproduction report's NLI recipe, official angle score)")]["reproduction"] == ref1
+
+
+def _rows_dicts(config: dict, table: str) -> list[dict]:
+    return [{**r, "label": r["label"] or r["objective"]} for r in measured_rows(config, table)]
+
+
+def test_each_ablation_row_names_its_base_and_is_tested_within_it():
+    """Section 3: AoE Table 4's AoE / cls / seed rows are the released arXiv AnglE-BERT or the arXiv-era cell, its
+    ablations vary the 2024 recipe: each trained row's label names its base, and every t-test pair shares a recipe."""
+    config = _config(None)
+    spec = config["tables"]["table4_ablation"]
+    assert "recipe" not in (spec.get("compare_across") or {})
+    rows = _rows(config, "table4_ablation")
+    for row in rows:
+        if row.objective != RELEASED:
+            assert ("2024 recipe" in row.label) != ("arXiv-era recipe" in row.label), row.label
+    pairs = [p for p in ttest_pairs(rows, spec, "table4_ablation") if not p.refused and p.baseline.objective not in (PRETRAINED, RELEASED)]
+    assert pairs and all(p.treatment.measure.recipe == p.baseline.measure.recipe for p in pairs)
+
+
+def test_a_released_checkpoint_is_scored_in_each_candidate_evaluation():
+    """Section 4: the released AnglE-BERT's 82.37 and 82.43 cannot come from one evaluation: evaluation-only rows score
+    CLS and 0.1.1's padded cls_avg at SentEval's other official batch sizes (a -bs<N> name), each its own pooling."""
+    from aoe.model.pooling_names import split_senteval_batch
+
+    assert split_senteval_batch("cls_avg_padded-bs32") == ("cls_avg_padded", 32)
+    assert split_senteval_batch("cls_avg_padded") == ("cls_avg_padded", None)
+    with pytest.raises(ValueError, match="official arithmetic that depends on the batch"):
+        split_senteval_batch("cls_avg-bs16")  # masked: the batch changes nothing
+    config = _config(None)
+    rows = [r for r in measured_rows(config, "released") if r["trainsets"] == ["angle-bert-base-nli-v1"]]
+    assert [r["measure"]["pooling"] for r in rows] == ["cls_avg_padded", "cls_avg", "cls", "cls_avg_padded-bs32", "cls_avg_padded-bs2",
+                                                       "cls_avg_batchsum"]
+    spec = config["tables"]["released"]
+    assert [r.get("paper") for r in spec["rows"][:6]].count(None) == 5  # only the 0.1.1 eval.py row has a Δ

@@ -300,4 +300,8 @@ def test_the_import_light_pooling_names_are_the_models():
     train = schema["$defs"]["train"]["properties"]
     assert [p for p in train["eval_pooling"]["enum"] if p] == list(EVAL_POOLING_NAMES)
     row = schema["properties"]["tables"]["additionalProperties"]["properties"]["rows"]["items"]["properties"]
-    assert row["eval_pooling"]["enum"] == list(EVAL_POOLING_NAMES)
+    # a row's: a pooling, or an official one in SentEval batches of a named size (issue 69), the wildcard's pattern
+    from aoe.model.pooling_names import BATCHED_EVAL_POOLING_RE
+
+    names, batched = row["eval_pooling"]["anyOf"]
+    assert names["enum"] == list(EVAL_POOLING_NAMES) and batched["pattern"] == f"^{BATCHED_EVAL_POOLING_RE}$"

@@ -250,7 +250,7 @@ OBJECTIVE_LABELS = {
     "aoe_from_bert": "AoE from BERT",
     "angle_arxiv": "AnglE",
     "sbert_paper": "SBERT (SBERT's recipe)",
-    "simcse_paper": "SimCSE (sup., SimCSE's recipe)",
+    "simcse_paper": "SimCSE (sup., SimCSE's recipe, our NLI triplets)",
     "cosent": "CoSENT",
     "sbert": "SBERT",
     "simcse_sup": "SimCSE (sup.)",

@@ -99,10 +99,11 @@ def run_sts_evaluation(
     eval.py does (:func:`aoe.model.prompts.official_eval_text`).
     """
     start = time.perf_counter()
+    eval_pooling, senteval_batch = _senteval_batch(eval_pooling)
     eval_pooling = scoring_pooling(model_dir, eval_pooling) or eval_pooling
     if backend == "senteval":
         return _run_senteval_suite("sts", model_dir, downstream, out, tasks, "test", pooling, batch_size, max_length, cell, device, start, prompt, eval_text,
-                                   eval_pooling)
+                                   eval_pooling, senteval_batch)
     if backend != "builtin":
         raise ValueError(f"evaluation.backend must be builtin or senteval, got {backend!r}")
     by_dataset = {}
@@ -121,7 +122,7 @@ def run_sts_evaluation(
         from aoe.model.encoder import Encoder
 
         encoder, cache = Encoder(model_dir, pooling=pooling, device=device, prompt=prompt, eval_text=eval_text, eval_pooling=eval_pooling), None
-        batch_size = official_eval_batch_size(eval_pooling)
+        batch_size = senteval_batch or official_eval_batch_size(eval_pooling)
         result = evaluate_sts_in_senteval_batches(
             lambda batches: encoder.encode_batches(batches, max_length=max_length), task_tables, batch_size, tasks=wanted)
     else:
@@ -242,6 +243,14 @@ def scoring_pooling(model_dir, eval_pooling: str | None) -> str | None:
     return trained if trained in BATCH_DEPENDENT_POOLINGS else None
 
 
+def _senteval_batch(eval_pooling: str | None) -> tuple[str | None, int | None]:
+    """(pooling, SentEval batch size) of an eval_pooling that may name its batch (``cls_avg_padded-bs32``:
+    :func:`aoe.model.pooling_names.split_senteval_batch`); (eval_pooling, None) otherwise: the official script's size."""
+    from aoe.model.pooling_names import split_senteval_batch
+
+    return split_senteval_batch(eval_pooling) if eval_pooling else (eval_pooling, None)
+
+
 def official_eval_batch_size(pooling: str, mode: str = "test") -> int:
     """The SentEval batch size of the official evaluation script of a batch-dependent pooling's release in
     SentEval ``mode`` (test: 0.1.1's fcb6223 eval.py 16, 0.4.6's 1c5515b examples/NLI/eval_nli.py 2;
@@ -286,7 +295,7 @@ def cached_encoder(model_dir, pooling, batch_size, max_length, cache_root, devic
 
 
 def _run_senteval_suite(suite, model_dir, downstream, out, tasks, mode, pooling, batch_size, max_length, cell, device, start, prompt=None, eval_text="raw",
-                        eval_pooling=None):
+                        eval_pooling=None, senteval_batch=None):
     """sts.json or transfer.json from SimCSE's SentEval itself, through the same encoder (no cache).
 
     ``eval_pooling``: as the builtin protocol's. A batch-dependent one embeds each batcher call of SentEval as
@@ -305,16 +314,17 @@ def _run_senteval_suite(suite, model_dir, downstream, out, tasks, mode, pooling,
         from aoe.evaluate.transfer import TASKS as SUITE_TASKS
     wanted = [t for t in SUITE_TASKS if tasks is None or t in tasks]
     encoder = Encoder(model_dir, pooling=pooling, device=device, prompt=prompt, eval_text=eval_text, eval_pooling=eval_pooling)
-    senteval_batch = None
     if eval_pooling in BATCH_DEPENDENT_POOLINGS:
         if suite == "sts":
             raise ValueError(f"eval_pooling {eval_pooling!r} depends on the batch, and SimCSE's SentEval (evaluation.backend "
                              "senteval) orders STS12-16 otherwise than the official copy: use evaluation.backend builtin")
-        senteval_batch = official_eval_batch_size(eval_pooling, mode)
+        senteval_batch = senteval_batch or official_eval_batch_size(eval_pooling, mode)
 
         def encode(texts):
             return encoder.encode_batches([texts], max_length=max_length)  # SentEval's batch, one pass
     else:
+        senteval_batch = None
+
         def encode(texts):
             return encoder.encode(texts, batch_size=batch_size, max_length=max_length)
     raw = se.run_senteval(encode, wanted, downstream, mode, batch_size=senteval_batch)
@@ -430,10 +440,11 @@ def run_transfer_evaluation(
     if backend == "senteval" and max_rows is not None:
         raise ValueError("evaluation.transfer.max_rows: SimCSE's SentEval (evaluation.backend senteval) reads every sample; "
                          "set max_rows null or evaluation.backend builtin")
+    eval_pooling, senteval_batch = _senteval_batch(eval_pooling)
     eval_pooling = scoring_pooling(model_dir, eval_pooling) or eval_pooling
     if backend == "senteval":
         return _run_senteval_suite("transfer", model_dir, downstream, out, tasks, mode, pooling, batch_size, max_length, cell, device, start, prompt,
-                                   eval_text, eval_pooling)
+                                   eval_text, eval_pooling, senteval_batch)
     if backend != "builtin":
         raise ValueError(f"evaluation.backend must be builtin or senteval, got {backend!r}")
     root = resolve_transfer_root(downstream)
@@ -449,7 +460,7 @@ def run_transfer_evaluation(
 
         encoder, cache = Encoder(model_dir, pooling=pooling, device=device, prompt=prompt, eval_text=eval_text, eval_pooling=eval_pooling), None
         result = evaluate_transfer_in_senteval_batches(lambda batches: encoder.encode_batches(batches, max_length=max_length),
-                                                       official_eval_batch_size(eval_pooling, mode), wanted, mode=mode, data=data)
+                                                       senteval_batch or official_eval_batch_size(eval_pooling, mode), wanted, mode=mode, data=data)
     else:
         encoder, encode, cache = cached_encoder(model_dir, pooling, batch_size, max_length, cache_root, device, prompt=prompt,
                                                 eval_text=eval_text, eval_pooling=eval_pooling)

@@ -17,3 +17,24 @@ OFFICIAL_POOLING_NAMES = ("cls_avg_padded", "avg_padded", "max_padded", "last_po
 EVAL_POOLING_NAMES = TRAIN_POOLINGS + OFFICIAL_POOLING_NAMES
 # what a cell may train with (objectives.<name>.pooling, backbones.<name>.pooling)
 TRAINABLE_POOLINGS = EVAL_POOLING_NAMES
+
+# An evaluation-only variant row may score an official arithmetic in SentEval batches of another size than the
+# one its release's script used in --mode test (aoe.evaluate.senteval_batches.OFFICIAL_MODE_BATCH_SIZES):
+# "<pooling>-bs<N>", e.g. cls_avg_padded-bs32. Which evaluation made the released AnglE-BERT's 82.37 and ACL's 82.43
+# is not settled (issue 69 §4; config.yaml tables.released): its variant rows score the candidates.
+SENTEVAL_BATCH_SEP = "-bs"
+# the wildcard pattern of such a name (rules/common.smk), and the schema's (schemas/config.schema.yaml)
+BATCHED_EVAL_POOLING_RE = "(?:" + "|".join(OFFICIAL_POOLING_NAMES) + ")" + SENTEVAL_BATCH_SEP + "[1-9][0-9]*"
+
+
+def split_senteval_batch(name: str) -> tuple[str, int | None]:
+    """(pooling, SentEval batch size) of an evaluation pooling name: ``cls_avg_padded-bs32`` -> (cls_avg_padded, 32);
+    a name without the suffix -> (name, None), its release's script's batch size. ValueError for a suffix on a
+    pooling that does not depend on the batch (a masked one embeds each text alone: the batch changes nothing)."""
+    base, sep, size = name.rpartition(SENTEVAL_BATCH_SEP)
+    if not sep or not size.isdigit():
+        return name, None
+    if base not in OFFICIAL_POOLING_NAMES or int(size) < 1:
+        raise ValueError(f"eval_pooling {name!r}: a SentEval batch size ({SENTEVAL_BATCH_SEP}<N>, N >= 1) is given only to an "
+                         f"official arithmetic that depends on the batch ({', '.join(OFFICIAL_POOLING_NAMES)})")
+    return base, int(size)

@@ -38,7 +38,7 @@ import yaml
 
 from aoe.config.hparams import EVERY_OBJECTIVE, NOT_SET, YAML_LOADER, lookup, objective_base, read_yaml, schema_default
 from aoe.config.table_kinds import table_kind
-from aoe.model.pooling_names import OFFICIAL_POOLING_NAMES, POOLER_POOLINGS
+from aoe.model.pooling_names import OFFICIAL_POOLING_NAMES, POOLER_POOLINGS, split_senteval_batch
 from aoe.config.workflow import (
     EVAL_POOLING_SUITES,
     PRETRAINED,
@@ -650,7 +650,7 @@ def _check_like_for_like(config: dict, name: str, table: dict) -> None:
     fails now, naming the key."""
     from aoe.config.measures import measured_rows
     from aoe.results.likeness import Measure, UnlikeNumbers, like_for_like
-    from aoe.results.tables import paper_measure, row_paper_refs
+    from aoe.results.tables import paper_side, row_paper_refs
 
     rows = measured_rows(config, name)
     allowed = table.get("compare_across") or {}
@@ -659,7 +659,7 @@ def _check_like_for_like(config: dict, name: str, table: dict) -> None:
             for i, (row, ref) in enumerate(zip(rows, row_paper_refs(table, rows, key))):
                 if ref:
                     ours = Measure.of(row["measure"])
-                    like_for_like(ours, Measure.of({**ours.as_dict(), **paper_measure(ref)}), allowed,
+                    like_for_like(ours, paper_side(ours, ref), allowed,
                                   f"tables.{name}.rows[{i}] ({key}: {ref})")
         if table.get("study"):
             for i, row in enumerate(rows[1:], 1):
@@ -703,7 +703,11 @@ def _check_eval_pooling(config: dict, where: str, kind_name: str, row: TableRow)
                 raise ConfigError(f"{where}.eval_pooling: {row.eval_pooling!r} is checkpoint {ts!r}'s own pooling "
                                   f"(released.checkpoints.{ts}.pooling), which the row without eval_pooling scores; "
                                   "drop the key or name another pooling")
-    if suite == "sts" and row.eval_pooling in OFFICIAL_POOLING_NAMES and config["evaluation"]["backend"] == "senteval":
+    try:
+        scored, _ = split_senteval_batch(row.eval_pooling)
+    except ValueError as err:
+        raise ConfigError(f"{where}.{err}") from None
+    if suite == "sts" and scored in OFFICIAL_POOLING_NAMES and config["evaluation"]["backend"] == "senteval":
         raise ConfigError(f"{where}.eval_pooling: {row.eval_pooling!r} depends on the batch, and evaluation.backend senteval "
                           "(SimCSE's SentEval) batches STS12-16 in another order than the official copy "
                           "(aoe.evaluate.senteval_batches); set evaluation.backend builtin or drop the key")

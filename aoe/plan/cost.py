@@ -13,7 +13,7 @@ grid's: the cell's train set, epochs or max_steps, batch and max_length, as the 
   BERT-sized backbones not in Appendix D (MiniLM-L6, Gemma 3 270M) are costed as BERT-base (an upper bound);
 * a multi-GPU job scales perfectly: its wall time is its GPU-hours over its GPUs.
 
-``bench/cluster_cost.py`` prints a target's whole table (evaluations and disk too, at both speeds).
+``bench/gpu/cluster_cost.py`` prints a target's whole table (evaluations and disk too, at both speeds).
 ``runtime: auto`` (``backbones.<b>.resources``) sizes each training's time limit from its estimate, times a margin
 (:data:`MEASURED_MARGIN`, :data:`PAPER_MARGIN`); a training a time limit stops saves a checkpoint and resumes from
 it on the profile's retry (docs/reliability.md).

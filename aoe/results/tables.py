@@ -62,6 +62,7 @@ __all__ = [
     "kind_columns",
     "load_paper_numbers",
     "paper_measure",
+    "paper_side",
     "paper_reference",
     "render_table",
     "row_label",
@@ -161,9 +162,11 @@ def paper_reference(
     return f"{parts[-1]} (paper: {source})", pick(values), pick(stds if isinstance(stds, dict) else {})
 
 
-def paper_measure(ref: str, numbers_file: str | Path | None = None) -> dict[str, str]:
+def paper_measure(ref: str, numbers_file: str | Path | None = None) -> dict:
     """What a paper number was measured under, where paper_numbers.yaml says (its entry's ``measured``: ``"*"`` for
-    every row, else the row's path after the entry key, e.g. ``AoE`` or ``table2/AoE-BERT (reproduction)``)."""
+    every row, else the row's path after the entry key, e.g. ``AoE`` or ``table2/AoE-BERT (reproduction)``). Each field
+    a string, but ``recipe``: the settings the source states, ``{train set: {setting: value}}``, which
+    :func:`paper_side` lays over the row's own recipe (a source never states every setting of ours)."""
     parts = ref.split("/")
     entry = load_paper_numbers(numbers_file).get(parts[0])
     measured = (entry.get("measured") or {}) if isinstance(entry, dict) else {}
@@ -172,17 +175,41 @@ def paper_measure(ref: str, numbers_file: str | Path | None = None) -> dict[str,
     if unknown:
         raise KeyError(f"paper_numbers.yaml {parts[0]}.measured: unknown field(s) {', '.join(sorted(unknown))}; "
                        f"the fields are {', '.join(FIELDS)}")
-    return {k: str(v) for k, v in out.items()}
+    recipe = out.get("recipe")
+    if recipe is not None and not (isinstance(recipe, dict) and all(isinstance(v, dict) for v in recipe.values())):
+        raise KeyError(f"paper_numbers.yaml {parts[0]}.measured[{'/'.join(parts[1:])!r}].recipe: give the settings the "
+                       "source states as {train set: {setting: value}} (aoe.config.measures.RECIPE_KEYS)")
+    return {k: (v if k == "recipe" else str(v)) for k, v in out.items()}
+
+
+def paper_side(ours: Measure, ref: str, numbers_file: str | Path | None = None) -> Measure:
+    """The measure of paper number ``ref`` as set against a row of ours measured ``ours``: what paper_numbers.yaml
+    records (:func:`paper_measure`), else what the row claims by setting itself against that number (its own field).
+    A recorded recipe states some settings: the row's recipe with those replaced, so the gate names exactly the
+    stated settings the row does not train (a row not trained by us, as downloaded or released, differs whole)."""
+    recorded = paper_measure(ref, numbers_file)
+    stated = recorded.pop("recipe", None)
+    fields = {**ours.as_dict(), **recorded}
+    if stated is not None:
+        try:
+            own = json.loads(ours.recipe)
+        except ValueError:
+            own = None
+        if not isinstance(own, dict):
+            own = {}
+        for trainset, settings in stated.items():
+            own[trainset] = {**(own.get(trainset) or {}), **settings}
+        fields["recipe"] = json.dumps(own, sort_keys=True, default=str)
+    return Measure.of(fields)
 
 
 def _gate_paper(table: "Table", row: "Row", ref: str, numbers_file: str | Path | None) -> None:
     """Refuse a Δ between a row of ours and a paper number measured otherwise (:func:`aoe.results.likeness.like_for_like`):
-    the paper side is what paper_numbers.yaml records (:func:`paper_measure`), else what the row's config claims by
-    setting it against that number (its own measure). A row built without its measure (a table by hand) is not gated."""
+    the paper side is :func:`paper_side`. A row built without its measure (a table by hand) is not gated."""
     if row.measure == Measure():
         return
-    paper = Measure.of({**row.measure.as_dict(), **paper_measure(ref, numbers_file)})
-    like_for_like(row.measure, paper, table.compare_across, f"tables.{table.name}: {row.label} vs paper {ref}")
+    like_for_like(row.measure, paper_side(row.measure, ref, numbers_file), table.compare_across,
+                  f"tables.{table.name}: {row.label} vs paper {ref}")
 
 
 # ---------------------------------------------------------------------------
@@ -558,6 +585,13 @@ def build_table(
                 paper_label=label, paper=values, paper_std=stds, reference=True,
                 paper_backbone=paper_backbone, paper_objective=paper_objective)
         )
+    # a reference row measured under another protocol than ours (paper_numbers.yaml `measured`): why it has no Δ
+    ours_protocols = list(dict.fromkeys(r.measure.protocol for r in table.rows if r.measure.protocol))
+    for ref_row in table.references:
+        theirs = paper_measure(ref_row.paper_ref, numbers_file).get("protocol")
+        if theirs and ours_protocols and theirs not in ours_protocols:
+            table.notes.append(f"{ref_row.label}: measured under {theirs}; ours under {', '.join(ours_protocols)}: "
+                               "no row of ours is measured its way, so no Δ.")
     # the reference rows in the order the numbers file holds them (the paper's order of tables, groups and rows),
     # whichever list named them (paper_reference, a `paper` entry no row of ours takes, the grid's rows), so each
     # heading is printed once
