@@ -376,7 +376,7 @@ DOCS_COUNTS = {
               ("docs/configuration.md", r"it prints every job \(([\d,]+) lines\)")],
     "table2": [("README.md", r"\(`snakemake -n table2`: [^)]*: ([\d,]+) trainings in ([\d,]+) jobs")],
     # issue 71: docs/cluster.md's counts of the grid (its cost table's `all` row: trainings)
-    "cluster": [("docs/cluster.md", r"Now ([\d,]+) trainings in ([\d,]+) jobs"),
+    "cluster": [("docs/cluster.md", r"now ([\d,]+) trainings in ([\d,]+) jobs"),
                 ("docs/cluster.md", r"\| `all` \| ([\d,]+) \|")],
 }
 
