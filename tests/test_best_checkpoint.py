@@ -19,6 +19,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+import aoe.training.selection
 import aoe.training.train
 from aoe.config.workflow import ConfigError
 from aoe.model.tokens import build_token_cache
@@ -68,7 +69,7 @@ def _script(monkeypatch, scores=SCORES) -> dict[int, dict]:
         seen[epoch] = {k: v.detach().to("cpu", copy=True) for k, v in encoder.state_dict().items()}
         return scores[epoch]
 
-    monkeypatch.setattr(aoe.training.train, "_validation_spearman", scripted)
+    monkeypatch.setattr(aoe.training.selection, "validation_spearman", scripted)
     return seen
 
 
@@ -285,14 +286,14 @@ def test_a_finished_best_run_is_restored_with_its_selection(data, tmp_path, monk
 def test_another_selection_table_is_another_run(data, tmp_path):
     base = {"train": {"lr": 1.0, "select_checkpoint": "best", "select_split": SPLIT}}
     other = random_pairs_table(tmp_path / "other.parquet", 2, 30)
-    assert aoe.training.train._with_selection(base, data["dev"]) != aoe.training.train._with_selection(base, other)
+    assert aoe.training.selection.with_selection(base, data["dev"]) != aoe.training.selection.with_selection(base, other)
 
 
 # ---- last: as before -----------------------------------------------------------------------------
 
 
 def test_last_scores_nothing_and_records_as_before(data, tmp_path, monkeypatch):
-    monkeypatch.setattr(aoe.training.train, "_validation_spearman", lambda run: pytest.fail("scored under last"))
+    monkeypatch.setattr(aoe.training.selection, "validation_spearman", lambda run: pytest.fail("scored under last"))
     out = tmp_path / "seed0"
     summary = _train(data, out, select=False, checkpoint_every=6)
     record = _record(out)

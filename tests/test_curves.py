@@ -26,7 +26,8 @@ import aoe.training.train
 from aoe.config.workflow import ConfigError
 from aoe.model.tokens import build_token_cache
 from aoe.training.checkpoints import FINAL, checkpoint_dir
-from aoe.training.train import CURVES_DIR, TrainConfig, curve_scalars, train
+from aoe.training.curves import CURVES_DIR, curve_scalars
+from aoe.training.train import TrainConfig, train
 from tests.train_utils import random_pairs_table
 from tests.workflow_utils import REPO, copy_workflow, dry_run_jobs, job_counts, snakemake
 

@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from aoe.evaluate.sts import TASKS
-from aoe.training.train import CURVES_DIR
+from aoe.training.curves import CURVES_DIR
 from tests.forkserver import forked_snakemake
 from tests.test_curves import _assert_mirrors, _metrics
 from tests.workflow_utils import CI_CONFIGFILES, REPO, TINY_OVERLAY, edited, job_counts, needs_mirror

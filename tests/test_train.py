@@ -17,6 +17,7 @@ import torch
 from safetensors.torch import load_file
 from transformers import AutoTokenizer
 
+import aoe.training.finetuning
 import aoe.training.train
 from aoe.losses import Objective, get_objective
 from aoe.model.encoder import Encoder
@@ -269,7 +270,7 @@ def test_global_detached_back_propagates_as_simcse():
     computes the whole batch's loss on the gathered embeddings, the others' slices without gradient; DDP's mean of
     their gradients is the whole loss's gradient / 4 (global's all-gather with gradients gives the whole one).
     detached_processes 4 scales the loss so one process (or 2) makes that same update."""
-    from aoe.training.train import detached_loss_scale, splice_local
+    from aoe.training.gathers import detached_loss_scale, splice_local
 
     torch.manual_seed(0)
     n, local, h = 4, 3, 6
@@ -309,8 +310,8 @@ def test_eval_base_dtype_is_checked_before_training():
 def test_one_process_trains_the_same_with_either_pool(data, tmp_path, monkeypatch):
     """With one process a slice is the whole micro-batch: process and global give the same bits;
     only global goes through the all-gather."""
-    gathers, gather = [], aoe.training.train._gather_with_grad
-    monkeypatch.setattr(aoe.training.train, "_gather_with_grad", lambda *a: gathers.append(a[0].shape) or gather(*a))
+    gathers, gather = [], aoe.training.train.gather_with_grad
+    monkeypatch.setattr(aoe.training.train, "gather_with_grad", lambda *a: gathers.append(a[0].shape) or gather(*a))
     weights, metrics, calls = {}, {}, {}
     for pool in ("process", "global"):
         gathers.clear()
@@ -340,13 +341,13 @@ def restore_determinism():
 def test_deterministic_runs_are_bit_identical(data, tmp_path, monkeypatch, restore_determinism):
     assert not torch.are_deterministic_algorithms_enabled()
     # the switch must be on before the model is built (cuBLAS reads its workspace setting once)
-    at_load, load = [], aoe.training.train._Full.load_encoder
+    at_load, load = [], aoe.training.finetuning.Full.load_encoder
 
     def recording_load(self, *args):
         at_load.append(torch.are_deterministic_algorithms_enabled())
         return load(self, *args)
 
-    monkeypatch.setattr(aoe.training.train._Full, "load_encoder", recording_load)
+    monkeypatch.setattr(aoe.training.finetuning.Full, "load_encoder", recording_load)
     for name in ("a", "b"):
         _run(data, tmp_path / name, deterministic=True, max_steps=3)
     assert at_load == [True, True]

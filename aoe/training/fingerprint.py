@@ -38,7 +38,10 @@ PACKAGE_ROOT = Path(__file__).resolve().parents[2]
 # (directly or through these) that is in neither this list nor OUTSIDE_THE_FINGERPRINT.
 TRAINING_CODE = (
     "aoe/losses/",  # the objective: every loss function and their composition
-    "aoe/training/train.py",  # the step: batches, micro-batches, gathering, optimizer, schedule, clipping
+    "aoe/training/train.py",  # the step: batches, micro-batches, optimizer, schedule, clipping
+    "aoe/training/gathers.py",  # what the processes share: the gathered embeddings, the detached loss scale
+    "aoe/training/finetuning.py",  # what trains (the transformer or adapters) and what a checkpoint keeps
+    "aoe/training/selection.py",  # select_checkpoint best: which epoch's weights the model folder holds
     "aoe/model/encoder.py",  # the model's forward (embed, length buckets) and the loading of a base (QLoRA)
     "aoe/model/pooling.py",  # the poolings
     "aoe/model/pooling_names.py",  # which pooling needs the pooler or the first layer
@@ -61,6 +64,7 @@ OUTSIDE_THE_FINGERPRINT = {
     "aoe/training/checkpoints.py": "saves and restores the state of the same identity (bit for bit: tests/test_train_engine.py)",
     "aoe/training/fingerprint.py": "this module",
     "aoe/training/interruption.py": "records that a signal stopped a run, and its exit status",
+    "aoe/training/curves.py": "draws metrics.jsonl as TensorBoard curves",
     "aoe/util/othertrees.py": "finds the same result in another results tree; what is taken from there has this identity",
     "aoe/util/formats.py": "on-disk format versions (the token cache's is in its cache.json)",
     "aoe/util/fsutil.py": "writes files atomically",

@@ -15,12 +15,14 @@ Import-light (no torch): the Snakefile imports it at every planning.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 
 from aoe.util.jsonio import write_json_atomic
 
-__all__ = ["INTERRUPTED", "RESUMABLE_EXIT", "clear_interrupted", "interruption_line", "mark_interrupted", "read_interrupted"]
+__all__ = ["INTERRUPTED", "RESUMABLE_EXIT", "clear_interrupted", "interruption_line", "mark_interrupted", "read_interrupted",
+           "stop_on_signals"]
 
 RESUMABLE_EXIT = 75
 INTERRUPTED = "interrupted.json"
@@ -50,3 +52,32 @@ def interruption_line(what: str, record: dict) -> str:
     """The one line that says what happened to the training ``what`` and what to do."""
     return (f"{what}: interrupted ({record['signal']}) at step {record['step']} of {record['total']}, "
             f"checkpoint {record['checkpoint']}: rerun the same command to resume from it")
+
+
+@contextlib.contextmanager
+def stop_on_signals():
+    """Which of SIGTERM or SIGINT arrived (None: neither), for the loop to save a checkpoint after the step it is in.
+
+    SIGTERM: SLURM's time limit and ``scancel`` (SIGKILL follows after the cluster's KillWait);
+    SIGINT: Ctrl-C, which reaches the job too (Snakemake's process group). Both used to end the
+    job mid-step and lose every step since the last ``checkpoint_every``. A second Ctrl-C stops at once.
+    """
+    import signal
+    import threading
+
+    arrived: list[str] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield arrived  # signal handlers belong to the main thread
+        return
+
+    def on_signal(signum, frame):
+        if signum == signal.SIGINT and arrived:
+            raise KeyboardInterrupt
+        arrived.append(signal.Signals(signum).name)
+
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield arrived
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)

@@ -17,7 +17,7 @@ Each run writes, into ``results/models/{backbone}/{objective}/{trainset}/seed{se
     metrics.jsonl                                     every ``log_every`` steps: the loss and its components (means
                                                       over those steps), lr, gradient norm and pairs/s
                                                       (select_checkpoint best: each epoch end's validation Spearman)
-    tensorboard/events.out.tfevents.*                 the same numbers as TensorBoard curves (:func:`curve_scalars`)
+    tensorboard/events.out.tfevents.*                 the same numbers as TensorBoard curves (:func:`aoe.training.curves.curve_scalars`)
     modules.json, sentence_bert_config.json, ...      sentence-transformers files (aoe.model.interop)
 
 The folder appears only when training finished: it is assembled in a temporary
@@ -88,29 +88,30 @@ import contextlib
 import hashlib
 import json
 import os
-import shutil
 import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import ClassVar
 
 import torch
 
-from aoe.config.hparams import OFF_DEFAULTS, TrainSettings
-from aoe.data.contracts import check_score_range, read_table
-from aoe.data.io import DataError, sha256_file
+from aoe.config.hparams import TrainSettings
+from aoe.data.contracts import check_score_range
 from aoe.losses import Objective, get_objective
 from aoe.losses.objectives import FORMATS
-from aoe.model.encoder import EVAL_DTYPES, avoid_cudnn_attention, embed, embed_bucketed, pad_ids
-from aoe.model.lora import FINETUNES, QLORA_COMPUTE_DTYPES, build_lora_model, quantization_settings, relative_base, trainable_names
+from aoe.model.encoder import EVAL_DTYPES, avoid_cudnn_attention, embed_bucketed, pad_ids
+from aoe.model.lora import FINETUNES, QLORA_COMPUTE_DTYPES
 from aoe.model.pooling import BATCH_DEPENDENT_POOLINGS, EVAL_POOLINGS, NEEDS_POOLER
 from aoe.model.prompts import check_prompt
-from aoe.model.tokens import ensure_pad_token, load_token_cache, tokenize_texts
+from aoe.model.tokens import ensure_pad_token, load_token_cache
 from aoe.training import checkpoints
 from aoe.training.checkpoints import checkpoint_dir
 from aoe.training.fingerprint import fingerprint_of
-from aoe.training.interruption import RESUMABLE_EXIT, clear_interrupted, mark_interrupted
+from aoe.training.curves import Curves
+from aoe.training.finetuning import Full, LoRA, finetuning_of
+from aoe.training.gathers import agreed, detached_loss_scale, gather_detached, gather_with_grad
+from aoe.training.interruption import RESUMABLE_EXIT, clear_interrupted, mark_interrupted, stop_on_signals
+from aoe.training.selection import Selection, keep_best, select_at, with_selection
 from aoe.util.fsutil import atomic_dir
 from aoe.util.provenance import git_commit, library_versions
 
@@ -279,185 +280,12 @@ class _Trainee(torch.nn.Module):
         return pooled.float().view(b, k, -1)  # (b, K, H)
 
 
-def _gather_with_grad(x: torch.Tensor, num_processes: int) -> torch.Tensor:
-    if num_processes == 1:
-        return x
-    from torch.distributed.nn.functional import all_gather
-
-    return torch.cat(all_gather(x.contiguous()), dim=0)
-
-
-def splice_local(parts: list[torch.Tensor], local: torch.Tensor, rank: int) -> torch.Tensor:
-    """The gathered slices in process order with this process's own ``local`` in place of its copy: the
-    others carry no gradient, ``local`` its graph (SimCSE simcse/models.py:186-192, ``z1_list[rank] = z1``)."""
-    if not 0 <= rank < len(parts):
-        raise ValueError(f"rank {rank} outside the {len(parts)} gathered slices")
-    return torch.cat([local if i == rank else p.detach() for i, p in enumerate(parts)], dim=0)
-
-
-def _gather_detached(x: torch.Tensor, num_processes: int, rank: int) -> torch.Tensor:
-    """SimCSE's all-gather (simcse/models.py:170-192): torch.distributed.all_gather, which records no
-    gradient, then this process's own slice spliced back with its graph (:func:`splice_local`)."""
-    if num_processes == 1:
-        return x
-    import torch.distributed as dist
-
-    parts = [torch.zeros_like(x) for _ in range(num_processes)]
-    dist.all_gather(parts, x.contiguous())
-    return splice_local(parts, x, rank)
-
-
-def detached_loss_scale(cfg: TrainConfig, num_processes: int) -> float:
-    """The factor on the loss a process back-propagates under ``global_detached`` with ``detached_processes``
-    P: its gradient reaches its own texts only and DDP averages the n processes, so the update is the
-    whole loss's gradient / n; times n / P it is SimCSE's gradient / P (1 where n = P, or for any other pool)."""
-    if cfg.in_batch_pool != "global_detached" or not cfg.detached_processes:
-        return 1.0
-    return num_processes / cfg.detached_processes
-
-
-@dataclass(frozen=True)
-class _Full:
-    """Full fine-tuning: the whole transformer trains, is checkpointed, resumed and saved.
-
-    :class:`_LoRA` answers the same five questions for adapters (how the encoder is loaded,
-    what a checkpoint keeps, how strictly it is resumed, what aoe_config.json adds, what the best
-    epoch's copy holds under ``select_checkpoint: best``): every
-    difference between the two lives in these two classes, so the stages never ask which
-    one they run.
-    """
-
-    cfg: TrainConfig
-    partial_resume: ClassVar[bool] = False  # a checkpoint holds every weight
-
-    def load_encoder(self, backbone_dir, init_dir, device) -> torch.nn.Module:
-        """The backbone's transformer, or ``init_dir``'s (a trained start)."""
-        from transformers import AutoModel
-
-        encoder = AutoModel.from_pretrained(init_dir or backbone_dir)
-        if self.cfg.gradient_checkpointing:
-            encoder.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-        return encoder
-
-    def hook_checkpoints(self, accelerator) -> None:
-        pass
-
-    def record(self, out_dir: Path, backbone_dir) -> dict:
-        """What aoe_config.json adds beside the common fields."""
-        return {}
-
-    def kept_weights(self, encoder: torch.nn.Module) -> dict[str, torch.Tensor]:
-        """A copy (CPU) of what the model folder saves: the whole transformer."""
-        return {k: v.detach().to("cpu", copy=True) for k, v in encoder.state_dict().items()}
-
-
-@dataclass(frozen=True)
-class _LoRA:
-    """LoRA and QLoRA: adapters train over a frozen (quantized) base, reloaded from the backbone folder."""
-
-    cfg: TrainConfig
-    partial_resume: ClassVar[bool] = True  # a checkpoint holds the trainable parameters only
-
-    def load_encoder(self, backbone_dir, init_dir, device) -> torch.nn.Module:
-        """The backbone with fresh adapters; ``init_dir`` is always None (TrainConfig refuses init here)."""
-        # each process holds its own (quantized) copy on its own device, as QLoRA under DDP does
-        cfg = self.cfg
-        return build_lora_model(
-            backbone_dir, cfg.finetune, cfg.lora, cfg.mixed_precision, cfg.gradient_checkpointing, device, cfg.qlora_compute_dtype
-        )
-
-    def hook_checkpoints(self, accelerator) -> None:
-        # A checkpoint holds what trains (adapters, head): the frozen base is reloaded from the
-        # backbone folder, bit for bit, and would cost GBs per checkpoint for LLaMA-2.
-        def _trainable_only(models, weights, output_dir):
-            for model, state in zip(models, weights):
-                keep = trainable_names(model)
-                for name in [k for k in state if k not in keep]:
-                    del state[name]
-
-        accelerator.register_save_state_pre_hook(_trainable_only)
-
-    def record(self, out_dir: Path, backbone_dir) -> dict:
-        """What aoe_config.json adds: peft saved the adapter only, the base is found from here."""
-        cfg = self.cfg
-        return {
-            "base_model": relative_base(out_dir, backbone_dir),
-            "quantization": quantization_settings(cfg.finetune, cfg.mixed_precision, cfg.qlora_compute_dtype),
-            "lora": cfg.lora,
-        }
-
-    def kept_weights(self, encoder: torch.nn.Module) -> dict[str, torch.Tensor]:
-        """A copy (CPU) of the adapters: the frozen base is the backbone's, as in a checkpoint."""
-        # the parameters, not state_dict(): that would also pack every 4-bit base layer's quantization state
-        return {n: p.detach().to("cpu", copy=True) for n, p in encoder.named_parameters() if p.requires_grad}
-
-
-def _finetuning(cfg: TrainConfig) -> _Full | _LoRA:
-    return _Full(cfg) if cfg.finetune == "full" else _LoRA(cfg)
-
-
-class _Selection:
-    """``select_checkpoint: best``: the validation pairs, each epoch end's score, and the best epoch's weights.
-
-    Registered with accelerate for checkpointing (``state_dict`` / ``load_state_dict``): a checkpoint
-    holds the scores and the best weights so far beside the model and optimizer, so a run resumed
-    after a kill continues the same comparison. Costs one more copy of what the model folder saves,
-    in memory (CPU) and in each checkpoint (LoRA: the adapters only).
-    """
-
-    def __init__(self, cfg: TrainConfig, table: str | Path, tokenizer, split_is_test: bool):
-        from aoe.evaluate.sts import unique_texts
-
-        df = read_table(table)  # its contract: texts, finite scores, rows
-        if "score" not in df.columns:  # a table of no catalogued dataset, whose contract leaves the score out
-            raise DataError(f"{table}: not a pair table with gold scores to select a checkpoint on (no column score); select_split {cfg.select_split}")
-        self.split, self.table, self.split_is_test = dict(cfg.select_split), str(table), bool(split_is_test)
-        self.every = cfg.select_every
-        self.table_sha256 = sha256_file(table)
-        texts = unique_texts([df])
-        index = {t: i for i, t in enumerate(texts)}
-        # tokenized as the training texts are (the official callback's valid_ds, AngleDataTokenizer as train_ds), or
-        # at select_max_length (SimCSE's evaluation batcher cuts nothing, simcse/trainers.py:105-111)
-        self.ids = tokenize_texts(tokenizer, texts, cfg.select_max_length or cfg.max_length, cfg.prompt)
-        self.first, self.second = df["sentence1"].map(index).to_numpy(), df["sentence2"].map(index).to_numpy()
-        self.gold = df["score"].to_numpy(dtype="float64")
-        self.scores: list[dict] = []  # {"epoch", "step", "spearman"} per epoch end, in order
-        self.best: dict | None = None  # the entry of scores whose weights are kept
-        self.weights: dict[str, torch.Tensor] | None = None
-
-    @property
-    def name(self) -> str:
-        return f"{self.split['dataset']}/{self.split['split']}"
-
-    def state_dict(self) -> dict:
-        return {"scores": self.scores, "best": self.best, "weights": self.weights or {}}
-
-    def load_state_dict(self, state: dict) -> None:
-        self.scores, self.best, self.weights = list(state["scores"]), state["best"], dict(state["weights"]) or None
-
-    def record(self) -> dict:
-        """aoe_config.json's ``selection``."""
-        when = f"the step (one every {self.every})" if self.every else "the epoch end"
-        return {
-            "rule": "best",
-            "criterion": f"{when} with the highest Spearman x100 of cosine vs gold on split above 0; a later one only if "
-                         "strictly higher; epoch null: no epoch above 0, the model folder holds the last step's weights",
-            "split": self.split,
-            "table_sha256": self.table_sha256,
-            "split_is_test": self.split_is_test,
-            "epoch": self.best["epoch"] if self.best else None,
-            "step": self.best["step"] if self.best else None,
-            "score": self.best["spearman"] if self.best else None,
-            "scores": self.scores,
-        }
-
-
 @dataclass
 class _Run:
     """One run as :func:`_build` assembles it: what the step, loop and save stages read."""
 
     cfg: TrainConfig
-    finetuning: _Full | _LoRA
+    finetuning: Full | LoRA
     accelerator: object
     tokenizer: object
     objective: Objective
@@ -471,7 +299,7 @@ class _Run:
     total_steps: int
     micro: int  # examples per micro-batch, all processes together
     local: int  # examples per micro-batch and process
-    selection: _Selection | None = None  # select_checkpoint best
+    selection: Selection | None = None  # select_checkpoint best
 
 
 def train(
@@ -500,7 +328,7 @@ def train(
     if (cfg.select_checkpoint == "best") != (select_table is not None):
         raise ValueError(f"select_checkpoint {cfg.select_checkpoint!r} and select_table {select_table!r}: best needs the table, last takes none")
     objective = get_objective(cfg.objective, cfg.objective_overrides, format=cfg.format)
-    identity = _with_selection(checkpoints.run_identity(cfg, objective, cache_dir, backbone_dir, init_record), select_table)
+    identity = with_selection(checkpoints.run_identity(cfg, objective, cache_dir, backbone_dir, init_record), select_table)
     ckpt_root = checkpoint_dir(out_dir)
     if int(os.environ.get("RANK", "0")) == 0:
         clear_interrupted(ckpt_root)  # this run is no longer the interrupted one: a failure from here is a failure
@@ -524,7 +352,7 @@ def train(
             **({"selection": {**selection, "split_is_test": bool(select_is_test)}} if selection else {}),
             **({"init": init_record} if init_record else {}),
             **(extra_record or {}),
-            **_finetuning(cfg).record(out_dir, backbone_dir),
+            **finetuning_of(cfg).record(out_dir, backbone_dir),
         }
 
     # trained before: by a job that did not end cleanly or whose result-neutral settings changed (its own final/), or
@@ -535,7 +363,7 @@ def train(
         summary = {**summary, "restored_from": str(final)}
         if int(os.environ.get("RANK", "0")) == 0:
             checkpoints.restore_final(final, out_dir, record(summary))
-            _Curves.rewrite(out_dir)  # final/ keeps no event files: they are drawn again from metrics.jsonl
+            Curves.rewrite(out_dir)  # final/ keeps no event files: they are drawn again from metrics.jsonl
             print(f"{out_dir}: restored the finished training kept in {final} (same run identity" + (
                 f"); delete {ckpt_root} to train it again" if final.parent == ckpt_root else
                 ", another results tree's: hard links, nothing copied or trained)"), flush=True)
@@ -554,9 +382,9 @@ def train(
              "interval": {"n": 0, "sums": {}}}
     metrics_lines: list[str] = []
     resumed_from = checkpoints.resume(run.accelerator, ckpt_root, identity, state, metrics_lines, partial=run.finetuning.partial_resume)
-    with _stop_on_signals() as arrived, _Curves.opened(run.accelerator, ckpt_root, metrics_lines) as curves:
+    with stop_on_signals() as arrived, Curves.opened(run.accelerator, ckpt_root, metrics_lines) as curves:
         _train_steps(run, state, ckpt_root, identity, metrics_lines, arrived, curves)
-    _keep_best(run)
+    keep_best(run)
     _check_trained(run, state)
     summary = {
         "steps": state["step"],
@@ -572,17 +400,6 @@ def train(
     return summary
 
 
-def _with_selection(identity: dict, select_table: str | Path | None) -> dict:
-    """The run identity of :func:`aoe.training.checkpoints.run_identity` with what decides the selection: the saved
-    weights depend on the table's content too. At their off default the selection settings are left out,
-    so a run trained before they existed keeps its identity (its checkpoints resume, its final restores)."""
-    train = {k: v for k, v in identity["train"].items() if not (k in OFF_DEFAULTS and v == OFF_DEFAULTS[k])}
-    out = {**identity, "train": train}
-    if select_table is not None:
-        out["select_table_sha256"] = sha256_file(select_table)
-    return out
-
-
 def _build(cfg: TrainConfig, objective: Objective, cache_dir, table, backbone_dir, init_dir,
            select_table=None, select_is_test: bool = False, project_dir: str | Path | None = None,
            score_key: str = "trainsets.<name>.score_range") -> _Run:
@@ -593,14 +410,14 @@ def _build(cfg: TrainConfig, objective: Objective, cache_dir, table, backbone_di
     from accelerate.utils import DistributedDataParallelKwargs, set_seed
     from transformers import AutoTokenizer, get_linear_schedule_with_warmup
 
-    finetuning = _finetuning(cfg)
+    finetuning = finetuning_of(cfg)
     # BERT's pooler (and an unused head) get no gradient: DDP must not wait for them
     accelerator = Accelerator(
         mixed_precision=cfg.mixed_precision,
         # without CUDA, several processes are CPU processes on the gloo backend
         cpu=not torch.cuda.is_available(),
         kwargs_handlers=[DistributedDataParallelKwargs(find_unused_parameters=True)],
-        # training curves (_Curves): local TensorBoard event files under project_dir, written by the main process
+        # training curves (Curves): local TensorBoard event files under project_dir, written by the main process
         **({"log_with": "tensorboard", "project_dir": str(project_dir)} if project_dir is not None else {}),
     )
     n_proc, accum = accelerator.num_processes, cfg.gradient_accumulation_steps
@@ -635,7 +452,7 @@ def _build(cfg: TrainConfig, objective: Objective, cache_dir, table, backbone_di
     # registered for checkpointing (a prepared scheduler would step once per process).
     module, optimizer = accelerator.prepare(module, optimizer)
     accelerator.register_for_checkpointing(scheduler)
-    selection = _Selection(cfg, select_table, tokenizer, select_is_test) if select_table is not None else None
+    selection = Selection(cfg, select_table, tokenizer, select_is_test) if select_table is not None else None
     if selection is not None:
         accelerator.register_for_checkpointing(selection)  # after the scheduler: its index stays that of a last run
     finetuning.hook_checkpoints(accelerator)
@@ -719,165 +536,10 @@ def _load_data(cfg: TrainConfig, objective, cache_dir, table, backbone_dir, scor
     return data
 
 
-# the event files' folder: <model>/tensorboard/; while the job trains, <model>.ckpt/tensorboard/
-CURVES_DIR = "tensorboard"
-# keys of a metrics line shown under train/ (every other number of a training line is the loss or a part of it)
-_TRAIN_TAGS = ("epoch", "lr", "grad_norm", "pairs_per_s")
-
-
-def curve_scalars(record: dict) -> dict[str, float]:
-    """The TensorBoard scalars (tag -> value) of one metrics.jsonl line, logged at its ``step``.
-
-    A training line: ``loss/total`` (the objective's loss), ``loss/<part>`` (each part as logged,
-    e.g. ``loss/angle``, ``loss/contrastive``), ``train/lr``, ``train/grad_norm`` (before clipping),
-    ``train/pairs_per_s`` and ``train/epoch``. A ``select_checkpoint: best`` line (an epoch end):
-    ``select/spearman`` (x100 on select_split; left out where undefined) and ``select/seconds``.
-    Strings, booleans and nulls are not curves.
-    """
-    if "select_split" in record:
-        tagged = {"select/spearman": record.get("select_spearman"), "select/seconds": record.get("select_seconds")}
-    else:
-        tagged = {
-            ("loss/total" if k == "loss" else f"train/{k}" if k in _TRAIN_TAGS else f"loss/{k}"): v
-            for k, v in record.items()
-            if k not in ("step", "steps_averaged")  # how many steps a mean covers: the line's, not a curve
-        }
-    return {k: float(v) for k, v in tagged.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
-
-
-def _event_walltimes(folder: Path) -> dict[int, float]:
-    """step -> wall-clock time of the first value logged at that step, from the event files under ``folder``
-    (those of a killed job; read with tensorboard's own loader; what a file cut by the kill holds is kept)."""
-    if not folder.is_dir():
-        return {}
-    from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
-
-    out: dict[int, float] = {}
-    for path in sorted(folder.rglob("*tfevents*")):
-        try:
-            for event in EventFileLoader(str(path)).Load():
-                if event.HasField("summary"):
-                    out.setdefault(int(event.step), float(event.wall_time))
-        except Exception:  # noqa: BLE001 - a damaged file only costs the original times of its steps
-            continue
-    return out
-
-
-class _Curves:
-    """Training curves: accelerate's TensorBoard tracker fed every metrics line once, in order.
-
-    The event files mirror metrics.jsonl, the source of truth: they are written from scratch when a
-    run starts, a resumed run first logs its checkpoint's lines again (at the wall-clock times the
-    killed job logged them, where its files say), then the loop's new lines as they are written.
-    """
-
-    def __init__(self, accelerator):
-        self.accelerator = accelerator
-        self.logged = 0  # metrics lines logged so far
-        self.walltimes: dict[int, float] = {}  # a resumed run's replayed steps: when they were first logged
-
-    @classmethod
-    @contextlib.contextmanager
-    def opened(cls, accelerator, root: Path, metrics_lines: list[str]):
-        """The tracker writing ``root/tensorboard/`` anew, ``metrics_lines`` (a resumed run's) logged first;
-        the writer is closed on leaving, also on an error or a kill turned into an exception.
-
-        (accelerate's ``end_training`` would also close it, but it destroys the process group that
-        the model's saving still waits on; the process group ends with the process.)"""
-        curves = cls(accelerator)
-        if accelerator.is_main_process and accelerator.log_with:
-            folder = root / CURVES_DIR
-            # the steps a killed job logged after its last checkpoint are trained again: never twice in the curves
-            curves.walltimes = _event_walltimes(folder)
-            shutil.rmtree(folder, ignore_errors=True)
-        accelerator.init_trackers(CURVES_DIR)  # <project_dir>/tensorboard/events.out.tfevents.*
-        try:
-            curves.push(metrics_lines)
-            curves.walltimes = {}  # the lines to come are logged now
-            yield curves
-        finally:
-            for tracker in accelerator.trackers:
-                tracker.finish()
-            accelerator.trackers.clear()
-            if accelerator.is_main_process and accelerator.log_with and not curves.logged:
-                # failed before its first metrics line: no empty curves (nor a checkpoint folder made for them) stay;
-                # a run that fails later keeps its curves here for a look (the next run rewrites them)
-                shutil.rmtree(root / CURVES_DIR, ignore_errors=True)
-                with contextlib.suppress(OSError):
-                    root.rmdir()  # only if empty
-
-    def push(self, metrics_lines: list[str]) -> None:
-        """Log the lines not logged yet (the main process only)."""
-        if self.accelerator.is_main_process and self.accelerator.trackers:
-            for line in metrics_lines[self.logged :]:
-                record = json.loads(line)
-                values = curve_scalars(record)
-                # one wall-clock time for every tag of a step, so a replay restores each tag's time exactly
-                wall = self.walltimes.get(record["step"]) or time.time()
-                if values:
-                    self.accelerator.log(values, step=record["step"], log_kwargs={"tensorboard": {"walltime": wall}})
-        self.logged = len(metrics_lines)
-
-    @staticmethod
-    def move_into(root: Path, model_dir: Path) -> None:
-        """The finished run's event files from the checkpoint folder into the model folder."""
-        if (root / CURVES_DIR).is_dir():
-            shutil.move(str(root / CURVES_DIR), str(model_dir / CURVES_DIR))
-
-    @staticmethod
-    def rewrite(model_dir: Path) -> None:
-        """A model folder laid out again from ``final/``: its curves from its metrics.jsonl. torch's SummaryWriter
-        (what accelerate's tracker wraps) directly: no Accelerator is built on this path, and one process writes."""
-        from torch.utils.tensorboard import SummaryWriter
-
-        folder, metrics = model_dir / CURVES_DIR, model_dir / "metrics.jsonl"
-        shutil.rmtree(folder, ignore_errors=True)
-        if not metrics.is_file():
-            return
-        writer = SummaryWriter(str(folder))
-        try:
-            for line in metrics.read_text().splitlines():
-                if line.strip():
-                    record = json.loads(line)
-                    for tag, value in curve_scalars(record).items():
-                        writer.add_scalar(tag, value, global_step=record["step"])
-        finally:
-            writer.close()
-
-
-@contextlib.contextmanager
-def _stop_on_signals():
-    """Which of SIGTERM or SIGINT arrived (None: neither), for the loop to save a checkpoint after the step it is in.
-
-    SIGTERM: SLURM's time limit and ``scancel`` (SIGKILL follows after the cluster's KillWait);
-    SIGINT: Ctrl-C, which reaches the job too (Snakemake's process group). Both used to end the
-    job mid-step and lose every step since the last ``checkpoint_every``. A second Ctrl-C stops at once.
-    """
-    import signal
-    import threading
-
-    arrived: list[str] = []
-    if threading.current_thread() is not threading.main_thread():
-        yield arrived  # signal handlers belong to the main thread
-        return
-
-    def on_signal(signum, frame):
-        if signum == signal.SIGINT and arrived:
-            raise KeyboardInterrupt
-        arrived.append(signal.Signals(signum).name)
-
-    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
-    try:
-        yield arrived
-    finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler)
-
-
 def _train_steps(run: _Run, state: dict, ckpt_root: Path, identity: dict, metrics_lines: list[str], arrived=(),
-                 curves: _Curves | None = None) -> None:
+                 curves: Curves | None = None) -> None:
     """Optimizer steps from ``state`` to the end: a metrics line every ``log_every`` (also to ``curves``),
-    a checkpoint every ``checkpoint_every``; once a signal has ``arrived`` (:func:`_stop_on_signals`) a
+    a checkpoint every ``checkpoint_every``; once a signal has ``arrived`` (:func:`stop_on_signals`) a
     checkpoint after the current step, then SystemExit."""
     from aoe.util.progress import progress
 
@@ -919,8 +581,8 @@ def _train_steps(run: _Run, state: dict, ckpt_root: Path, identity: dict, metric
                 state["zero_loss_steps"] += logged["loss"] == 0.0
                 if cfg.select_every and state["step"] % cfg.select_every == 0:
                     # before a checkpoint of this step, which then holds the score and the weights it kept
-                    start += _select(run, state, metrics_lines)
-                stopping = _agreed(run.accelerator, bool(arrived))
+                    start += select_at(run, state, metrics_lines)
+                stopping = agreed(run.accelerator, bool(arrived))
                 checkpoint = state["step"] < total and (stopping or (cfg.checkpoint_every and state["step"] % cfg.checkpoint_every == 0))
                 if checkpoint or state["step"] % cfg.log_every == 0:
                     _check_weights(run, state)  # never a checkpoint of diverged weights
@@ -941,7 +603,7 @@ def _train_steps(run: _Run, state: dict, ckpt_root: Path, identity: dict, metric
             else:
                 # an epoch end (also one a resumed run reaches from a checkpoint of the epoch's last step)
                 if not cfg.select_every:
-                    start += _select(run, state, metrics_lines)
+                    start += select_at(run, state, metrics_lines)
                 if curves is not None:
                     curves.push(metrics_lines)
                 state["epoch"] += 1
@@ -949,91 +611,10 @@ def _train_steps(run: _Run, state: dict, ckpt_root: Path, identity: dict, metric
     # the last epoch ends at the last step (or max_steps cuts it), as the HF Trainer's on_epoch_end; by steps
     # (select_every) the HF Trainer evaluates at multiples of eval_steps only, never at the end
     if not cfg.select_every:
-        start += _select(run, state, metrics_lines)
+        start += select_at(run, state, metrics_lines)
     if curves is not None:
         curves.push(metrics_lines)
     state["train_seconds"] += time.perf_counter() - start
-
-
-def _select(run: _Run, state: dict, metrics_lines: list[str]) -> float:
-    """``select_checkpoint: best`` at an epoch end (or every ``select_every`` steps): score the model on the validation
-    pairs, keep its weights if strictly better than the best so far (which starts at 0), log a metrics line; the
-    seconds it took (0 without selection, or where this epoch end or step was scored already: a resumed run)."""
-    sel = run.selection
-    key = "step" if run.cfg.select_every else "epoch"
-    if sel is None or (sel.scores and sel.scores[-1][key] == state[key]):
-        return 0.0
-    began = time.perf_counter()
-    score = _validation_spearman(run)
-    # the official callback's best starts at 0 (angle.py:405): a score at or below it is never kept
-    better = score is not None and score > (sel.best["spearman"] if sel.best is not None else 0.0)
-    entry = {"epoch": state["epoch"], "step": state["step"], "spearman": score}
-    sel.scores.append(entry)
-    if better:
-        sel.best = entry
-        sel.weights = run.finetuning.kept_weights(run.accelerator.unwrap_model(run.module).encoder)
-    took = time.perf_counter() - began
-    metrics_lines.append(json.dumps({
-        "step": state["step"], "epoch": state["epoch"], "select_split": sel.name, "select_spearman": score,
-        "select_best": better, "select_seconds": took,
-    }))
-    return took
-
-
-def _validation_spearman(run: _Run) -> float | None:
-    """Spearman x100 of the pairs' cosine similarities vs their gold scores (None: constant similarities),
-    embedded as training embeds (:func:`aoe.model.encoder.embed`, the run's pooling) in eval mode; the main
-    process's value on every process, so that all keep the same epoch."""
-    import math
-
-    from scipy.stats import spearmanr
-
-    from aoe.evaluate.sts import cosine_rows
-
-    sel, accelerator = run.selection, run.accelerator
-    module = accelerator.unwrap_model(run.module)
-    device = accelerator.device
-    order = sorted(range(len(sel.ids)), key=lambda i: -len(sel.ids[i]))  # similar lengths together: less padding
-    chunks = []
-    module.eval()
-    try:
-        with torch.no_grad(), accelerator.autocast():
-            for s in range(0, len(order), run.local):
-                enc = pad_ids([sel.ids[i] for i in order[s : s + run.local]], run.tokenizer)
-                pooled = embed(module.encoder, module.pooling, enc["input_ids"].to(device), enc["attention_mask"].to(device))
-                chunks.append(pooled.float().cpu())
-    finally:
-        module.train()
-    emb = torch.empty(len(order), chunks[0].shape[-1])
-    emb[torch.tensor(order)] = torch.cat(chunks)
-    emb = emb.numpy()
-    value = float(spearmanr(cosine_rows(emb[sel.first], emb[sel.second]), sel.gold).statistic)
-    if accelerator.num_processes > 1:
-        from accelerate.utils import broadcast
-
-        value = broadcast(torch.tensor([value], dtype=torch.float64, device=device), from_process=0).item()
-    return 100 * value if math.isfinite(value) else None
-
-
-def _keep_best(run: _Run) -> None:
-    """``select_checkpoint: best``: put the best epoch's weights back into the model before it is checked and saved."""
-    sel = run.selection
-    if sel is None:
-        return
-    if sel.best is None:
-        # the official run then has no best-checkpoint, and its output_dir holds the final model (angle.py:734)
-        run.accelerator.print(
-            f"select_checkpoint best: no Spearman on {sel.name} above 0 at any of {len(sel.scores)} epoch ends "
-            "(undefined or <= 0, the official callback's initial best): the last step's weights are kept"
-        )
-        return
-    encoder = run.accelerator.unwrap_model(run.module).encoder
-    result = encoder.load_state_dict(sel.weights, strict=not run.finetuning.partial_resume)
-    if result.unexpected_keys:
-        raise RuntimeError(f"the kept best weights name tensors the model lacks: {result.unexpected_keys[:3]}")
-    run.accelerator.print(
-        f"select_checkpoint best: epoch {sel.best['epoch']} (step {sel.best['step']}), Spearman {sel.best['spearman']:.2f} on {sel.name}"
-    )
 
 
 def _add_to_interval(state: dict, logged: dict[str, float]) -> dict:
@@ -1121,9 +702,9 @@ def _micro_batch_loss(run: _Run, batch: dict) -> tuple[torch.Tensor, dict[str, t
     emb = run.module(ids.to(device), mask.to(device))  # (local, K, H)
     if run.cfg.in_batch_pool in ("global", "global_detached"):
         if run.cfg.in_batch_pool == "global":
-            emb = _gather_with_grad(emb, n_proc)  # (micro, K, H)
+            emb = gather_with_grad(emb, n_proc)  # (micro, K, H)
         else:
-            emb = _gather_detached(emb, n_proc, rank)
+            emb = gather_detached(emb, n_proc, rank)
         labels, text_ids = batch["labels"], batch["text_ids"]
     else:
         labels, text_ids = batch["labels"][mine], batch["text_ids"][mine]
@@ -1156,16 +737,9 @@ def _save(run: _Run, out_dir: Path, record: dict, summary: dict, metrics_lines: 
                 write_sentence_transformers_files(work)
             checkpoints.keep_final(work, root, identity, summary)
             # after final/ is made: TensorBoard would list its hard links as a second copy of every run
-            _Curves.move_into(root, work)
+            Curves.move_into(root, work)
         checkpoints.remove_steps(root)
     accelerator.wait_for_everyone()
-
-
-def _agreed(accelerator, flag: bool) -> bool:
-    """``flag`` on any process (each got its own SIGTERM, perhaps a step apart): every process stops at the same step."""
-    if accelerator.num_processes == 1:
-        return flag
-    return bool(accelerator.reduce(torch.tensor([float(flag)], device=accelerator.device), "sum").item())
 
 
 def _check_weights(run: _Run, state: dict) -> None:

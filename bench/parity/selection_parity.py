@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/parity/selection_parity.py [--random 200] [--seed 0] [--out PATH]
 
-``select_checkpoint: best`` (aoe.training.train) follows the official callback (fcb6223 angle_emb/angle.py:398-415):
+``select_checkpoint: best`` (aoe.training.selection) follows the official callback (fcb6223 angle_emb/angle.py:398-415):
 ``best_corrcoef = 0``; at each epoch end ``corrcoef, accuracy = evaluate_fn(valid_ds)`` and, if
 ``corrcoef > best_corrcoef``, ``model.save_pretrained(<output_dir>/best-checkpoint)``. Its corrcoef is
 ``AnglE.evaluate``'s ``scipy.stats.spearmanr(...).correlation`` (angle.py:133-134, 736-764), in [-1, 1]
@@ -14,9 +14,9 @@ or NaN. Both rules run here on the same score sequences:
   ``on_epoch_end`` once per epoch through transformers' ``CallbackHandler``, as ``Trainer`` does
   (transformers/trainer.py ``callback_handler.on_epoch_end(args, self.state, self.control)``).
   Its choice: the epoch of the last save (what best-checkpoint ends up holding), or none.
-- ours: ``aoe.training.train._select`` at each epoch end and ``aoe.training.train._keep_best`` at the end, on a stub
+- ours: ``aoe.training.selection.select_at`` at each epoch end and ``aoe.training.selection.keep_best`` at the end, on a stub
   run whose encoder is a one-weight torch module holding its epoch number (``_Full.kept_weights``
-  copies it), with ``_validation_spearman`` replaced by the scripted value converted as the real
+  copies it), with ``validation_spearman`` replaced by the scripted value converted as the real
   scorer converts it (x100, None when not finite; its source is checked for that line). Its choice:
   the selected epoch (``selection.best``) or none, and the epoch whose weights the model folder gets.
 
@@ -48,7 +48,7 @@ import _common as C  # noqa: E402
 RESULT = C.committed(__file__, "selection_parity.json")
 OFFICIAL = "0.1.1"
 NAN = float("nan")
-# our scorer's conversion of scipy's statistic; the bench fails if aoe.training.train's scorer stops ending with it
+# our scorer's conversion of scipy's statistic; the bench fails if aoe.training.selection's scorer stops ending with it
 OUR_CONVERSION = "return 100 * value if math.isfinite(value) else None"
 
 
@@ -203,45 +203,47 @@ def official(sequences: list[list[float]]) -> dict:
 
 
 def ours(seq: list[float]) -> dict:
-    """aoe.training.train's _select at each epoch end and _keep_best at the end, on a stub run."""
+    """aoe.training.selection's select_at at each epoch end and keep_best at the end, on a stub run."""
     import inspect
     from types import SimpleNamespace
 
     import torch
 
+    import aoe.training.selection as S
     import aoe.training.train as T
+    from aoe.training.finetuning import Full
 
-    if OUR_CONVERSION not in inspect.getsource(T._validation_spearman):
-        raise SystemExit(f"aoe.training.train._validation_spearman no longer ends with {OUR_CONVERSION!r}: update this bench's scorer")
+    if OUR_CONVERSION not in inspect.getsource(S.validation_spearman):
+        raise SystemExit(f"aoe.training.selection.validation_spearman no longer ends with {OUR_CONVERSION!r}: update this bench's scorer")
     cfg = T.TrainConfig(objective="aoe", select_checkpoint="best", select_split={"dataset": "bench", "split": "scripted"})
-    sel = object.__new__(T._Selection)  # without its table: the scorer is scripted
+    sel = object.__new__(S.Selection)  # without its table: the scorer is scripted
     sel.split, sel.table, sel.table_sha256, sel.split_is_test = dict(cfg.select_split), None, None, False
     sel.scores, sel.best, sel.weights = [], None, None
     encoder = torch.nn.Linear(1, 1, bias=False)
     printed: list[str] = []
     accelerator = SimpleNamespace(unwrap_model=lambda m: m, print=lambda *a: printed.append(" ".join(map(str, a))))
-    run = SimpleNamespace(selection=sel, finetuning=T._Full(cfg), accelerator=accelerator,
+    run = SimpleNamespace(selection=sel, finetuning=Full(cfg), accelerator=accelerator,
                           module=SimpleNamespace(encoder=encoder))
     scripted = iter(seq)
-    real = T._validation_spearman
+    real = S.validation_spearman
 
     def scorer(run):
         value = next(scripted)
         return 100 * value if math.isfinite(value) else None
 
-    T._validation_spearman = scorer
+    S.validation_spearman = scorer
     error = None
     try:
         for epoch in range(len(seq)):
             with torch.no_grad():
                 encoder.weight.fill_(epoch)  # the weights "are" the epoch they were trained to
-            T._select(run, {"epoch": epoch, "step": 5 * (epoch + 1)}, [])
+            S.select_at(run, {"epoch": epoch, "step": 5 * (epoch + 1)}, [])
         try:
-            T._keep_best(run)
+            S.keep_best(run)
         except FloatingPointError as e:
             error = f"{type(e).__name__}: {e}"
     finally:
-        T._validation_spearman = real
+        S.validation_spearman = real
     record = None
     if error is None:
         record = sel.record()
