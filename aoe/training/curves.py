@@ -1,6 +1,19 @@
 """A training's curves: each metrics.jsonl line as TensorBoard scalars, written while it trains (accelerate's tracker),
 replayed for a resumed run at the times its killed job logged them, and drawn again for a model laid out from its
-kept ``final/`` (:mod:`aoe.training.train` calls it; docs/training.md "Training curves")."""
+kept ``final/`` (:mod:`aoe.training.train` calls it; docs/training.md "Training curves").
+
+Training curves. Every metrics line is also logged through accelerate's TensorBoard tracker
+(local event files, no service): while the job runs they grow in ``seed{seed}.ckpt/tensorboard/``
+(``tensorboard --logdir results/models`` shows running jobs live), and the finished model folder
+takes them as ``tensorboard/``. metrics.jsonl is the source of truth and the event files mirror it
+line for line: a run resumed from a checkpoint rewrites them from the checkpoint's metrics (each
+step keeps the wall-clock time it was first logged at) and continues, so the steps a killed job
+logged after its last checkpoint, which the resumed run trains again, appear once. The checkpoint
+folder's ``final`` copy holds no event files (TensorBoard would list every run twice); a model laid
+out again from it gets its curves rewritten from its metrics.jsonl, at that moment's wall-clock time.
+A run that fails (a non-finite loss, a bad setting) leaves its curves in ``seed{seed}.ckpt/tensorboard/``
+for a look, unless it failed before its first metrics line.
+"""
 
 from __future__ import annotations
 

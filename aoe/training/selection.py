@@ -1,6 +1,22 @@
 """``select_checkpoint: best``: the validation pairs, each epoch end's (or step's) Spearman, the best one's weights
 kept and put back before the model is saved; the run identity that includes the selection table. A ``run`` below is
-the one :mod:`aoe.training.train` assembles (its ``_Run``: selection, module, accelerator, tokenizer, finetuning)."""
+the one :mod:`aoe.training.train` assembles (its ``_Run``: selection, module, accelerator, tokenizer, finetuning).
+
+Checkpoint selection (``select_checkpoint``). ``last`` (default): the model folder holds the
+last step's weights, as the official code's printed numbers (angle-emb 0.1.1 ``fit`` saves the
+final backbone, fcb6223 angle_emb/angle.py:734, and ``train_angle.py --mode test`` loads it).
+``best``: at each epoch end, and at the last step, the model embeds ``select_split``'s pairs as it
+trains (pooling, prompt, max_length; eval mode, no gradients) and scores Spearman of cosine vs gold
+(x100); the epoch with the highest score above 0 wins, a later one only when strictly higher, as the
+official ``EvaluateCallback`` (angle.py:398-415) keeps ``<output_dir>/best-checkpoint`` (its best
+starts at 0, NaN never beats it). When no epoch scores above 0 the official keeps no best-checkpoint
+and its output_dir holds the final model: the model folder then gets the last step's weights
+(bench/parity/selection_parity.py runs both rules on the same scores).
+The scores and the best weights so far (LoRA: the adapters only) are part of every checkpoint, so
+a resumed run chooses what an uninterrupted one chooses; the scoring draws no random numbers, so
+the training itself is that of ``last``, and its seconds stay out of ``train_seconds``.
+aoe_config.json's ``selection`` records the split, every score, the chosen epoch and ``split_is_test``.
+"""
 
 from __future__ import annotations
 

@@ -54,32 +54,13 @@ micro-batches; each process embeds its contiguous slice of a micro-batch.
 
 With one process the two are the same computation.
 
-Training curves. Every metrics line is also logged through accelerate's TensorBoard tracker
-(local event files, no service): while the job runs they grow in ``seed{seed}.ckpt/tensorboard/``
-(``tensorboard --logdir results/models`` shows running jobs live), and the finished model folder
-takes them as ``tensorboard/``. metrics.jsonl is the source of truth and the event files mirror it
-line for line: a run resumed from a checkpoint rewrites them from the checkpoint's metrics (each
-step keeps the wall-clock time it was first logged at) and continues, so the steps a killed job
-logged after its last checkpoint, which the resumed run trains again, appear once. The checkpoint
-folder's ``final`` copy holds no event files (TensorBoard would list every run twice); a model laid
-out again from it gets its curves rewritten from its metrics.jsonl, at that moment's wall-clock time.
-A run that fails (a non-finite loss, a bad setting) leaves its curves in ``seed{seed}.ckpt/tensorboard/``
-for a look, unless it failed before its first metrics line.
+Training curves (``tensorboard/``): :mod:`aoe.training.curves`. Checkpoint selection (``select_checkpoint``: ``last``,
+the default, or ``best``): :mod:`aoe.training.selection`. What trains (the transformer, or adapters over a frozen
+base): :mod:`aoe.training.finetuning`. What the processes share: :mod:`aoe.training.gathers`.
 
-Checkpoint selection (``select_checkpoint``). ``last`` (default): the model folder holds the
-last step's weights, as the official code's printed numbers (angle-emb 0.1.1 ``fit`` saves the
-final backbone, fcb6223 angle_emb/angle.py:734, and ``train_angle.py --mode test`` loads it).
-``best``: at each epoch end, and at the last step, the model embeds ``select_split``'s pairs as it
-trains (pooling, prompt, max_length; eval mode, no gradients) and scores Spearman of cosine vs gold
-(x100); the epoch with the highest score above 0 wins, a later one only when strictly higher, as the
-official ``EvaluateCallback`` (angle.py:398-415) keeps ``<output_dir>/best-checkpoint`` (its best
-starts at 0, NaN never beats it). When no epoch scores above 0 the official keeps no best-checkpoint
-and its output_dir holds the final model: the model folder then gets the last step's weights
-(bench/parity/selection_parity.py runs both rules on the same scores).
-The scores and the best weights so far (LoRA: the adapters only) are part of every checkpoint, so
-a resumed run chooses what an uninterrupted one chooses; the scoring draws no random numbers, so
-the training itself is that of ``last``, and its seconds stay out of ``train_seconds``.
-aoe_config.json's ``selection`` records the split, every score, the chosen epoch and ``split_is_test``.
+Why this file stays longer than the others (about 800 lines): :func:`train` is the story of a run and reads top to
+bottom, and the stages it runs (the run's assembly, the loop, the step, the checks of the weights, the save) all read
+and write the one ``_Run`` it assembles; apart, each would be a file of one function passing that record along.
 """
 
 from __future__ import annotations
