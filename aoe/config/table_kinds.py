@@ -74,6 +74,10 @@ class TableKind:
     # indomain: one file's values under each gold of its by_gold ({gold: {column: value}}), which a row's
     # eval_gold reads (the file's own values are its headline gold's)
     read_gold: Callable[[dict, Path], "dict[str, dict[str, float | None]]"] | None = None
+    # an objective comparison: its rows are judged by tables.<name>.comparison (aoe.results.studies.judge_comparison)
+    # in place of the treatment-vs-baseline t-tests, and its caption names every setting their resolved recipes
+    # differ in (aoe.config.measures.row_settings)
+    compares_rows: bool = False
 
 
 def _avg(cols: list[Column], header: str = "Avg.") -> list[Column]:
@@ -146,6 +150,10 @@ _GIS_COUNTS = ("positive", "negative", "total")
 KINDS: dict[str, TableKind] = {k.name: k for k in (
     TableKind("sts7", "AoE Table 1: 7 STS tasks + avg", "sts",
               lambda spec, found: _avg([Column(t, h) for t, h in zip(STS_TASKS, STS_HEADERS)]), _read_sts),
+    TableKind("objective_comparison", "AoE Table 1's order of two objectives (CoSENT, AoE) tested on our rows: 7 STS tasks + "
+              "avg, a verdict per column", "sts",
+              lambda spec, found: _avg([Column(t, h) for t, h in zip(STS_TASKS, STS_HEADERS)]), _read_sts, ttests=False,
+              compares_rows=True),
     TableKind("stsb", "STS-B test only", "sts", lambda spec, found: [Column("STSB", "STS-B test")], _read_sts),
     TableKind("ablation", "AoE Table 4: the 7-task STS avg per row, rows in sections (AnglE's ablation is kind indomain)",
               "sts", lambda spec, found: [Column("avg", "Avg. STS", True)], _read_sts),

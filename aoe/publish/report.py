@@ -238,8 +238,9 @@ def table_section(table: dict, sources: list[str] | None = None) -> tuple[str, d
         counts["gains"], counts["orderings"] = bool(gains), bool(orderings)
         lines += gains + orderings
     counts["tests"] = sum(t.get("p") is not None for t in table.get("ttests", []))
-    if table.get("study"):  # a study table: whether our rows support the paper's claim (aoe.results.studies)
-        lines += ["", f"**Study, {table['study']['status']}.** {md_cell(table['study']['text'])} Rule: {STUDY_RULE}."]
+    if table.get("study"):  # a study table or an objective comparison: whether our rows support the paper's claim (aoe.results.studies)
+        study = table["study"]
+        lines += ["", f"**{study.get('title', 'Study')}, {study['status']}.** {md_cell(study['text'])} Rule: {study.get('rule', STUDY_RULE)}."]
     # one line per paper row, in the table's columns, as the table itself prints them
     ref_body = []
     for r in (r for r in table["rows"] if r.get("reference")):
@@ -469,6 +470,12 @@ def _ordering_lines(table: dict, kind) -> list[str]:
             same = [label for label, _ in ours if label in common] == common
             parts.append(f"the paper on {p_backbone}: " + sign.join(f"{md_cell(label)} {_fmt_paper(v, digits)}" for label, v in order)
                          + (" (the same order)" if same else " (**another order**)"))
+        claimed = [label for label in (table.get("study") or {}).get("paper_order") or [] if label in rows]
+        if not parts and len(claimed) >= 2:
+            # an objective comparison: the paper's order is its claim (its rows are on another backbone or recipe)
+            same = [label for label, _ in ours if label in claimed] == claimed
+            parts = [f"the paper's claim ({md_cell(table['study']['source'])}): " + sign.join(md_cell(label) for label in claimed)
+                     + (" (the same order)" if same else " (**another order**)")]
         if not parts:
             parts = ["the paper orders fewer than two of these on one backbone"]
         out.append(f"- {md_cell(backbone)}{f' ({md_cell(section)})' if section else ''}: ours {text}; " + "; ".join(parts) + ".")
