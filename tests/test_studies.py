@@ -373,3 +373,22 @@ def test_the_comparison_preset_is_the_demos_recipe_and_its_table_names_every_dif
     assert f"**Objective comparison, {NOT_SUPPORTED}.**" in report and COMPARISON_RULE in report
     assert "the paper orders fewer than two" not in report
     assert "the paper's claim (AoE, ACL 2024, Table 1 (aoe-acl2024.txt l.134-137)): AoE > CoSENT (**another order**)" in report
+
+
+def test_a_comparison_naming_a_row_it_lacks_or_on_another_kind_is_refused_at_planning(tmp_path):
+    from aoe.config.workflow import ConfigError
+    from aoe.plan.check import load_config
+
+    preset = REPO / "presets" / "objectives-vs-cosent.yaml"
+    cases = [
+        ({"tables": {"aoe_vs_cosent": {"comparison": {"separates": "sbert"}}}},
+         "tables.aoe_vs_cosent.comparison.separates: 'sbert' must be the objective of one trained row of the table "
+         "(its rows' objectives: aoe, aoe_scores, cosent)"),
+        ({"tables": {"aoe_vs_cosent": {"kind": "sts7"}}},
+         "tables.aoe_vs_cosent.comparison: only a table of kind objective_comparison judges one (this one is sts7)"),
+    ]
+    for override, message in cases:
+        (tmp_path / "override.yaml").write_text(yaml.safe_dump(override))
+        with pytest.raises(ConfigError) as err:
+            load_config(REPO, [preset, tmp_path / "override.yaml"])
+        assert str(err.value) == message
