@@ -287,13 +287,24 @@ def _ttest_lines(table: dict, headers: dict[str, str]) -> list[str]:
         if all(t.get("p") is None for t in tests) and len({t["text"] for t in tests}) == 1:
             out.append(f"- {md_cell(backbone)}: {md_cell(treat)} vs {md_cell(base)}: {md_cell(tests[0]['text'])} (every column)")
             continue
+        # a pair is tested in each of its c columns: a column's gap is called at ALPHA/c (Bonferroni), so that reading the
+        # pair's columns one by one is no more often a false alarm than ALPHA (issue 70: seven columns at 1 degree of
+        # freedom printed "(p < 0.05)" each)
+        c = sum(t.get("p") is not None for t in tests)
+        level = f"{ALPHA:g}/{c}" if c > 1 else f"{ALPHA:g}"
         for t in tests:
             sig = ""
             if t.get("p") is not None:
-                sig = f" (p < {ALPHA:g})" if t["p"] < ALPHA else f" (not significant at {ALPHA:g})"
+                detectable = finite_or_none(t.get("detectable"))
+                sig = (f" (p < {level})" if t["p"] < ALPHA / max(c, 1) else
+                       f" (not significant at {level}" + (f"; detectable: {detectable:.2f}" if detectable is not None else "") + ")")
+            diff = finite_or_none(t.get("diff"))
+            if diff is not None and t.get("p") is not None:
+                sig += f"; {md_cell(treat)} − {md_cell(base)} = {diff:+.2f}, {md_cell(treat if diff > 0 else base)} higher"
             out.append(f"- {md_cell(backbone)}: {md_cell(treat)} vs {md_cell(base)}, {md_cell(headers.get(t['column'], t['column']))}: "
                        f"{md_cell(t['text'])}{sig}")
-    return ["", TTEST_RULE + ":", "", *out] if out else []
+    return ["", f"{TTEST_RULE}; a column's p is called at {ALPHA:g}/c, Bonferroni over the c columns its pair is tested in, "
+                f"and beside it the difference and the row that is higher:", "", *out] if out else []
 
 
 def _ours(table: dict) -> list[dict]:

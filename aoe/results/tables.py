@@ -273,6 +273,8 @@ class TTest:
     test: str = ""  # aoe.results.stats.PAIRED or WELCH; '' where no test applies
     n_baseline: int = 0  # the baseline's runs (paired: the matched seeds again)
     named: str = ""  # the differences of measurement the table names for this pair (aoe.results.likeness.named_text)
+    diff: float | None = None  # mean treatment − mean baseline (over the matched seeds where paired): which row is higher
+    detectable: float | None = None  # the smallest gap the test's seeds could detect (aoe.results.stats.detectable_gap)
 
     def text(self) -> str:
         return p_text(self.test, self.p, self.n, self.n_baseline, self.note)
@@ -756,7 +758,7 @@ def ttests(table: Table, spec: dict) -> list[TTest]:
                 continue
             c = compare_runs(a, b, treat.label, base.label, trained_b=base.objective not in (PRETRAINED, RELEASED))
             out.append(TTest(pair.backbone, treat.label, base.label, col, c.n_a, c.p, c.statistic, c.note, c.test, c.n_b,
-                             named_text(pair.named)))
+                             named_text(pair.named), c.diff, c.detectable))
     return out
 
 
