@@ -636,9 +636,20 @@ def test_report_lists_the_tests_it_could_make(tmp_path):
     path.write_text(json.dumps(to_json(build_table(pd.DataFrame(rows), spec, name="t"))))
     text = build_report([path])
     p = stats.ttest_rel([80.0, 81.0, 80.2], [78.0, 78.4, 78.9]).pvalue
-    assert TTEST_RULE + ":" in text and f"- b: AoE vs SBERT, STS-B test: p = {p:.3f} (paired, 3 seeds) (p < 0.05)" in text
+    assert f"{TTEST_RULE}; a column's p is called at 0.05/c, Bonferroni over the c columns its pair is tested in" in text
+    # one column: c = 1; the line names the difference and the row that is higher (issue 70)
+    assert f"- b: AoE vs SBERT, STS-B test: p = {p:.3f} (paired, 3 seeds) (p < 0.05); AoE − SBERT = +1.97, AoE higher" in text
     assert "- b: AoE vs as downloaded: no test: as downloaded is not trained (no seed) (every column)" in text
     assert "t-tests between its rows over seeds" in text  # what this run can be compared with (no row of the paper's)
+    # two columns: each p is called at 0.05/2, so the same p = 0.035 that was called alone is not, its detectable gap beside it
+    rows += [{"backbone": "b", "objective": o, "trainset": "stsb", "seed": s, "column": "SICKR", "value": v}
+             for o, vals in (("aoe", [80.0, 81.0, 80.2]), ("sbert", [78.0, 78.4, 78.9])) for s, v in enumerate(vals, 1)]
+    rows += [{"backbone": "b", "objective": "pretrained", "trainset": "none", "seed": 0, "column": "SICKR", "value": 70.0}]
+    path.write_text(json.dumps(to_json(build_table(pd.DataFrame(rows), {**spec, "kind": "sts7"}, name="t"))))
+    text = build_report([path])
+    for column in ("STS-B", "SICK-R"):
+        assert f"{column}: p = {p:.3f} (paired, 3 seeds) (not significant at 0.05/2; detectable: " in text
+    assert "; AoE − SBERT = +1.97, AoE higher" in text.split("SICK-R: p = ", 1)[1]
 
 
 def test_delta_text_carries_its_bound_and_says_where_it_came_from():

@@ -38,6 +38,8 @@ NO_DEFAULT = {
     *(f"config.tables.*.compare_across.{k}" for k in ("gold", "protocol", "pooling", "recipe")),
     # absent = not a study table; a study's row the paper chose (test increasing has none) and its column (the table's last)
     "config.tables.*.study", "config.tables.*.study.best", "config.tables.*.study.column",
+    # absent = not an objective comparison (its kind requires one: aoe.plan.check); no row that separates the objective from the labels
+    "config.tables.*.comparison", "config.tables.*.comparison.separates",
     *(f"config.tables.*.rows[].{k}" for k in ("trainset", "trainsets", "seeds", "reruns", "label", "paper", "reproduction",
                                               "variant", "eval_pooling", "eval_gold")),
     # absent = the backbone's own pooling / prompt (a null prompt is a value: no prompt)

@@ -1,6 +1,7 @@
 """The papers' own studies (issue 51): the verdict on each claim (aoe.results.studies), the study tables of
 the grid and of presets/studies-cpu.yaml, built from result frames, their note and REPORT.md line, and the
-grid's plan of each study's jobs."""
+grid's plan of each study's jobs; the objective comparison of presets/objectives-vs-cosent.yaml (issue 70): its
+verdict, direction and correction, its caption's recipe differences and REPORT.md's lines."""
 
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ from aoe.config.workflow import run_cells, table_cells, table_rows
 from aoe.publish.report import build_report
 from aoe.results.render import to_json, to_markdown
 from aoe.results.stats import detectable_gap
-from aoe.results.studies import INCONCLUSIVE, NO_RESULT, NOT_SUPPORTED, STUDY_RULE, SUPPORTED, StudyRow, judge_study
+from aoe.results.studies import (COMPARISON_RULE, INCONCLUSIVE, NO_RESULT, NOT_SUPPORTED, STUDY_RULE, SUPPORTED, ComparedRow, StudyRow,
+                                 judge_comparison, judge_study)
 from aoe.results.tables import build_table
 from tests.workflow_utils import MIRROR, REPO, dry_run_jobs, job_counts, needs_mirror, snakemake, tiny_backbone_overlay
 
@@ -272,3 +274,125 @@ def test_a_study_tables_latex_compiles(tmp_path):
         out = subprocess.run(["pdflatex", "-interaction=nonstopmode", "-halt-on-error", f"{name}.tex"], cwd=tmp_path,
                              capture_output=True, text=True, timeout=300)
         assert out.returncode == 0, out.stdout[-2000:]
+
+
+# ---------------------------------------------------------------------------
+# An objective comparison (issue 70).
+
+CLAIM = {"claim": "AoE outperforms CoSENT", "source": "aoe-acl2024.txt l.134-137"}
+COLUMNS = [("STS12", "STS12"), ("STSB", "STS-B"), ("avg", "Avg.")]
+NOISE = (0.0, 0.3, -0.2)  # seeds 1-3: what a seed does to every row alike (pairing removes it)
+
+
+def _compared(label: str, shift: float, own: tuple = (0.0, 0.0, 0.0), columns=COLUMNS) -> ComparedRow:
+    """Seeds 1-3 of a row ``shift`` above a base of 70 + the column's index, each seed moved by NOISE and ``own``."""
+    return ComparedRow(label, {key: {str(s): 70.0 + i + shift + n + o for s, n, o in zip((1, 2, 3), NOISE, own)}
+                               for i, (key, _) in enumerate(columns)})
+
+
+def test_an_objective_comparison_names_the_higher_row_and_corrects_across_columns():
+    # CoSENT 1.2 above AoE in every column, a seed's own noise ±0.05: p ≈ 0.002 per column, below 0.05/3 in each:
+    # the claim is not supported, each gap's sign and the higher row named
+    aoe, cosent = _compared("AoE", 0.0), _compared("CoSENT", 1.2, (0.05, -0.05, 0.0))
+    v = judge_comparison(aoe, cosent, COLUMNS, CLAIM)
+    p = stats.ttest_rel([70.0, 70.3, 69.8], [71.25, 71.45, 71.0]).pvalue
+    assert v.status == NOT_SUPPORTED and p < 0.05 / 3
+    assert f"AoE − CoSENT: STS12 -1.20 (p = {p:.2g} (paired, 3 seeds))" in v.text
+    assert "(AoE higher in 0 of 3 columns, called at p < 0.05/3: CoSENT higher in STS12, STS-B, Avg.)" in v.text
+    # in STS12 the differences spread (1.10, 1.45, 0.75): p ≈ 0.03, between 0.05/3 and 0.05: not called there
+    # (Bonferroni over the 3 columns), its detectable gap printed instead; the other columns still call CoSENT higher
+    sts12 = {s: x + d for (s, x), d in zip(aoe.values["STS12"].items(), (1.10, 1.45, 0.75))}
+    v = judge_comparison(aoe, ComparedRow("CoSENT", {**cosent.values, "STS12": sts12}), COLUMNS, CLAIM)
+    p12 = stats.ttest_rel(list(aoe.values["STS12"].values()), list(sts12.values())).pvalue
+    assert 0.05 / 3 < p12 < 0.05, p12
+    assert f"STS12 -1.10 (p = {p12:.3f} (paired, 3 seeds); detectable: " in v.text
+    assert "called at p < 0.05/3: CoSENT higher in STS-B, Avg.)" in v.text and v.status == NOT_SUPPORTED
+    # that column alone (c = 1): called, and the claim not supported
+    v = judge_comparison(aoe, ComparedRow("CoSENT", {"STS12": sts12}), COLUMNS[:1], CLAIM)
+    assert "called at p < 0.05/1: CoSENT higher in STS12)" in v.text and v.status == NOT_SUPPORTED
+    # AoE above in every column at p < 0.05 (intersection-union: no correction needed): supported
+    assert judge_comparison(_compared("AoE", 1.2, (0.05, -0.05, 0.0)), _compared("CoSENT", 0.0), COLUMNS, CLAIM).status == SUPPORTED
+    # a gap within the seeds' spread: inconclusive, with the gap these seeds could detect
+    v = judge_comparison(aoe, _compared("CoSENT", 0.2, (0.5, -0.4, 0.1)), COLUMNS, CLAIM)
+    assert v.status == INCONCLUSIVE and "these seeds detect a gap of" in v.text and "called at p < 0.05/3: none" in v.text
+    # one seed: no test, and no verdict
+    one = ComparedRow("CoSENT", {k: {"1": 71.0} for k, _ in COLUMNS})
+    assert judge_comparison(aoe, one, COLUMNS, CLAIM).status == NO_RESULT
+
+
+def test_the_middle_row_says_whether_the_objective_or_the_labels_made_the_gap():
+    aoe, cosent = _compared("AoE", 0.0), _compared("CoSENT", 1.2, (0.05, -0.05, 0.0))
+    # AoE on CoSENT's labels scores as CoSENT does: the labels (and batches) made the gap
+    on_scores = _compared("AoE on the scores", 1.2, (-0.03, 0.04, 0.0))
+    v = judge_comparison(aoe, cosent, COLUMNS, CLAIM, separates=on_scores,
+                         differences={("AoE", "AoE on the scores"): 'graded_labels "int" vs "score"'})
+    assert "the gap is the labels and batches (AoE on the scores higher)" in v.text
+    assert 'AoE − AoE on the scores (graded_labels "int" vs "score"): STS12 -1.20' in v.text
+    assert "AoE on the scores − CoSENT: STS12 +0.00" in v.text and "detectable: " in v.text.split("AoE on the scores − CoSENT")[1]
+    # AoE on CoSENT's labels scores as AoE does: the objective made it
+    on_scores = _compared("AoE on the scores", 0.0, (0.03, -0.04, 0.0))
+    v = judge_comparison(aoe, cosent, COLUMNS, CLAIM, separates=on_scores)
+    assert "the gap is the objective (CoSENT higher)" in v.text
+    # no gap between AoE and CoSENT: nothing to attribute
+    v = judge_comparison(aoe, _compared("CoSENT", 0.2, (0.5, -0.4, 0.1)), COLUMNS, CLAIM, separates=on_scores)
+    assert "no gap between the two rows to attribute at these seeds" in v.text
+
+
+def test_the_comparison_preset_is_the_demos_recipe_and_its_table_names_every_difference(tmp_path):
+    """presets/objectives-vs-cosent.yaml trains AoE as the CPU demo does (every resolved setting but the seed list);
+    its table, built from a synthetic frame with the rows the rule table passes (aoe.config.measures.measured_rows),
+    names in its caption every setting the rows' resolved recipes differ in, judges them, and REPORT.md's ordering
+    line cites the paper's claim instead of "the paper orders fewer than two"."""
+    from aoe.config.hparams import resolve_cell
+    from aoe.config.measures import measured_rows
+    from aoe.plan.check import load_config
+
+    config = load_config(REPO, [REPO / "presets" / "objectives-vs-cosent.yaml"])
+    demo = load_config(REPO, [REPO / "presets" / "cpu-demo.yaml"])
+    ours = resolve_cell(config, "minilm-l6", "aoe", "stsb", 1)
+    assert ours.params == resolve_cell(demo, "minilm-l6", "aoe", "stsb", 1).params
+    # the demo's evaluation, two of its seven STS tasks (the preset's comment says why)
+    sts, demo_sts = config["evaluation"]["sts"], demo["evaluation"]["sts"]
+    assert sts["tasks"] == ["STSB", "SICKR"] and set(sts["tasks"]) < set(demo_sts["tasks"])
+    assert {**sts, "tasks": None} == {**demo_sts, "tasks": None}
+    assert {k: v for k, v in config["evaluation"].items() if k not in ("sts", "pretrained_variants")} == {
+        k: v for k, v in demo["evaluation"].items() if k not in ("sts", "pretrained_variants")}
+    name = "aoe_vs_cosent"
+    rows = measured_rows(config, name)
+    shift, own = {"aoe": 0.0, "aoe_scores": 1.2, "cosent": 1.2}, {"aoe": 0.0, "aoe_scores": 0.04, "cosent": -0.03}
+    frame = pd.DataFrame([{"backbone": "minilm-l6", "objective": obj, "trainset": "stsb", "seed": seed, "rerun": 0, "column": col,
+                           "value": 70.0 + i + shift[obj] + n + own[obj] * (seed - 2)}
+                          for obj in shift for seed, n in zip((1, 2, 3), NOISE) for i, col in enumerate([*sts["tasks"], "avg"])])
+    table = build_table(frame, config["tables"][name], rows=rows, name=name)
+    # the differences come from the resolved recipes: the preset's switches and the built-in recipes' weights
+    assert ('AoE vs AoE on the scores: graded_labels "int" vs "score", identical_texts "filter" vs "ignore"; '
+            'AoE on the scores vs CoSENT: objective "aoe" vs "cosent", weights {"angle": 1.0, "contrastive": 1.0} vs {"cosine": 1.0}; '
+            'AoE vs CoSENT: graded_labels "int" vs "score", identical_texts "filter" vs "ignore", objective "aoe" vs "cosent", '
+            'weights {"angle": 1.0, "contrastive": 1.0} vs {"cosine": 1.0}.') in table.caption
+    assert table.study["status"] == NOT_SUPPORTED and "the gap is the labels and batches (AoE on the scores higher)" in table.study["text"]
+    assert not table.ttests  # the comparison's tests replace the treatment-vs-baseline ones
+    path = tmp_path / f"{name}.json"
+    path.write_text(json.dumps(to_json(table)))
+    report = build_report([path])
+    assert f"**Objective comparison, {NOT_SUPPORTED}.**" in report and COMPARISON_RULE in report
+    assert "the paper orders fewer than two" not in report
+    assert "the paper's claim (AoE, ACL 2024, Table 1 (aoe-acl2024.txt l.134-137)): AoE > CoSENT (**another order**)" in report
+
+
+def test_a_comparison_naming_a_row_it_lacks_or_on_another_kind_is_refused_at_planning(tmp_path):
+    from aoe.config.workflow import ConfigError
+    from aoe.plan.check import load_config
+
+    preset = REPO / "presets" / "objectives-vs-cosent.yaml"
+    cases = [
+        ({"tables": {"aoe_vs_cosent": {"comparison": {"separates": "sbert"}}}},
+         "tables.aoe_vs_cosent.comparison.separates: 'sbert' must be the objective of one trained row of the table "
+         "(its rows' objectives: aoe, aoe_scores, cosent)"),
+        ({"tables": {"aoe_vs_cosent": {"kind": "sts7"}}},
+         "tables.aoe_vs_cosent.comparison: only a table of kind objective_comparison judges one (this one is sts7)"),
+    ]
+    for override, message in cases:
+        (tmp_path / "override.yaml").write_text(yaml.safe_dump(override))
+        with pytest.raises(ConfigError) as err:
+            load_config(REPO, [preset, tmp_path / "override.yaml"])
+        assert str(err.value) == message

@@ -9,11 +9,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from aoe.config.hparams import EVAL_ONLY, RUN_ONLY
 from aoe.config.table_kinds import table_kind
 from aoe.config.workflow import (EVAL_POOLING_SUITES, NO_TRAINSET, PRETRAINED, RELEASED, TableRow, cell_eval_gold, cell_eval_pooling,
                                  pretrained_embedding, released_checkpoints)
 
-__all__ = ["AS_DOWNLOADED", "RECIPE_KEYS", "measured_rows", "row_measure"]
+__all__ = ["AS_DOWNLOADED", "RECIPE_KEYS", "SETTINGS_NOT_RECIPE", "measured_rows", "row_measure", "row_settings"]
 
 AS_DOWNLOADED = "as downloaded"
 # The settings that make two trainings one recipe, as far as a comparison of their scores goes: where training
@@ -39,6 +40,31 @@ def _recipe(config: dict, row: TableRow) -> str:
     for trainset in row.trainsets:
         params = resolve_cell(config, row.backbone, row.objective, trainset, seed).params
         out[trainset] = {k: params[k] for k in RECIPE_KEYS if k in params}
+    return json.dumps(out, sort_keys=True, default=str)
+
+
+# What two trainings may differ in and still be one recipe, for an objective comparison's caption (every other
+# resolved setting, the loss's included, is named where its rows differ): the seed (what the test runs over), the
+# settings of how a run goes, not of what it trains (aoe.config.hparams.RUN_ONLY), and those of how a trained cell
+# is evaluated (aoe.config.hparams.EVAL_ONLY: the row's measure carries its scoring pooling and gold, which the gate
+# checks).
+SETTINGS_NOT_RECIPE = ("seed", *RUN_ONLY, *EVAL_ONLY)
+
+
+def row_settings(config: dict, row: TableRow) -> str:
+    """Canonical JSON {train set: {setting: value}} of every resolved setting of a trained row's cells (their first
+    seed), training and loss alike (the loss's without their ``loss.`` prefix: graded_labels, weights, ...), less
+    :data:`SETTINGS_NOT_RECIPE`; :func:`_recipe`'s name for a model we did not train. What an objective comparison's
+    caption names the differences of (:func:`aoe.results.likeness.differences`)."""
+    from aoe.config.hparams import resolve_cell
+
+    if row.objective in (PRETRAINED, RELEASED):
+        return _recipe(config, row)
+    seed = row.seeds[0] if row.seeds else 0
+    out: dict[str, dict[str, Any]] = {}
+    for trainset in row.trainsets:
+        settings = resolve_cell(config, row.backbone, row.objective, trainset, seed).settings
+        out[trainset] = {s.key.removeprefix("loss."): s.value for s in settings if s.key not in SETTINGS_NOT_RECIPE}
     return json.dumps(out, sort_keys=True, default=str)
 
 
@@ -98,8 +124,11 @@ def row_measure(config: dict, kind_name: str, row: TableRow) -> dict[str, str]:
 
 
 def measured_rows(config: dict, table: str) -> list[dict]:
-    """The rows of a table as the rule table passes them (``TableRow.as_dict``), each with its ``measure``."""
+    """The rows of a table as the rule table passes them (``TableRow.as_dict``), each with its ``measure``; an objective
+    comparison's (table kind ``compares_rows``) with its ``settings`` too (:func:`row_settings`)."""
     from aoe.config.workflow import table_rows
 
     kind = config["tables"][table]["kind"]
-    return [{**row.as_dict(), "measure": row_measure(config, kind, row)} for row in table_rows(config, table)]
+    full = table_kind(kind).compares_rows
+    return [{**row.as_dict(), "measure": row_measure(config, kind, row), **({"settings": row_settings(config, row)} if full else {})}
+            for row in table_rows(config, table)]

@@ -74,6 +74,10 @@ class TableKind:
     # indomain: one file's values under each gold of its by_gold ({gold: {column: value}}), which a row's
     # eval_gold reads (the file's own values are its headline gold's)
     read_gold: Callable[[dict, Path], "dict[str, dict[str, float | None]]"] | None = None
+    # an objective comparison: its rows are judged by tables.<name>.comparison (aoe.results.studies.judge_comparison)
+    # in place of the treatment-vs-baseline t-tests, and its caption names every setting their resolved recipes
+    # differ in (aoe.config.measures.row_settings)
+    compares_rows: bool = False
 
 
 def _avg(cols: list[Column], header: str = "Avg.") -> list[Column]:
@@ -130,6 +134,14 @@ def _indomain_columns(spec: dict, found: set[str]) -> list[Column]:
     return _avg(cols) if len(ts) > 1 else cols
 
 
+def _evaluated_sts_columns(spec: dict, found: set[str]) -> list[Column]:
+    """The STS tasks the rows were evaluated on (all seven where none is found yet) and their avg: an objective
+    comparison tests each column, so a task the configuration does not evaluate is no column of "–" (its c would
+    count it)."""
+    tasks = [(t, h) for t, h in zip(STS_TASKS, STS_HEADERS) if t in found] or list(zip(STS_TASKS, STS_HEADERS))
+    return _avg([Column(t, h) for t, h in tasks])
+
+
 def _mteb_columns(spec: dict, found: set[str]) -> list[Column]:
     cats = [c for c in MTEB_CATEGORIES if c in found] + sorted(found - set(MTEB_CATEGORIES) - {"avg"})
     return _avg([Column(c, MTEB_HEADERS.get(c, c)) for c in cats])
@@ -170,6 +182,8 @@ KINDS: dict[str, TableKind] = {k.name: k for k in (
     TableKind("gis_stats", "AoE Table 7 (= arXiv-b/c Table 1): results/analysis/gis/stats.json", None,
               lambda spec, found: [], inputs="gis_stats", digits=lambda col: 0 if col in _GIS_COUNTS else 2,
               seeded=False, ttests=False),
+    TableKind("objective_comparison", "AoE Table 1's order of two objectives (CoSENT, AoE) tested on our rows: the STS tasks "
+              "evaluated + avg, a verdict per column", "sts", _evaluated_sts_columns, _read_sts, ttests=False, compares_rows=True),
 )}
 
 

@@ -640,6 +640,7 @@ def check_tables(config: dict) -> None:
             _check_table_row(config, where, row)
         if table.get("study"):
             _check_study(name, table["study"], rows)
+        _check_comparison(name, table, kind, rows)
         _check_like_for_like(config, name, table)
 
 
@@ -661,11 +662,31 @@ def _check_like_for_like(config: dict, name: str, table: dict) -> None:
                     ours = Measure.of(row["measure"])
                     like_for_like(ours, paper_side(ours, ref), allowed,
                                   f"tables.{name}.rows[{i}] ({key}: {ref})")
-        if table.get("study"):
+        if table.get("study") or table.get("comparison"):
+            what = "study" if table.get("study") else "comparison"
             for i, row in enumerate(rows[1:], 1):
-                like_for_like(Measure.of(rows[0]["measure"]), Measure.of(row["measure"]), allowed, f"tables.{name}.rows[{i}] (study)")
+                like_for_like(Measure.of(rows[0]["measure"]), Measure.of(row["measure"]), allowed, f"tables.{name}.rows[{i}] ({what})")
     except UnlikeNumbers as err:
         raise ConfigError(str(err)) from None
+
+
+def _check_comparison(name: str, table: dict, kind, rows: list[TableRow]) -> None:
+    """An objective comparison (kind ``objective_comparison``) has its ``comparison``, and no other kind one; each
+    objective it names is that of one trained row of the table."""
+    comparison = table.get("comparison")
+    if kind.compares_rows and not comparison:
+        raise ConfigError(f"tables.{name}: kind {table['kind']} judges its rows by a comparison: give tables.{name}.comparison "
+                          "(claim, source, higher, lower; separates optional), e.g. presets/objectives-vs-cosent.yaml")
+    if comparison and not kind.compares_rows:
+        raise ConfigError(f"tables.{name}.comparison: only a table of kind objective_comparison judges one (this one is {table['kind']})")
+    if not comparison:
+        return
+    objectives = [r.objective for r in rows]
+    for key in ("higher", "lower", "separates"):
+        objective = comparison.get(key)
+        if objective is not None and (objectives.count(objective) != 1 or objective in (PRETRAINED, RELEASED)):
+            raise ConfigError(f"tables.{name}.comparison.{key}: {objective!r} must be the objective of one trained row of the "
+                              f"table (its rows' objectives: {', '.join(objectives)})")
 
 
 def _check_study(name: str, study: dict, rows: list[TableRow]) -> None:

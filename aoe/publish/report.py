@@ -238,8 +238,9 @@ def table_section(table: dict, sources: list[str] | None = None) -> tuple[str, d
         counts["gains"], counts["orderings"] = bool(gains), bool(orderings)
         lines += gains + orderings
     counts["tests"] = sum(t.get("p") is not None for t in table.get("ttests", []))
-    if table.get("study"):  # a study table: whether our rows support the paper's claim (aoe.results.studies)
-        lines += ["", f"**Study, {table['study']['status']}.** {md_cell(table['study']['text'])} Rule: {STUDY_RULE}."]
+    if table.get("study"):  # a study table or an objective comparison: whether our rows support the paper's claim (aoe.results.studies)
+        study = table["study"]
+        lines += ["", f"**{study.get('title', 'Study')}, {study['status']}.** {md_cell(study['text'])} Rule: {study.get('rule', STUDY_RULE)}."]
     # one line per paper row, in the table's columns, as the table itself prints them
     ref_body = []
     for r in (r for r in table["rows"] if r.get("reference")):
@@ -286,13 +287,24 @@ def _ttest_lines(table: dict, headers: dict[str, str]) -> list[str]:
         if all(t.get("p") is None for t in tests) and len({t["text"] for t in tests}) == 1:
             out.append(f"- {md_cell(backbone)}: {md_cell(treat)} vs {md_cell(base)}: {md_cell(tests[0]['text'])} (every column)")
             continue
+        # a pair is tested in each of its c columns: a column's gap is called at ALPHA/c (Bonferroni), so that reading the
+        # pair's columns one by one is no more often a false alarm than ALPHA (issue 70: seven columns at 1 degree of
+        # freedom printed "(p < 0.05)" each)
+        c = sum(t.get("p") is not None for t in tests)
+        level = f"{ALPHA:g}/{c}" if c > 1 else f"{ALPHA:g}"
         for t in tests:
             sig = ""
             if t.get("p") is not None:
-                sig = f" (p < {ALPHA:g})" if t["p"] < ALPHA else f" (not significant at {ALPHA:g})"
+                detectable = finite_or_none(t.get("detectable"))
+                sig = (f" (p < {level})" if t["p"] < ALPHA / max(c, 1) else
+                       f" (not significant at {level}" + (f"; detectable: {detectable:.2f}" if detectable is not None else "") + ")")
+            diff = finite_or_none(t.get("diff"))
+            if diff is not None and t.get("p") is not None:
+                sig += f"; {md_cell(treat)} − {md_cell(base)} = {diff:+.2f}, {md_cell(treat if diff > 0 else base)} higher"
             out.append(f"- {md_cell(backbone)}: {md_cell(treat)} vs {md_cell(base)}, {md_cell(headers.get(t['column'], t['column']))}: "
                        f"{md_cell(t['text'])}{sig}")
-    return ["", TTEST_RULE + ":", "", *out] if out else []
+    return ["", f"{TTEST_RULE}; a column's p is called at {ALPHA:g}/c, Bonferroni over the c columns its pair is tested in, "
+                f"and beside it the difference and the row that is higher:", "", *out] if out else []
 
 
 def _ours(table: dict) -> list[dict]:
@@ -469,6 +481,12 @@ def _ordering_lines(table: dict, kind) -> list[str]:
             same = [label for label, _ in ours if label in common] == common
             parts.append(f"the paper on {p_backbone}: " + sign.join(f"{md_cell(label)} {_fmt_paper(v, digits)}" for label, v in order)
                          + (" (the same order)" if same else " (**another order**)"))
+        claimed = [label for label in (table.get("study") or {}).get("paper_order") or [] if label in rows]
+        if not parts and len(claimed) >= 2:
+            # an objective comparison: the paper's order is its claim (its rows are on another backbone or recipe)
+            same = [label for label, _ in ours if label in claimed] == claimed
+            parts = [f"the paper's claim ({md_cell(table['study']['source'])}): " + sign.join(md_cell(label) for label in claimed)
+                     + (" (the same order)" if same else " (**another order**)")]
         if not parts:
             parts = ["the paper orders fewer than two of these on one backbone"]
         out.append(f"- {md_cell(backbone)}{f' ({md_cell(section)})' if section else ''}: ours {text}; " + "; ".join(parts) + ".")

@@ -231,10 +231,14 @@ def _notes(table: Table, latex: bool) -> list[str]:
                 # one reason for every column (the backbone as downloaded is one run): said once
                 cells = f"every column {tests[0].text()}"
             else:
-                cells = "; ".join(f"{headers.get(t.column, t.column)} {t.text()}" for t in tests)
+                # each tested column with treatment − baseline first, so the line says which row is higher (issue 70)
+                cells = "; ".join(f"{headers.get(t.column, t.column)} "
+                                  + (f"{t.diff:+.{_digits(table, t.column)}f} ({t.text()})" if t.p is not None and t.diff is not None else t.text())
+                                  for t in tests)
             # the differences of measurement the table names for the pair (tables.<name>.compare_across), said once
             named = next((t.named for t in tests if t.named), "")
-            parts.append(f"{backbone}: {treat} vs {base}{f' ({named})' if named else ''}: {cells}")
+            diffs = " (per column " + f"{treat} − {base})" if any(t.p is not None and t.diff is not None for t in tests) else ""
+            parts.append(f"{backbone}: {treat} vs {base}{f' ({named})' if named else ''}{diffs}: {cells}")
         notes.append(TTEST_RULE + ": " + " | ".join(parts) + ".")
     if table.missing:
         notes.append(f"Missing ({len(table.missing)}): " + "; ".join(table.missing) + ".")

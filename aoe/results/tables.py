@@ -45,10 +45,10 @@ from aoe.config.table_kinds import Column, table_kind
 from aoe.config.workflow import NO_TRAINSET, OBJECTIVE_LABELS, PRETRAINED, RELEASED, parse_run, row_label, run_name
 from aoe.data.io import sha256_file
 from aoe.evaluate.sts import TASKS
-from aoe.results.likeness import FIELDS, Measure, UnlikeNumbers, like_for_like, named_text
+from aoe.results.likeness import FIELDS, Measure, UnlikeNumbers, differences, like_for_like, named_text
 from aoe.results.load import load_results
 from aoe.results.stats import Bound, compare_runs, delta_bound, p_text, paper_seeds_of
-from aoe.results.studies import STUDY_RULE, StudyRow, StudyVerdict, judge_study
+from aoe.results.studies import COMPARISON_RULE, STUDY_RULE, ComparedRow, StudyRow, StudyVerdict, judge_comparison, judge_study
 
 __all__ = [
     "OBJECTIVE_LABELS",
@@ -58,6 +58,7 @@ __all__ = [
     "TTestPair",
     "build_gis_table",
     "build_table",
+    "comparison_verdict",
     "draws_seed",
     "kind_columns",
     "load_paper_numbers",
@@ -246,6 +247,8 @@ class Row:
     eval_gold: str = ""  # an in-domain variant row: the gold its cells' files are read against ("": their own)
     # what its numbers are measured under (aoe.config.measures.row_measure): every t-test checks it (aoe.results.likeness)
     measure: Measure = field(default_factory=Measure)
+    # an objective comparison's row: every resolved setting of its training (aoe.config.measures.row_settings); "": not recorded
+    settings: str = ""
 
     @property
     def n(self) -> int:
@@ -297,6 +300,8 @@ class TTest:
     test: str = ""  # aoe.results.stats.PAIRED or WELCH; '' where no test applies
     n_baseline: int = 0  # the baseline's runs (paired: the matched seeds again)
     named: str = ""  # the differences of measurement the table names for this pair (aoe.results.likeness.named_text)
+    diff: float | None = None  # mean treatment − mean baseline (over the matched seeds where paired): which row is higher
+    detectable: float | None = None  # the smallest gap the test's seeds could detect (aoe.results.stats.detectable_gap)
 
     def text(self) -> str:
         return p_text(self.test, self.p, self.n, self.n_baseline, self.note)
@@ -343,6 +348,7 @@ def spec_rows(spec: dict) -> list[dict]:
                 "eval_gold": e.get("eval_gold") or "",
                 # no config here: what the rows are measured under is not recorded (aoe.config.measures.measured_rows is)
                 "measure": e.get("measure"),
+                "settings": e.get("settings"),
             }
         )
     return out
@@ -517,6 +523,7 @@ def build_table(
             eval_pooling=row_spec.get("eval_pooling") or "",
             eval_gold=row_spec.get("eval_gold") or "",
             measure=Measure.of(row_spec.get("measure")),
+            settings=row_spec.get("settings") or "",
         )
         pre = row.objective == PRETRAINED
         sel = results[(results.backbone == row.backbone) & (results.objective == row.objective)]
@@ -604,6 +611,8 @@ def build_table(
     if spec.get("study"):
         table.study = study_verdict(table, spec["study"]).as_dict()
         table.notes.append(f"{table.study['text']} Rule: {STUDY_RULE}.")
+    if table_kind(kind).compares_rows:
+        comparison_verdict(table, spec)
     if table.missing:
         log.warning("%s: %d missing cell(s) printed as –: %s", name, len(table.missing), "; ".join(table.missing))
     return table
@@ -620,6 +629,56 @@ def study_verdict(table: Table, study: dict) -> StudyVerdict:
         like_for_like(table.rows[0].measure, row.measure, table.compare_across, f"tables.{table.name} (study): {table.rows[0].label} vs {row.label}")
     rows = [StudyRow(r.label, r.values.get(col, {})) for r in table.rows]
     return judge_study(rows, study, table_kind(table.kind).digits(col))
+
+
+def _settings_differences(a: Row, b: Row) -> str:
+    """Every resolved setting two rows' trainings differ in (:func:`aoe.results.likeness.differences` of their
+    :attr:`Row.settings`), ``graded_labels "int" vs "score", ...``; "none" where they are one recipe."""
+    if not a.settings or not b.settings:
+        return "not recorded (a table built without its configuration)"
+    return differences(Measure(recipe=a.settings), Measure(recipe=b.settings)).get("recipe") or "none"
+
+
+def comparison_verdict(table: Table, spec: dict) -> StudyVerdict:
+    """An objective comparison (``tables.<name>.comparison``, table kind ``objective_comparison``): its rows pass the
+    gate (:func:`aoe.results.likeness.like_for_like`: measured alike, or as ``compare_across`` names), the caption gets
+    every setting each pair of its rows differs in, and the table its verdict (:func:`aoe.results.studies.judge_comparison`)
+    as a note and as ``table.study`` (with the rule, the paper's order and the rows' differences, which REPORT.md
+    prints)."""
+    comparison = spec.get("comparison")
+    if not comparison:
+        raise ValueError(f"tables.{table.name}: kind {table.kind} judges its rows by a comparison: give tables.{table.name}.comparison "
+                         "(claim, source, higher, lower; separates optional), e.g. presets/objectives-vs-cosent.yaml")
+
+    def row_of(key: str) -> Row | None:
+        objective = comparison.get(key)
+        if objective is None:
+            return None
+        found = [r for r in table.rows if r.objective == objective]
+        if len(found) != 1:
+            raise ValueError(f"tables.{table.name}.comparison.{key}: {objective!r} must be the objective of one row of the table "
+                             f"(its rows' objectives: {', '.join(r.objective for r in table.rows)})")
+        return found[0]
+
+    higher, lower, separates = row_of("higher"), row_of("lower"), row_of("separates")
+    compared = [r for r in (higher, separates, lower) if r is not None]
+    pairs = list(zip(compared, compared[1:])) + ([(higher, lower)] if separates is not None else [])
+    diffs = {}
+    for a, b in pairs:
+        like_for_like(a.measure, b.measure, table.compare_across, f"tables.{table.name} (comparison): {a.label} vs {b.label}")
+        diffs[(a.label, b.label)] = _settings_differences(a, b)
+    table.caption = (f"{table.caption} The rows' trainings differ in (every setting of their resolved recipes, the seed "
+                     "aside): " + "; ".join(f"{a} vs {b}: {d}" for (a, b), d in diffs.items()) + ".").strip()
+    digits = table_kind(table.kind).digits
+    verdict = judge_comparison(
+        ComparedRow(higher.label, higher.values), ComparedRow(lower.label, lower.values),
+        [(c.key, c.header) for c in table.columns], comparison, digits,
+        ComparedRow(separates.label, separates.values) if separates is not None else None, diffs)
+    table.study = {**verdict.as_dict(), "title": "Objective comparison", "rule": COMPARISON_RULE,
+                   "paper_order": [higher.label, lower.label], "source": comparison["source"],
+                   "differences": [{"rows": [a, b], "settings": d} for (a, b), d in diffs.items()]}
+    table.notes.append(f"{verdict.text} Rule: {COMPARISON_RULE}.")
+    return verdict
 
 
 # ---------------------------------------------------------------------------
@@ -733,7 +792,7 @@ def ttests(table: Table, spec: dict) -> list[TTest]:
                 continue
             c = compare_runs(a, b, treat.label, base.label, trained_b=base.objective not in (PRETRAINED, RELEASED))
             out.append(TTest(pair.backbone, treat.label, base.label, col, c.n_a, c.p, c.statistic, c.note, c.test, c.n_b,
-                             named_text(pair.named)))
+                             named_text(pair.named), c.diff, c.detectable))
     return out
 
 
