@@ -248,3 +248,19 @@ def test_fetch_published_refuses_a_damaged_mirror_file(server, tmp_path):
         published.fetch_published(relpath, out, url=server.url("/f"), sha256=SHA, mirror=str(mirror))
     assert str(err.value).startswith(f"{mirror / relpath}: sha256 ") and f"is not the published {mirror_sources()[relpath]['sha256']} of {relpath}" in str(err.value)
     assert not out.exists() and server.log == [] and list(tmp_path.glob(".out.txt.*")) == []
+
+
+def test_a_tree_of_its_own_copies_what_another_tree_downloaded(server, tmp_path, monkeypatch):
+    # issue 71: without a mirror, a new results tree downloaded every published file again
+    monkeypatch.delenv("AOE_DATA_MIRROR", raising=False)
+    server.files["/f"] = BODY
+    demo, mine, other = (tmp_path / "results" / t / "downloads/files/glue/x.txt" for t in ("cpu-demo", "mine", "other"))
+    assert published.fetch_published("glue/x.txt", demo, url=server.url("/f"), sha256=SHA, mirror=None).startswith("downloaded")
+    fetched = len(server.log)
+    assert published.fetch_published("glue/x.txt", mine, url=server.url("/f"), sha256=SHA, mirror=None) == (
+        f"copied from another results tree's download: {demo}")
+    assert mine.read_bytes() == BODY and len(server.log) == fetched  # nothing asked of the server
+    # another file under the same name (a changed sha256) is downloaded, never taken
+    server.files["/g"] = BODY + b"!"
+    sha = hashlib.sha256(BODY + b"!").hexdigest()
+    assert published.fetch_published("glue/x.txt", other, url=server.url("/g"), sha256=sha, mirror=None).startswith("downloaded")

@@ -134,6 +134,24 @@ def download_file(
     return dest
 
 
+def _downloaded_elsewhere(relpath: str, dest: Path, sha256: str | None) -> Path | None:
+    """The same published file downloaded into a results tree beside this one (issue 71: a tree of one's own does not
+    download again), checked as a download is: its sha256, or the published record; None where no tree has it."""
+    from aoe.util.othertrees import in_other_trees
+
+    for other in in_other_trees(dest, "downloads"):
+        try:
+            if sha256 is not None:
+                if sha256_file(other) == sha256.lower():
+                    return other
+            elif relpath in mirror_sources():
+                check_published(other, relpath)
+                return other
+        except (OSError, DataError):
+            continue
+    return None
+
+
 def fetch_published(relpath: str, dest: Path, *, url: str, sha256: str | None, mirror: str | os.PathLike | None) -> str:
     """Lay the published file ``relpath`` (mirror-relative) at ``dest``; return where it came from.
 
@@ -146,8 +164,13 @@ def fetch_published(relpath: str, dest: Path, *, url: str, sha256: str | None, m
     dest = Path(dest)
     found = mirror_file(relpath, mirror)
     if found is None:
-        download_file(url, dest, sha256=sha256)
-        return f"downloaded from {url}"
+        found = _downloaded_elsewhere(relpath, dest, sha256)
+        if found is None:
+            download_file(url, dest, sha256=sha256)
+            return f"downloaded from {url}"
+        with open(found, "rb") as src, atomic_file(dest, "wb", fsync=True) as out:
+            shutil.copyfileobj(src, out)
+        return f"copied from another results tree's download: {found}"
     if relpath in mirror_sources():
         check_published(found, relpath)
     elif sha256 is not None and (got := sha256_file(found)) != sha256.lower():
