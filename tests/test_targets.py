@@ -287,3 +287,12 @@ def test_a_tree_from_before_the_records_is_presumed_its_presets(demo_tree, monke
     mine = {**mine, "results": "results/mine"}
     Path("results/mine/tables").mkdir(parents=True)
     assert trees.explain_tree(mine, [GRID, "my.yaml"], repo=REPO) is None  # no preset names it: adopted
+
+
+def test_the_same_files_named_absolute_are_the_same_owner(demo_tree):
+    # Snakemake hands a run's config files over absolute; the record names them relative to the working folder
+    from aoe.plan.trees import explain_tree, record_tree
+
+    demo, mine = demo_tree
+    record_tree(demo, [GRID, "presets/cpu-demo.yaml"])
+    assert explain_tree(mine, [GRID, str(Path("presets/cpu-demo.yaml").resolve())]) is None  # an edited preset: its own tree

@@ -79,7 +79,8 @@ def _own_files(files: Iterable[str | Path]) -> tuple[str, ...]:
     def grid(f) -> bool:
         return os.path.normpath(str(f)) == "config.yaml" or Path(f).resolve() == _GRID
 
-    return tuple(os.path.normpath(str(f)) for f in files if not grid(f))
+    # as the record writes them (relative to the working folder): Snakemake hands a run's files over absolute
+    return tuple(os.path.relpath(str(f)) for f in files if not grid(f))
 
 
 def _shown(files: Iterable[str]) -> str:
