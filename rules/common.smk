@@ -9,7 +9,7 @@ from aoe.plan.check import complete_config, config_sources, load_config
 from aoe.plan.code_changes import code_change_message, models_of_other_code
 from aoe.plan.interruptions import install as install_interruption_filter
 from aoe.plan.cost import CostError, training_gpu_hours, training_runtime_minutes
-from aoe.plan.cluster import PlanCost, placeholder_line, slurm_profile
+from aoe.plan.cluster import PlanCost, placeholder_line, slurm_profile, slurm_retries
 from aoe.plan.ledger import reading_presets
 from aoe.plan.trees import explain_tree, record_tree
 from aoe.config.hparams import freeze_for_planning
@@ -84,12 +84,7 @@ if workflow.is_main_process:
         _placeholder = placeholder_line(*_slurm, config)
         if _placeholder:
             logger.warning(_placeholder)
-        _retries = (
-            _slurm[1].get("retries", 0)
-            if "--retries" not in sys.argv
-            else int(sys.argv[sys.argv.index("--retries") + 1])
-        )
-        logger.addFilter(PlanCost(int(_retries or 0), lambda w: planned_cost(w)))
+        logger.addFilter(PlanCost(slurm_retries(sys.argv, _slurm[1]), lambda w: planned_cost(w)))
 # the tree belongs to the file that names it (results:): a copy of a preset with other settings would retrain into,
 # and --report from, the preset's tree (aoe.plan.trees; its record is written as the run starts: Snakefile, onstart)
 if workflow.is_main_process:

@@ -11,7 +11,7 @@ from snakemake.logging import LogEvent
 
 from aoe.config.workflow import train_params
 from aoe.plan.check import load_config
-from aoe.plan.cluster import PlanCost, placeholder_line, slurm_profile
+from aoe.plan.cluster import PlanCost, placeholder_line, slurm_profile, slurm_retries
 from aoe.plan.cost import MEASURED_MARGIN, MIN_RUNTIME, PAPER_MARGIN, CostError, training_gpu_hours, training_runtime_minutes
 from tests.workflow_utils import REPO
 
@@ -29,6 +29,8 @@ def test_a_slurm_profile_is_found_as_snakemake_finds_it(tmp_path, monkeypatch):
     assert slurm_profile(["snakemake", "-n"], env={"SNAKEMAKE_PROFILE": "slurm"})[0].name == "slurm"
     assert slurm_profile(["snakemake", "--executor", "slurm"], env={}) == (None, {})
     assert slurm_profile(["snakemake", "--cores", "2"], env={}) is None  # a local run: nothing said
+    # the retries a failed training may take: the command line's over the profile's, in either spelling
+    assert [slurm_retries(argv, settings) for argv in (["snakemake"], ["snakemake", "--retries", "5"], ["snakemake", "--retries=0"])] == [2, 5, 0]
     (tmp_path / "local").mkdir()
     (tmp_path / "local" / "config.yaml").write_text("cores: 2\n")
     assert slurm_profile(["snakemake", "--profile", str(tmp_path / "local")], env={}) is None

@@ -25,7 +25,7 @@ from typing import Callable, Sequence
 
 import yaml
 
-__all__ = ["PlanCost", "placeholder_line", "slurm_profile"]
+__all__ = ["PlanCost", "placeholder_line", "slurm_profile", "slurm_retries"]
 
 _DRY_RUN = "This was a dry-run"
 
@@ -62,6 +62,12 @@ def slurm_profile(argv: Sequence[str], env: dict | None = None) -> tuple[Path | 
             settings = {}
     executor = _option(argv, "--executor") or _option(argv, "-e") or settings.get("executor")
     return (folder, settings) if executor == "slurm" else None
+
+
+def slurm_retries(argv: Sequence[str], settings: dict) -> int:
+    """How often Snakemake resubmits a failed job: --retries on the command line, else the profile's."""
+    given = _option(argv, "--retries")
+    return int(given if given is not None else settings.get("retries") or 0)
 
 
 def placeholder_line(folder: Path | None, settings: dict, config: dict) -> str | None:
