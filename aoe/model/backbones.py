@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import importlib
 import json
-import os
 import shutil
 from pathlib import Path
 
@@ -114,7 +113,7 @@ def materialize_backbone(name: str, spec: dict, out_dir: str | Path) -> dict:
 def _linked_download(out_dir: Path, tmp: Path, hf_id: str, commit: str, extra_files: list[str]) -> bool:
     """The same hub commit downloaded into a results tree beside this one (issue 71: a tree of one's own does not fetch
     LLaMA-2's 13 GB again), its files linked into ``tmp``; False where no tree has it (with every ``extra_files``)."""
-    from aoe.util.othertrees import in_other_trees
+    from aoe.util.othertrees import in_other_trees, link_tree
 
     for other in in_other_trees(out_dir / "backbone.json", "backbones"):
         try:
@@ -126,13 +125,7 @@ def _linked_download(out_dir: Path, tmp: Path, hf_id: str, commit: str, extra_fi
             continue
         if not all(any(folder.glob(pattern)) for pattern in extra_files):
             continue
-        for f in folder.rglob("*"):
-            if f.is_file() and f.name != "backbone.json":  # this spec's own record is written after
-                (tmp / f.relative_to(folder)).parent.mkdir(parents=True, exist_ok=True)
-                try:
-                    os.link(f, tmp / f.relative_to(folder))
-                except OSError:
-                    shutil.copy2(f, tmp / f.relative_to(folder))
+        link_tree(folder, tmp, ignore=shutil.ignore_patterns("backbone.json"))  # this spec's own record is written after
         print(f"{out_dir}: {hf_id}@{commit} as downloaded into {folder}, as hard links")
         return True
     return False

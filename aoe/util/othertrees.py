@@ -42,8 +42,9 @@ def _folders(path: Path) -> list[Path]:
         return []
 
 
-def link_tree(src: str | os.PathLike, dst: str | os.PathLike) -> None:
-    """``dst`` as a copy of ``src`` made of hard links (a copy where the file system has none)."""
+def link_tree(src: str | os.PathLike, dst: str | os.PathLike, ignore=None) -> None:
+    """``dst`` (new, or a folder to fill) as a copy of ``src`` made of hard links (a copy where the file system has
+    none); ``ignore``: as shutil.copytree's."""
 
     def link(a, b):
         try:
@@ -51,4 +52,4 @@ def link_tree(src: str | os.PathLike, dst: str | os.PathLike) -> None:
         except OSError:
             shutil.copy2(a, b)
 
-    shutil.copytree(src, dst, copy_function=link)
+    shutil.copytree(src, dst, copy_function=link, ignore=ignore, dirs_exist_ok=True)
