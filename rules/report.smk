@@ -15,7 +15,7 @@ rule report_md:
         tables=expand(R("results/tables/{table}.json"), table=built_tables(config)),
         # the numbers behind the figures (Fig. 3/4/10, gradients), so the summary waits for them
         figures=[f for f in FIGURE_RESULTS if f.endswith(".json")],
-        # the analyses behind numbers the paper quotes in its prose (aoe.publish.report.QUOTED)
+        # the analyses behind numbers the paper quotes in its prose (aoe.publish.quoted.QUOTED)
         analysis=SATURATION_RESULTS + [f for f in GIS_RESULTS if f.endswith(".json")],
         code=library_code(
             "publish/report.py",
@@ -62,7 +62,7 @@ rule recipe:
 
 
 # The Snakemake report (`snakemake --report report.html`) shows a Markdown file as plain text with
-# its whitespace collapsed: REPORT.md and RECIPE.md go into it as HTML pages (aoe.publish.report.markdown_page),
+# its whitespace collapsed: REPORT.md and RECIPE.md go into it as HTML pages (aoe.publish.pages.markdown_page),
 # under "1. Summary"; the tables' pages are rule table_html (rules/tables.smk). Rule all builds them all.
 SUMMARY_PAGES = {
     "REPORT": "REPORT: every number beside the paper's (and the recipe)",

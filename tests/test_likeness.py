@@ -146,7 +146,7 @@ def test_the_demos_in_domain_gain_is_on_one_gold():
     gold. Now each gain uses one gold: AoE's float-gold row minus each evaluation of the backbone (float gold; the
     pooling difference to its own mean named, as the demo's table allows it), and AoE's int-gold row, with no int-gold
     row of the backbone in the demo's table, gets none, saying why."""
-    from aoe.publish.report import _gain_lines
+    from aoe.publish.gains import gain_lines as _gain_lines
     from aoe.config.table_kinds import table_kind
 
     table = _demo_table2()
@@ -164,7 +164,7 @@ def test_the_demos_in_domain_gain_is_on_one_gold():
 def test_an_int_gold_row_gains_over_the_backbone_read_against_int_gold():
     """The grid's table2_indomain has the backbone's int-gold row too (its file's by_gold): AoE's int-gold row is set
     against it, its float-gold row against the backbone's headline."""
-    from aoe.publish.report import _gain_lines
+    from aoe.publish.gains import gain_lines as _gain_lines
     from aoe.config.table_kinds import table_kind
 
     config = _config(None)
@@ -187,7 +187,7 @@ def test_an_int_gold_row_gains_over_the_backbone_read_against_int_gold():
 def test_report_claims_subtract_rows_of_one_gold():
     """REPORT.md's claims on ACL Table 2 (AoE − SBERT, AoE − SimCSE, in-domain avg) subtracted the float-gold baseline
     from the int-gold AoE row: now from its float-gold row, which the line names."""
-    from aoe.publish.report import claims_section
+    from aoe.publish.claims import claims_section
 
     config = _config(None)
     base = {"backbone": "bert-base-uncased", "rerun": 0, "eval_pooling": ""}

@@ -381,7 +381,7 @@ def test_the_reports_front_page_and_every_link_inside_it_resolve(ci_report):
 
     html = ci_report.read_text(errors="replace")
     assert "Start here:" in html and "REPORT.html" in html
-    from aoe.publish.report import embedded_pages
+    from aoe.publish.pages import embedded_pages
 
     pages = embedded_pages(ci_report)
     summary = pages["REPORT.md and RECIPE.md"]

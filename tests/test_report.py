@@ -380,81 +380,6 @@ def test_rows_link_to_their_recipes(tmp_path):
     assert "RECIPE.md" not in line and "| no seed | 80.00 |" in line
 
 
-def test_quoted_numbers_beside_the_papers_prose(tmp_path):
-    """The saturation shares and GIS n-gram overlaps the paper quotes in its prose, with Δ, one line per
-    result file; numbers from aoe/resources/paper_numbers.yaml (acl2024_quoted), not from the code."""
-    from aoe.publish.report import QUOTED, quoted_section
-    from aoe.results.tables import paper_reference
-
-    sat = tmp_path / "results" / "analysis" / "saturation" / "minilm-l6" / "snli-dev.json"
-    sat.parent.mkdir(parents=True)
-    sat.write_text(json.dumps({"all": {"share_above": {"0.8": 0.5, "0.95": 0.25}}}))
-    gis = tmp_path / "results" / "analysis" / "gis" / "stats.json"
-    gis.parent.mkdir(parents=True)
-    overlap = {str(n): {"duplicate": {"mean_count": 20.0 + n}, "non_duplicate": {"mean_count": 10.0 + n}} for n in (1, 2, 3)}
-    gis.write_text(json.dumps({"fig8_ngram_overlap": overlap}))
-    fig3 = tmp_path / "results" / "figures" / "fig3_saturation_geometry.json"
-    fig3.parent.mkdir(parents=True)
-    fig3.write_text(json.dumps({"highlighted_pairs": {"ukraine": {"euclidean_re": 3.5, "euclidean_im": 4.25, "tsne_re": 12.0, "tsne_im": 20.0}}}))
-    text = quoted_section([sat, gis, fig3])
-    rows = [line for line in text.splitlines() if line.startswith(("| NLI", "| GIS", "| Fig. 3"))]
-    assert len(rows) == len(QUOTED) == 14
-    assert "| NLI pairs with cosine > 0.95 (%) | `saturation/minilm-l6/snli-dev.json` | 25.00 | 33.00 | -8.00 |" in text
-    assert "| NLI pairs with cosine > 0.8 (%) | `saturation/minilm-l6/snli-dev.json` | 50.00 | 66.00 | -16.00 |" in text
-    assert "| GIS duplicate pairs: mean 1-gram overlap | `gis/stats.json` | 21.00 | 26.00 | -5.00 |" in text
-    assert "| GIS non-duplicate pairs: mean 3-gram overlap | `gis/stats.json` | 13.00 | 9.00 | +4.00 |" in text
-    assert all(paper_reference(q.ref, columns=["value"])[1] for q in QUOTED)
-    # a missing value is "–", never 0; no analysis, no section
-    sat.write_text(json.dumps({"all": {}}))
-    assert "| NLI pairs with cosine > 0.95 (%) | `saturation/minilm-l6/snli-dev.json` | – | 33.00 | – |" in quoted_section([sat])
-    assert quoted_section([]) == ""
-    report = build_report([], analysis_files=[gis])
-    assert "## Numbers the paper quotes in its prose" in report
-    # the figures' JSON files feed it too (Fig. 3's highlighted pair)
-    assert "| Fig. 3 Ukraine pair: imaginary ÷ real distance, length of the pair's line in the t-SNE plots" in build_report([], figure_files=[fig3])
-
-
-def test_fig3_ukraine_pair_has_no_delta(tmp_path):
-    """AoE §5.3: the Ukraine pair's "real distance is 11.8, while the imaginary distance is 22.1", the lengths of
-    the lines Fig. 3a/3b draw in the t-SNE plots. Ours comes from another model and another t-SNE run; and even the
-    ratio imaginary : real (22.1 / 11.8 = 1.87) is one pair in one t-SNE run on either side, which another t-SNE seed
-    moves from 0.03 to 5.4 on the demo's model (bench/studies/results/fig3_tsne_stability.json): every line is listed with its definition and model,
-    none with a Δ (issue 61: a Δ only where both numbers measure the same thing)."""
-    import yaml
-
-    from aoe.publish.report import quoted_section
-    from tests.workflow_utils import REPO
-
-    fig3 = tmp_path / "results" / "figures" / "fig3_saturation_geometry.json"
-    fig3.parent.mkdir(parents=True)
-    cell = {"backbone": "minilm-l6", "objective": "aoe", "trainset": "stsb", "seed": "1", "dataset": "stsb"}
-    fig3.write_text(json.dumps({
-        "highlighted_pairs": {"ukraine": {"euclidean_re": 0.09, "euclidean_im": 0.97, "tsne_re": 3.0, "tsne_im": 6.0}},
-        "model": {"path": "results/models/minilm-l6/aoe/stsb/seed1", "cell": cell},
-    }))
-    config = yaml.safe_load((REPO / "config.yaml").read_text())
-    lines = [line for line in quoted_section([fig3], config=config).splitlines() if line.startswith("| Fig. 3")]
-    model = "`figures/fig3_saturation_geometry.json` (all-MiniLM-L6-v2 + AoE, trained on STS-B train (seed 1))"
-    ratio = [line for line in lines if "imaginary ÷ real" in line]
-    assert len(ratio) == 2
-    # the paper's definition (t-SNE line lengths): ratio 6 / 3 = 2.00 beside 22.1 / 11.8 = 1.87, no Δ
-    assert ratio[0].startswith("| Fig. 3 Ukraine pair: imaginary ÷ real distance, length of the pair's line in the t-SNE plots (the paper's definition")
-    assert f"| {model} | 2.00 | 1.87 | n/c |" in ratio[0] and "another t-SNE seed moves from 0.03 to 5.4" in ratio[0]
-    assert "not the paper's definition" in ratio[1] and f"| {model} | 10.78 | 1.87 | n/c |" in ratio[1]
-    # absolute numbers: never a Δ against the paper's scale, always named
-    absolute = [line for line in lines if "imaginary ÷ real" not in line]
-    assert len(absolute) == 4
-    for line in absolute:
-        cells = [c.strip() for c in line.strip("|").split("|")]
-        assert cells[4] == "n/c" and "not comparable" in cells[0] and cells[1] == model, line
-    assert any("| 0.97 | 22.10 | n/c |" in line and "Euclidean distance between the pair's halves in the embedding space" in line for line in absolute)
-    # the report's header row says what n/c means and where the t-SNE measurement is; without a config the model is
-    # still named by its keys
-    assert "n/c: not the same quantity as the paper's" in quoted_section([fig3])
-    assert "bench/studies/results/fig3_tsne_stability.json" in quoted_section([fig3])
-    assert "(minilm-l6 + AoE, trained on STS-B train (seed 1))" in quoted_section([fig3])
-
-
 def _preset_table(tmp_path: Path, objectives: dict[str, list[float]], numbers: str = NUMBERS, paper: dict | None = None) -> Path:
     """A preset's table on backbone "mini" (2 seeds a trained objective, the backbone as downloaded once)
     under the paper's mapping for backbone "b" (the paper's own backbone, which the preset does not train)."""
@@ -544,7 +469,7 @@ def test_prose_gains_beside_the_same_difference_of_ours(tmp_path):
     the tables of config.yaml, scored as trained (an evaluation-only variant row is not the claim's row)."""
     import yaml
 
-    from aoe.publish.report import CLAIMS, claims_section
+    from aoe.publish.claims import CLAIMS, claims_section
     from aoe.results.tables import paper_reference
     from tests.workflow_utils import REPO
 

@@ -1,7 +1,7 @@
 """`snakemake --report` as the run's front page (issue 39 item 6), checked without running anything:
 every result registered with report() has its caption file and one of the report's categories,
 the categories cover the summary pages, tables, figures, training curves and runtimes, and the
-runtime table (aoe.publish.runtimes) and the Markdown pages (aoe.publish.report.markdown_page) render what they read."""
+runtime table (aoe.publish.runtimes) and the Markdown pages (aoe.publish.pages.markdown_page) render what they read."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from aoe.publish.report import markdown_html, markdown_page
+from aoe.publish.pages import markdown_html, markdown_page
 from aoe.publish.runtimes import COLUMNS, benchmark_rows, read_benchmark, runtime_markdown, runtime_tsv
 from tests.workflow_utils import REPO
 
@@ -158,7 +158,7 @@ def test_markdown_page_renders_tables_lists_links_and_escapes():
 
 
 def test_the_summary_page_holds_the_recipe_its_links_lead_to():
-    from aoe.publish.report import markdown_page, summary_with_recipe
+    from aoe.publish.pages import markdown_page, summary_with_recipe
 
     report = "# Report\n\n| row | recipe |\n|---|---|\n| AoE | [minilm-l6/aoe/stsb](RECIPE.md#recipe-minilm-l6-aoe-stsb) |\n"
     recipe = '# Recipe\n\n<a id="recipe-minilm-l6-aoe-stsb"></a>\n\n## minilm-l6 / aoe / stsb\n'
@@ -170,7 +170,7 @@ def test_the_summary_page_holds_the_recipe_its_links_lead_to():
 def test_embedded_pages_reads_the_pages_a_report_holds(tmp_path):
     import base64
 
-    from aoe.publish.report import embedded_pages, markdown_page
+    from aoe.publish.pages import embedded_pages, markdown_page
 
     pages = [markdown_page("# A", title="A", source="REPORT.md and RECIPE.md"), "<html><body>no foot</body></html>"]
     blobs = "".join(f'<a href="data:text/html;charset=utf8;base64,{base64.b64encode(p.encode()).decode()}">x</a>' for p in pages)

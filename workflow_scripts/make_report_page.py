@@ -1,5 +1,5 @@
 """Rule report_page: a Markdown result (REPORT.md, RECIPE.md, a table's .md) -> its HTML page for the
-Snakemake report (aoe.publish.report.markdown_page)."""
+Snakemake report (aoe.publish.pages.markdown_page)."""
 
 import sys
 from pathlib import Path
@@ -9,7 +9,7 @@ from aoe.util.joblog import start_log
 
 start_log(snakemake.log[0])
 
-from aoe.publish.report import markdown_page, summary_with_recipe
+from aoe.publish.pages import markdown_page, summary_with_recipe
 
 source = Path(snakemake.input.md)
 text = source.read_text()

@@ -8,7 +8,7 @@ from aoe.util.joblog import start_log
 
 start_log(snakemake.log[0])
 
-from aoe.publish.report import markdown_page
+from aoe.publish.pages import markdown_page
 from aoe.publish.runtimes import benchmark_rows, runtime_markdown, runtime_tsv
 
 rows = benchmark_rows(snakemake.params.benchmarks)

@@ -3,7 +3,7 @@
 The paper motivates the angle objective by the share of NLI training pairs whose
 similarity is already high, where cos' gradient vanishes (§4 quotes shares above 0.95
 and 0.8: paper_numbers.yaml ``acl2024_quoted``, compared in REPORT.md by
-:data:`aoe.publish.report.QUOTED`). This module measures that share for any backbone and pair
+:data:`aoe.publish.quoted.QUOTED`). This module measures that share for any backbone and pair
 table, overall and per gold label.
 """
 

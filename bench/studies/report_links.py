@@ -26,7 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: the shared harness, _common
 import _common as C  # noqa: E402
 
-from aoe.publish.report import embedded_pages  # noqa: E402
+from aoe.publish.pages import embedded_pages  # noqa: E402
 
 # the flags this machine's Chromium needs headless (no network, no sandbox as root)
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
