@@ -1556,3 +1556,32 @@ def test_each_checkpoint_number_is_set_against_its_checkpoint_and_the_recipe_of_
         update_config(merged, yaml.safe_load((REPO / "presets" / preset).read_text()))
         params = resolve_cell(merged, backbone, objective, "nli", 42).params
         assert (params["objective_overrides"] if key == "weights" else params)[key] == value, preset
+
+
+def test_table4s_ablation_base_is_inferred_and_the_other_reading_is_a_preset():
+    """Issue 69: the paper does not say which recipe AoE Table 4's ablations varied. The grid's ablation rows vary the
+    2024 recipe, each set against the paper's row of its name and said INFERRED in the caption; the other reading,
+    presets/paper-table4-arxiv-base.yaml, sets the arXiv-era recipe's ablations of the same meaning against the same
+    paper rows, each trained as the arXiv-era cell, the objective rows scored as it is (0.1.1's cls_avg), the pooling
+    rows with the pooling they train."""
+    from aoe.config.workflow import cell_eval_pooling, table_cells
+    from aoe.config.hparams import resolve_cell
+    from aoe.plan.check import load_config
+    from tests.workflow_utils import REPO
+
+    ablations = {"only_angle_objective", "only_contrastive_objective", "avg", "max"}
+    for files, objectives in (([], {"only_angle", "only_contrastive", "aoe_pool_avg", "aoe_pool_max"}),
+                              ([REPO / "presets" / "paper-table4-arxiv-base.yaml"], {"angle_only_angle", "only_ibn", "angle_pool_avg", "angle_pool_max"})):
+        config = load_config(REPO, files)
+        assert "INFERRED" in config["tables"]["table4_ablation"]["caption"], files
+        rows = config["tables"]["table4_ablation"]["rows"]
+        against = {r["objective"] for r in rows if r.get("paper", "").rsplit("/", 1)[-1] in ablations}
+        assert against == objectives, files
+        arxiv = resolve_cell(config, "bert-base-uncased", "angle_arxiv", "nli", 42).params
+        cells = {c.objective: c for c in table_cells(config, "table4_ablation") if c.trained and str(c.seed) == "42"}
+        for objective in objectives:
+            params = resolve_cell(config, "bert-base-uncased", objective, "nli", 42).params
+            if files:  # the arXiv-era base: its schedule, batch and rate
+                assert [params[k] for k in ("learning_rate", "epochs", "batch_size")] == [arxiv[k] for k in ("learning_rate", "epochs", "batch_size")]
+            pooled = objective.endswith(("pool_avg", "pool_max"))
+            assert cell_eval_pooling(config, cells[objective]) == (None if pooled or not files else "cls_avg_padded"), objective
