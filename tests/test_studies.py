@@ -91,12 +91,12 @@ def test_a_study_without_its_rows_says_so_and_a_bad_spec_is_refused():
         judge_study([_row("cls", 1.0)], {**BEST, "test": "lowest"})
 
 
-def _config(*presets: str) -> dict:
+def _config(*presets: str, root: Path = REPO) -> dict:
     from snakemake.utils import update_config, validate
 
-    config = yaml.safe_load((REPO / "config.yaml").read_text())
+    config = yaml.safe_load((root / "config.yaml").read_text())
     for p in presets:
-        update_config(config, yaml.safe_load((REPO / p).read_text()))
+        update_config(config, yaml.safe_load((root / p).read_text()))
     validate(config, str(REPO / "schemas" / "config.schema.yaml"))
     return config
 
@@ -217,9 +217,10 @@ def test_the_cpu_presets_batch_study_is_built_with_its_claim_line(tmp_path):
     same count for every row, as the preset's, at its own batch: SMALL_STEPS); STS-B test scored on a seeded
     200 of its 1,379 pairs (evaluation.sts.max_pairs); one job at a time, each one torch thread (--cores 1:
     Snakemake gives a job min(threads, cores) threads, and beside the other xdist worker and the background
-    runs a second job or a second OpenMP thread only waits on a busy core, docs/testing.md). The jobs are
-    the preset's: the STS-B files laid out, train and test prepared, train tokenized, four trainings, four
-    evaluations, the table."""
+    runs a second job or a second OpenMP thread only waits on a busy core, docs/testing.md); the table's two
+    outer rows, batch 8 and batch 50 (a test of increasing needs two; the four rows' batches and steps are
+    the overlay's resolved settings, checked without training them). The jobs are the preset's: the STS-B
+    files laid out, train and test prepared, train tokenized, two trainings, two evaluations, the table."""
     from aoe.config.hparams import resolve_cell
     from tests.workflow_utils import copy_workflow
 
@@ -231,24 +232,31 @@ def test_the_cpu_presets_batch_study_is_built_with_its_claim_line(tmp_path):
     work = copy_workflow(tmp_path / "wf")
     overlay = tiny_backbone_overlay(work, tmp_path / "tiny")
     steps = "".join(f"{o}: {{max_steps: {s}}}, " for o, (_, s) in SMALL_STEPS.items()).rstrip(", ")
+    rows = [r for r in preset["tables"]["study_batch"]["rows"] if r["objective"] in ("angle_batch8", "angle_arxiv")]
     (work / "small.yaml").write_text(
         "build: {tables: [study_batch], figures: [], analyses: []}\n"
         "runs: [{backbone: minilm-l6, trainset: stsb, objectives: [angle_arxiv, angle_batch8, angle_batch16, angle_batch32], seeds: [1]}]\n"
         f"trainsets: {{stsb: {{objective_train: {{{steps}}}}}}}\n"
-        "evaluation: {sts: {max_pairs: 200}}\n")
+        "evaluation: {sts: {max_pairs: 200}}\n"
+        f"tables: {{study_batch: {{rows: {json.dumps(rows)}}}}}\n")
+    # every row of the preset at its own batch on the same 800 pairs, as the overlay resolves them
+    small = _config("presets/studies-cpu.yaml", overlay.name, "small.yaml", root=work)
+    assert {o: (p["batch_size"], p["max_steps"]) for o in SMALL_STEPS for p in [resolve_cell(small, "minilm-l6", o, "stsb", 1).params]} == SMALL_STEPS
     out = snakemake(work, "study_batch", "--cores", "1", "--configfile", "presets/studies-cpu.yaml", overlay.name, "small.yaml",
                     env={"AOE_DATA_MIRROR": str(MIRROR), "HF_HUB_OFFLINE": "1"}, timeout=1500)
     assert out.returncode == 0, out.stdout[-3000:]
+    assert job_counts(out.stdout)["train_model"] == 2, job_counts(out.stdout)  # the table's two rows, no more
     tables = work / "results" / "studies-cpu" / "tables"
     table = json.loads((tables / "study_batch.json").read_text())
-    assert [r["label"] for r in table["rows"]] == ["batch 8", "batch 16", "batch 32", "batch 50"]
+    assert [r["label"] for r in table["rows"]] == ["batch 8", "batch 50"]
     assert all(r["count"]["STSB"] == 1 for r in table["rows"]), table["rows"]
     assert table["study"]["status"] in (SUPPORTED, NOT_SUPPORTED, INCONCLUSIVE), table["study"]
-    assert "angle-arxiv-b.txt l.333" in table["study"]["text"] and "batch 50 − batch 32 = " in table["study"]["text"]
+    assert "angle-arxiv-b.txt l.333" in table["study"]["text"] and "batch 50 − batch 8 = " in table["study"]["text"]
     assert "larger batch sizes yield better results" in (tables / "study_batch.md").read_text()
-    # each row trained at its own batch on the same 800 pairs (every row, as its aoe_config.json records it)
+    # each row trained at its own batch on the same 800 pairs, as its aoe_config.json records it
     pairs = set()
-    for objective, (batch, steps) in SMALL_STEPS.items():
+    for objective in ("angle_batch8", "angle_arxiv"):
+        batch, steps = SMALL_STEPS[objective]
         config = json.loads((work / f"results/studies-cpu/models/minilm-l6/{objective}/stsb/seed1/aoe_config.json").read_text())
         assert (config["train"]["batch_size"], config["train"]["max_steps"]) == (batch, steps), objective
         pairs.add(config["train"]["batch_size"] * config["train"]["max_steps"])
