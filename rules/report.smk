@@ -19,6 +19,11 @@ rule report_md:
         analysis=SATURATION_RESULTS + [f for f in GIS_RESULTS if f.endswith(".json")],
         code=library_code(
             "publish/report.py",
+            "publish/cells.py",
+            "publish/gains.py",
+            "publish/claims.py",
+            "publish/quoted.py",
+            "results/likeness.py",
             "results/load.py",
             "results/tables.py",
             "results/render.py",
@@ -85,7 +90,7 @@ rule report_page:
         md=R("results/{page}.md"),
         # REPORT's page holds the recipe too: its links to it resolve inside the Snakemake report
         recipe=R("results/RECIPE.md"),
-        code=library_code("publish/report.py"),
+        code=library_code("publish/pages.py"),
     output:
         html=report(
             R("results/{page}.html"),
@@ -119,7 +124,7 @@ RUNTIME_RESULTS = [R("results/RUNTIMES.tsv"), R("results/RUNTIMES.html")]
 rule runtimes:
     input:
         done=lambda wildcards: [f for f in rules.all.input if f not in RUNTIME_RESULTS],
-        code=library_code("publish/runtimes.py", "publish/report.py"),
+        code=library_code("publish/runtimes.py", "publish/pages.py"),
     output:
         tsv=R("results/RUNTIMES.tsv"),
         html=report(

@@ -46,7 +46,7 @@ rule table:
 rule table_html:
     input:
         md=R("results/tables/{table}.md"),
-        code=library_code("publish/report.py"),
+        code=library_code("publish/pages.py"),
     output:
         html=report(
             R("results/tables/{table}.html"),
