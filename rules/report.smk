@@ -20,11 +20,9 @@ rule report_md:
         code=library_code(
             "publish/report.py",
             "results/load.py",
-            "results/tables.py",
             "results/table_model.py",
             "results/paper_numbers.py",
-            "results/ttests.py",
-            "results/verdicts.py",
+            "results/likeness.py",
             "results/render.py",
             "results/stats.py",
             "results/studies.py",
