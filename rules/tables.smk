@@ -5,6 +5,10 @@ rule table:
         code=library_code(
             "results/load.py",
             "results/tables.py",
+            "results/table_model.py",
+            "results/paper_numbers.py",
+            "results/ttests.py",
+            "results/verdicts.py",
             "results/render.py",
             "results/stats.py",
             "results/studies.py",

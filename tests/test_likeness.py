@@ -15,7 +15,9 @@ from aoe.config.workflow import PRETRAINED, RELEASED, built_tables
 from aoe.plan.check import load_config
 from aoe.results.likeness import Measure, UnlikeNumbers, differences, like_for_like, named_text
 from aoe.results.render import to_json
-from aoe.results.tables import TREATMENTS, Row, build_table, row_paper_refs, treatment_row, ttest_pairs
+from aoe.results.table_model import Row
+from aoe.results.tables import build_table, row_paper_refs
+from aoe.results.ttests import TREATMENTS, treatment_row, ttest_pairs
 from tests.workflow_utils import REPO
 
 PRESETS = sorted(p.name for p in (REPO / "presets").glob("*.yaml"))
@@ -248,7 +250,9 @@ def test_a_table_names_exactly_the_fields_a_measure_has():
 def test_a_studys_rows_differ_only_as_its_table_names(preset):
     """A study's verdict tests its rows against each other: they pass the gate (the batch study names the recipe, the
     pooling study the pooling), and a study table naming nothing is refused with the difference and the fix."""
-    from aoe.results.tables import Table, kind_columns, study_verdict
+    from aoe.results.table_model import Table
+    from aoe.results.tables import kind_columns
+    from aoe.results.verdicts import study_verdict
 
     config = _config(preset)
     for name in ("study_weights", "study_tau", "study_batch", "study_pooling"):
@@ -281,7 +285,7 @@ def test_a_delta_against_a_paper_number_measured_otherwise_is_refused():
     """ACL Table 2's AoE is against int(gold) (paper_numbers.yaml acl2024_table2.measured): set against the float-gold
     row, the table is not built, the error naming the difference; the reproduction report's number is the float gold's."""
     from aoe.results.load import RESULT_COLUMNS
-    from aoe.results.tables import paper_measure
+    from aoe.results.paper_numbers import paper_measure
 
     assert paper_measure("acl2024_table2/AoE") == {"gold": "int"}
     assert paper_measure("acl2024_table2/SBERT") == {}  # its evaluator is not stated
@@ -324,7 +328,7 @@ def test_the_reproduction_reports_numbers_stand_beside_rows_measured_its_way():
     batch 512, 4e-5, 2 epochs, 100 warm-up steps: the 2024 command's aoe row is refused beside it, naming each setting,
     and the row that carries its line (aoe_report) trains exactly those."""
     from aoe.results.load import RESULT_COLUMNS
-    from aoe.results.tables import paper_side
+    from aoe.results.paper_numbers import paper_side
 
     config = _config(None)
     empty = pd.DataFrame(columns=RESULT_COLUMNS)

@@ -149,7 +149,7 @@ def test_card_front_matter_parses_and_its_numbers_are_the_result_files(plan, tmp
 
 def test_the_paper_number_and_delta_are_the_tables(plan, tmp_path):
     from aoe.publish.modelcard import render_card
-    from aoe.results.tables import paper_reference
+    from aoe.results.paper_numbers import paper_reference
 
     results = write_results(tmp_path, plan)
     text = str(render_card(plan, root=tmp_path))

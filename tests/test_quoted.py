@@ -12,7 +12,7 @@ import yaml
 from aoe.publish.quoted import QUOTED, our_measure, quoted_section
 from aoe.publish.report import build_report
 from aoe.results.likeness import Measure, UnlikeNumbers, like_for_like
-from aoe.results.tables import paper_reference
+from aoe.results.paper_numbers import paper_reference
 from tests.workflow_utils import REPO
 
 

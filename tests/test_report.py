@@ -470,7 +470,7 @@ def test_prose_gains_beside_the_same_difference_of_ours(tmp_path):
     import yaml
 
     from aoe.publish.claims import CLAIMS, claims_section
-    from aoe.results.tables import paper_reference
+    from aoe.results.paper_numbers import paper_reference
     from tests.workflow_utils import REPO
 
     # the claims are the paper's own differences, and printed on the line their source names

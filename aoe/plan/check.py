@@ -651,7 +651,8 @@ def _check_like_for_like(config: dict, name: str, table: dict) -> None:
     fails now, naming the key."""
     from aoe.config.measures import measured_rows
     from aoe.results.likeness import Measure, UnlikeNumbers, like_for_like
-    from aoe.results.tables import paper_side, row_paper_refs
+    from aoe.results.paper_numbers import paper_side
+    from aoe.results.tables import row_paper_refs
 
     rows = measured_rows(config, name)
     allowed = table.get("compare_across") or {}
@@ -692,7 +693,7 @@ def _check_comparison(name: str, table: dict, kind, rows: list[TableRow]) -> Non
 def _check_study(name: str, study: dict, rows: list[TableRow]) -> None:
     """A study table's claim names rows it has: test best the label of the row the paper chose (one row's:
     a preset replacing the rows must keep it), test increasing at least two rows in the order of the setting."""
-    from aoe.results.tables import row_label
+    from aoe.config.workflow import row_label
 
     labels = [row_label(r.as_dict()) for r in rows]
     if study["test"] == "best":

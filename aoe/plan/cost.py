@@ -95,7 +95,7 @@ def training_examples(params: dict, trainset: str) -> int:
 
 
 def _paper_rows() -> dict:
-    from aoe.results.tables import load_paper_numbers
+    from aoe.results.paper_numbers import load_paper_numbers
 
     return load_paper_numbers(None)["acl2024_training_time"]["rows"]
 

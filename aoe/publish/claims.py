@@ -10,8 +10,9 @@ from aoe.config.table_kinds import table_kind
 from aoe.plan.ledger import md_cell
 from aoe.publish.cells import fmt, fmt_paper, row_measure
 from aoe.results.likeness import UnlikeNumbers, like_for_like, named_text
+from aoe.results.paper_numbers import paper_reference
 from aoe.results.stats import delta_text, gain_bound
-from aoe.results.tables import draws_seed, paper_reference
+from aoe.results.table_model import draws_seed
 from aoe.util.jsonio import finite_or_none
 
 __all__ = ["CLAIMS", "NOT_CLAIMED", "Claim", "claims_section"]

@@ -8,11 +8,10 @@ backbone scored as the trained row is, or otherwise only as the table's ``compar
 
 from __future__ import annotations
 
-from aoe.config.workflow import PRETRAINED, RELEASED
+from aoe.config.workflow import OBJECTIVE_LABELS, PRETRAINED, RELEASED
 from aoe.plan.ledger import md_cell
 from aoe.publish.cells import fmt, fmt_paper, has_result, ours_rows, row_measure
 from aoe.results.likeness import UnlikeNumbers, like_for_like, named_text
-from aoe.results.tables import OBJECTIVE_LABELS
 from aoe.util.jsonio import finite_or_none
 
 __all__ = ["gain_lines", "ordering_lines", "summary_key"]

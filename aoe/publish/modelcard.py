@@ -16,7 +16,7 @@ A card is
   ⚠ where ours differs;
 * every evaluation result of the cell that the workflow makes (``results/eval/<cell>/*.json``), beside
   the paper's number where a table of the config compares that row with one (the table's ``paper``
-  and ``reproduction`` references, read from paper_numbers.yaml as aoe.results.tables reads them);
+  and ``reproduction`` references, read from paper_numbers.yaml as aoe.results.paper_numbers reads them);
 * usage: sentence-transformers on the pushed repository (or the model folder, which training made
   a sentence-transformers model) and ``aoe embed`` on the model folder.
 
@@ -37,7 +37,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from aoe.config.workflow import ConfigError, Cell, parse_run, results_path, run_cells, suite_file, table_rows, built_tables
+from aoe.config.workflow import ConfigError, Cell, parse_run, results_path, row_label, run_cells, suite_file, table_rows, built_tables
 from aoe.model.pooling_names import OFFICIAL_POOLING_NAMES
 from aoe.plan.ledger import ConfigFiles, cell_ledger, format_value, md_cell, recipe_table, training_length
 
@@ -144,7 +144,7 @@ class CardPlanner:
         """Cell -> every table row that shows it: table, kind, label, evaluation pooling, train sets, paper refs."""
         if self._rows is None:
             from aoe.config.table_kinds import table_kind
-            from aoe.results.tables import row_label, row_paper_refs
+            from aoe.results.tables import row_paper_refs
 
             self._rows = {}
             for table, spec in built_tables(self.config).items():
@@ -289,7 +289,7 @@ def _model_record(model_dir: Path) -> dict:
 
 
 def _paper(ref: str | None, columns: list[str], numbers_file: str | Path | None) -> tuple[str, dict[str, float]]:
-    from aoe.results.tables import paper_reference
+    from aoe.results.paper_numbers import paper_reference
 
     if not ref:
         return "", {}

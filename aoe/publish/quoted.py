@@ -20,7 +20,7 @@ from typing import Any
 from aoe.plan.ledger import md_cell
 from aoe.publish.cells import fmt, fmt_paper
 from aoe.results.likeness import Measure, UnlikeNumbers, like_for_like, named_text
-from aoe.results.tables import paper_reference
+from aoe.results.paper_numbers import paper_reference
 from aoe.util.jsonio import finite_or_none
 
 __all__ = ["NOT_COMPARABLE", "QUOTED", "Quoted", "our_measure", "quoted_section"]

@@ -38,7 +38,7 @@ from aoe.results.render import and_join, no_delta_reason
 from aoe.results.stats import (ALPHA, FLAG, FLAG_RULE, FLAG_TEST, NOT_TESTED, SPREAD_PAPER, SPREAD_RERUNS, TTEST_RULE, delta_bound,
                                delta_text, flag_of, paper_seeds_of, seed_means)
 from aoe.results.studies import STUDY_RULE
-from aoe.results.tables import draws_seed
+from aoe.results.table_model import draws_seed
 from aoe.util.jsonio import finite_or_none
 
 __all__ = ["build_report", "figure_section", "git_commit", "table_section", "table_sources"]

@@ -4,7 +4,7 @@ Four audits found Δs, gains and t-tests between numbers measured in different w
 float-gold one, a cls_avg-scored row tested against CLS-scored baselines), each by reading. Here each row of ours
 carries its :class:`Measure` (the gold its scores correlate with, the evaluation protocol, the pooling arithmetic
 of its embeddings, its training recipe: :func:`aoe.config.measures.row_measure` from the configuration), and
-:func:`like_for_like` is what the t-tests (:func:`aoe.results.tables.ttests`), the gains over the backbone as
+:func:`like_for_like` is what the t-tests (:func:`aoe.results.ttests.ttests`), the gains over the backbone as
 downloaded (:mod:`aoe.publish.gains`), the papers' prose claims (:mod:`aoe.publish.claims`) and the numbers they quote (:mod:`aoe.publish.quoted`) call before they subtract or test: it refuses
 two numbers measured otherwise (:class:`UnlikeNumbers`, naming the difference and the fix) unless the table's
 config names that difference (``tables.<name>.compare_across: {field: why}``), and returns what the printed line

@@ -2,7 +2,7 @@
 objective, trainset, seed, rerun, eval_pooling, eval_gold, column, value): evaluation results through their
 kind's reader (:data:`aoe.config.table_kinds.KINDS`), training times from benchmark TSVs and model folders.
 
-Holds no table model and no paper numbers (:mod:`aoe.results.tables`) and prints nothing (:mod:`aoe.results.render`).
+Holds no table model (:mod:`aoe.results.table_model`) and no paper numbers (:mod:`aoe.results.paper_numbers`) and prints nothing (:mod:`aoe.results.render`).
 """
 
 from __future__ import annotations

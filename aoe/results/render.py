@@ -1,4 +1,4 @@
-"""Rendering a built :class:`aoe.results.tables.Table`: a standalone LaTeX (booktabs) document, its Markdown,
+"""Rendering a built :class:`aoe.results.table_model.Table`: a standalone LaTeX (booktabs) document, its Markdown,
 CSV (:func:`to_frame`) and JSON (:func:`to_json`) twins with the same rows, cells and notes, and
 :func:`write_table`, which writes all four files. Numbers are printed here: mean ± std, bold per
 backbone, the paper's numbers with their printed decimals, Δ lines, "–" for a missing result.
@@ -20,7 +20,7 @@ import pandas as pd
 from aoe.config.table_kinds import table_kind
 from aoe.config.workflow import PRETRAINED
 from aoe.results.stats import FLAG_RULE, TTEST_RULE, delta_text, flag_of
-from aoe.results.tables import Row, Table, TTest
+from aoe.results.table_model import Row, Table, TTest
 from aoe.util.jsonio import json_safe
 from aoe.util.fsutil import atomic_file
 

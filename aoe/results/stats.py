@@ -127,7 +127,7 @@ class Bound:
 
 
 def _t(df: float) -> float:
-    from scipy import stats  # here, not at the top: planning imports this module (through aoe.results.tables), and scipy.stats takes ~1 s
+    from scipy import stats  # here, not at the top: planning imports this module (through aoe.results.table_model), and scipy.stats takes ~1 s
 
     return float(stats.t.ppf(1 - ALPHA / 2, df))
 

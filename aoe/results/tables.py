@@ -1,4 +1,4 @@
-"""Tables of both papers from result files: the table model and how a table is built. Tables never train or embed.
+"""Tables of both papers from result files: how a table is built. Tables never train or embed.
 
 Each cell is the mean ± sample std over the seeds that exist, with the seed count in
 the row label; the best mean per backbone among our rows is bold. A row with a paper
@@ -14,10 +14,12 @@ group the paper prints them under (paper_numbers.yaml ``group_labels``). The not
 compares the treatment row (AoE / AnglE) with every other row of its backbone per column, over
 seeds (paired where they match, else Welch's), none over reruns of one seed or a row not trained
 (:data:`aoe.results.stats.TTEST_RULE`); the p-values go in a note under the table. Beside every Δ,
-the gap a different seed alone makes (:meth:`Row.bound`, :data:`aoe.results.stats.FLAG_RULE`). A result that does not exist is printed as "–" and logged, never 0.
+the gap a different seed alone makes (:meth:`aoe.results.table_model.Row.bound`, :data:`aoe.results.stats.FLAG_RULE`). A result that does not exist is printed as "–" and logged, never 0.
 
-This module holds the model (:class:`Row`, :class:`TTest`, :class:`Table`), the paper's numbers
-and how a table is built from the long results; :func:`render_table` loads and builds. Loading the
+This module builds a table from the long results (:func:`build_table`, the GIS statistics: :func:`build_gis_table`)
+and :func:`render_table` loads and builds the table a rule renders. The parts it puts together, each in its own module:
+the model (:mod:`aoe.results.table_model`), the paper's numbers (:mod:`aoe.results.paper_numbers`), the t-tests
+(:mod:`aoe.results.ttests`), a study's or an objective comparison's verdict (:mod:`aoe.results.verdicts`). Loading the
 result files: :mod:`aoe.results.load`; LaTeX, Markdown, CSV and JSON and writing them: :mod:`aoe.results.render`.
 
 Kinds (columns, the files a table reads, how one file becomes values): :data:`aoe.config.table_kinds.KINDS`.
@@ -25,65 +27,50 @@ Kinds (columns, the files a table reads, how one file becomes values): :data:`ao
 
 from __future__ import annotations
 
-import functools
-import itertools
 import json
 import logging
-import math
-import re
-from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
-import yaml
 
 from aoe.config.hparams import schema_default
 from aoe.config.table_kinds import Column, table_kind
-from aoe.config.workflow import NO_TRAINSET, OBJECTIVE_LABELS, PRETRAINED, RELEASED, parse_run, row_label, run_name
+from aoe.config.workflow import NO_TRAINSET, PRETRAINED, parse_run, row_label, run_name
 from aoe.data.io import sha256_file
-from aoe.evaluate.sts import TASKS
-from aoe.results.likeness import FIELDS, Measure, UnlikeNumbers, differences, like_for_like, named_text
+from aoe.results.likeness import Measure, like_for_like
 from aoe.results.load import load_results
-from aoe.results.stats import Bound, compare_runs, delta_bound, p_text, paper_seeds_of
-from aoe.results.studies import COMPARISON_RULE, STUDY_RULE, ComparedRow, StudyRow, StudyVerdict, judge_comparison, judge_study
+from aoe.results.paper_numbers import (
+    labels_groups,
+    paper_group,
+    paper_group_position,
+    paper_marks,
+    paper_measure,
+    paper_reference,
+    paper_side,
+    reference_heading,
+)
+from aoe.results.studies import STUDY_RULE
+from aoe.results.table_model import Row, Table
+from aoe.results.ttests import ttests
+from aoe.results.verdicts import comparison_verdict, study_verdict
 
 __all__ = [
-    "OBJECTIVE_LABELS",
-    "Row",
-    "TTest",
-    "Table",
-    "TTestPair",
     "build_gis_table",
     "build_table",
-    "comparison_verdict",
-    "draws_seed",
     "kind_columns",
-    "load_paper_numbers",
-    "paper_measure",
-    "paper_side",
-    "paper_reference",
     "render_table",
-    "row_label",
     "row_paper_refs",
     "source_files",
     "spec_rows",
-    "study_verdict",
-    "treatment_row",
-    "ttest_pairs",
-    "ttests",
 ]
 
 log = logging.getLogger(__name__)
 
-# treatment objectives of the t-test, in order of preference (a table's `ttest.treatment` overrides)
-TREATMENTS = ("aoe", "angle_arxiv")
 
-
-def _key(name: str) -> str:
-    return re.sub(r"[^a-z0-9]", "", str(name).lower())
+# ---------------------------------------------------------------------------
+# Building a table.
 
 
 def kind_columns(kind: str, spec: dict, results: pd.DataFrame | None = None) -> list[Column]:
@@ -92,237 +79,13 @@ def kind_columns(kind: str, spec: dict, results: pd.DataFrame | None = None) -> 
     return table_kind(kind).columns(spec, found)
 
 
-# ---------------------------------------------------------------------------
-# Paper numbers.
-
-
-def load_paper_numbers(numbers_file: str | Path | None) -> dict:
-    """The parsed numbers file; callers only read it (one parse per distinct text: a table looks up
-    every row's reference in it)."""
-    text = (
-        Path(numbers_file).read_text()
-        if numbers_file
-        else resources.files("aoe.resources").joinpath("paper_numbers.yaml").read_text()
-    )
-    return _parse_numbers(text)
-
-
-@functools.lru_cache(maxsize=8)
-def _parse_numbers(text: str) -> dict:
-    return yaml.safe_load(text)
-
-
-def paper_reference(
-    ref: str, numbers_file: str | Path | None = None, columns: list[str] | None = None
-) -> tuple[str, dict[str, float], dict[str, float]]:
-    """A reference row of paper_numbers.yaml: (label, {column: value}, {column: std}).
-
-    ``ref`` is ``'<table key>/<row>'`` for tables with ``rows``, ``'<table key>/<group>/<row>'``
-    for tables with ``groups`` (e.g. a backbone) or rows in sections, or a path to a single
-    number (then the value of column ``avg``). The paper's column names are matched to
-    ``columns`` (default: the STS tasks and avg) ignoring case and punctuation
-    (``STS-B`` = ``STSB``); an entry's own ``std`` number is the std of its ``avg``.
-    """
-    numbers = load_paper_numbers(numbers_file)
-    parts = ref.split("/")
-    entry = numbers.get(parts[0])
-    if not isinstance(entry, dict) or len(parts) < 2:
-        raise KeyError(f"paper reference {ref!r} not found in paper_numbers.yaml")
-    values: Any = None
-    stds: Any = {}
-    # a row key may itself hold "/" (a hub id: repo_nli_readme_released_checkpoints/SeanLee97/angle-...)
-    for container, path in itertools.product(("rows", "groups", None), (parts[1:], ["/".join(parts[1:])])):
-        node: Any = entry.get(container) if container else entry
-        std_node: Any = entry.get("std", {}) if container else {}
-        try:
-            for p in path:
-                node = node[p]
-                std_node = std_node.get(p, {}) if isinstance(std_node, dict) else {}
-        except (KeyError, TypeError):
-            continue
-        values, stds = node, std_node
-        break
-    if values is None or not isinstance(values, (dict, int, float)) or isinstance(values, bool):
-        raise KeyError(f"paper reference {ref!r} not found in paper_numbers.yaml")
-    if not isinstance(values, dict):
-        values = {"avg": values}
-    else:
-        values = dict(values)
-        if isinstance(values.get("std"), (int, float)):
-            stds = {**(stds if isinstance(stds, dict) else {}), "avg": values.pop("std")}
-    wanted = {_key(t): t for t in (columns if columns is not None else [*TASKS, "avg"])}
-
-    def pick(d: dict) -> dict[str, float]:
-        return {
-            wanted[_key(k)]: float(v)
-            for k, v in (d or {}).items()
-            if _key(k) in wanted and isinstance(v, (int, float)) and not isinstance(v, bool)
-        }
-
-    source = entry.get("short") or entry.get("source", parts[0]).split(":")[0]
-    return f"{parts[-1]} (paper: {source})", pick(values), pick(stds if isinstance(stds, dict) else {})
-
-
-def paper_measure(ref: str, numbers_file: str | Path | None = None) -> dict:
-    """What a paper number was measured under, where paper_numbers.yaml says (its entry's ``measured``: ``"*"`` for
-    every row, else the row's path after the entry key, e.g. ``AoE`` or ``table2/AoE-BERT (reproduction)``). Each field
-    a string, but ``recipe``: the settings the source states, ``{train set: {setting: value}}``, which
-    :func:`paper_side` lays over the row's own recipe (a source never states every setting of ours)."""
-    parts = ref.split("/")
-    entry = load_paper_numbers(numbers_file).get(parts[0])
-    measured = (entry.get("measured") or {}) if isinstance(entry, dict) else {}
-    out = {**(measured.get("*") or {}), **(measured.get("/".join(parts[1:])) or {})}
-    unknown = set(out) - set(FIELDS)
-    if unknown:
-        raise KeyError(f"paper_numbers.yaml {parts[0]}.measured: unknown field(s) {', '.join(sorted(unknown))}; "
-                       f"the fields are {', '.join(FIELDS)}")
-    recipe = out.get("recipe")
-    if recipe is not None and not (isinstance(recipe, dict) and all(isinstance(v, dict) for v in recipe.values())):
-        raise KeyError(f"paper_numbers.yaml {parts[0]}.measured[{'/'.join(parts[1:])!r}].recipe: give the settings the "
-                       "source states as {train set: {setting: value}} (aoe.config.measures.RECIPE_KEYS)")
-    return {k: (v if k == "recipe" else str(v)) for k, v in out.items()}
-
-
-def paper_side(ours: Measure, ref: str, numbers_file: str | Path | None = None) -> Measure:
-    """The measure of paper number ``ref`` as set against a row of ours measured ``ours``: what paper_numbers.yaml
-    records (:func:`paper_measure`), else what the row claims by setting itself against that number (its own field).
-    A recorded recipe states some settings: the row's recipe with those replaced, so the gate names exactly the
-    stated settings the row does not train (a row not trained by us, as downloaded or released, differs whole)."""
-    recorded = paper_measure(ref, numbers_file)
-    stated = recorded.pop("recipe", None)
-    fields = {**ours.as_dict(), **recorded}
-    if stated is not None:
-        try:
-            own = json.loads(ours.recipe)
-        except ValueError:
-            own = None
-        if not isinstance(own, dict):
-            own = {}
-        for trainset, settings in stated.items():
-            own[trainset] = {**(own.get(trainset) or {}), **settings}
-        fields["recipe"] = json.dumps(own, sort_keys=True, default=str)
-    return Measure.of(fields)
-
-
-def _gate_paper(table: "Table", row: "Row", ref: str, numbers_file: str | Path | None) -> None:
+def _gate_paper(table: Table, row: Row, ref: str, numbers_file: str | Path | None) -> None:
     """Refuse a Δ between a row of ours and a paper number measured otherwise (:func:`aoe.results.likeness.like_for_like`):
-    the paper side is :func:`paper_side`. A row built without its measure (a table by hand) is not gated."""
+    the paper side is :func:`aoe.results.paper_numbers.paper_side`. A row built without its measure (a table by hand) is not gated."""
     if row.measure == Measure():
         return
     like_for_like(row.measure, paper_side(row.measure, ref, numbers_file), table.compare_across,
                   f"tables.{table.name}: {row.label} vs paper {ref}")
-
-
-# ---------------------------------------------------------------------------
-# Building a table.
-
-
-@dataclass
-class Row:
-    label: str
-    backbone: str
-    objective: str
-    trainsets: list[str]
-    seeds: list[int] | None  # None: every seed found
-    section: str = ""
-    values: dict[str, dict[str, float]] = field(default_factory=dict)  # column -> run (run_name) -> value
-    reruns: int = 1  # trainings per seed: rerun 0 .. reruns-1
-    paper_ref: str | None = None
-    paper_label: str = ""
-    paper: dict[str, float] = field(default_factory=dict)
-    paper_std: dict[str, float] = field(default_factory=dict)
-    reference: bool = False  # a paper row with no counterpart among ours
-    # a reference row's group line, printed once above the rows sharing it: the paper's group (its backbone) and
-    # the document, or the document alone (the independent reproduction report's rows sit under their own)
-    heading: str = ""
-    # the (backbone, objective) of ours a paper row stands for (the table's ``paper`` mapping or the row's
-    # own key), also on reference rows: what a preset on another backbone compares by objective
-    paper_backbone: str = ""
-    paper_objective: str = ""
-    repro_ref: str | None = None  # the independent reproduction's row, a second line under ours
-    repro_label: str = ""
-    repro: dict[str, float] = field(default_factory=dict)
-    variant: str = NO_TRAINSET  # a pretrained row: its evaluation.pretrained_variants key ("none": the backbone's own)
-    eval_pooling: str = ""  # an evaluation-only variant row: the pooling its cells were scored with ("": their own)
-    eval_gold: str = ""  # an in-domain variant row: the gold its cells' files are read against ("": their own)
-    # what its numbers are measured under (aoe.config.measures.row_measure): every t-test checks it (aoe.results.likeness)
-    measure: Measure = field(default_factory=Measure)
-    # an objective comparison's row: every resolved setting of its training (aoe.config.measures.row_settings); "": not recorded
-    settings: str = ""
-
-    @property
-    def n(self) -> int:
-        return len({s for v in self.values.values() for s in v})
-
-    def mean(self, col: str) -> float:
-        v = list(self.values.get(col, {}).values())
-        return float(np.mean(v)) if v else math.nan
-
-    def std(self, col: str) -> float:
-        v = list(self.values.get(col, {}).values())
-        return float(np.std(v, ddof=1)) if len(v) > 1 else math.nan
-
-    def count(self, col: str) -> int:
-        return len(self.values.get(col, {}))
-
-    def delta(self, col: str) -> float:
-        return self.mean(col) - self.paper[col] if col in self.paper and self.values.get(col) else math.nan
-
-    def repro_delta(self, col: str) -> float:
-        return self.mean(col) - self.repro[col] if col in self.repro and self.values.get(col) else math.nan
-
-    def bound(self, col: str, seeded: bool = True) -> Bound | None:
-        """The seed-spread bound beside this row's Δ in ``col`` (:func:`aoe.results.stats.delta_bound`); None for a row
-        that draws no seed (:func:`draws_seed`) or without runs. ``seeded``: the table kind's (GIS split sizes are not)."""
-        return delta_bound(self.values.get(col, {}), draws_seed(seeded, self.objective), paper_seeds_of(self.paper_ref))
-
-    def repro_bound(self, col: str, seeded: bool = True) -> Bound | None:
-        """The same bound beside Δ = ours − reproduction: the report's number is one run of its recipe (m = 1)."""
-        return delta_bound(self.values.get(col, {}), draws_seed(seeded, self.objective), 1)
-
-
-def draws_seed(seeded: bool, objective: str) -> bool:
-    """Whether a row's numbers are draws of a seed: a trained row of a seeded table kind; a model as downloaded or a
-    published checkpoint scores the same on any stack, and split sizes are no draw at all."""
-    return seeded and objective not in (PRETRAINED, RELEASED)
-
-
-@dataclass
-class TTest:
-    backbone: str
-    treatment: str
-    baseline: str
-    column: str  # a column key
-    n: int  # the treatment's runs (paired: the matched seeds)
-    p: float | None
-    statistic: float | None
-    note: str = ""  # why there is no p-value
-    test: str = ""  # aoe.results.stats.PAIRED or WELCH; '' where no test applies
-    n_baseline: int = 0  # the baseline's runs (paired: the matched seeds again)
-    named: str = ""  # the differences of measurement the table names for this pair (aoe.results.likeness.named_text)
-    diff: float | None = None  # mean treatment − mean baseline (over the matched seeds where paired): which row is higher
-    detectable: float | None = None  # the smallest gap the test's seeds could detect (aoe.results.stats.detectable_gap)
-
-    def text(self) -> str:
-        return p_text(self.test, self.p, self.n, self.n_baseline, self.note)
-
-
-@dataclass
-class Table:
-    name: str
-    kind: str
-    caption: str
-    columns: list[Column]
-    rows: list[Row]
-    references: list[Row]
-    ttests: list[TTest] = field(default_factory=list)
-    missing: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    extra: dict = field(default_factory=dict)  # gis_stats: the body rows
-    sources: list[dict] = field(default_factory=list)  # the files it read (source_files)
-    study: dict | None = None  # a study table's verdict on the paper's claim (aoe.results.studies.judge_study)
-    # {field: why}: the differences of measurement a comparison of its rows may have (tables.<name>.compare_across)
-    compare_across: dict = field(default_factory=dict)
 
 
 def spec_rows(spec: dict) -> list[dict]:
@@ -386,69 +149,6 @@ def _spec_paper_of(spec: dict) -> dict[str, tuple[str, str]]:
     return out
 
 
-def _paper_group(ref: str, numbers_file: str | Path | None) -> str:
-    """The group a paper row is printed under (AoE Table 1: the backbone, e.g. LLaMA2-7B), as the
-    entry's ``group_labels`` names it; '' for a row of a flat table."""
-    parts = ref.split("/")
-    entry = load_paper_numbers(numbers_file).get(parts[0])
-    if not isinstance(entry, dict) or len(parts) < 3:
-        return ""
-    group = parts[1]
-    nested = (entry.get("groups") or {}).get(group)
-    if not isinstance(nested, dict):
-        nested = (entry.get("rows") or {}).get(group)
-        if not isinstance(nested, dict) or not any(isinstance(v, dict) for v in nested.values()):
-            return ""  # a row key holding "/" (a hub id), not a group
-    return str((entry.get("group_labels") or {}).get(group, group))
-
-
-def _paper_group_position(ref: str, numbers_file: str | Path | None) -> tuple[int, int, int]:
-    """(the paper table, the group, the row) positions of a reference row, in the order the numbers file holds them
-    (the paper's); a row the file does not list in order (a single number) goes after its table's rows."""
-    numbers = load_paper_numbers(numbers_file)
-    parts = ref.split("/")
-    entry = numbers.get(parts[0])
-    tables = list(numbers)
-    container = (entry.get("groups") or entry.get("rows") or {}) if isinstance(entry, dict) else {}
-    groups = list(container)
-    grouped = len(parts) > 2 and parts[1] in groups and isinstance(container[parts[1]], dict)
-    names = list(container[parts[1]]) if grouped else groups
-    name = parts[2] if grouped else "/".join(parts[1:])
-    return (tables.index(parts[0]) if parts[0] in numbers else len(tables),
-            groups.index(parts[1]) if grouped else len(groups),
-            names.index(name) if name in names else len(names))
-
-
-def _reference_heading(ref: str, group: str, numbers_file: str | Path | None) -> str:
-    """The line a reference row is printed under: the paper's group and its source ("the paper's BERT-base rows
-    (Li & Li, AoE, ACL 2024, Table 1)"), or the entry's own ``heading`` (the independent reproduction report,
-    which is not the paper), else its source ("Li & Li, AoE, ACL 2024, Table 2")."""
-    entry = load_paper_numbers(numbers_file).get(ref.split("/")[0]) or {}
-    source = entry.get("short") or str(entry.get("source", ref.split("/")[0])).split(":")[0]
-    if entry.get("heading"):
-        return str(entry["heading"])
-    return f"the paper's {group} rows ({source})" if group else source
-
-
-def _labels_groups(ref: str, numbers_file: str | Path | None) -> bool:
-    """Whether the paper entry ``ref`` points into names the groups it prints its rows under (AoE Table 1's backbones)."""
-    entry = load_paper_numbers(numbers_file).get(ref.split("/")[0])
-    return isinstance(entry, dict) and bool(entry.get("group_labels"))
-
-
-def paper_marks(refs: list[str], numbers_file: str | Path | None = None) -> list[str]:
-    """The paper's explanations of its row marks (†, ⋆) for the tables ``refs`` point into: each entry's
-    notes that begin "Marks:", with the table they explain."""
-    numbers, out = load_paper_numbers(numbers_file), []
-    for key in dict.fromkeys(r.split("/")[0] for r in refs if r):
-        entry = numbers.get(key)
-        if not isinstance(entry, dict):
-            continue
-        source = entry.get("short") or str(entry.get("source", key)).split(":")[0]
-        out += [f"{source}: {n.removeprefix('Marks:').strip()}" for n in entry.get("notes") or [] if str(n).startswith("Marks:")]
-    return out
-
-
 def _tell_apart(table: Table, numbers_file: str | Path | None) -> None:
     """Paper rows of one table with the same label (AoE Table 1's "SBERT ⋆" under LLaMA2-7B and under
     LLaMA2-13B) get their group in the label, so no two different paper rows read alike."""
@@ -460,7 +160,7 @@ def _tell_apart(table: Table, numbers_file: str | Path | None) -> None:
         refs_of.setdefault(getattr(row, attr), set()).add(ref)
     for row, attr, ref in lines:
         label = getattr(row, attr)
-        group = _paper_group(ref, numbers_file) if len(refs_of[label]) > 1 else ""
+        group = paper_group(ref, numbers_file) if len(refs_of[label]) > 1 else ""
         if group:
             name, paren, source = label.partition(" (paper: ")
             setattr(row, attr, f"{name} ({group}){paren}{source}")
@@ -585,10 +285,10 @@ def build_table(
         label, values, stds = paper_reference(ref, numbers_file, col_keys)
         paper_backbone, paper_objective = paper_of.get(ref, ("", ""))
         # the group the paper prints the row under (its backbone): the rows are shown so grouped
-        group = _paper_group(ref, numbers_file) if _labels_groups(ref, numbers_file) else ""
+        group = paper_group(ref, numbers_file) if labels_groups(ref, numbers_file) else ""
         table.references.append(
             Row(label=label, backbone="", objective="paper", trainsets=[], seeds=None, paper_ref=ref,
-                section=group, heading=_reference_heading(ref, group, numbers_file),
+                section=group, heading=reference_heading(ref, group, numbers_file),
                 paper_label=label, paper=values, paper_std=stds, reference=True,
                 paper_backbone=paper_backbone, paper_objective=paper_objective)
         )
@@ -602,7 +302,7 @@ def build_table(
     # the reference rows in the order the numbers file holds them (the paper's order of tables, groups and rows),
     # whichever list named them (paper_reference, a `paper` entry no row of ours takes, the grid's rows), so each
     # heading is printed once
-    table.references.sort(key=lambda r: _paper_group_position(r.paper_ref, numbers_file))
+    table.references.sort(key=lambda r: paper_group_position(r.paper_ref, numbers_file))
     _tell_apart(table, numbers_file)
     marks = paper_marks([r.paper_ref for r in [*table.rows, *table.references]], numbers_file)
     if marks:
@@ -616,184 +316,6 @@ def build_table(
     if table.missing:
         log.warning("%s: %d missing cell(s) printed as –: %s", name, len(table.missing), "; ".join(table.missing))
     return table
-
-
-def study_verdict(table: Table, study: dict) -> StudyVerdict:
-    """The verdict on a study table's claim (``tables.<name>.study``) from its rows of ours, in one column:
-    the study's ``column``, else the table's last (its summary: Avg. STS, or STS-B test). Its comparisons are t-tests
-    between the rows, so the rows pass the gate first: a difference of measurement the table does not name
-    (``compare_across``: the study's own subject, the batch or the pooling) raises
-    :class:`aoe.results.likeness.UnlikeNumbers`, naming it and the fix."""
-    col = study.get("column") or table.columns[-1].key
-    for row in table.rows[1:]:
-        like_for_like(table.rows[0].measure, row.measure, table.compare_across, f"tables.{table.name} (study): {table.rows[0].label} vs {row.label}")
-    rows = [StudyRow(r.label, r.values.get(col, {})) for r in table.rows]
-    return judge_study(rows, study, table_kind(table.kind).digits(col))
-
-
-def _settings_differences(a: Row, b: Row) -> str:
-    """Every resolved setting two rows' trainings differ in (:func:`aoe.results.likeness.differences` of their
-    :attr:`Row.settings`), ``graded_labels "int" vs "score", ...``; "none" where they are one recipe."""
-    if not a.settings or not b.settings:
-        return "not recorded (a table built without its configuration)"
-    return differences(Measure(recipe=a.settings), Measure(recipe=b.settings)).get("recipe") or "none"
-
-
-def comparison_verdict(table: Table, spec: dict) -> StudyVerdict:
-    """An objective comparison (``tables.<name>.comparison``, table kind ``objective_comparison``): its rows pass the
-    gate (:func:`aoe.results.likeness.like_for_like`: measured alike, or as ``compare_across`` names), the caption gets
-    every setting each pair of its rows differs in, and the table its verdict (:func:`aoe.results.studies.judge_comparison`)
-    as a note and as ``table.study`` (with the rule, the paper's order and the rows' differences, which REPORT.md
-    prints)."""
-    comparison = spec.get("comparison")
-    if not comparison:
-        raise ValueError(f"tables.{table.name}: kind {table.kind} judges its rows by a comparison: give tables.{table.name}.comparison "
-                         "(claim, source, higher, lower; separates optional), e.g. presets/objectives-vs-cosent.yaml")
-
-    def row_of(key: str) -> Row | None:
-        objective = comparison.get(key)
-        if objective is None:
-            return None
-        found = [r for r in table.rows if r.objective == objective]
-        if len(found) != 1:
-            raise ValueError(f"tables.{table.name}.comparison.{key}: {objective!r} must be the objective of one row of the table "
-                             f"(its rows' objectives: {', '.join(r.objective for r in table.rows)})")
-        return found[0]
-
-    higher, lower, separates = row_of("higher"), row_of("lower"), row_of("separates")
-    compared = [r for r in (higher, separates, lower) if r is not None]
-    pairs = list(zip(compared, compared[1:])) + ([(higher, lower)] if separates is not None else [])
-    diffs = {}
-    for a, b in pairs:
-        like_for_like(a.measure, b.measure, table.compare_across, f"tables.{table.name} (comparison): {a.label} vs {b.label}")
-        diffs[(a.label, b.label)] = _settings_differences(a, b)
-    table.caption = (f"{table.caption} The rows' trainings differ in (every setting of their resolved recipes, the seed "
-                     "aside): " + "; ".join(f"{a} vs {b}: {d}" for (a, b), d in diffs.items()) + ".").strip()
-    digits = table_kind(table.kind).digits
-    verdict = judge_comparison(
-        ComparedRow(higher.label, higher.values), ComparedRow(lower.label, lower.values),
-        [(c.key, c.header) for c in table.columns], comparison, digits,
-        ComparedRow(separates.label, separates.values) if separates is not None else None, diffs)
-    table.study = {**verdict.as_dict(), "title": "Objective comparison", "rule": COMPARISON_RULE,
-                   "paper_order": [higher.label, lower.label], "source": comparison["source"],
-                   "differences": [{"rows": [a, b], "settings": d} for (a, b), d in diffs.items()]}
-    table.notes.append(f"{verdict.text} Rule: {COMPARISON_RULE}.")
-    return verdict
-
-
-# ---------------------------------------------------------------------------
-# t-tests (aoe.results.stats.TTEST_RULE).
-
-
-@dataclass(frozen=True)
-class TTestPair:
-    """Two rows of ours a table's t-test sets against each other: the treatment row chosen for the baseline,
-    the differences of measurement the table names for them (printed beside each p), or why none is tested."""
-
-    backbone: str
-    treatment: Row
-    baseline: Row
-    named: dict = field(default_factory=dict)
-    refused: str = ""  # "no test: ..." where no treatment row is measured as the baseline is
-
-
-def treatment_row(rows: list[Row], treatment: str | None = None) -> Row | None:
-    """The treatment of one backbone's rows: the row of ours set against the paper's AoE / AnglE (a trained row of
-    ``treatment``, else of :data:`TREATMENTS`, with a paper line), else the first row of the first of those objectives
-    among them (a table with no paper row, a preset)."""
-    objectives = [treatment] if treatment else list(TREATMENTS)
-    trained = [r for r in rows if r.objective in objectives]
-    for objective in objectives:
-        paper = next((r for r in trained if r.objective == objective and r.paper_ref), None)
-        if paper is not None:
-            return paper
-    for objective in objectives:
-        first = next((r for r in trained if r.objective == objective), None)
-        if first is not None:
-            return first
-    return None
-
-
-def ttest_pairs(rows: list[Row], spec: dict, name: str = "table") -> list[TTestPair]:
-    """Per backbone, each baseline row (another objective than the treatment's) with the treatment row measured as it
-    is (:mod:`aoe.results.likeness`): of the treatment (:func:`treatment_row`) and its variant rows (an in-domain row's
-    other gold: its eval_gold row; another scoring pooling: its eval_pooling row) the one with the fewest differences,
-    those the table names in ``compare_across`` allowed and printed beside each p; only where none of them is, another
-    row of :data:`TREATMENTS` so measured (AoE's 2024 recipe beside the ablations that vary it); where no row is, the
-    pair is refused, the difference named."""
-    setting = spec.get("ttest") or {}
-    allowed = spec.get("compare_across") or {}
-    by_backbone: dict[str, list[Row]] = {}
-    for r in rows:
-        by_backbone.setdefault(r.backbone, []).append(r)
-    out = []
-    for backbone, group in by_backbone.items():
-        primary = treatment_row(group, setting.get("treatment"))
-        if primary is None:
-            continue
-        # first the treatment and its variant rows, then (only where none is measured as the baseline is) the other
-        # treatment objective's rows: AoE's 2024 recipe beside the ablations that vary it
-        tiers = [[primary, *(r for r in group if r is not primary and r.objective == primary.objective)],
-                 [r for r in group if r.objective in TREATMENTS and r.objective != primary.objective]]
-        done = set()
-        for base in group:
-            if base.objective == primary.objective or (base.objective, base.label) in done:
-                continue
-            done.add((base.objective, base.label))
-            best, refusal = None, ""
-            if base.objective in (PRETRAINED, RELEASED):
-                # not trained: no seed to test over (compare_runs says so), so no measurement to match either
-                out.append(TTestPair(backbone, primary, base))
-                continue
-            for candidates in tiers:
-                for cand in candidates:
-                    if cand.objective == base.objective:
-                        continue
-                    try:
-                        named = like_for_like(cand.measure, base.measure, allowed, f"tables.{name}: {cand.label} vs {base.label}")
-                    except UnlikeNumbers as err:
-                        refusal = refusal or str(err)
-                        continue
-                    if best is None or len(named) < len(best[1]):
-                        best = (cand, named)
-                if best is not None:
-                    break
-            if best is None:
-                why = refusal.split("measured otherwise ", 1)[-1].split("): ", 1)[0].lstrip("(")
-                out.append(TTestPair(backbone, primary, base, refused=f"no test: measured otherwise ({why})"))
-            else:
-                out.append(TTestPair(backbone, best[0], base, best[1]))
-    return out
-
-
-def ttests(table: Table, spec: dict) -> list[TTest]:
-    """Each pair of :func:`ttest_pairs` per column, by the test :func:`aoe.results.stats.compare_runs` allows for the
-    two rows' runs; a pair measured otherwise is one line saying how. The treatment is the row set against the paper's
-    AoE (``ttest.treatment``'s objective, else the first of :data:`TREATMENTS` with a paper line), per backbone.
-
-    No test pooled over datasets: seven datasets scored by one model are not seven independent samples
-    (a seed that trains well scores well on all of them), and a pooled p hid that STS12 got worse. The
-    Avg. column's test, over each seed's average across the datasets, is the across-datasets test whose
-    samples are independent."""
-    if not table_kind(table.kind).ttests:
-        return []
-    setting = spec.get("ttest") or {}
-    if setting.get("enabled", schema_default("tables", "*", "ttest", "enabled")) is False:
-        return []
-    out = []
-    for pair in ttest_pairs(table.rows, spec, table.name):
-        treat, base = pair.treatment, pair.baseline
-        for col in [c.key for c in table.columns]:
-            a, b = treat.values.get(col, {}), base.values.get(col, {})
-            if not a or not b:  # a missing row is in the table's Missing note already
-                continue
-            if pair.refused:
-                out.append(TTest(pair.backbone, treat.label, base.label, col, 0, None, None, pair.refused))
-                continue
-            c = compare_runs(a, b, treat.label, base.label, trained_b=base.objective not in (PRETRAINED, RELEASED))
-            out.append(TTest(pair.backbone, treat.label, base.label, col, c.n_a, c.p, c.statistic, c.note, c.test, c.n_b,
-                             named_text(pair.named), c.diff, c.detectable))
-    return out
 
 
 # ---------------------------------------------------------------------------
@@ -920,3 +442,4 @@ def mark_scored_split_selections(table: Table, selections: list[dict]) -> None:
         table.notes.insert(0, f"{SCORED_SPLIT_MARK}: the checkpoint was chosen on a split this table scores (select_checkpoint: best), "
                               "as the official code chose for NLI-STS and QQP / QNLI, so the number is not a held-out estimate: "
                               + "; ".join(named) + ".")
+

@@ -118,7 +118,7 @@ def disk_gb(config: dict, backbone: str, trainings: int, evaluations: int) -> di
 
 
 def estimate(config: dict, trained: list[Cell], evaluated: list[Cell], engine_over_bare: float) -> dict:
-    from aoe.results.tables import load_paper_numbers
+    from aoe.results.paper_numbers import load_paper_numbers
 
     paper = load_paper_numbers(None)["acl2024_training_time"]["rows"]
     measured = measured_speeds()

@@ -498,7 +498,7 @@ def report(cuda_json: Path, cpu_json: Path, out: Path, profiles: list[str], nli_
         before, gpu = gpu, {**gpu, "bert_nli": later["bert_nli"]}
     g, c = gpu["minilm"], cpu["minilm"]
     common = sorted(set(g["losses"]) & set(c["losses"]), key=int)
-    from aoe.results.tables import load_paper_numbers
+    from aoe.results.paper_numbers import load_paper_numbers
 
     est_speed, est_source = cluster_cost.per_gpu_pairs_per_s(BERT, load_paper_numbers(None)["acl2024_training_time"]["rows"])
     nli, rows = _nli_rows(gpu, est_speed)

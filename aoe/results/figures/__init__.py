@@ -17,7 +17,7 @@ Import-light on purpose (no torch, no matplotlib): the Snakefile imports it at D
 
 from __future__ import annotations
 
-from aoe.config.workflow import PRETRAINED, Cell, ConfigError, built_figures, pretrained_cell, pretrained_variants, results_path, run_cells
+from aoe.config.workflow import OBJECTIVE_LABELS, PRETRAINED, Cell, ConfigError, built_figures, pretrained_cell, pretrained_variants, results_path, run_cells
 
 __all__ = [
     "FIGURES",
@@ -171,11 +171,9 @@ def dataset_name(dataset: str, split: str | None = None) -> str:
 
 def display_label(cell: dict | Cell, config: dict | None = None) -> str:
     """How a figure's title names a model, from the names the tables use: backbone (:func:`backbone_name`),
-    objective (aoe.results.tables.OBJECTIVE_LABELS), train set (:func:`dataset_name` with its config split), seed.
+    objective (aoe.config.workflow.OBJECTIVE_LABELS), train set (:func:`dataset_name` with its config split), seed.
     ``{"backbone": "minilm-l6", "objective": "aoe", "trainset": "stsb", "seed": 1}`` ->
     ``all-MiniLM-L6-v2 + AoE, trained on STS-B train (seed 1)``."""
-    from aoe.results.tables import OBJECTIVE_LABELS
-
     if isinstance(cell, Cell):
         cell = {"backbone": cell.backbone, "objective": cell.objective, "trainset": cell.trainset, "seed": cell.seed}
     backbone = backbone_name(str(cell["backbone"]), config)

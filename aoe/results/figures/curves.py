@@ -20,7 +20,7 @@ import json
 import math
 from pathlib import Path
 
-from aoe.config.workflow import ConfigError, built_figures, built_tables, results_path, run_name, table_cells
+from aoe.config.workflow import OBJECTIVE_LABELS, ConfigError, built_figures, built_tables, results_path, run_name, table_cells
 
 __all__ = [
     "CURVES",
@@ -123,7 +123,6 @@ def run_series(lines: list[dict]) -> dict:
 def panel_title(panel: dict, config: dict | None = None) -> str:
     """How a panel names its group, with the names the tables use: ``all-MiniLM-L6-v2 + AoE, STS-B train``."""
     from aoe.results.figures import backbone_name, dataset_name
-    from aoe.results.tables import OBJECTIVE_LABELS
 
     spec = ((config or {}).get("trainsets") or {}).get(panel["trainset"]) or {}
     train = dataset_name(panel["trainset"], spec.get("split", "train"))
