@@ -27,7 +27,6 @@ rule report_md:
             "results/load.py",
             "results/table_model.py",
             "results/paper_numbers.py",
-            "results/likeness.py",
             "results/render.py",
             "results/stats.py",
             "results/studies.py",
