@@ -5,7 +5,8 @@ from snakemake.logging import logger
 # The package lives beside the Snakefile: importable with or without `pip install -e .`.
 sys.path.insert(0, workflow.basedir)
 
-from aoe.plan.check import complete_config, config_sources, load_config
+from aoe.plan.check import complete_config, load_config
+from aoe.plan.key_sources import config_sources
 from aoe.plan.code_changes import code_change_message, models_of_other_code
 from aoe.plan.interruptions import install as install_interruption_filter
 from aoe.plan.cost import CostError, training_gpu_hours, training_runtime_minutes

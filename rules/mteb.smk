@@ -15,7 +15,7 @@ MTEB = config["evaluation"]["mteb"]
 # estimates, to be replaced by a measured cluster run.
 MTEB_FULL_EXTRA_MEM_MB = 112000
 MTEB_FULL_RUNTIME_SCALE = 48
-# local_tasks checked at start-up (schema enum, aoe.plan.check.check_mteb)
+# local_tasks checked at start-up (schema enum, aoe.plan.evaluation_checks.check_mteb)
 MTEB_LOCAL = local_task_inputs(MTEB["local_tasks"])
 
 

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from aoe.plan.check import check_figures
+from aoe.plan.evaluation_checks import check_figures
 from aoe.results.figures import figure_cells, figure_inputs, figure_results, unavailable_figures
 from aoe.results.figures.gradients import bin_stats, gradient_summary, plot_gradients, score_gradient_norms
 from aoe.results.figures.similarity import distance_to_gold, group_index, plot_gold_density, plot_similarity_density, rank_normalise

@@ -144,7 +144,7 @@ def grid() -> dict:
 
 @pytest.mark.parametrize("backbone", ["llama-2-7b", "gemma3-270m"])
 def test_planning_refuses_a_backbone_without_a_pooler(grid, backbone):
-    from aoe.plan.check import check_pooler_poolings
+    from aoe.plan.cell_checks import check_pooler_poolings
 
     config = copy.deepcopy(grid)
     config["runs"].append({"backbone": backbone, "trainset": "nli", "objectives": ["simcse_paper"], "seeds": [42], "reruns": 1})
@@ -153,7 +153,7 @@ def test_planning_refuses_a_backbone_without_a_pooler(grid, backbone):
 
 
 def test_planning_refuses_the_pooler_under_an_adapter_and_a_draw_nothing_reads(grid):
-    from aoe.plan.check import check_pooler_poolings
+    from aoe.plan.cell_checks import check_pooler_poolings
 
     check_pooler_poolings(grid)  # the grid's simcse_paper cells: BERT-base, full fine-tuning
     config = copy.deepcopy(grid)

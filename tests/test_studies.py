@@ -187,7 +187,7 @@ def test_snakemake_plans_each_study_of_the_grid(tmp_path):
 
 def test_a_study_naming_a_row_it_lacks_is_refused_at_planning():
     from aoe.config.workflow import ConfigError
-    from aoe.plan.check import check_tables
+    from aoe.plan.table_checks import check_tables
 
     config = _config("presets/studies-cpu.yaml")
     check_tables(config)

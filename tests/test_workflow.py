@@ -227,8 +227,8 @@ def _ci_with_override(tmp_path, preset_text: str, *targets: str, mirror: Path | 
 
 
 # One case through the Snakefile: its other schema errors are the same call printing another message, each checked
-# in process (tests/test_configcheck.py: 'median' test_a_bad_value_names_the_file_it_was_merged_from, max_steps -5
-# test_override_dictionaries_take_the_schema_of_what_they_override); its dry runs name the file of a schema error
+# in process (tests/test_key_sources.py: 'median' test_a_bad_value_names_the_file_it_was_merged_from; tests/test_schema_check.py:
+# max_steps -5 test_override_dictionaries_take_the_schema_of_what_they_override); its dry runs name the file of a schema error
 # and of a cross-key one (test_a_dry_run_names_the_file_that_set_the_bad_value).
 @pytest.mark.slow
 @pytest.mark.parametrize(
@@ -238,7 +238,7 @@ def _ci_with_override(tmp_path, preset_text: str, *targets: str, mirror: Path | 
     ],
 )
 def test_schema_errors_are_one_line_before_planning(tmp_path, text, line):
-    """The Snakefile checks the schema (aoe.plan.check, cases in tests/test_configcheck.py) before it plans."""
+    """The Snakefile checks the schema (aoe.plan.check, cases in tests/test_schema_check.py) before it plans."""
     out = _ci_with_override(tmp_path, text)
     assert out.returncode != 0
     assert line in out.stdout, out.stdout[-3000:]

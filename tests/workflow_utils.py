@@ -47,6 +47,15 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+def building(*tables: str, without: tuple = ()) -> dict:
+    """An override building config.yaml's tables (``build.tables``, a list a --configfile replaces whole), less
+    ``without``, plus ``tables``: what the config-check tests give where a case needs another set of tables."""
+    from aoe.config.hparams import read_yaml  # parsed once a process while config.yaml is unchanged
+
+    paper = read_yaml(REPO / "config.yaml")["build"]["tables"]
+    return {"build": {"tables": [t for t in paper if t not in without] + list(tables)}}
+
+
 def copy_workflow(dest: Path) -> Path:
     """Copy the files the workflow needs (not results/ or .snakemake/) into ``dest``."""
     dest.mkdir(parents=True, exist_ok=True)

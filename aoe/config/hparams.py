@@ -172,7 +172,7 @@ TRAIN_LAYERS: tuple[tuple[str, ...], ...] = (
     ("backbones", "{backbone}", "objective_train", "{trainset}", "{objective}"),
 )
 # The objective_settings entry of a train set that every objective trained on it takes (below the
-# objective's own entry); no objective may take this name (aoe.plan.check.check_objectives).
+# objective's own entry); no objective may take this name (aoe.plan.training_checks.check_objectives).
 EVERY_OBJECTIVE = "all"
 # Loss settings, lowest precedence first, above LossSettings' defaults and the built-in
 # recipe aoe.config.recipes.OBJECTIVES[base]. A variant (objectives.<name>.base) trains its base's
@@ -189,7 +189,7 @@ LOSS_LAYERS: tuple[tuple[str, ...], ...] = (
 )
 # keys of an objectives entry that name the variant, not a loss setting; length_buckets is the one
 # training setting a variant carries: a padded pooling's cell needs 1 whatever its train set buckets
-# (aoe.plan.check.check_padded_pooling_buckets)
+# (aoe.plan.cell_checks.check_padded_pooling_buckets)
 _VARIANT_KEYS = ("base", "pooling", "length_buckets")
 
 

@@ -101,7 +101,7 @@ NEEDS_POOLER = frozenset(POOLER_POOLINGS)
 # out of POOLINGS on purpose: a backbone, a released checkpoint and every cell but the pooling
 # ablations' use a batch-independent, masked pooling. The pooling-ablation cells (AnglE Table 3,
 # AoE Table 4's max) train with the official one because the papers' numbers came from it: one padded
-# pass per micro-batch (length_buckets 1, aoe.plan.check.check_padded_pooling_buckets), scored in the
+# pass per micro-batch (length_buckets 1, aoe.plan.cell_checks.check_padded_pooling_buckets), scored in the
 # official evaluation's batches (aoe.evaluate.run.scoring_pooling); they have no sentence-transformers export.
 # 0.1.1's ``cls`` and 0.4.x's ``cls`` and ``last`` (attention_mask.sum - 1 under right
 # padding, -1 under left) already equal the masked ``cls`` / ``last``: no replica needed.

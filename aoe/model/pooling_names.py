@@ -7,7 +7,7 @@ these names (a test keeps the two in step).
 # masked poolings: one embedding per text whatever it is batched with
 TRAIN_POOLINGS = ("cls", "avg", "max", "last", "cls_avg", "cls_last_avg", "first_last_avg", "cls_mlp")
 # poolings that read the backbone's own pooler (BERT's dense + tanh over [CLS]): a backbone without one
-# (the decoders) cannot train or embed with them (aoe.plan.check.check_pooler_poolings)
+# (the decoders) cannot train or embed with them (aoe.plan.cell_checks.check_pooler_poolings)
 POOLER_POOLINGS = ("cls_mlp",)
 # the official angle-emb arithmetic over padded batches (0.1.1 Pooler, 0.4.x get_pooling): evaluation
 # variants of any model, and the training pooling of the pooling-ablation cells whose papers' numbers it

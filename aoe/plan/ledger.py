@@ -245,7 +245,7 @@ SUMMARY_KEYS = ("learning_rate", "batch_size", "in_batch_pool", "warmup_steps", 
 def training_length(config: dict, cell, params: dict) -> str:
     """How long a cell trains, as the loop counts it: ``epochs`` passes, or ``max_steps`` steps when set
     (it wins: aoe.training.train), with the epochs those steps make of the train set's published size."""
-    from aoe.plan.check import published_rows
+    from aoe.plan.cell_checks import published_rows
 
     if not params.get("max_steps"):
         return f"{params['epochs']} epoch{'s' * (params['epochs'] != 1)}"

@@ -24,7 +24,8 @@ import yaml
 from aoe.config.hparams import read_yaml
 from aoe.config.workflow import ConfigError, built_tables, cell_parts, results_path, table_rows, table_target
 from aoe.data.catalog import dataset_splits
-from aoe.plan.check import _check_table_row, check_tables, key_source
+from aoe.plan.key_sources import key_source
+from aoe.plan.table_checks import check_table_row, check_tables
 
 __all__ = ["explain_report", "explain_target", "explain_workdir", "job_counts_once", "preset_trees", "requested_report",
            "requested_targets"]
@@ -109,7 +110,7 @@ def _table_needs(config: dict, table: str, grid: dict | None) -> str:
     missing = []
     for row in table_rows(trial, table):
         try:
-            _check_table_row(trial, table, row)
+            check_table_row(trial, table, row)
         except ConfigError:
             model = f"{row.backbone} {row.objective} on {'/'.join(row.trainsets)}"
             missing += [model] if model not in missing else []

@@ -28,7 +28,9 @@ from typing import Any, Iterable
 
 import yaml
 
-from aoe.plan.check import COMMAND_LINE, ConfigError, key_source, load_config
+from aoe.config.workflow import ConfigError
+from aoe.plan.check import load_config
+from aoe.plan.key_sources import COMMAND_LINE, key_source
 from aoe.plan.targets import preset_trees
 from aoe.util.jsonio import write_json_atomic
 
