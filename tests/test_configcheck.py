@@ -14,7 +14,7 @@ import pytest
 import yaml
 from snakemake.utils import update_config
 
-from aoe.config.workflow import ConfigError
+from aoe.config.errors import ConfigError
 from aoe.plan.check import CHECKS, check_schema, complete_config, config_sources, load_config
 from tests.forkserver import forked_snakemake
 from tests.workflow_utils import MIRROR, REPO, copy_workflow

@@ -25,7 +25,7 @@ from aoe.results.figures.sts_geometry import (
     split_halves,
     tsne_coords,
 )
-from aoe.config.workflow import ConfigError
+from aoe.config.errors import ConfigError
 from tests.workflow_utils import REPO
 
 FIG_DEFAULTS = yaml.safe_load((REPO / "config.yaml").read_text())["figures"]

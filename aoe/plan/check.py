@@ -39,26 +39,12 @@ import yaml
 from aoe.config.hparams import EVERY_OBJECTIVE, NOT_SET, YAML_LOADER, lookup, objective_base, read_yaml, schema_default
 from aoe.config.table_kinds import table_kind
 from aoe.model.pooling_names import OFFICIAL_POOLING_NAMES, POOLER_POOLINGS, split_senteval_batch
-from aoe.config.workflow import (
-    EVAL_POOLING_SUITES,
-    PRETRAINED,
-    RELEASED,
-    NO_TRAINSET,
-    RESERVED_TARGETS,
-    ConfigError,
-    TableRow,
-    _spec_trainsets,
-    _trained_reruns,
-    _trained_seeds,
-    built_tables,
-    built_figures,
-    pretrained_variants,
-    released_checkpoints,
-    run_cells,
-    start_cell,
-    table_rows,
-    table_target,
-)
+from aoe.config.errors import ConfigError
+from aoe.config.cells import PRETRAINED, RELEASED, NO_TRAINSET, _trained_reruns, _trained_seeds, run_cells
+from aoe.config.pretrained import pretrained_variants, released_checkpoints
+from aoe.config.cell_settings import start_cell
+from aoe.config.rows import TableRow, _spec_trainsets, table_rows
+from aoe.config.workflow import EVAL_POOLING_SUITES, RESERVED_TARGETS, built_tables, built_figures, table_target
 
 __all__ = [
     "CHECKS",
@@ -504,7 +490,7 @@ def _train_key(set_by: str, cell, key: str, base: str) -> tuple:
 
 def _trained_cells(config: dict) -> list:
     """Every cell the workflow trains: the runs' and the trained starts they need (trainsets.<t>.train.init)."""
-    from aoe.config.workflow import init_cell
+    from aoe.config.cell_settings import init_cell
 
     cells, todo = set(), list(run_cells(config))
     while todo:
@@ -526,7 +512,7 @@ def check_batch_sizes(config: dict, configfiles: Iterable[str | Path] = (), over
     The message names the key that set the value and its file (``configfiles`` in merge order).
     """
     from aoe.config.hparams import resolve_cell
-    from aoe.config.workflow import in_batch_pool_size
+    from aoe.config.cell_settings import in_batch_pool_size
 
     configfiles = list(configfiles)
 

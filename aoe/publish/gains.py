@@ -8,7 +8,7 @@ backbone scored as the trained row is, or otherwise only as the table's ``compar
 
 from __future__ import annotations
 
-from aoe.config.workflow import PRETRAINED, RELEASED
+from aoe.config.cells import PRETRAINED, RELEASED
 from aoe.plan.ledger import md_cell
 from aoe.publish.cells import fmt, fmt_paper, has_result, ours_rows, row_measure
 from aoe.results.likeness import UnlikeNumbers, like_for_like, named_text

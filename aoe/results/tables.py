@@ -42,7 +42,8 @@ import yaml
 
 from aoe.config.hparams import schema_default
 from aoe.config.table_kinds import Column, table_kind
-from aoe.config.workflow import NO_TRAINSET, OBJECTIVE_LABELS, PRETRAINED, RELEASED, parse_run, row_label, run_name
+from aoe.config.cells import NO_TRAINSET, PRETRAINED, RELEASED, parse_run, run_name
+from aoe.config.rows import OBJECTIVE_LABELS, row_label
 from aoe.data.io import sha256_file
 from aoe.evaluate.sts import TASKS
 from aoe.results.likeness import FIELDS, Measure, UnlikeNumbers, differences, like_for_like, named_text
@@ -330,7 +331,7 @@ def spec_rows(spec: dict) -> list[dict]:
 
     The workflow passes ``aoe.config.workflow.table_rows(...)`` dicts instead, with seeds resolved.
     """
-    from aoe.config.workflow import row_entries
+    from aoe.config.rows import row_entries
 
     out = []
     for e in row_entries(spec):
@@ -905,7 +906,7 @@ def note_held_out_selections(table: Table, selections: list[dict]) -> None:
 def mark_scored_split_selections(table: Table, selections: list[dict]) -> None:
     """Mark each row of ours that :func:`aoe.config.workflow.scored_split_selections` names (its label, so REPORT.md's
     lines carry it too) and say in a note where it was chosen: such a number is not a held-out estimate."""
-    from aoe.config.workflow import SCORED_SPLIT_MARK
+    from aoe.config.checkpoint_selection import SCORED_SPLIT_MARK
 
     named = []
     for sel in selections:

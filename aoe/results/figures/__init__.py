@@ -17,7 +17,10 @@ Import-light on purpose (no torch, no matplotlib): the Snakefile imports it at D
 
 from __future__ import annotations
 
-from aoe.config.workflow import PRETRAINED, Cell, ConfigError, built_figures, pretrained_cell, pretrained_variants, results_path, run_cells
+from aoe.config.errors import ConfigError
+from aoe.config.cells import PRETRAINED, Cell, results_path, run_cells
+from aoe.config.pretrained import pretrained_cell, pretrained_variants
+from aoe.config.workflow import built_figures
 
 __all__ = [
     "FIGURES",
@@ -89,7 +92,7 @@ def figure_cells(config: dict) -> dict[str, list[tuple[str, Cell]]]:
 def unavailable_figures(config: dict) -> dict[str, str]:
     """Figures whose models are not available, with the reason naming the config key.
 
-    A model is available when it is a run cell of the grid (:func:`aoe.config.workflow.run_cells`)
+    A model is available when it is a run cell of the grid (:func:`aoe.config.cells.run_cells`)
     or the backbone as downloaded (objective ``pretrained``). A figure ``build.figures`` does not
     name is unavailable too.
     """
