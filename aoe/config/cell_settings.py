@@ -2,7 +2,8 @@
 training starts, the pairs one loss sees, the pooling, gold and text rewriting its evaluations use, and which
 trained models' recorded settings differ from the config's now.
 
-Every value comes from :func:`aoe.config.hparams.resolve_cell`; this module says what each job reads of it.
+Each value is the cell's resolved recipe (:func:`aoe.config.hparams.resolve_cell`) or its backbone's entry; this module
+says what each job takes of them, so a change reruns only the jobs it changes (Snakemake's params trigger).
 """
 
 from __future__ import annotations
