@@ -1,4 +1,4 @@
-"""select_checkpoint (aoe.training.train, aoe.config.workflow): the model folder holds the epoch with the best validation
+"""select_checkpoint (aoe.training.train, aoe.config.checkpoint_selection): the model folder holds the epoch with the best validation
 Spearman (``best``) or the last step's weights (``last``, the default, as the official code's printed numbers).
 
 In-process on a tiny random BERT: 40 training pairs at batch 8 make 5 steps an epoch. Most tests script
