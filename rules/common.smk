@@ -14,34 +14,29 @@ from aoe.plan.cluster import PlanCost, placeholder_line, slurm_profile, slurm_re
 from aoe.plan.ledger import reading_presets
 from aoe.plan.trees import explain_tree, record_tree
 from aoe.config.hparams import freeze_for_planning
-from aoe.config.workflow import (
-    PRETRAINED,
-    RELEASED,
-    Cell,
-    ConfigError,
-    built_analyses,
-    built_tables,
-    cell_parts,
-    eval_cells,
+from aoe.config.errors import ConfigError
+from aoe.config.cells import PRETRAINED, RELEASED, Cell, results_path, run_cells
+from aoe.config.pretrained import pretrained_embedding, released_checkpoints
+from aoe.config.cell_settings import (
     cell_eval_gold,
     cell_eval_pooling,
     evaluation_text,
     init_cell,
     loss_settings,
-    pretrained_embedding,
-    released_checkpoints,
-    results_path,
-    run_cells,
     settings_changed,
-    suite_results,
-    protocol_differences,
-    training_summary,
-    grid_paper_rows,
-    scored_split_selections,
-    table_inputs,
-    table_rows,
-    table_target,
     train_params,
+)
+from aoe.config.rows import grid_paper_rows, table_rows
+from aoe.config.checkpoint_selection import scored_split_selections
+from aoe.config.captions import protocol_differences, training_summary
+from aoe.config.workflow import (
+    built_analyses,
+    built_tables,
+    cell_parts,
+    eval_cells,
+    suite_results,
+    table_inputs,
+    table_target,
 )
 from aoe.config.measures import measured_rows
 from aoe.config.memory import grows_on_retry
@@ -168,7 +163,7 @@ wildcard_constraints:
     trainset="|".join(map(re.escape, CELL_PARTS["trainset"])),
     dataset="|".join(dataset_splits(config)),
     split="|".join(ALL_SPLITS),
-    seed=r"\d+(?:-rerun[1-9]\d*)?",  # the run: seed, or seed-rerunK (aoe.config.workflow.Cell.run)
+    seed=r"\d+(?:-rerun[1-9]\d*)?",  # the run: seed, or seed-rerunK (aoe.config.cells.Cell.run)
     max_len=r"\d+",
     table="|".join(map(re.escape, built_tables(config))) or "NO_TABLES",
     evalset="|".join(map(re.escape, config["trainsets"])) or "NO_TRAINSETS",

@@ -1,4 +1,4 @@
-from aoe.config.workflow import selection_input
+from aoe.config.checkpoint_selection import selection_input
 
 
 rule train_model:

@@ -53,7 +53,7 @@ class RealModel:
 
 def compute(ci_results: Path, minilm_dir: Path, root: Path) -> RealModel:
     """Evaluate and train MiniLM-L6 into ``root``, reading the prepared data of the CI run's ``ci_results``."""
-    from aoe.config.workflow import train_params
+    from aoe.config.cell_settings import train_params
     from aoe.data.sts import STS_TASKS
     from aoe.evaluate.mteb_eval import run_mteb_evaluation
     from aoe.evaluate.nli_probe import probe_inputs

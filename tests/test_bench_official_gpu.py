@@ -100,7 +100,7 @@ def test_cell_settings_are_read_from_the_resolved_cell_not_written_here():
     got = s["stsb-aoe"]
     assert (got["batch_size"], got["gradient_accumulation_steps"], got["micro_batch"], got["max_length"],
             got["mixed_precision"], got["length_buckets"], got["score_range"]) == (96, 3, 32, 77, "bf16", 2, [0.0, 5.0])
-    assert got["source"] == "aoe.config.workflow.train_params(config.yaml, 'bert-base-uncased', 'aoe', 'stsb', 42)"
+    assert got["source"] == "aoe.config.cell_settings.train_params(config.yaml, 'bert-base-uncased', 'aoe', 'stsb', 42)"
     assert T.describe(got) == "batch 96 (3 x 32), max_length 77, bf16"
 
 

@@ -1,4 +1,4 @@
-"""select_checkpoint (aoe.training.train, aoe.config.workflow): the model folder holds the epoch with the best validation
+"""select_checkpoint (aoe.training.train, aoe.config.checkpoint_selection): the model folder holds the epoch with the best validation
 Spearman (``best``) or the last step's weights (``last``, the default, as the official code's printed numbers).
 
 In-process on a tiny random BERT: 40 training pairs at batch 8 make 5 steps an epoch. Most tests script
@@ -21,7 +21,7 @@ from safetensors.torch import load_file
 
 import aoe.training.selection
 import aoe.training.train
-from aoe.config.workflow import ConfigError
+from aoe.config.errors import ConfigError
 from aoe.model.tokens import build_token_cache
 from aoe.training.checkpoints import FINAL, checkpoint_dir, step_dirs
 from aoe.training.train import TrainConfig, train
@@ -426,7 +426,9 @@ def test_the_grid_selects_only_for_simcses_recipe_and_its_other_train_jobs_keep_
     """The grid keeps the last step's weights but for SimCSE's own recipe (simcse_paper: STS-B dev every 125 steps,
     SimCSE run_sup_example.sh:26-29); every other train job's params are those it had before selection existed."""
     from aoe.config.hparams import resolve_cell
-    from aoe.config.workflow import run_cells, selection_input, train_params
+    from aoe.config.cells import run_cells
+    from aoe.config.cell_settings import train_params
+    from aoe.config.checkpoint_selection import selection_input
 
     config = configs["grid"]
     cells = run_cells(config)
@@ -450,7 +452,9 @@ def test_the_grid_selects_only_for_simcses_recipe_and_its_other_train_jobs_keep_
     ("qnli", "angle_arxiv", "qnli/dev", True),
 ])
 def test_the_preset_selects_on_the_validation_split_and_flags_test_splits(configs, trainset, objective, table, is_test):
-    from aoe.config.workflow import Cell, selection_input, selection_split, train_params
+    from aoe.config.cells import Cell
+    from aoe.config.cell_settings import train_params
+    from aoe.config.checkpoint_selection import selection_input, selection_split
 
     config = configs["best"]
     cell = Cell("bert-base-uncased", objective, trainset, 42)
@@ -471,7 +475,8 @@ def test_the_preset_selects_on_the_validation_split_and_flags_test_splits(config
     ({"select_checkpoint": "best", "select_split": {"dataset": "stsb", "split": "train"}}, "train set 'stsb''s own training split"),
 ])
 def test_a_selection_that_cannot_work_is_a_planning_error_naming_the_key(configs, train_keys, message):
-    from aoe.config.workflow import Cell, selection_input
+    from aoe.config.cells import Cell
+    from aoe.config.checkpoint_selection import selection_input
 
     config = copy.deepcopy(configs["grid"])
     config["trainsets"]["stsb"]["train"].update(train_keys)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from aoe.config.workflow import ConfigError
+from aoe.config.errors import ConfigError
 from aoe.plan.check import CHECKS, load_config
 from tests.workflow_utils import REPO, building
 

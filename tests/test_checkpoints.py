@@ -109,7 +109,7 @@ def test_a_result_neutral_setting_reruns_in_seconds_and_is_recorded(data, tmp_pa
 
 def test_a_run_only_setting_is_not_a_train_job_param():
     from aoe.config.hparams import RUN_ONLY
-    from aoe.config.workflow import train_params
+    from aoe.config.cell_settings import train_params
     from tests.workflow_utils import REPO
 
     import yaml

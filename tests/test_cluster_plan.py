@@ -9,7 +9,7 @@ import logging
 import pytest
 from snakemake.logging import LogEvent
 
-from aoe.config.workflow import train_params
+from aoe.config.cell_settings import train_params
 from aoe.plan.check import load_config
 from aoe.plan.cluster import PlanCost, placeholder_line, slurm_profile, slurm_retries
 from aoe.plan.cost import MEASURED_MARGIN, MIN_RUNTIME, PAPER_MARGIN, CostError, training_gpu_hours, training_runtime_minutes

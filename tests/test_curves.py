@@ -23,7 +23,7 @@ import torch
 import yaml
 
 import aoe.training.train
-from aoe.config.workflow import ConfigError
+from aoe.config.errors import ConfigError
 from aoe.model.tokens import build_token_cache
 from aoe.training.checkpoints import FINAL, checkpoint_dir
 from aoe.training.curves import CURVES_DIR, curve_scalars

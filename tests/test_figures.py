@@ -25,7 +25,7 @@ from aoe.results.figures.sts_geometry import (
     split_halves,
     tsne_coords,
 )
-from aoe.config.workflow import ConfigError
+from aoe.config.errors import ConfigError
 from tests.workflow_utils import REPO
 
 FIG_DEFAULTS = yaml.safe_load((REPO / "config.yaml").read_text())["figures"]
@@ -482,7 +482,7 @@ def test_gradient_axis_has_plain_tick_labels(tmp_path, monkeypatch):
 
 def test_titles_use_the_names_readers_know():
     """Figure titles name models as the tables and the hub do, from config (backbones' hub ids) and
-    aoe.config.workflow.OBJECTIVE_LABELS / aoe.config.table_kinds.TRAINSET_HEADERS, not by internal keys."""
+    aoe.config.rows.OBJECTIVE_LABELS / aoe.config.table_kinds.TRAINSET_HEADERS, not by internal keys."""
     from aoe.results.figures import dataset_name, display_label
 
     cfg = _config()

@@ -118,7 +118,7 @@ def _model(root: Path, cell_path: str, code: dict | None) -> Path:
 
 
 def test_planning_names_the_models_of_other_code_and_the_command(tmp_path):
-    from aoe.config.workflow import Cell
+    from aoe.config.cells import Cell
     from aoe.plan.code_changes import code_change_message, models_of_other_code
 
     config = {"results": "results/cpu-demo"}
@@ -142,7 +142,7 @@ def test_planning_names_the_models_of_other_code_and_the_command(tmp_path):
 
 
 def test_past_ten_models_the_command_forces_every_training(tmp_path):
-    from aoe.config.workflow import Cell
+    from aoe.config.cells import Cell
     from aoe.plan.code_changes import code_change_message, models_of_other_code
 
     cells = [Cell("bert", "aoe", "nli", s) for s in range(12)]

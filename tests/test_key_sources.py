@@ -9,7 +9,7 @@ import pytest
 import yaml
 from snakemake.utils import update_config
 
-from aoe.config.workflow import ConfigError
+from aoe.config.errors import ConfigError
 from aoe.plan.check import complete_config
 from aoe.plan.key_sources import config_sources
 from aoe.plan.schema_check import check_schema

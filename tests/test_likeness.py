@@ -11,7 +11,8 @@ import pandas as pd
 import pytest
 
 from aoe.config.measures import measured_rows
-from aoe.config.workflow import PRETRAINED, RELEASED, built_tables
+from aoe.config.cells import PRETRAINED, RELEASED
+from aoe.config.workflow import built_tables
 from aoe.plan.check import load_config
 from aoe.results.likeness import Measure, UnlikeNumbers, differences, like_for_like, named_text
 from aoe.results.render import to_json
@@ -306,7 +307,7 @@ def test_planning_refuses_a_row_set_against_a_number_measured_otherwise():
     (int gold) fails before anything trains, naming the row's key; a study naming nothing, too."""
     import copy
 
-    from aoe.config.workflow import ConfigError
+    from aoe.config.errors import ConfigError
     from aoe.plan.check import check_config
 
     config = copy.deepcopy(_config(None))

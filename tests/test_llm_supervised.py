@@ -247,7 +247,7 @@ def test_fetch_backbone_takes_remote_code_when_asked(tmp_path):
 
 def test_generator_tables_and_their_checks():
     from aoe.llm_supervised import generated_splits
-    from aoe.config.workflow import ConfigError
+    from aoe.config.errors import ConfigError
     from aoe.plan.training_checks import check_llm_supervised
 
     config = {

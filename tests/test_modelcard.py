@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from aoe.config.workflow import Cell, ConfigError
+from aoe.config.errors import ConfigError
+from aoe.config.cells import Cell
 from tests.forkserver import forked_snakemake
 from tests.workflow_utils import REPO, copy_workflow, job_counts
 

@@ -153,7 +153,7 @@ def test_a_source_set_null_is_no_source(tiny_bert, tmp_path):
     # a config file layered on a preset switches MiniLM-L6 to a local folder (tests/workflow_utils.py::tiny_backbone_overlay)
     prov = materialize_backbone("minilm-l6", {"package": None, "path": str(tiny_bert)}, tmp_path / "out")
     assert (prov["source"], prov["from"]) == ("path", str(tiny_bert))
-    from aoe.config.workflow import ConfigError
+    from aoe.config.errors import ConfigError
     from aoe.plan.training_checks import check_backbones
 
     check_backbones({"backbones": {"minilm-l6": {"package": None, "path": str(tiny_bert)}}})

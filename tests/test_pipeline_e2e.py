@@ -217,7 +217,7 @@ def test_rerun_has_nothing_to_do(ci_run):
     work, env = ci_run
     out = snakemake(work, "-n", "--configfile", *CI_CONFIGFILES, env=env)
     assert out.returncode == 0 and "Nothing to be done" in out.stdout, out.stdout[-3000:]
-    # every trained model records the settings the config gives (aoe.config.workflow.settings_changed)
+    # every trained model records the settings the config gives (aoe.config.cell_settings.settings_changed)
     assert "record other settings" not in out.stdout, out.stdout[-3000:]
     # every trained model records the tree's code (aoe.plan.code_changes)
     assert "other code than this tree's" not in out.stdout and "no code fingerprint" not in out.stdout, out.stdout[-3000:]

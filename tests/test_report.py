@@ -15,7 +15,7 @@ from scipy import stats
 
 from aoe.publish.report import build_report, figure_section, table_sources
 from aoe.results.render import to_json
-from aoe.config.workflow import run_name
+from aoe.config.cells import run_name
 from aoe.results.stats import (FLAG, FLAG_RULE, NOT_TESTED, PAPER_SEEDS, PAPER_SEED_RUNS, PAPER_SEED_STD, SPREAD_OURS, SPREAD_PAPER,
                                SPREAD_RERUNS, SPREAD_SEEDS, TTEST_RULE, flag, flag_bound, seed_spread, spread_of)
 from aoe.results.tables import build_table

@@ -13,7 +13,7 @@ import pytest
 import yaml
 from snakemake.utils import update_config
 
-from aoe.config.workflow import ConfigError
+from aoe.config.errors import ConfigError
 from aoe.plan.schema_check import check_schema
 from tests.workflow_utils import REPO
 

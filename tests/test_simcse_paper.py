@@ -20,7 +20,8 @@ import torch
 from safetensors.torch import load_file
 from transformers import AutoModel, AutoTokenizer
 
-from aoe.config.workflow import Cell, ConfigError
+from aoe.config.errors import ConfigError
+from aoe.config.cells import Cell
 from aoe.model.encoder import Encoder, embed
 from aoe.model.tokens import build_token_cache
 from aoe.training.train import TrainConfig, reinit_pooler, train
@@ -208,7 +209,7 @@ def test_the_resolved_recipe_has_each_simcse_value_with_its_source(grid):
 
 
 def test_the_grid_selects_simcse_on_a_split_no_table_scores(grid):
-    from aoe.config.workflow import scored_split_selections, selection_split
+    from aoe.config.checkpoint_selection import scored_split_selections, selection_split
 
     found = selection_split(grid, Cell("bert-base-uncased", "simcse_paper", "nli", 42))
     assert (found["dataset"], found["split"], found["split_is_test"]) == ("stsb", "dev", False)

@@ -14,7 +14,8 @@ import pytest
 import yaml
 from scipy import stats
 
-from aoe.config.workflow import run_cells, table_cells, table_rows
+from aoe.config.cells import run_cells
+from aoe.config.rows import table_cells, table_rows
 from aoe.publish.report import build_report
 from aoe.results.render import to_json, to_markdown
 from aoe.results.stats import detectable_gap
@@ -186,7 +187,7 @@ def test_snakemake_plans_each_study_of_the_grid(tmp_path):
 
 
 def test_a_study_naming_a_row_it_lacks_is_refused_at_planning():
-    from aoe.config.workflow import ConfigError
+    from aoe.config.errors import ConfigError
     from aoe.plan.table_checks import check_tables
 
     config = _config("presets/studies-cpu.yaml")
@@ -388,7 +389,7 @@ def test_the_comparison_preset_is_the_demos_recipe_and_its_table_names_every_dif
 
 
 def test_a_comparison_naming_a_row_it_lacks_or_on_another_kind_is_refused_at_planning(tmp_path):
-    from aoe.config.workflow import ConfigError
+    from aoe.config.errors import ConfigError
     from aoe.plan.check import load_config
 
     preset = REPO / "presets" / "objectives-vs-cosent.yaml"

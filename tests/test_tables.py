@@ -832,7 +832,7 @@ def test_latex_compiles_with_pdflatex(results, tmp_path, numbers_file):
     import shutil
     import subprocess
 
-    from aoe.config.workflow import grid_paper_rows
+    from aoe.config.rows import grid_paper_rows
 
     exe = shutil.which("pdflatex")
     if exe is None:
@@ -1122,7 +1122,7 @@ def test_the_papers_rows_keep_its_grouping_and_its_marks_are_explained():
     """Issue 54: the paper's context rows were listed flat with "(paper: ...)" on each, its † and ⋆ unexplained."""
     import pandas as pd
 
-    from aoe.config.workflow import table_rows
+    from aoe.config.rows import table_rows
     from aoe.plan.check import load_config
     from aoe.results.render import to_markdown
 
@@ -1148,7 +1148,7 @@ def test_table2_keeps_the_papers_columns_where_a_preset_trains_one_of_them():
     """Issue 54: the demo's AoE Table 2 dropped the paper's GIS and Avg. columns."""
     import pandas as pd
 
-    from aoe.config.workflow import table_rows
+    from aoe.config.rows import table_rows
     from aoe.plan.check import load_config
     from aoe.results.render import to_markdown
     from tests.workflow_utils import REPO
@@ -1180,7 +1180,7 @@ def test_a_row_chosen_on_a_split_the_table_scores_says_so(tmp_path):
     """Issue 51: under select_checkpoint best on a scored split (the official choice for QQP / QNLI: the GLUE dev
     split it reports; MRPC selects on its dev split, held out), the row is marked and a note names where it
     was chosen; REPORT.md's lines carry the mark. The grid keeps the last checkpoint: no mark."""
-    from aoe.config.workflow import SCORED_SPLIT_MARK, scored_split_selections
+    from aoe.config.checkpoint_selection import SCORED_SPLIT_MARK, scored_split_selections
     from aoe.plan.check import load_config
     from aoe.publish.report import build_report
     from aoe.results.render import write_table
@@ -1265,7 +1265,7 @@ def test_simcse_at_its_papers_recipe_is_the_row_beside_simcses_number(tmp_path):
     without the § mark; the AoE-recipe SimCSE row beside it carries none, and neither table lists the number apart."""
     import yaml
 
-    from aoe.config.workflow import SCORED_SPLIT_MARK, scored_split_selections
+    from aoe.config.checkpoint_selection import SCORED_SPLIT_MARK, scored_split_selections
     from aoe.plan.check import load_config
     from aoe.results.load import RESULT_COLUMNS
     from tests.workflow_utils import REPO
@@ -1351,7 +1351,8 @@ def test_table4s_ablation_base_is_inferred_and_the_other_reading_is_a_preset():
     presets/paper-table4-arxiv-base.yaml, sets the arXiv-era recipe's ablations of the same meaning against the same
     paper rows, each trained as the arXiv-era cell, the objective rows scored as it is (0.1.1's cls_avg), the pooling
     rows with the pooling they train."""
-    from aoe.config.workflow import cell_eval_pooling, table_cells
+    from aoe.config.cell_settings import cell_eval_pooling
+    from aoe.config.rows import table_cells
     from aoe.config.hparams import resolve_cell
     from aoe.plan.check import load_config
     from tests.workflow_utils import REPO

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from aoe.config.workflow import ConfigError
+from aoe.config.errors import ConfigError
 from aoe.plan.check import load_config
 from aoe.plan.training_checks import check_objectives, unknown_backbone
 from tests.workflow_utils import REPO

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import functools
 import re
 import sys
 from collections import defaultdict
@@ -14,182 +13,29 @@ import pytest
 import yaml
 
 from aoe.plan.check import check_config
-from aoe.config.workflow import (
-    Cell,
-    ConfigError,
-    eval_cells,
-    run_cells,
-    table_cells,
-    table_inputs,
-    table_rows,
-    table_target,
-    train_params,
-)
+from aoe.config.errors import ConfigError
+from aoe.config.cells import Cell
+from aoe.config.cell_settings import train_params
+from aoe.config.rows import table_rows
+from aoe.config.workflow import table_inputs
 from tests.forkserver import forked_snakemake
-from tests.workflow_utils import MIRROR, REPO, TINY_OVERLAY, copy_workflow, dry_run_jobs, job_counts, needs_mirror, tiny_backbone_overlay
+from tests.workflow_utils import (MIRROR, REPO, TINY_OVERLAY, copy_workflow, dry_run_jobs, job_counts, needs_mirror, tiny_backbone_overlay,
+                                  validated_config)
 
 # Each Snakemake run a process of its own, forked from one that imported Snakemake once (tests/forkserver.py)
 snakemake, dry_run, _snakemake_forks = forked_snakemake()
 
 
-@functools.lru_cache(maxsize=2)
-def _parsed_config(validated: bool) -> dict:
-    """config.yaml parsed once per process (pure-Python YAML: ~0.4 s a parse), validated once where asked."""
-    from snakemake.utils import validate
-
-    config = yaml.safe_load((REPO / "config.yaml").read_text())
-    if validated:
-        validate(config, str(REPO / "schemas" / "config.schema.yaml"))
-    return config
-
-
-def _validated_config(overrides: dict | None = None) -> dict:
-    """config.yaml (+ overrides) with the schema defaults filled, as the workflow sees it (a copy of its own)."""
-    from snakemake.utils import update_config, validate
-
-    if not overrides:
-        return copy.deepcopy(_parsed_config(True))
-    config = copy.deepcopy(_parsed_config(False))
-    update_config(config, overrides)
-    validate(config, str(REPO / "schemas" / "config.schema.yaml"))
-    return config
-
-
-def test_cells_of_the_paper_grid():
-    config = _validated_config()
-    cells = run_cells(config)
-    assert {c.seed for c in cells} == {42, 43, 44, 45, 46}
-    by_backbone = {b: sum(c.backbone == b for c in cells) for b in ("bert-base-uncased", "llama-2-7b", "llama-2-13b")}
-    # BERT: 24 objectives on NLI (9; SBERT and SimCSE at their papers' recipes; the reproduction report's recipe, aoe_report;
-    # AoE Table 4's masked max; the papers' studies' 11 variants), 19 on STS-B (6 + the AnglE ablation's 13: 10 rows and 3 masked poolings), 6 on GIS, 4 on MRPC,
-    # QQP, QNLI, 5 on the LLM-supervised train sets (AnglE Table 4: 2 per generator, 1 self-paired); LLaMA: 3 on NLI
-    # (the October 2023 command's aoe cell is also the arXiv AnglE-LLaMA rows'); x seeds 42-46; and the arXiv-era
-    # AnglE-BERT on NLI with seed 42 four more times (Table 4's fixed seed)
-    assert by_backbone == {"bert-base-uncased": 5 * (24 + 19 + 6 + 3 * 4 + 5) + 4, "llama-2-7b": 15, "llama-2-13b": 15}
-    assert len(cells) == 364
-    assert Cell("bert-base-uncased", "pretrained", "none", 0) in table_cells(config, "table2_indomain")
-    # every row that a paper number is set against: five different seeds, one training each (config.yaml runs)
-    assert Cell("llama-2-13b", "aoe", "nli", 46) in table_cells(config, "table1_sts")
-    table1 = {(r.backbone, r.objective): r for r in table_rows(config, "table1_sts") if r.objective != "released"}
-    assert all(r.seeds == (42, 43, 44, 45, 46) and r.reruns == 1 for r in table1.values())
-    # AnglE-BERT's seed 42 is also trained four more times (Table 4's fixed-seed row), which stay out of Table 1
-    assert {c.run for c in cells if (c.backbone, c.objective, c.trainset) == ("bert-base-uncased", "angle_arxiv", "nli")} == {
-        "42", "43", "44", "45", "46", "42-rerun1", "42-rerun2", "42-rerun3", "42-rerun4"}
-    assert not any(c.rerun for c in table_cells(config, "table1_sts"))
-    # every trained cell plus BERT as downloaded (Tables 2, 3 and 5), LLaMA-2 7B as downloaded (AnglE's
-    # transfer STS: with its prompt, and without under 3 poolings) and the 5 released checkpoints (AoE Table 8)
-    assert len(eval_cells(config)) == 364 + 2 + 3 + 5
-    assert {(c.objective, c.run) for c in cells if c.rerun} == {("angle_arxiv", f"42-rerun{k}") for k in range(1, 5)}
-    assert sum(c.seed == 42 for c in cells) == 72 + 4 and sum(c.seed != 42 for c in cells) == 4 * 72
-
-
-def test_table_rows_and_inputs():
-    config = _validated_config()
-    rows = table_rows(config, "table4_ablation")
-    assert [r.section for r in rows][:3] == ["objective"] * 3
-    fixed, varying, varying_2024 = rows[-3], rows[-2], rows[-1]
-    assert fixed.seeds == (42,) and varying.seeds == varying_2024.seeds == (42, 43, 44, 45, 46)
-    # the fixed-seed row: five trainings of seed 42 of the arXiv-era cell (the first is its main row's seed-42 cell);
-    # the different-seeds rows: each seed's first training only
-    assert [c.path for c in fixed.cells] == ["bert-base-uncased/angle_arxiv/nli/seed42"] + [
-        f"bert-base-uncased/angle_arxiv/nli/seed42-rerun{k}" for k in range(1, 5)]
-    assert all(c.rerun == 0 for c in varying.cells) and len(varying.cells) == 5
-    assert [c.path for c in varying_2024.cells] == [f"bert-base-uncased/aoe/nli/seed{s}" for s in range(42, 47)]
-    assert "results/eval/bert-base-uncased/angle_arxiv/nli/seed42-rerun4/sts.json" in table_inputs(config, "table4_ablation")
-    # in-domain: a trained model on its own train set's eval split, the backbone on every column's
-    inputs = table_inputs(config, "table2_indomain")
-    assert "results/eval/bert-base-uncased/aoe/gis/seed45/indomain_gis.json" in inputs and not any("rerun" in f for f in inputs)
-    assert "results/eval/bert-base-uncased/pretrained/none/seed0/indomain_stsb.json" in inputs
-    assert not any("aoe/gis/seed43/indomain_stsb" in f for f in inputs)
-    # SimCSE, SBERT, AoE (arXiv recipe: its float-gold row reads the same files), AoE (STS-B example) and AoE (the report's
-    # recipe) on STS-B and GIS, 5 trainings each; the backbone twice
-    assert len(inputs) == 5 * 2 * 5 + 2
-    assert table_inputs(config, "table_gis_stats") == ["results/analysis/gis/stats.json"]
-    assert "results/benchmarks/train/bert-base-uncased/sbert/stsb/seed45.tsv" in table_inputs(config, "table_train_time")
-    assert [table_target(t) for t in ("table1_sts", "table_mteb", "angle_flickr30k")] == ["table1", "table_mteb", "angle_flickr30k"]
-
-
-def test_the_papers_seed_protocol_is_a_preset_of_the_same_cells():
-    """presets/seed42-reruns.yaml: AoE §4's protocol (five trainings of seed 42 a cell, l.162 and l.182), which the grid
-    leaves for five seeds at the same cost: the same cells as config.yaml's runs, each table row seed 42's five (Table 4's
-    different-seeds rows excepted: seeds 43-46 of the arXiv-era and 2024 AoE cells trained for them alone,
-    named_rows_only), so four trainings more than the grid, whose fixed-seed row needs four reruns of one cell."""
-    grid = _validated_config()
-    preset = yaml.safe_load((REPO / "presets" / "seed42-reruns.yaml").read_text())
-    paper = {**grid, "runs": preset["runs"]}  # a list replaces the grid's whole, as --configfile does (the schema: test_schema)
-    strip = lambda cells: {(c.backbone, c.objective, c.trainset) for c in cells}  # noqa: E731
-    assert strip(run_cells(paper)) == strip(run_cells(grid)), "keep presets/seed42-reruns.yaml's runs in step with config.yaml's"
-    assert len(run_cells(paper)) == len(run_cells(grid)) + 4 == 364 + 4
-    table1 = [r for r in table_rows(paper, "table1_sts") if r.objective != "released"]
-    assert all(r.seeds == (42,) and r.reruns == 5 for r in table1) and Cell("bert-base-uncased", "aoe", "nli", 43) not in table_cells(paper, "table1_sts")
-    fixed, varying, varying_2024 = table_rows(paper, "table4_ablation")[-3:]
-    assert (fixed.seeds, fixed.reruns, varying.seeds, varying.reruns) == ((42,), 5, (42, 43, 44, 45, 46), 1)
-    assert (varying_2024.objective, varying_2024.seeds) == ("aoe", (42, 43, 44, 45, 46))
-
-
 def test_a_row_of_named_only_runs_must_name_its_seeds():
-    from aoe.config.workflow import ConfigError
+    from aoe.config.errors import ConfigError
 
-    config = _validated_config({"runs": [{"backbone": "bert-base-uncased", "trainset": "nli", "objectives": ["aoe"], "seeds": [42],
+    config = validated_config({"runs": [{"backbone": "bert-base-uncased", "trainset": "nli", "objectives": ["aoe"], "seeds": [42],
                                           "reruns": 5, "named_rows_only": True}],
                                 "build": {"tables": ["table4_ablation"], "figures": [], "analyses": []}})
     config["tables"] = {"table4_ablation": {**config["tables"]["table4_ablation"], "rows": [
         {"backbone": "bert-base-uncased", "objective": "aoe", "label": "AoE"}]}}
     with pytest.raises(ConfigError, match="every run of 'aoe' on 'nli' is named_rows_only, so a row that names no seeds takes none"):
         check_config(config)
-
-
-def test_a_rerun_is_its_cell_trained_again_with_the_same_seed():
-    from aoe.config.workflow import parse_run, start_cell
-
-    cell = Cell.from_wildcards({"backbone": "bert-base-uncased", "objective": "aoe", "trainset": "nli", "seed": "42-rerun3"})
-    assert (cell.seed, cell.rerun, cell.run) == (42, 3, "42-rerun3")
-    assert cell.path == "bert-base-uncased/aoe/nli/seed42-rerun3"
-    assert Cell("b", "aoe", "nli", 42).path == "b/aoe/nli/seed42" and parse_run("42") == (42, 0) and parse_run(7) == (7, 0)
-    config = _validated_config()
-    assert train_params(config, cell.backbone, cell.objective, cell.trainset, cell.seed)["seed"] == 42
-    # a rerun of a two-stage cell repeats its first stage too
-    assert start_cell(Cell("b", "aoe", "stsb", 42, 2), {"trainset": "nli", "objective": "angle_arxiv"}) == Cell("b", "angle_arxiv", "nli", 42, 2)
-
-
-def test_pooling_variant_trains_its_base_recipe():
-    config = _validated_config()
-    params = train_params(config, "bert-base-uncased", "aoe_pool_avg", "nli", 42)
-    assert params["objective"] == "aoe" and params["pooling"] == "avg"
-    # the base's NLI weights (ibn_w 30) come with it
-    assert params["objective_overrides"]["weights"] == {"angle": 1.0, "contrastive": 30.0}
-    assert "pooling" not in params["objective_overrides"] and "base" not in params["objective_overrides"]
-    from aoe.training.train import TrainConfig
-
-    TrainConfig(**params)
-
-
-def test_train_params_merge_trainset_backbone_and_objective():
-    config = _validated_config({"backbones": {"bert-base-uncased": {"train_overrides": {"learning_rate": 1e-5}}}})
-    params = train_params(config, "bert-base-uncased", "aoe", "stsb", 43)
-    assert params["learning_rate"] == 1e-5  # backbone override wins over the train set's 2e-5
-    assert params["batch_size"] == 32 and params["seed"] == 43 and params["pooling"] == "cls"
-    assert params["objective_overrides"]["contrastive_threshold"] == 0.8
-    # AoE's in-domain weights are the built-in recipe's (aoe/config/recipes.py), written once
-    assert "weights" not in params["objective_overrides"]
-    from aoe.config.recipes import objective_spec
-
-    assert objective_spec("aoe", params["objective_overrides"])["weights"] == {"angle": 1.0, "contrastive": 1.0}
-    from aoe.training.train import TrainConfig
-
-    TrainConfig(**params)  # every resolved key is a TrainConfig field
-
-
-def test_nli_recipe_is_the_official_one():
-    config = _validated_config()
-    params = train_params(config, "bert-base-uncased", "aoe", "nli", 42)
-    assert params["objective_overrides"]["weights"] == {"angle": 1.0, "contrastive": 30.0}  # ibn_w 30, angle_w 1
-    assert params["learning_rate"] == 5e-5 and params["max_length"] == 128 and params["warmup_steps"] == 50
-    assert params["format"] == "pairs"
-    # other objectives on NLI keep their own weights and pick their own format
-    assert "weights" not in train_params(config, "bert-base-uncased", "sbert", "nli", 42)["objective_overrides"]
-    assert train_params(config, "bert-base-uncased", "sbert", "nli", 42)["format"] == "nli3"
-    assert train_params(config, "bert-base-uncased", "simcse_sup", "nli", 42)["format"] == "triplets"
 
 
 @pytest.mark.parametrize(
@@ -215,7 +61,7 @@ def test_nli_recipe_is_the_official_one():
 )
 def test_check_config_names_the_key(overrides, message):
     with pytest.raises(ConfigError) as err:
-        check_config(_validated_config(overrides))
+        check_config(validated_config(overrides))
     assert message in str(err.value)
 
 
@@ -428,7 +274,7 @@ def test_full_paper_config_plans(paper_grid_plan, paper_table2_plan):
     # under the official NLI eval's cls_avg (Table 3), 5 seeds each; the released AnglE-BERT under 0.1.1's
     # padded cls_avg (Table 3's AoE-BERT, issue 61), once
     assert counts["evaluate_transfer_eval_pooling"] == 11
-    assert counts["table"] == len(_validated_config()["build"]["tables"]) == len(_validated_config()["tables"])
+    assert counts["table"] == len(validated_config()["build"]["tables"]) == len(validated_config()["tables"])
     # one table of the paper grid: AoE Table 2 trains only BERT on STS-B and GIS (5 objectives x seeds 42-46:
     # AoE from the NLI model, AoE at the reproduction report's recipe, AnglE's in-domain recipe, SBERT, SimCSE),
     # AoE from the NLI AnglE model of its seed (5 more), which it does not evaluate
@@ -447,9 +293,9 @@ def test_full_paper_config_plans(paper_grid_plan, paper_table2_plan):
 def test_pretrained_variants_embed_the_backbone_as_downloaded_another_way():
     """AnglE arXiv v2's LLaMA-2 7B -avg / -max / -last rows: the downloaded backbone (no training),
     without the prompt, each pooling its own cell beside the prompted last-token one."""
-    from aoe.config.workflow import pretrained_embedding
+    from aoe.config.pretrained import pretrained_embedding
 
-    config = _validated_config()
+    config = validated_config()
     prompt = config["backbones"]["llama-2-7b"]["prompt"]
     assert pretrained_embedding(config, "llama-2-7b") == ("last", prompt)
     assert [pretrained_embedding(config, "llama-2-7b", v) for v in ("no_prompt_avg", "no_prompt_max", "no_prompt_last")] == [
@@ -470,24 +316,6 @@ def test_pretrained_variants_embed_the_backbone_as_downloaded_another_way():
     assert "results/eval/llama-2-7b/pretrained/none/seed0/transfer.json" in files
     assert "results/eval/llama-2-7b/pretrained/no_prompt_avg/seed0/sts.json" in files
     assert not any("no_prompt" in f and f.endswith("transfer.json") for f in files)
-
-
-def test_the_llm_evaluations_rewrite_texts_as_the_official_eval_py_and_bert_ones_do_not():
-    """backbones.<name>.eval_text reaches a cell's evaluation where a prompt wraps its texts, raw elsewhere."""
-    from aoe.config.workflow import evaluation_text
-
-    config = _validated_config()
-    for backbone in ("llama-2-7b", "llama-2-13b", "gemma3-270m"):
-        assert config["backbones"][backbone]["eval_text"] == "official_eval_py"
-        assert evaluation_text(config, backbone, "aoe", "nli") == "official_eval_py"
-    assert evaluation_text(config, "llama-2-7b", "pretrained", "none") == "official_eval_py"
-    assert evaluation_text(config, "llama-2-7b", "pretrained", "no_prompt_avg") == "raw"  # no prompt: nothing rewritten
-    assert evaluation_text(config, "llama-2-7b", "released", "angle-llama-7b-nli-v2") == "official_eval_py"
-    assert evaluation_text(config, "bert-large-uncased", "released", "uae-large-v1") == "raw"
-    assert config["backbones"]["bert-base-uncased"].get("eval_text", "raw") == "raw"
-    assert evaluation_text(config, "bert-base-uncased", "aoe", "nli") == "raw"
-    config["backbones"]["llama-2-7b"]["eval_text"] = "raw"
-    assert evaluation_text(config, "llama-2-7b", "aoe", "nli") == "raw"
 
 
 @pytest.mark.slow
@@ -530,7 +358,7 @@ def test_released_checkpoint_tables_plan(paper_grid_plan):
     assert sts["angle-llama-13b-nli"]["wildcards"]["backbone"] == "llama-2-13b"
     assert sts["angle-llama-13b-nli"]["input"][0] == "results/released/angle-llama-13b-nli"
     fetches = [j for j in jobs if j["rule"] == "fetch_released"]
-    assert sorted(j["wildcards"]["checkpoint"] for j in fetches) == sorted(_validated_config()["released"]["checkpoints"])
+    assert sorted(j["wildcards"]["checkpoint"] for j in fetches) == sorted(validated_config()["released"]["checkpoints"])
 
 
 @pytest.mark.slow
@@ -594,27 +422,6 @@ def test_workflow_is_snakefmt_clean():
     assert out.returncode == 0, out.stdout + out.stderr
 
 
-def test_llama_cells_train_through_qlora_with_their_own_recipe():
-    from aoe.training.train import TrainConfig
-
-    config = _validated_config()
-    for backbone in ("llama-2-7b", "llama-2-13b"):
-        params = train_params(config, backbone, "aoe", "nli", 42)
-        assert params["finetune"] == "qlora" and params["pooling"] == "last"
-        assert params["prompt"] == 'Summarize sentence "{text}" in one word:"'
-        assert params["lora"]["r"] == 32 and params["lora"]["alpha"] == 32 and params["lora"]["dropout"] == 0.1
-        # the official October 2023 LLaMA command whole: cosine 1, in-batch 35, angle 1 at tau 1.0, 2e-4, fp16
-        assert params["objective_overrides"]["weights"] == {"cosine": 1.0, "contrastive": 35.0, "angle": 1.0}
-        assert params["objective_overrides"]["angle_tau"] == 1.0
-        assert params["learning_rate"] == 2e-4 and params["max_length"] == 45 and params["mixed_precision"] == "fp16"
-        assert (params["batch_size"], params["gradient_accumulation_steps"], params["in_batch_pool"]) == (640, 1, "process")
-        assert params["eval_base_dtype"] == "fp16" and params["warmup_steps"] == 100
-        TrainConfig(**params)
-        # SBERT / SimCSE on the same backbone keep their own objective
-        assert "weights" not in train_params(config, backbone, "sbert", "nli", 42)["objective_overrides"]
-    assert train_params(config, "bert-base-uncased", "aoe", "nli", 42)["finetune"] == "full"
-
-
 @pytest.mark.slow
 def test_a_llama_cell_plans_a_4_gpu_training_job(paper_grid_plan):
     """Its training job as the paper grid's plan has it (a job's resources do not depend on the targets asked)."""
@@ -624,7 +431,7 @@ def test_a_llama_cell_plans_a_4_gpu_training_job(paper_grid_plan):
     # runtime auto (issue 71): its estimate at config.yaml's measured speed, times the margin, not a fixed 24 h
     from aoe.plan.cost import training_runtime_minutes
 
-    config = _validated_config()
+    config = validated_config()
     params = train_params(config, "llama-2-7b", "aoe", "nli", 42, job=True)
     minutes = training_runtime_minutes(params, "llama-2-7b", "nli", config["backbones"]["llama-2-7b"]["resources"])
     assert resources["gpu"] == "4" and resources["mem_mb"] == "128000" and resources["runtime"] == str(minutes)
@@ -722,7 +529,7 @@ def test_gpu_jobs_ask_for_one_node_a_backbones_partition_and_a_capped_runtime(tm
     # runtime auto (issue 71): the training's estimate at config.yaml's measured speed, times the margin, under the cap
     from aoe.plan.cost import training_runtime_minutes
 
-    config = _validated_config()
+    config = validated_config()
     params = train_params(config, "llama-2-7b", "aoe", "nli", 42, job=True)
     auto = training_runtime_minutes(params, "llama-2-7b", "nli", config["backbones"]["llama-2-7b"]["resources"])
     assert int(jobs["train_model", "llama-2-7b"]["runtime"]) == auto < 1440
@@ -743,46 +550,15 @@ def test_gpu_jobs_ask_for_one_node_a_backbones_partition_and_a_capped_runtime(tm
     assert all("slurm_partition" not in r and "nodes" not in r for (rule, _), r in jobs.items() if rule == "tokenize")
 
 
-def test_a_model_trained_with_other_settings_is_named_at_planning(tmp_path):
-    """Snakemake retrains a changed cell from the params it recorded in .snakemake/; with that record gone it
-    cannot tell (a deleted .snakemake/ planned only the recipe ledger): the planner compares each model's
-    aoe_config.json with the config and warns."""
-    import json
-    from dataclasses import asdict
-
-    from aoe.config.workflow import Cell, settings_changed, train_params
-    from aoe.losses import get_objective
-    from aoe.plan.check import load_config
-
-    config = load_config(REPO, ["presets/ci.yaml"])
-    cell = Cell("minilm-l6", "aoe", "stsb", 1)
-    params = train_params(config, cell.backbone, cell.objective, cell.trainset, cell.seed)
-    model = tmp_path / "results/ci" / "models" / cell.path
-    model.mkdir(parents=True)
-
-    def record(**train):
-        objective = asdict(get_objective(params["objective"], params["objective_overrides"], format=params["format"]))
-        (model / "aoe_config.json").write_text(json.dumps({"train": {**params, **train}, "objective": objective}))
-
-    record()
-    assert settings_changed(config, [cell], tmp_path) == []
-    record(log_every=99)  # how a run logs: not a training setting
-    assert settings_changed(config, [cell], tmp_path) == []
-    # how the model is scored neither: the train job records the code's eval_gold where the cell resolves int
-    record(eval_gold="int" if params.get("eval_gold") == "float" else "float", eval_pooling="cls_avg_padded")
-    assert settings_changed(config, [cell], tmp_path) == []
-    record(max_steps=6)
-    assert settings_changed(config, [cell], tmp_path) == [(cell, f"max_steps: 6 -> {params['max_steps']}")]
-    assert settings_changed(config, [Cell("minilm-l6", "aoe", "stsb", 2)], tmp_path) == []  # not trained yet
-
-
 def test_an_evaluation_pooling_is_the_cells_or_a_variant_rows_and_never_the_train_jobs():
     """Issue 36 point 1: AnglE-BERT on NLI is scored with 0.1.1's cls_avg (the official eval.py), AoE-BERT
     with its training CLS; each table that compares a BERT NLI row with the paper also shows the other
     evaluation of the same models, read from sts.pool-<pooling>.json, and no training changes."""
-    from aoe.config.workflow import ConfigError, cell_eval_pooling, suite_file, suite_results, train_params
+    from aoe.config.errors import ConfigError
+    from aoe.config.cell_settings import cell_eval_pooling, train_params
+    from aoe.config.workflow import suite_file, suite_results
 
-    config = _validated_config()
+    config = validated_config()
     angle, aoe = Cell("bert-base-uncased", "angle_arxiv", "nli", 42, 2), Cell("bert-base-uncased", "aoe", "nli", 42)
     assert cell_eval_pooling(config, angle) == "cls_avg_padded" and cell_eval_pooling(config, aoe) is None
     assert cell_eval_pooling(config, Cell("bert-base-uncased", "angle_arxiv", "stsb", 42)) is None
@@ -822,7 +598,7 @@ def test_a_transfer_evaluation_pooling_is_the_cells_or_a_variant_rows():
     NLI eval's cls_avg (transfer.pool-cls_avg_batchsum.json); every run of the rows, nothing retrained."""
     from aoe.config.workflow import EVAL_POOLING_SUITES, suite_file, suite_results
 
-    config = _validated_config()
+    config = validated_config()
     assert EVAL_POOLING_SUITES == ("sts", "transfer") and suite_file("transfer", "cls") == "transfer.pool-cls.json"
     angle = table_inputs(config, "angle_transfer_tasks")
     run = "results/eval/bert-base-uncased/angle_arxiv/nli/seed{}/transfer{}.json"
@@ -868,89 +644,6 @@ def test_a_download_job_imports_no_data_library():
     code = "import sys\n" + "".join(f"import {m}\n" for m in modules) + "print([m for m in ('pandas', 'numpy', 'torch') if m in sys.modules])"
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]", out.stdout
-
-
-def test_protocol_differences_name_how_a_presets_rows_train_otherwise():
-    """Issue 54: the demo's in-domain STS-B model stood in AoE Table 1 (NLI-trained) without a word."""
-    from aoe.config.workflow import protocol_differences
-    from aoe.plan.check import load_config
-
-    grid, demo = load_config(REPO), load_config(REPO, [REPO / "presets" / "cpu-demo.yaml"])
-    assert protocol_differences(demo, grid, "table1_sts") == [
-        "trained on stsb (paper: nli)", "backbone minilm-l6 (paper: bert-base-uncased, llama-2-13b, llama-2-7b)",
-        "200 steps of 32 pairs (paper: 10 epochs of 2048 pairs)"]
-    # Table 2 is the in-domain protocol: the train set agrees (the demo trains one of its two); the grid's AoE
-    # starts from its NLI model, the demo's from MiniLM as downloaded (issue 62)
-    assert protocol_differences(demo, grid, "table2_indomain")[1:] == [
-        "backbone minilm-l6 (paper: bert-base-uncased)", "start minilm-l6 as downloaded (paper: the AnglE model trained on nli)",
-        "200 steps of 32 pairs (paper: 5 epochs of 32 pairs)"]
-    assert protocol_differences(grid, grid, "table1_sts") == []
-
-
-@functools.lru_cache(maxsize=1)
-def _loaded_grid() -> dict:
-    """config.yaml as load_config gives it, once per session (about 1 CPU-s each): its readers here only read it."""
-    from aoe.plan.check import load_config
-
-    return load_config(REPO)
-
-
-def test_each_tables_caption_says_what_its_configuration_ran():
-    """Issue 62: the demo's Table 2 caption, copied from config.yaml, said its AoE started from the grid's NLI model;
-    the demo's start from MiniLM as downloaded. What a table's rows ran is generated from their resolved cells."""
-    from aoe.config.workflow import training_summary
-    from aoe.plan.check import load_config
-
-    grid, demo = load_config(REPO), load_config(REPO, [REPO / "presets" / "cpu-demo.yaml"])
-    assert training_summary(demo, "table2_indomain") == (
-        "This run: minilm-l6 trained on stsb from its weights as downloaded; 200 steps of 32 pairs; seeds 1, 2; pooling cls. "
-        "minilm-l6 as downloaded (its own pooling: avg), pooling avg, its own (1_Pooling/config.json: mode mean); "
-        "as downloaded (CLS pooling, as trained), pooling cls.")  # issue 70: the backbone both ways, each row its pooling
-    # the grid: AoE from the NLI stage, the baselines from BERT-base; said once, the rows that differ named
-    grid2 = training_summary(grid, "table2_indomain")
-    assert grid2.startswith("This run: bert-base-uncased trained on gis and stsb (a model per column) from its weights as downloaded "
-                            "(AoE loss (w 1/1) at the STS-B example's recipe, from the NLI model: the AnglE model trained on nli); 5 epochs of 32 pairs "
-                            "(AoE (arXiv in-domain recipe, from BERT), AoE (arXiv in-domain recipe), float gold: 20 epochs of 32 pairs;")
-    # a recipe that differs in length, pooling or fine-tuning names its rows; LLaMA's adapters are said
-    grid1 = training_summary(grid, "table1_sts")
-    assert "SBERT (SBERT's recipe): 1 epoch of 16 labelled NLI pairs" in grid1 and "SBERT (SBERT's recipe): avg" in grid1
-    assert "llama-2-7b trained on nli from its weights as downloaded" in grid1 and "fine-tuning qlora" in grid1
-    # a configuration that changes a value changes the caption: a copied preset's table never keeps another run's
-    longer = load_config(REPO, [REPO / "presets" / "cpu-demo.yaml"])
-    longer["trainsets"]["stsb"]["train"]["max_steps"] = 400
-    assert "400 steps of 32 pairs" in training_summary(longer, "table1_sts")
-    # no caption of config.yaml states a training fact a preset can change (backbone, train set, start)
-    for name, spec in grid["tables"].items():
-        assert "starts from the grid" not in spec["caption"] and "(BERT-base, NLI" not in spec["caption"], name
-
-
-def test_the_papers_rows_are_the_tables_whatever_a_preset_trains():
-    """Issue 62: the demo's `rows:` replaced the grid's Table 1 rows, and with them the paper's SBERT † and SimCSE numbers
-    hung on two of them; the table rule adds the grid's paper rows to every configuration's table."""
-    from aoe.config.workflow import grid_paper_rows
-    from aoe.plan.check import load_config
-
-    grid = load_config(REPO)
-    refs = {r["ref"]: (r["backbone"], r["objective"]) for r in grid_paper_rows(grid, "table1_sts")}
-    assert refs["acl2024_table1/BERT-base/SBERT †"] == ("bert-base-uncased", "sbert_paper")
-    assert refs["acl2024_table1/BERT-base/SimCSE"] == ("bert-base-uncased", "simcse_paper")
-    assert refs["reproduction_report/table1/AoE-BERT (reproduction)"] == ("bert-base-uncased", "aoe_report")
-    assert refs["acl2024_table1/open_source/USE †"] == ("", "") and len(refs) == 16
-    assert grid_paper_rows(grid, "no_such_table") == []
-
-
-@pytest.mark.parametrize("preset", sorted(p.name for p in (REPO / "presets").glob("*.yaml")))
-def test_every_presets_table_notes_resolve(preset):
-    """What rule table computes for each built table of every preset (the notes beside the paper grid's): the
-    paper-* presets' dry runs stopped on table `released`, whose rows (released checkpoints) have no recipe."""
-    from aoe.config.workflow import built_tables, protocol_differences, scored_split_selections
-    from aoe.plan.check import load_config
-
-    grid, config = _loaded_grid(), load_config(REPO, [REPO / "presets" / preset])
-    for table in built_tables(config):
-        differences = protocol_differences(config, grid, table)
-        assert isinstance(differences, list), table
-        scored_split_selections(config, table), scored_split_selections(config, table, held_out=True)
 
 
 @pytest.mark.slow

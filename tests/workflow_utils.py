@@ -4,6 +4,8 @@ and helpers to run the real Snakemake workflow (a dry run among them) on a throw
 from __future__ import annotations
 
 import contextlib
+import copy
+import functools
 import os
 import re
 import shutil
@@ -35,6 +37,31 @@ def mirror_path() -> Path | None:
 # The mirror as found when the tests were collected (a test may change $AOE_DATA_MIRROR for itself).
 MIRROR = mirror_path()
 NO_MIRROR = "data mirror not found: set AOE_DATA_MIRROR to the mirror root (default ../shared/data beside the repository)"
+
+
+@functools.lru_cache(maxsize=2)
+def _parsed_config(validated: bool) -> dict:
+    """config.yaml parsed once per process (pure-Python YAML: ~0.4 s a parse), validated once where asked."""
+    import yaml
+    from snakemake.utils import validate
+
+    config = yaml.safe_load((REPO / "config.yaml").read_text())
+    if validated:
+        validate(config, str(REPO / "schemas" / "config.schema.yaml"))
+    return config
+
+
+def validated_config(overrides: dict | None = None) -> dict:
+    """config.yaml (+ overrides) with the schema defaults filled, as the workflow sees it (a copy of its own);
+    the unit tests of aoe.config's modules share the one parse a process makes."""
+    from snakemake.utils import update_config, validate
+
+    if not overrides:
+        return copy.deepcopy(_parsed_config(True))
+    config = copy.deepcopy(_parsed_config(False))
+    update_config(config, overrides)
+    validate(config, str(REPO / "schemas" / "config.schema.yaml"))
+    return config
 
 
 def __getattr__(name: str):

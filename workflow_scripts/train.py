@@ -9,7 +9,8 @@ from dataclasses import asdict
 from pathlib import Path
 
 sys.path.insert(0, str(Path(snakemake.scriptdir).parent))
-from aoe.config.workflow import Cell, selection_split
+from aoe.config.cells import Cell
+from aoe.config.checkpoint_selection import selection_split
 from aoe.training.checkpoints import checkpoint_dir
 from aoe.training.interruption import RESUMABLE_EXIT, clear_interrupted, read_interrupted
 from aoe.util.joblog import forget_kept, start_log

@@ -4,7 +4,7 @@ A sentence-transformers folder says how its authors turn token states into a sen
 (``modules.json`` names a ``Pooling`` module, whose ``config.json`` holds the mode). Evaluated as downloaded
 with another pooling it is another model: all-MiniLM-L6-v2 (trained on its mean, ``1_Pooling/config.json``)
 scored with CLS gave STS-B 73.50 where sentence-transformers' own evaluator gives 82.03 (issue 70). So a backbone
-whose config names no ``pooling`` is scored as downloaded with its folder's own (:func:`aoe.config.workflow.pretrained_embedding`);
+whose config names no ``pooling`` is scored as downloaded with its folder's own (:func:`aoe.config.pretrained.pretrained_embedding`);
 a training still trains the configured pooling (the code default CLS: the papers').
 
 Read at planning, so the plan (a job's params, a table's caption) says the pooling before any job runs: the source

@@ -145,7 +145,7 @@ class TrainSettings:
 
 
 # Settings at these values leave a run as it was before they existed: out of a cell's train job params
-# (aoe.config.workflow.train_params) and of a checkpoint's identity (aoe.training.train), so that adding them reran nothing.
+# (aoe.config.cell_settings.train_params) and of a checkpoint's identity (aoe.training.train), so that adding them reran nothing.
 OFF_DEFAULTS = {"select_checkpoint": "last", "select_split": None, "select_every": 0, "select_max_length": 0, "reinit_pooler": False,
                 "detached_processes": 0}
 
@@ -154,7 +154,7 @@ OFF_DEFAULTS = {"select_checkpoint": "last", "select_split": None, "select_every
 RUN_ONLY = ("log_every", "checkpoint_every")
 
 # Settings of how a trained cell is evaluated: in the ledger beside its training, never given to the
-# train job (aoe.config.workflow.train_params), read by the evaluation rules (aoe.config.workflow.cell_eval_pooling,
+# train job (aoe.config.cell_settings.train_params), read by the evaluation rules (aoe.config.cell_settings.cell_eval_pooling,
 # cell_eval_gold).
 EVAL_ONLY = ("eval_pooling", "eval_gold")
 

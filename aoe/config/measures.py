@@ -11,8 +11,11 @@ from typing import Any
 
 from aoe.config.hparams import EVAL_ONLY, RUN_ONLY
 from aoe.config.table_kinds import table_kind
-from aoe.config.workflow import (EVAL_POOLING_SUITES, NO_TRAINSET, PRETRAINED, RELEASED, TableRow, cell_eval_gold, cell_eval_pooling,
-                                 pretrained_embedding, released_checkpoints)
+from aoe.config.cells import NO_TRAINSET, PRETRAINED, RELEASED
+from aoe.config.pretrained import pretrained_embedding, released_checkpoints
+from aoe.config.cell_settings import cell_eval_gold, cell_eval_pooling
+from aoe.config.rows import TableRow
+from aoe.config.workflow import EVAL_POOLING_SUITES
 
 __all__ = ["AS_DOWNLOADED", "RECIPE_KEYS", "SETTINGS_NOT_RECIPE", "measured_rows", "row_measure", "row_settings"]
 
@@ -89,7 +92,7 @@ def _pooling(config: dict, suite: str | None, row: TableRow) -> str:
 
 def _gold(config: dict, kind_name: str, row: TableRow) -> str:
     """The gold a row's scores correlate with: an in-domain row's eval_gold, else its cells' headline gold
-    (:func:`aoe.config.workflow.cell_eval_gold`), over its graded train sets (:func:`_graded`); every other kind scores
+    (:func:`aoe.config.cell_settings.cell_eval_gold`), over its graded train sets (:func:`_graded`); every other kind scores
     against its data's gold as annotated."""
     if table_kind(kind_name).read_gold is None:
         return "float"
@@ -126,7 +129,7 @@ def row_measure(config: dict, kind_name: str, row: TableRow) -> dict[str, str]:
 def measured_rows(config: dict, table: str) -> list[dict]:
     """The rows of a table as the rule table passes them (``TableRow.as_dict``), each with its ``measure``; an objective
     comparison's (table kind ``compares_rows``) with its ``settings`` too (:func:`row_settings`)."""
-    from aoe.config.workflow import table_rows
+    from aoe.config.rows import table_rows
 
     kind = config["tables"][table]["kind"]
     full = table_kind(kind).compares_rows

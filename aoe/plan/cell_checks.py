@@ -5,7 +5,7 @@ a pooler pooling on a backbone that has one, no batch-dependent pooling under Si
 Apart from :mod:`aoe.plan.training_checks` because these read what a cell resolves to across every layer
 (aoe.config.hparams.resolve_cell), not one entry; and before any job runs, because the training job would refuse
 them only after Snakemake has deleted the cell's previous model. Each raises
-:class:`aoe.config.workflow.ConfigError` naming the key that set the value.
+:class:`aoe.config.errors.ConfigError` naming the key that set the value.
 """
 
 from __future__ import annotations
@@ -14,7 +14,9 @@ from pathlib import Path
 from typing import Iterable
 
 from aoe.config.hparams import objective_base
-from aoe.config.workflow import ConfigError, run_cells, start_cell
+from aoe.config.cell_settings import start_cell
+from aoe.config.cells import run_cells
+from aoe.config.errors import ConfigError
 from aoe.model.pooling_names import OFFICIAL_POOLING_NAMES, POOLER_POOLINGS
 from aoe.plan.key_sources import key_path, source_text
 
@@ -90,7 +92,7 @@ def _train_key(set_by: str, cell, key: str, base: str) -> tuple:
 
 def _trained_cells(config: dict) -> list:
     """Every cell the workflow trains: the runs' and the trained starts they need (trainsets.<t>.train.init)."""
-    from aoe.config.workflow import init_cell
+    from aoe.config.cell_settings import init_cell
 
     cells, todo = set(), list(run_cells(config))
     while todo:
@@ -112,7 +114,7 @@ def check_batch_sizes(config: dict, configfiles: Iterable[str | Path] = (), over
     The message names the key that set the value and its file (``configfiles`` in merge order).
     """
     from aoe.config.hparams import resolve_cell
-    from aoe.config.workflow import in_batch_pool_size
+    from aoe.config.cell_settings import in_batch_pool_size
 
     configfiles = list(configfiles)
 
@@ -177,7 +179,7 @@ def check_eval_pooling_backend(config: dict) -> None:
     if config["evaluation"]["backend"] != "senteval":
         return
     for cell, recipe in _cell_group_recipes(config):
-        # a cell trained with a padded pooling is scored with it (aoe.config.workflow.cell_eval_pooling)
+        # a cell trained with a padded pooling is scored with it (aoe.config.cell_settings.cell_eval_pooling)
         key = "eval_pooling" if recipe.params.get("eval_pooling") else "pooling"
         pooling = recipe.params.get(key)
         if pooling in OFFICIAL_POOLING_NAMES:

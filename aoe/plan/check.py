@@ -25,7 +25,7 @@ from typing import Iterable
 import yaml
 
 from aoe.config.hparams import YAML_LOADER
-from aoe.config.workflow import ConfigError
+from aoe.config.errors import ConfigError
 from aoe.plan import cell_checks, evaluation_checks, table_checks, training_checks
 from aoe.plan.schema_check import check_schema
 

@@ -16,7 +16,7 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
-from aoe.config.workflow import Cell, results_path
+from aoe.config.cells import Cell, results_path
 from aoe.training.fingerprint import code_fingerprint
 
 __all__ = ["CodeChange", "models_of_other_code", "code_change_message", "SHOWN"]

@@ -4,19 +4,15 @@ pretrained variants), the saturation analysis and the figures.
 
 Apart from :mod:`aoe.plan.training_checks` (what is trained) and :mod:`aoe.plan.table_checks` (what the tables
 read): these keys name models and settings of the evaluation and analysis rules. Each raises
-:class:`aoe.config.workflow.ConfigError` naming the key.
+:class:`aoe.config.errors.ConfigError` naming the key.
 """
 
 from __future__ import annotations
 
-from aoe.config.workflow import (
-    NO_TRAINSET,
-    PRETRAINED,
-    ConfigError,
-    built_figures,
-    pretrained_variants,
-    released_checkpoints,
-)
+from aoe.config.workflow import built_figures
+from aoe.config.cells import NO_TRAINSET, PRETRAINED
+from aoe.config.errors import ConfigError
+from aoe.config.pretrained import pretrained_variants, released_checkpoints
 from aoe.plan.training_checks import unknown_backbone
 
 __all__ = ["check_figures", "check_mteb", "check_pretrained_variants", "check_released", "check_saturation", "check_senteval_caps"]
@@ -95,7 +91,7 @@ def check_mteb(config: dict) -> None:
 def check_figures(config: dict) -> None:
     """Config errors the schema cannot see: unknown backbones, train sets, objectives, bad bins or groups.
 
-    Raises :class:`aoe.config.workflow.ConfigError` naming the key. A known model that no run
+    Raises :class:`aoe.config.errors.ConfigError` naming the key. A known model that no run
     trains is not an error here: :func:`aoe.results.figures.unavailable_figures` reports it, and the
     figure is left out of the targets.
     """

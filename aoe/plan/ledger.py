@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from aoe.config.hparams import NOT_SET, code_source, key_comments, lookup, read_yaml, recipe_anchor, resolve_cell
-from aoe.config.workflow import in_batch_pool_size, run_cells, start_cell, train_params
+from aoe.config.cells import run_cells
+from aoe.config.cell_settings import in_batch_pool_size, start_cell, train_params
 
 __all__ = ["DEVIATES", "OFFICIAL_LOSS_BASES", "build_recipe", "cell_ledger", "changes_markdown", "official_recipes", "recipe_changes",
            "recipe_json", "recipe_markdown"]

@@ -2,7 +2,7 @@
 
 Snakemake's ``validate`` prints a failing config with the whole schema and config after the
 message (thousands of lines for an unknown key). :func:`check_schema` runs the same schema
-first and, on failure, raises :class:`aoe.config.workflow.ConfigError` with one line: the key's
+first and, on failure, raises :class:`aoe.config.errors.ConfigError` with one line: the key's
 path, what is wrong, the config file that set it (:mod:`aoe.plan.key_sources`) and, for an unknown
 key, the closest valid ones.
 
@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from aoe.config.hparams import EVERY_OBJECTIVE, NOT_SET, lookup, read_yaml
-from aoe.config.workflow import ConfigError
+from aoe.config.errors import ConfigError
 from aoe.plan.key_sources import key_path, set_in
 
 __all__ = ["check_schema", "read_typed"]

@@ -4,9 +4,9 @@ evaluation-only poolings, gold variants), a study's and a comparison's claim nam
 every number set against another is measured as that one was (:func:`aoe.results.likeness.like_for_like`).
 
 Apart from the other cross-key checks because a table's rows are resolved from the whole config
-(aoe.config.workflow.table_rows) and judged by the same code that builds the table (aoe.results), so a
+(aoe.config.rows.table_rows) and judged by the same code that builds the table (aoe.results), so a
 configuration the table would refuse fails before anything trains. Each raises
-:class:`aoe.config.workflow.ConfigError` naming the key.
+:class:`aoe.config.errors.ConfigError` naming the key.
 """
 
 from __future__ import annotations
@@ -15,23 +15,11 @@ from pathlib import Path
 from typing import Iterable
 
 from aoe.config.table_kinds import table_kind
-from aoe.config.workflow import (
-    EVAL_POOLING_SUITES,
-    NO_TRAINSET,
-    PRETRAINED,
-    RELEASED,
-    RESERVED_TARGETS,
-    ConfigError,
-    TableRow,
-    _spec_trainsets,
-    _trained_reruns,
-    _trained_seeds,
-    built_tables,
-    pretrained_variants,
-    released_checkpoints,
-    table_rows,
-    table_target,
-)
+from aoe.config.workflow import EVAL_POOLING_SUITES, RESERVED_TARGETS, built_tables, table_target
+from aoe.config.cells import NO_TRAINSET, PRETRAINED, RELEASED, _trained_reruns, _trained_seeds
+from aoe.config.errors import ConfigError
+from aoe.config.pretrained import pretrained_variants, released_checkpoints
+from aoe.config.rows import TableRow, _spec_trainsets, table_rows
 from aoe.model.pooling_names import OFFICIAL_POOLING_NAMES, split_senteval_batch
 from aoe.plan.key_sources import set_in
 from aoe.plan.training_checks import unknown_backbone
@@ -195,7 +183,7 @@ def _check_comparison(name: str, table: dict, kind, rows: list[TableRow]) -> Non
 def _check_study(name: str, study: dict, rows: list[TableRow]) -> None:
     """A study table's claim names rows it has: test best the label of the row the paper chose (one row's:
     a preset replacing the rows must keep it), test increasing at least two rows in the order of the setting."""
-    from aoe.config.workflow import row_label
+    from aoe.config.rows import row_label
 
     labels = [row_label(r.as_dict()) for r in rows]
     if study["test"] == "best":

@@ -22,7 +22,10 @@ from typing import Iterable
 import yaml
 
 from aoe.config.hparams import read_yaml
-from aoe.config.workflow import ConfigError, built_tables, cell_parts, results_path, table_rows, table_target
+from aoe.config.errors import ConfigError
+from aoe.config.cells import results_path
+from aoe.config.rows import table_rows
+from aoe.config.workflow import built_tables, cell_parts, table_target
 from aoe.data.catalog import dataset_splits
 from aoe.plan.key_sources import key_source
 from aoe.plan.table_checks import check_table_row, check_tables

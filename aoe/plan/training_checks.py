@@ -3,7 +3,7 @@ objectives (with a data format the train set provides), each backbone's one sour
 split, formats and score range, each LLM-written table's generator.
 
 The checks of the config's own entries, before any cell is resolved (that is :mod:`aoe.plan.cell_checks`); each
-raises :class:`aoe.config.workflow.ConfigError` naming the key. :func:`unknown_backbone` is the one message for a
+raises :class:`aoe.config.errors.ConfigError` naming the key. :func:`unknown_backbone` is the one message for a
 backbone name no entry defines, wherever a key names one (runs, tables, figures, released checkpoints).
 """
 
@@ -13,7 +13,8 @@ import difflib
 from pathlib import Path
 
 from aoe.config.hparams import EVERY_OBJECTIVE, objective_base, schema_default
-from aoe.config.workflow import PRETRAINED, ConfigError
+from aoe.config.cells import PRETRAINED
+from aoe.config.errors import ConfigError
 
 __all__ = ["check_backbones", "check_llm_supervised", "check_objectives", "check_runs", "check_trainsets", "unknown_backbone"]
 

@@ -28,7 +28,7 @@ from typing import Any, Iterable
 
 import yaml
 
-from aoe.config.workflow import ConfigError
+from aoe.config.errors import ConfigError
 from aoe.plan.check import load_config
 from aoe.plan.key_sources import COMMAND_LINE, key_source
 from aoe.plan.targets import preset_trees

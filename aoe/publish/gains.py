@@ -8,7 +8,8 @@ backbone scored as the trained row is, or otherwise only as the table's ``compar
 
 from __future__ import annotations
 
-from aoe.config.workflow import OBJECTIVE_LABELS, PRETRAINED, RELEASED
+from aoe.config.cells import PRETRAINED, RELEASED
+from aoe.config.rows import OBJECTIVE_LABELS
 from aoe.plan.ledger import md_cell
 from aoe.publish.cells import fmt, fmt_paper, has_result, ours_rows, row_measure
 from aoe.results.likeness import UnlikeNumbers, like_for_like, named_text

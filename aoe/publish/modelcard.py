@@ -37,7 +37,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from aoe.config.workflow import ConfigError, Cell, parse_run, results_path, row_label, run_cells, suite_file, table_rows, built_tables
+from aoe.config.workflow import suite_file, built_tables
+from aoe.config.cells import Cell, parse_run, results_path, run_cells
+from aoe.config.errors import ConfigError
+from aoe.config.rows import row_label, table_rows
 from aoe.model.pooling_names import OFFICIAL_POOLING_NAMES
 from aoe.plan.ledger import ConfigFiles, cell_ledger, format_value, md_cell, recipe_table, training_length
 
@@ -180,7 +183,7 @@ class CardPlanner:
         return out
 
     def _ledger(self, cell: Cell) -> tuple[str | None, list[dict], str]:
-        from aoe.config.workflow import train_params
+        from aoe.config.cell_settings import train_params
 
         if self._files is None:
             self._files = ConfigFiles([Path(p) for p in self.configfiles])

@@ -28,7 +28,8 @@ import yaml
 
 from aoe.config.hparams import recipe_anchor
 from aoe.config.table_kinds import table_kind
-from aoe.config.workflow import PRETRAINED, RELEASED, SCORED_SPLIT_MARK
+from aoe.config.cells import PRETRAINED, RELEASED
+from aoe.config.checkpoint_selection import SCORED_SPLIT_MARK
 from aoe.plan.ledger import md_cell
 from aoe.publish.cells import fmt, has_result, ours_rows, paper_cell
 from aoe.publish.claims import claims_section

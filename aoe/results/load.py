@@ -15,7 +15,7 @@ from typing import Any
 import pandas as pd
 
 from aoe.config.table_kinds import table_kind
-from aoe.config.workflow import parse_run
+from aoe.config.cells import parse_run
 from aoe.util.jsonio import finite_or_none
 
 __all__ = ["RESULT_COLUMNS", "load_results", "load_sts_results", "load_train_times", "train_time"]

@@ -18,7 +18,7 @@ from typing import Any
 import pandas as pd
 
 from aoe.config.table_kinds import table_kind
-from aoe.config.workflow import PRETRAINED
+from aoe.config.cells import PRETRAINED
 from aoe.results.stats import FLAG_RULE, TTEST_RULE, delta_text, flag_of
 from aoe.results.table_model import Row, Table, TTest
 from aoe.util.jsonio import json_safe

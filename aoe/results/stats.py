@@ -80,7 +80,7 @@ def paper_seeds_of(ref: str | None) -> int:
 def spread_of(runs) -> str:
     """:data:`SPREAD_RERUNS` when the runs (names "42", "42-rerun1", ...) are trainings of one seed, else
     :data:`SPREAD_SEEDS`."""
-    from aoe.config.workflow import parse_run
+    from aoe.config.cells import parse_run
 
     runs = list(runs)
     seeds = {parse_run(r)[0] for r in runs}
@@ -89,7 +89,7 @@ def spread_of(runs) -> str:
 
 def seed_means(values: dict) -> dict[int, float]:
     """{seed: the mean of its runs' finite values}: one value per seed, reruns averaged."""
-    from aoe.config.workflow import parse_run
+    from aoe.config.cells import parse_run
 
     by_seed: dict[int, list[float]] = {}
     for run, v in values.items():

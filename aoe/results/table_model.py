@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from aoe.config.table_kinds import Column
-from aoe.config.workflow import NO_TRAINSET, PRETRAINED, RELEASED
+from aoe.config.cells import NO_TRAINSET, PRETRAINED, RELEASED
 from aoe.results.likeness import Measure
 from aoe.results.stats import Bound, delta_bound, p_text, paper_seeds_of
 

@@ -37,7 +37,8 @@ import pandas as pd
 
 from aoe.config.hparams import schema_default
 from aoe.config.table_kinds import Column, table_kind
-from aoe.config.workflow import NO_TRAINSET, PRETRAINED, parse_run, row_label, run_name
+from aoe.config.cells import NO_TRAINSET, PRETRAINED, parse_run, run_name
+from aoe.config.rows import row_label
 from aoe.data.io import sha256_file
 from aoe.results.likeness import Measure, like_for_like
 from aoe.results.load import load_results
@@ -91,9 +92,9 @@ def _gate_paper(table: Table, row: Row, ref: str, numbers_file: str | Path | Non
 def spec_rows(spec: dict) -> list[dict]:
     """Row dicts from a table spec without a config (tests, ad-hoc use): seeds None = every seed found.
 
-    The workflow passes ``aoe.config.workflow.table_rows(...)`` dicts instead, with seeds resolved.
+    The workflow passes ``aoe.config.rows.table_rows(...)`` dicts instead, with seeds resolved.
     """
-    from aoe.config.workflow import row_entries
+    from aoe.config.rows import row_entries
 
     out = []
     for e in row_entries(spec):
@@ -181,10 +182,10 @@ def build_table(
     """A table of a kind from the long results: one Row per row spec (mean/std/n per column),
     the paper's numbers on matched rows, the other references, and the t-tests.
 
-    ``rows``: TableRow dicts (``aoe.config.workflow.table_rows``); default :func:`spec_rows`.
+    ``rows``: TableRow dicts (``aoe.config.rows.table_rows``); default :func:`spec_rows`.
     ``references``: extra reference rows (default the spec's ``paper_reference``).
     ``numbers_file`` replaces the packaged paper_numbers.yaml.
-    ``paper_rows``: the paper grid's rows of the paper for this table (:func:`aoe.config.workflow.grid_paper_rows`),
+    ``paper_rows``: the paper grid's rows of the paper for this table (:func:`aoe.config.rows.grid_paper_rows`),
     ``{ref, backbone, objective}``: each one no row of ours takes is a reference row, so a preset whose ``rows:``
     replace the grid's still shows every paper row of the table.
     """
@@ -388,12 +389,12 @@ def render_table(name: str, spec: dict, inputs: list[str | Path], rows: list[dic
                  protocol: str = "", paper_rows: list[dict] | None = None) -> Table:
     """The table a rule renders: its kind's loader on the inputs, then :func:`build_table` (or the GIS
     table), with the files it read (:func:`source_files`); ``differences``
-    (:func:`aoe.config.workflow.protocol_differences`): a first note naming each way its rows are trained otherwise
-    than the paper's; ``selections`` (:func:`aoe.config.workflow.scored_split_selections`): the rows whose models
+    (:func:`aoe.config.captions.protocol_differences`): a first note naming each way its rows are trained otherwise
+    than the paper's; ``selections`` (:func:`aoe.config.checkpoint_selection.scored_split_selections`): the rows whose models
     were chosen on a split the table scores, marked and named in a note; ``held_out`` (the same with
     ``held_out=True``): the rows chosen on a split the table does not score, named in a note; ``protocol``
-    (:func:`aoe.config.workflow.training_summary`): what this configuration ran for the rows, after the caption;
-    ``paper_rows`` (:func:`aoe.config.workflow.grid_paper_rows`): the paper's rows of the table, each shown."""
+    (:func:`aoe.config.captions.training_summary`): what this configuration ran for the rows, after the caption;
+    ``paper_rows`` (:func:`aoe.config.rows.grid_paper_rows`): the paper's rows of the table, each shown."""
     kind = spec["kind"]
     if table_kind(kind).inputs == "gis_stats":
         stats = json.loads(Path(inputs[0]).read_text())
@@ -425,9 +426,9 @@ def note_held_out_selections(table: Table, selections: list[dict]) -> None:
 
 
 def mark_scored_split_selections(table: Table, selections: list[dict]) -> None:
-    """Mark each row of ours that :func:`aoe.config.workflow.scored_split_selections` names (its label, so REPORT.md's
+    """Mark each row of ours that :func:`aoe.config.checkpoint_selection.scored_split_selections` names (its label, so REPORT.md's
     lines carry it too) and say in a note where it was chosen: such a number is not a held-out estimate."""
-    from aoe.config.workflow import SCORED_SPLIT_MARK
+    from aoe.config.checkpoint_selection import SCORED_SPLIT_MARK
 
     named = []
     for sel in selections:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from aoe.config.hparams import schema_default
 from aoe.config.table_kinds import table_kind
-from aoe.config.workflow import PRETRAINED, RELEASED
+from aoe.config.cells import PRETRAINED, RELEASED
 from aoe.results.likeness import UnlikeNumbers, like_for_like, named_text
 from aoe.results.stats import compare_runs
 from aoe.results.table_model import Row, Table, TTest

@@ -43,7 +43,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: the shar
 import _common as C  # noqa: E402
 
 from aoe.config.recipes import N_TEXTS  # noqa: E402
-from aoe.config.workflow import Cell, ConfigError, train_params  # noqa: E402
+from aoe.config.errors import ConfigError  # noqa: E402
+from aoe.config.cells import Cell  # noqa: E402
+from aoe.config.cell_settings import train_params  # noqa: E402
 from aoe.plan import cost  # noqa: E402
 from aoe.plan.check import load_config  # noqa: E402
 from aoe.plan.cost import TRAIN_ROWS, per_gpu_pairs_per_s  # noqa: E402

@@ -10,7 +10,7 @@
 
 No test runs on a GPU (CI has none), so this is where the CUDA path of ``aoe.training.train.train`` and of the
 STS evaluation is exercised. Everything goes through the pipeline's own code (``aoe.training.train.train``
-with the ``TrainConfig`` that ``aoe.config.workflow.train_params`` resolves from config.yaml and a preset,
+with the ``TrainConfig`` that ``aoe.config.cell_settings.train_params`` resolves from config.yaml and a preset,
 ``aoe.model.tokens.build_token_cache``, ``aoe.evaluate.run.run_sts_evaluation``).
 
 Part ``minilm``: the CPU demo's MiniLM-L6 AoE cell (presets/cpu-demo.yaml, seed 1, 200 steps of 32
@@ -78,7 +78,7 @@ def prepare(bundle: Path, mirror: str, parts: list[str] = PARTS) -> None:
     sys.path.insert(0, str(REPO / "bench"))
     import _common as C
 
-    from aoe.config.workflow import train_params
+    from aoe.config.cell_settings import train_params
     from aoe.data.mirror import resolve_downstream_root
     from aoe.data.nli import nli_formats, read_nli_csv
     from aoe.data.prepare import prepare_sts_table
@@ -592,7 +592,7 @@ def report_llama(runs: list[Path], shape_dirs: list[Path], with_cache: list[Path
     record = {
         "command": "python bench/gpu/gpu_check.py report-llama " + " ".join(sys.argv[2:]),
         "gpu": meta.get("cuda_device"), "versions": meta.get("versions"),
-        "method": "the grid's llama-2-* / aoe / nli cell (aoe.config.workflow.train_params; 160 pairs a process = 640 over 4 GPUs, "
+        "method": "the grid's llama-2-* / aoe / nli cell (aoe.config.cell_settings.train_params; 160 pairs a process = 640 over 4 GPUs, "
                   "max_length 45) through aoe.training.train.train on random weights of the published shapes, 12 steps on SNLI "
                   "test pairs; then aoe.evaluate.run.run_sts_evaluation of the adapter on STS-B test (fp16 base), each in a "
                   "process of its own; peaks: torch.cuda.max_memory_allocated / max_memory_reserved",

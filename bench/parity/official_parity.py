@@ -3,7 +3,7 @@
     .venv/bin/python bench/parity/official_parity.py [--cases nli-aoe-bert,...] [--batches 3] [--out PATH]
 
 Each case takes one paper cell's objective as the pipeline resolves it (``config.yaml``, a
-preset merged over it, ``aoe.config.workflow.train_params``) and the official release and loss
+preset merged over it, ``aoe.config.cell_settings.train_params``) and the official release and loss
 settings of the command that cell follows, written here from the official sources (not from
 our config), so a wrong weight, scale or switch on our side shows as a difference:
 
@@ -115,7 +115,7 @@ CASES: dict[str, dict] = {
 
 def resolve_case(name: str) -> dict:
     """The cell's resolved training parameters, objective and in-batch pool (pairs one loss sees)."""
-    from aoe.config.workflow import in_batch_pool_size, train_params
+    from aoe.config.cell_settings import in_batch_pool_size, train_params
     from aoe.losses import get_objective
     from aoe.plan.check import load_config
 

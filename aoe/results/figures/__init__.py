@@ -17,7 +17,11 @@ Import-light on purpose (no torch, no matplotlib): the Snakefile imports it at D
 
 from __future__ import annotations
 
-from aoe.config.workflow import OBJECTIVE_LABELS, PRETRAINED, Cell, ConfigError, built_figures, pretrained_cell, pretrained_variants, results_path, run_cells
+from aoe.config.workflow import built_figures
+from aoe.config.cells import PRETRAINED, Cell, results_path, run_cells
+from aoe.config.errors import ConfigError
+from aoe.config.pretrained import pretrained_cell, pretrained_variants
+from aoe.config.rows import OBJECTIVE_LABELS
 
 __all__ = [
     "FIGURES",
@@ -89,7 +93,7 @@ def figure_cells(config: dict) -> dict[str, list[tuple[str, Cell]]]:
 def unavailable_figures(config: dict) -> dict[str, str]:
     """Figures whose models are not available, with the reason naming the config key.
 
-    A model is available when it is a run cell of the grid (:func:`aoe.config.workflow.run_cells`)
+    A model is available when it is a run cell of the grid (:func:`aoe.config.cells.run_cells`)
     or the backbone as downloaded (objective ``pretrained``). A figure ``build.figures`` does not
     name is unavailable too.
     """
@@ -171,7 +175,7 @@ def dataset_name(dataset: str, split: str | None = None) -> str:
 
 def display_label(cell: dict | Cell, config: dict | None = None) -> str:
     """How a figure's title names a model, from the names the tables use: backbone (:func:`backbone_name`),
-    objective (aoe.config.workflow.OBJECTIVE_LABELS), train set (:func:`dataset_name` with its config split), seed.
+    objective (aoe.config.rows.OBJECTIVE_LABELS), train set (:func:`dataset_name` with its config split), seed.
     ``{"backbone": "minilm-l6", "objective": "aoe", "trainset": "stsb", "seed": 1}`` ->
     ``all-MiniLM-L6-v2 + AoE, trained on STS-B train (seed 1)``."""
     if isinstance(cell, Cell):

@@ -20,7 +20,10 @@ import json
 import math
 from pathlib import Path
 
-from aoe.config.workflow import OBJECTIVE_LABELS, ConfigError, built_figures, built_tables, results_path, run_name, table_cells
+from aoe.config.workflow import built_figures, built_tables
+from aoe.config.cells import results_path, run_name
+from aoe.config.errors import ConfigError
+from aoe.config.rows import OBJECTIVE_LABELS, table_cells
 
 __all__ = [
     "CURVES",
