@@ -369,10 +369,20 @@ def test_the_comparison_preset_is_the_demos_recipe_and_its_table_names_every_dif
     name = "aoe_vs_cosent"
     rows = measured_rows(config, name)
     shift, own = {"aoe": 0.0, "aoe_scores": 1.2, "cosent": 1.2}, {"aoe": 0.0, "aoe_scores": 0.04, "cosent": -0.03}
-    frame = pd.DataFrame([{"backbone": "minilm-l6", "objective": obj, "trainset": "stsb", "seed": seed, "rerun": 0, "column": col,
-                           "value": 70.0 + i + shift[obj] + n + own[obj] * (seed - 2)}
-                          for obj in shift for seed, n in zip((1, 2, 3), NOISE) for i, col in enumerate([*sts["tasks"], "avg"])])
-    table = build_table(frame, config["tables"][name], rows=rows, name=name)
+
+    def frame_of(columns):
+        return pd.DataFrame([{"backbone": "minilm-l6", "objective": obj, "trainset": "stsb", "seed": seed, "rerun": 0, "column": col,
+                              "value": 70.0 + i + shift[obj] + n + own[obj] * (seed - 2)}
+                             for obj in shift for seed, n in zip((1, 2, 3), NOISE) for i, col in enumerate(columns)])
+
+    # the preset's two tasks: the evaluation writes no avg of a subset, so the table has none (no column of "–", no
+    # missing cells, no means of it in the verdict); its columns are the two tasks, each tested
+    table = build_table(frame_of(sts["tasks"]), config["tables"][name], rows=rows, name=name)
+    assert [c.key for c in table.columns] == ["STSB", "SICKR"] and not table.missing
+    assert table.study["status"] == NOT_SUPPORTED and "Means (" not in table.study["text"] and "of 2 columns" in table.study["text"]
+    # evaluated on all seven, the avg is a column, the verdict gives the rows' means in it, and REPORT.md orders by it
+    table = build_table(frame_of([*demo_sts["tasks"], "avg"]), config["tables"][name], rows=rows, name=name)
+    assert table.columns[-1].key == "avg" and "Means (Avg.): AoE " in table.study["text"]
     # the differences come from the resolved recipes: the preset's switches and the built-in recipes' weights
     assert ('AoE vs AoE on the scores: graded_labels "int" vs "score", identical_texts "filter" vs "ignore"; '
             'AoE on the scores vs CoSENT: objective "aoe" vs "cosent", weights {"angle": 1.0, "contrastive": 1.0} vs {"cosine": 1.0}; '

@@ -264,6 +264,8 @@ def judge_comparison(higher: ComparedRow, lower: ComparedRow, columns: list[tupl
         else:
             which = "neither part of the gap is called on its own at these seeds"
         text += f" Which made it ({separates.label}: the higher row's objective on the lower row's labels): {which}: {'; '.join(parts)}."
-    means = "; ".join(f"{r.label} {_fmt(StudyRow(r.label, r.values.get(columns[-1][0]) or {}).mean, digits(columns[-1][0]))}"
-                      for r in (higher, separates, lower) if r is not None and StudyRow(r.label, r.values.get(columns[-1][0]) or {}).mean is not None)
-    return StudyVerdict(status, f"{text} Means ({columns[-1][1]}): {means}.")
+    # the rows' means in the summary column (the avg), where the table has one with a result
+    key, header = columns[-1]
+    means = "; ".join(f"{r.label} {_fmt(StudyRow(r.label, r.values.get(key) or {}).mean, digits(key))}"
+                      for r in (higher, separates, lower) if r is not None and StudyRow(r.label, r.values.get(key) or {}).mean is not None)
+    return StudyVerdict(status, f"{text} Means ({header}): {means}." if key == "avg" and means else text)
