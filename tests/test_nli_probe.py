@@ -66,3 +66,18 @@ def test_probe_reads_the_label_from_the_embedding_only_when_it_is_there(capsys):
         assert f"nli probe {name}: 0/4 fit (0%), elapsed 00:00, ETA ?" in err and f"nli probe {name}: 4/4 fit (100%)" in err
     noise = nli_probe(lambda t: rng.normal(size=(len(t), 3)), sets, sep="[SEP]", mode="fasttest")
     assert noise["summary"]["SNLI"] < 50  # chance is 33%
+
+
+def test_a_heldout_probe_of_some_sets_builds_those_only():
+    """names: the held-out protocol's probe sets to build, each from its own table (the real-model cell probes SNLI
+    alone); an unknown name, none, or names under the paper protocol are refused, naming the sets."""
+    table = _nli3(300, "SNLI")
+    sets = probe_sets("heldout", {"snli/test": table}, names=["SNLI"])
+    assert list(sets) == ["SNLI"] and sum(len(s) for s in sets["SNLI"].values()) == 300
+    with pytest.raises(ValueError, match="choose among SNLI, MNLI-m, MNLI-mm"):
+        probe_sets("heldout", {"snli/test": table}, names=["snli"])
+    with pytest.raises(ValueError, match="choose among"):
+        probe_sets("heldout", {"snli/test": table}, names=[])
+    with pytest.raises(ValueError, match="names is for heldout"):
+        probe_sets("paper", {"snli/test": table}, names=["SNLI"])
+

@@ -36,20 +36,23 @@ def test_transfer_tasks_above_their_floors(real_model, model):
     result = real_model.result(f"{model}/transfer.json")
     # a seeded subset of each split (tests/real_model.py TRANSFER_ROWS): the backbone the preset's 1,000, the trained
     # model 500; TREC's 500 test questions whole
+    # the backbone TREC alone (tests/real_model.py says why), the trained model TREC and MRPC
     rows = {"pretrained": 1000, "trained": 500}[model]
-    assert result["protocol"]["subsample"]["rows"] == {"TREC": {"train": rows, "test": 500}, "MRPC": {"train": rows, "test": rows}}
+    expected = {"TREC": {"train": rows, "test": 500}, **({"MRPC": {"train": rows, "test": rows}} if model == "trained" else {})}
+    assert result["protocol"]["subsample"]["rows"] == expected
     # TREC far above chance (6 classes, the largest 27.6% of the test set); measured: the backbone 58.2 on 1,000
     # training questions (73.4 on all 5,452), the trained model 55.0 on 500. MRPC on so few training pairs stays near
-    # its 67.1% positives (the backbone 66.4, the trained model 72.2), so it checks the pair features run, not their quality
-    assert result["tasks"]["TREC"]["acc"] > 45 and result["tasks"]["MRPC"]["acc"] > 60
+    # its 67.1% positives (the trained model 72.2), so it checks the pair features run, not their quality
+    assert result["tasks"]["TREC"]["acc"] > 45 and all(result["tasks"][t]["acc"] > 60 for t in expected if t == "MRPC")
 
 
 def test_nli_probe_above_chance(real_model):
     result = real_model.result("pretrained/nli_probe.json")
-    assert result["protocol"]["max_rows"] == 1000 and sum(s["ntest"] for s in result["sets"].values()) < 750
+    # SNLI alone (tests/real_model.py says why): 1,000 rows, its 20% test cut
+    assert result["protocol"]["max_rows"] == 1000 and list(result["sets"]) == ["SNLI"] and result["sets"]["SNLI"]["ntest"] < 250
     # 3 balanced-ish classes, ~600 training rows, fasttest: MiniLM's CLS carries a little NLI signal
-    # (measured: SNLI 43.2, MultiNLI 35.6; 43.6 and 36.8 with 2,000 rows); chance is 33.3
-    assert 36 < result["summary"]["SNLI"] < 90 and 30 < result["summary"]["MultiNLI"] < 90
+    # (measured: SNLI 43.2, 43.6 with 2,000 rows); chance is 33.3
+    assert 36 < result["summary"]["SNLI"] < 90 and "MultiNLI" not in result["summary"]
 
 
 def test_entailment_is_closer_than_contradiction(real_model):

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import time
-from typing import Callable, Mapping
+from typing import Callable, Iterable, Mapping
 
 import numpy as np
 import pandas as pd
@@ -102,18 +102,26 @@ def nli_probe(
 
 
 def probe_sets(
-    protocol: str, tables: Mapping[str, pd.DataFrame], seed: int = 1111, mnli_dev_rows: int = 10000, max_rows: int | None = None
+    protocol: str, tables: Mapping[str, pd.DataFrame], seed: int = 1111, mnli_dev_rows: int = 10000, max_rows: int | None = None,
+    names: Iterable[str] | None = None,
 ) -> dict:
     """Train/dev/test tables per probe set, from nli3 tables keyed ``dataset/split`` (see the module docstring).
 
-    ``max_rows`` (held-out protocol only) keeps a seeded subset of each source table, for quick CPU runs.
+    ``max_rows`` (held-out protocol only) keeps a seeded subset of each source table, for quick CPU runs; ``names``
+    (held-out protocol only): the probe sets to build, of :data:`PROBE_SETS` (default all), each from its own table.
     """
     if protocol == "heldout":
         def source(ds: str, split: str) -> pd.DataFrame:
             t = tables[f"{ds}/{split}"]
             return t.sample(n=max_rows, random_state=seed).sort_index() if max_rows and len(t) > max_rows else t
 
-        return {name: heldout_split(source(ds, split), seed) for name, (ds, split) in PROBE_SETS.items()}
+        chosen = list(PROBE_SETS) if names is None else list(names)
+        unknown = [n for n in chosen if n not in PROBE_SETS]
+        if unknown or not chosen:
+            raise ValueError(f"NLI probe sets {unknown or chosen}: choose among {', '.join(PROBE_SETS)}")
+        return {name: heldout_split(source(*PROBE_SETS[name]), seed) for name in chosen}
+    if names is not None:
+        raise ValueError("NLI probe: the paper protocol probes all three sets (its MultiNLI train is shared); names is for heldout")
     if protocol != "paper":
         raise ValueError(f"unknown NLI probe protocol {protocol!r}; valid: paper, heldout")
     train = tables["allnli/train"]

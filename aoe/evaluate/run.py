@@ -497,14 +497,16 @@ def run_nli_probe(
     cell: dict | None = None,
     cache_root: str | os.PathLike | None = None,
     device: str | None = None,
+    names: list[str] | None = None,
 ) -> dict:
-    """NLI probe (aoe.evaluate.nli_probe) of ``model_dir`` on nli3 ``tables`` (results/data/{ds}/{split}.nli3.parquet)."""
+    """NLI probe (aoe.evaluate.nli_probe) of ``model_dir`` on nli3 ``tables`` (results/data/{ds}/{split}.nli3.parquet);
+    ``names``: the held-out protocol's probe sets to run (default all three, :func:`aoe.evaluate.nli_probe.probe_sets`)."""
     from aoe.data.io import sha256_file
     from aoe.evaluate.nli_probe import nli_probe, probe_sets
 
     start = time.perf_counter()
     by_name = {f"{Path(t).parent.name}/{Path(t).name.split('.')[0]}": read_table(t, manifest=True) for t in tables}
-    sets = probe_sets(protocol, by_name, max_rows=max_rows)
+    sets = probe_sets(protocol, by_name, max_rows=max_rows, names=names)
     encoder, encode, cache = cached_encoder(model_dir, pooling, batch_size, max_length, cache_root, device, prompt=prompt)
     result = nli_probe(encode, sets, sep=encoder.tokenizer.sep_token, mode=mode)
     result["protocol"]["split_protocol"] = protocol
