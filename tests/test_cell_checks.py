@@ -9,7 +9,7 @@ import yaml
 
 from aoe.config.errors import ConfigError
 from aoe.plan.check import load_config
-from tests.workflow_utils import REPO, building
+from tests.workflow_utils import REPO, building, planning_error
 
 
 @pytest.mark.parametrize(
@@ -29,10 +29,8 @@ from tests.workflow_utils import REPO, building
     ],
 )
 def test_a_trained_start_is_checked_at_planning_time(tmp_path, override, start):
-    (tmp_path / "override.yaml").write_text(yaml.safe_dump(override))
-    with pytest.raises(ConfigError) as err:
-        load_config(REPO, [tmp_path / "override.yaml"])
-    assert str(err.value).startswith(start), str(err.value)
+    message = planning_error(tmp_path, override)
+    assert message.startswith(start), message
 
 
 def test_senteval_backend_refuses_a_cell_trained_with_a_padded_pooling(tmp_path):

@@ -9,7 +9,7 @@ import yaml
 from aoe.config.errors import ConfigError
 from aoe.plan.check import load_config
 from aoe.plan.training_checks import check_objectives, unknown_backbone
-from tests.workflow_utils import REPO
+from tests.workflow_utils import REPO, planning_error
 
 
 def test_no_objective_takes_the_name_of_the_every_objective_entry():
@@ -30,10 +30,8 @@ def test_no_objective_takes_the_name_of_the_every_objective_entry():
     ],
 )
 def test_a_score_range_that_does_not_hold_the_tables_scores_fails_planning(tmp_path, override, start):
-    (tmp_path / "override.yaml").write_text(yaml.safe_dump(override))
-    with pytest.raises(ConfigError) as err:
-        load_config(REPO, [tmp_path / "override.yaml"])
-    assert str(err.value).startswith(start), str(err.value)
+    message = planning_error(tmp_path, override)
+    assert message.startswith(start), message
 
 
 def test_an_eval_text_rewrite_needs_a_prompt(tmp_path):

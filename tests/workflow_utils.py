@@ -83,6 +83,21 @@ def building(*tables: str, without: tuple = ()) -> dict:
     return {"build": {"tables": [t for t in paper if t not in without] + list(tables)}}
 
 
+def planning_error(folder: Path, override: dict) -> str:
+    """The message ``load_config`` (the checks Snakemake runs at planning) refuses config.yaml + ``override`` with,
+    the override written as a config file in ``folder``; fails the test where it is not refused."""
+    import pytest
+    import yaml
+
+    from aoe.config.errors import ConfigError
+    from aoe.plan.check import load_config
+
+    (folder / "override.yaml").write_text(yaml.safe_dump(override))
+    with pytest.raises(ConfigError) as err:
+        load_config(REPO, [folder / "override.yaml"])
+    return str(err.value)
+
+
 def copy_workflow(dest: Path) -> Path:
     """Copy the files the workflow needs (not results/ or .snakemake/) into ``dest``."""
     dest.mkdir(parents=True, exist_ok=True)
