@@ -1,1 +1,0 @@
-_moved.py
