@@ -25,6 +25,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.cputime import process_cpu
 from tests.workflow_utils import REPO
 
 CELL = ("minilm-l6", "aoe", "stsb", 1)  # presets/ci.yaml's one trained cell
@@ -57,23 +58,14 @@ class RealModel:
 
 
 class _Stages:
-    """Each stage's CPU-seconds (this process and its threads), written to ``root/stages.json``: what a cut of the
-    cell would save (issue 73, docs/testing.md)."""
+    """Each stage's CPU-seconds (this process and its threads, and any child it waited for: tests/cputime.py's
+    process_cpu), written to ``root/stages.json``: what a cut of the cell would save (issue 73, docs/testing.md)."""
 
     def __init__(self, root: Path):
-        import resource
-
-        self.path, self.usage, self.cpu = root / "stages.json", resource.getrusage, {}
-        self.last = self._now()
-
-    def _now(self) -> float:
-        import resource
-
-        u = self.usage(resource.RUSAGE_SELF)
-        return u.ru_utime + u.ru_stime
+        self.path, self.cpu, self.last = root / "stages.json", {}, process_cpu()
 
     def done(self, name: str) -> None:
-        now = self._now()
+        now = process_cpu()
         self.cpu[name], self.last = round(now - self.last, 1), now
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.path.write_text(json.dumps(self.cpu, indent=1))

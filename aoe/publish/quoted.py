@@ -37,7 +37,7 @@ class Quoted:
     label: str
     file: str  # fnmatch pattern of the result file(s)
     keys: tuple[str, ...]  # the value's path in that JSON
-    kind: str  # how ours is measured: a key of _OURS
+    kind: str  # how ours is measured: saturation, gis, tsne or euclidean (our_measure)
     paper: Measure  # what the paper's number was measured under, as its sentence says (unstated: said so)
     scale: float = 1.0  # ours x scale is in the paper's unit (a share -> percent)
     # a ratio: (the denominator's paper_numbers.yaml reference, its path in the JSON); ours and the

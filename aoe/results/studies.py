@@ -231,7 +231,6 @@ def judge_comparison(higher: ComparedRow, lower: ComparedRow, columns: list[tupl
     if not main or any(col.test.p is None for col in main):
         why = "; ".join(dict.fromkeys(col.test.note for col in main if col.test.p is None)) or "no column with runs of both rows"
         return StudyVerdict(NO_RESULT, f"{claim}. Ours ({what}?): {NO_RESULT} ({why}).")
-    c = len(main)
     if all(col.test.diff > 0 and col.test.p < ALPHA for col in main):
         status = SUPPORTED
     elif any(col.called < 0 for col in main):
@@ -266,6 +265,6 @@ def judge_comparison(higher: ComparedRow, lower: ComparedRow, columns: list[tupl
         text += f" Which made it ({separates.label}: the higher row's objective on the lower row's labels): {which}: {'; '.join(parts)}."
     # the rows' means in the summary column (the avg), where the table has one with a result
     key, header = columns[-1]
-    means = "; ".join(f"{r.label} {_fmt(StudyRow(r.label, r.values.get(key) or {}).mean, digits(key))}"
-                      for r in (higher, separates, lower) if r is not None and StudyRow(r.label, r.values.get(key) or {}).mean is not None)
+    summary = [(r.label, StudyRow(r.label, r.values.get(key) or {}).mean) for r in (higher, separates, lower) if r is not None]
+    means = "; ".join(f"{label} {_fmt(mean, digits(key))}" for label, mean in summary if mean is not None)
     return StudyVerdict(status, f"{text} Means ({header}): {means}." if key == "avg" and means else text)
