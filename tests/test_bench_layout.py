@@ -13,9 +13,9 @@ GROUPS = sorted(p for p in BENCH.iterdir() if p.is_dir() and p.name not in ("out
 
 
 def test_every_script_lives_in_a_group_that_names_it():
-    """No script at bench/'s top but the shared harness; each group's README names each of its scripts, and the
-    top README links each group."""
-    assert sorted(p.name for p in BENCH.iterdir() if p.is_file()) == ["README.md", "_common.py"]
+    """No script at bench/'s top but the shared harness and the old paths' one line (links to bench/_moved.*); each
+    group's README names each of its scripts, and the top README links each group."""
+    assert sorted(p.name for p in BENCH.iterdir() if p.is_file() and not p.is_symlink()) == ["README.md", "_common.py", "_moved.py", "_moved.sh"]
     top = (BENCH / "README.md").read_text()
     for group in GROUPS:
         assert f"]({group.name}/README.md)" in top, f"bench/README.md does not link {group.name}/"
@@ -38,3 +38,24 @@ def test_the_worker_preamble_is_written_once():
               if re.search(r"""print\(\s*["']RESULT """, p.read_text())]
     assert not copies, f"a script-local copy of _common.serve_worker: {copies}"
     assert 'print("RESULT "' in (BENCH / "_common.py").read_text()
+
+
+def test_an_old_path_says_where_its_script_went():
+    """Issue 72's bound: each bench/<name>.py (.sh) the docs named before the grouping prints one line naming its new
+    path and exits 2, through a link to bench/_moved.py (.sh); a link's script exists under its group."""
+    import subprocess
+    import sys
+
+    links = sorted(p for p in BENCH.iterdir() if p.is_symlink())
+    assert len(links) == 16 and all(p.resolve().name == f"_moved{p.suffix}" for p in links), links
+    for link in links:
+        new = [p for p in BENCH.glob(f"*/{link.name}") if not p.is_symlink()]
+        assert len(new) == 1, link.name
+        if link.suffix == ".py" and link.name != "cluster_cost.py":
+            continue  # one Python run shows the link's line; every link's target exists above
+        cmd = [sys.executable, str(link)] if link.suffix == ".py" else ["bash", str(link)]
+        out = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=30)
+        rel = new[0].relative_to(REPO)
+        assert out.returncode == 2 and out.stderr.strip().splitlines() == [
+            f"bench/{link.name} moved to {rel} (bench/ is grouped by question: bench/README.md); run that"], out.stderr
+
