@@ -4,7 +4,8 @@ Every benchmark writes its JSON under ``bench/out/`` (ignored by git) unless its
 file (:func:`committed`: its group's ``results/``), and prints a table. Timings on a shared machine are noisy:
 a timed comparison (:func:`timed_parser`, :func:`alternate`) runs each variant in a fresh worker process of the
 same script, alternating them (A, B, A, B, ...) over ``--repeats``, and records ``os.getloadavg()`` before and
-after each run. Scripts import this module as ``_common`` with ``bench/`` on ``sys.path`` (each puts it there).
+after each run. Scripts import this module as ``_common`` with ``bench/`` on ``sys.path`` (each appends it, after its group folder:
+bench/_moved.py says why).
 """
 
 from __future__ import annotations

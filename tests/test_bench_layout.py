@@ -59,3 +59,21 @@ def test_an_old_path_says_where_its_script_went():
         assert out.returncode == 2 and out.stderr.strip().splitlines() == [
             f"bench/{link.name} moved to {rel} (bench/ is grouped by question: bench/README.md); run that"], out.stderr
 
+
+
+def test_an_old_path_imported_names_the_fix_and_no_importer_puts_bench_first():
+    """A link is named like its script, so ``import cluster_cost`` with bench/ before bench/gpu/ on sys.path finds the
+    notice (1f89be4 reverted the links for that): the notice refuses to be imported, naming the order to use, and
+    no script or test puts bench/ at the front (each appends it, for _common)."""
+    import re
+    import subprocess
+    import sys
+
+    probe = "import sys; sys.path.insert(0, 'bench'); import cluster_cost"
+    out = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, timeout=30)
+    assert out.returncode != 0 and "ImportError: bench/cluster_cost.py moved to bench/gpu/cluster_cost.py" in out.stderr, out.stderr
+    assert "put bench/gpu/ before bench/ on sys.path" in out.stderr
+    front = re.compile(r'sys\.path\.insert\(0, str\((REPO / "bench"|Path\(__file__\)\.resolve\(\)\.parents\[1\])\)\)'
+                       r'|sys\.path\[:0\] = \[str\(REPO / "bench"\)')
+    files = [*BENCH.glob("*/*.py"), *(REPO / "tests").glob("*.py")]
+    assert not [str(p.relative_to(REPO)) for p in files if not p.is_symlink() and front.search(p.read_text())]

@@ -39,7 +39,7 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: the shared harness, _common
+sys.path.append(str(Path(__file__).resolve().parents[1]))  # bench/, after the group folders: _common (bench/_moved.py)
 import _common as C  # noqa: E402
 
 from aoe.config.recipes import N_TEXTS  # noqa: E402

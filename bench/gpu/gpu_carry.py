@@ -104,7 +104,7 @@ def pins(purpose: str) -> list[str]:
 
 def official_pins() -> list[str]:
     """name==version of angle-emb OFFICIAL_VERSION's venv (built here when missing) that its worker must get there."""
-    sys.path.insert(0, str(REPO / "bench"))
+    sys.path.append(str(REPO / "bench"))  # after bench/gpu/: bench/_moved.py
     import _common as C
 
     C.ensure_angle_venv(OFFICIAL_VERSION)

@@ -36,7 +36,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: the shared harness, _common
+sys.path.append(str(Path(__file__).resolve().parents[1]))  # bench/, after the group folders: _common (bench/_moved.py)
 import _common as C  # noqa: E402
 
 RESULT = C.committed(__file__, "gold_parity.json")

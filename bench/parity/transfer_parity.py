@@ -26,7 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: the shared harness, _common
+sys.path.append(str(Path(__file__).resolve().parents[1]))  # bench/, after the group folders: _common (bench/_moved.py)
 from _common import default_mirror, print_table, write_json  # noqa: E402
 
 from aoe.data.transfer import TransferData, read_transfer, resolve_transfer_root  # noqa: E402

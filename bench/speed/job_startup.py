@@ -21,7 +21,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: the shared harness, _common
+sys.path.append(str(Path(__file__).resolve().parents[1]))  # bench/, after the group folders: _common (bench/_moved.py)
 from _common import REPO, print_table, summarize, write_json  # noqa: E402
 
 # a full fine-tune's train job: the engine, then (in train()) accelerate, the model and the schedule

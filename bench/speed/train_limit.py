@@ -33,7 +33,7 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: the shared harness, _common
+sys.path.append(str(Path(__file__).resolve().parents[1]))  # bench/, after the group folders: _common (bench/_moved.py)
 import _common as C  # noqa: E402
 
 SETTINGS = dict(objective="aoe", seed=1, learning_rate=5e-5, batch_size=32, warmup_ratio=0.1, max_length=64,
