@@ -21,29 +21,29 @@ def test_trained_model_beats_pretrained_backbone(real_model):
 
 
 def test_average_pooling_beats_cls_on_the_pretrained_model(real_model):
-    # all-MiniLM-L6-v2 was trained on its mean-pooled embedding, so that pooling scores well above its
-    # CLS token on average (79.54 vs 75.85 at f2df7aa; STS-B 82.03 vs 73.50), though not on every task
-    # (STS12: 71.03 vs 77.66)
+    # all-MiniLM-L6-v2 was trained on its mean-pooled embedding, so that pooling scores well above its CLS token:
+    # STS-B 82.03 vs 73.50 (measured). STS-B alone (tests/real_model.py): on the seven tasks the mean gap was smaller
+    # (79.54 vs 75.85 at f2df7aa; STS12 the other way, 71.03 vs 77.66), the seven tasks' protocol is the tiny run's
     cls, avg = real_model.result("pretrained/sts.json"), real_model.result("pretrained/sts.avg.json")
     assert (cls["protocol"]["pooling"], avg["protocol"]["pooling"]) == ("cls", "avg")
     assert avg["protocol"]["subsample"]["pairs"] == cls["protocol"]["subsample"]["pairs"]
-    assert cls["tasks"]["STS12"]["n"] == 250 and len(cls["tasks"]) == 7
-    assert avg["avg"] > cls["avg"] + 2 and avg["tasks"]["STSB"]["spearman"] > cls["tasks"]["STSB"]["spearman"] + 5
+    assert [t for t, r in cls["tasks"].items() if r] == [t for t, r in avg["tasks"].items() if r] == ["STSB"]
+    assert avg["tasks"]["STSB"]["n"] == cls["tasks"]["STSB"]["n"] == 1379
+    assert avg["tasks"]["STSB"]["spearman"] > cls["tasks"]["STSB"]["spearman"] + 5
 
 
 @pytest.mark.parametrize("model", ["pretrained", "trained"])
 def test_transfer_tasks_above_their_floors(real_model, model):
     result = real_model.result(f"{model}/transfer.json")
     # a seeded subset of each split (tests/real_model.py TRANSFER_ROWS): the backbone the preset's 1,000, the trained
-    # model 500; TREC's 500 test questions whole
-    # the backbone TREC alone (tests/real_model.py says why), the trained model TREC and MRPC
+    # model 500; TREC's 500 test questions whole. TREC alone (tests/real_model.py says why: MRPC's floor, 60, sat
+    # below its 67.1% positives, so it could not fail for its reason; its classifier path is the mirror parity's,
+    # tests/test_evaluate_transfer.py, and the tiny run's table3_transfer)
     rows = {"pretrained": 1000, "trained": 500}[model]
-    expected = {"TREC": {"train": rows, "test": 500}, **({"MRPC": {"train": rows, "test": rows}} if model == "trained" else {})}
-    assert result["protocol"]["subsample"]["rows"] == expected
+    assert result["protocol"]["subsample"]["rows"] == {"TREC": {"train": rows, "test": 500}}
     # TREC far above chance (6 classes, the largest 27.6% of the test set); measured: the backbone 58.2 on 1,000
-    # training questions (73.4 on all 5,452), the trained model 55.0 on 500. MRPC on so few training pairs stays near
-    # its 67.1% positives (the trained model 72.2), so it checks the pair features run, not their quality
-    assert result["tasks"]["TREC"]["acc"] > 45 and all(result["tasks"][t]["acc"] > 60 for t in expected if t == "MRPC")
+    # training questions (73.4 on all 5,452), the trained model (20 steps) 52.0 on 500
+    assert result["tasks"]["TREC"]["acc"] > 45 and result["tasks"]["MRPC"] is None
 
 
 def test_nli_probe_above_chance(real_model):
