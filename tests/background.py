@@ -70,12 +70,10 @@ _OWNER = "background-owner"
 _shared: list[Path] = []  # the session's shared folder, once known (_shared_folder)
 
 
-def register(name: str, setup: Callable[[Path, int], Launch | str], *, also: tuple[str, ...] = (),
-             after: str | None = None) -> None:
-    """Register the background run ``name`` (also its fixture's name); tests using a fixture in ``also``
-    are ordered after it too (they need it finished, not its result). ``after``: a registered run it
+def register(name: str, setup: Callable[[Path, int], Launch | str], *, after: str | None = None) -> None:
+    """Register the background run ``name`` (also its fixture's name). ``after``: a registered run it
     starts after, in the same chain; without it the run heads a chain of its own, beside the others."""
-    _REGISTRY[name] = Run(name, setup, (name, *also), after)
+    _REGISTRY[name] = Run(name, setup, (name,), after)
 
 
 def position(fixturenames) -> int:

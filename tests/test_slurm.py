@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 
 from tests import background
-from tests.workflow_utils import MIRROR, REPO, SNAKEMAKE, TINY_OVERLAY, copy_workflow, needs_mirror, run_to_file, tiny_backbone_overlay
+from tests.workflow_utils import MIRROR, REPO, SNAKEMAKE, TINY_OVERLAY, copy_workflow, needs_mirror, tiny_backbone_overlay
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 PROFILES = ("--profile", str(REPO / "slurm"), "--profile", str(REPO / "profiles" / "slurm-ci"))
@@ -100,21 +100,6 @@ def cancel_jobs(text: str) -> None:
         subprocess.run(["scancel", "--name", run_id.group(1)], capture_output=True, timeout=30)
 
 
-def run_slurm_snakemake(work: Path, *args: str, env: dict[str, str], timeout: float = TIMEOUT_S) -> tuple[int, str]:
-    """Run snakemake with the SLURM profiles in ``work``; output also goes to work/snakemake.out.
-
-    A run still going after ``timeout`` seconds is killed (its whole process group) and its SLURM
-    jobs cancelled, then the test fails with the output's tail.
-    """
-    out_path = work / "snakemake.out"
-    returncode, hung = run_to_file([*SNAKEMAKE, *PROFILES, "--verbose", *args], work, _slurm_env(env), out_path, timeout)
-    text = out_path.read_text(errors="replace")
-    cancel_jobs(text)
-    if hung:
-        pytest.fail(f"snakemake still running after {timeout:.0f}s, killed; output tail:\n{text[-6000:]}")
-    return returncode, text
-
-
 def scontrol_job(jobid: str) -> dict[str, str]:
     """``scontrol show job -d`` as a dict (finished jobs stay visible for MinJobAge)."""
     out = subprocess.run(["scontrol", "show", "job", "-d", "-o", jobid], capture_output=True, text=True, timeout=30)
@@ -168,9 +153,28 @@ def _slurm_setup(root: Path, cores: int) -> background.Launch | str:
     return background.Launch(cmd, work, env, TIMEOUT_S)
 
 
-# Started at collection after the QLoRA cell's run, beside the CI preset's (tests/background.py); the failure test waits for it
-# (fixture slurm_idle) rather than queue its job behind it on the one node.
-background.register("slurm_run", _slurm_setup, also=("slurm_idle",), after="llm_run")
+# Started at collection after the QLoRA cell's run, beside the CI preset's (tests/background.py); the failing run follows it
+# in the same chain rather than queue its job behind it on the one node.
+background.register("slurm_run", _slurm_setup, after="llm_run")
+
+
+def _failure_setup(root: Path, cores: int) -> background.Launch | str:
+    """A job that fails on the cluster: STS-B test's laid-out copy damaged after it was fetched, so prepare_sts fails
+    inside its SLURM job (a damaged mirror copy fails before, in the local download_file job). The background run
+    after slurm_run, on the idle node: its half minute of queueing overlaps the tests instead of ending the session."""
+    problem = cluster_problem()
+    if problem is not None:
+        return problem
+    work = copy_workflow(root / "wf")
+    bad = work / "results/ci/downloads/files/senteval/downstream/STS/STSBenchmark"
+    bad.mkdir(parents=True)
+    (bad / "sts-test.csv").write_text("not a SentEval line\n")
+    env = _slurm_env({"AOE_DATA_MIRROR": "", "HF_HUB_OFFLINE": "1"})
+    cmd = [*SNAKEMAKE, *PROFILES, "--verbose", "results/ci/data/stsb/test.parquet", "--configfile", "presets/ci.yaml"]
+    return background.Launch(cmd, work, env, 240)
+
+
+background.register("slurm_failure", _failure_setup, after="slurm_run")
 
 
 @pytest.fixture(scope="module")
@@ -182,10 +186,17 @@ def slurm_run(cluster):
     return run.launch.cwd, run.output, submissions(run.output)
 
 
-@pytest.fixture
-def slurm_idle() -> None:
-    """The background SLURM run, if one was started, has finished."""
-    background.result("slurm_run")
+@pytest.fixture(scope="module")
+def slurm_failure(cluster) -> str:
+    """The output of the failing run (its exit status checked by the test, not here: it must fail)."""
+    run = background.result("slurm_failure")
+    if run is not None:
+        cancel_jobs(run.output)
+    if run is None or run.skipped or run.error:
+        pytest.skip(getattr(run, "skipped", None) or getattr(run, "error", None) or "not started")
+    if run.hung:
+        pytest.fail(f"snakemake still running after 240 s, killed; output tail:\n{run.output[-6000:]}")
+    return run.returncode, run.output
 
 
 def test_all_outputs_built_on_slurm(slurm_run):
@@ -258,15 +269,8 @@ def test_jobs_ran_under_slurm_with_this_python(slurm_run):
     assert "'CUDA_VISIBLE_DEVICES': '0'" in log
 
 
-def test_failed_slurm_job_is_reported_with_its_logs(cluster, slurm_idle, tmp_path):
-    # STS-B test's laid-out copy damaged after it was fetched: prepare_sts fails inside its SLURM job
-    # (a damaged mirror copy fails before, in the local download_file job)
-    work = copy_workflow(tmp_path / "wf")
-    bad = work / "results/ci/downloads/files/senteval/downstream/STS/STSBenchmark"
-    bad.mkdir(parents=True)
-    (bad / "sts-test.csv").write_text("not a SentEval line\n")
-    env = {"AOE_DATA_MIRROR": "", "HF_HUB_OFFLINE": "1"}
-    rc, text = run_slurm_snakemake(work, "results/ci/data/stsb/test.parquet", "--configfile", "presets/ci.yaml", env=env, timeout=240)
+def test_failed_slurm_job_is_reported_with_its_logs(slurm_failure):
+    rc, text = slurm_failure  # the run of _failure_setup
     assert rc != 0, text[-3000:]
     assert "Error in rule prepare_sts" in text, text[-3000:]
     (job,) = submissions(text)
