@@ -26,7 +26,7 @@ from typing import Any
 
 import yaml
 
-from aoe.config.hparams import recipe_anchor
+from aoe.config.hparams import YAML_LOADER, recipe_anchor
 from aoe.config.table_kinds import table_kind
 from aoe.config.cells import PRETRAINED, RELEASED
 from aoe.config.checkpoint_selection import SCORED_SPLIT_MARK
@@ -70,7 +70,7 @@ def table_sources(configfiles: list[str | Path]) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
     for path in configfiles:
         try:
-            data = yaml.safe_load(Path(path).read_text()) or {}
+            data = yaml.load(Path(path).read_text(), Loader=YAML_LOADER) or {}
         except (OSError, yaml.YAMLError):
             continue
         for name in (data.get("tables") or {}):
@@ -360,7 +360,7 @@ def _names_config(configfiles: list[str]) -> dict:
     out: dict = {"backbones": {}, "trainsets": {}}
     for path in configfiles:
         try:
-            cfg = yaml.safe_load(Path(path).read_text()) or {}
+            cfg = yaml.load(Path(path).read_text(), Loader=YAML_LOADER) or {}
         except (OSError, yaml.YAMLError):
             continue
         for section in out:

@@ -18,6 +18,7 @@ from typing import Any
 
 import yaml
 
+from aoe.config.hparams import YAML_LOADER
 from aoe.evaluate.sts import TASKS
 from aoe.results.likeness import FIELDS, Measure
 
@@ -42,7 +43,7 @@ def load_paper_numbers(numbers_file: str | Path | None) -> dict:
 
 @functools.lru_cache(maxsize=8)
 def _parse_numbers(text: str) -> dict:
-    return yaml.safe_load(text)
+    return yaml.load(text, Loader=YAML_LOADER)
 
 
 def paper_reference(
