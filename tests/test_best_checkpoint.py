@@ -26,7 +26,6 @@ from aoe.model.tokens import build_token_cache
 from aoe.training.checkpoints import FINAL, checkpoint_dir, step_dirs
 from aoe.training.train import TrainConfig, train
 from tests.train_utils import killed_after_checkpoint, random_pairs_table
-from tests.workflow_utils import REPO
 
 SPLIT = {"dataset": "stsb", "split": "dev"}
 BEST = {"select_checkpoint": "best", "select_split": SPLIT}
@@ -320,42 +319,9 @@ def test_scoring_leaves_the_training_as_it_was(data, tmp_path, monkeypatch):
 # ---- several processes ---------------------------------------------------------------------------
 
 
-@pytest.mark.slow
-def test_two_processes_select_on_the_main_process_score(data, tmp_path):
-    """``accelerate launch`` (2 CPU processes, gloo), through the command line the train rule uses: every
-    process keeps the epoch of the main process's score, and the folder holds that epoch's weights.
-
-    (Mean pooling: the tiny random BERT's CLS cosines all lie within 1e-4 of 1, where float noise reorders them.)"""
-    import os
-    import subprocess
-    import sys
-
-    from scipy.stats import spearmanr
-
-    from aoe.evaluate.sts import cosine_rows, pair_embeddings, unique_texts
-    from aoe.model.encoder import Encoder
-
-    config = tmp_path / "config.json"
-    config.write_text(json.dumps({"objective": "aoe", "pooling": "avg", "seed": 0, "learning_rate": 1e-3, "batch_size": 8,
-                                  "epochs": 3, "max_length": 16, "score_range": [0, 5], "log_every": 1, "checkpoint_every": 7,
-                                  "in_batch_pool": "global", **BEST}))
-    out = tmp_path / "two"
-    launch = [str(Path(sys.executable).parent / "accelerate"), "launch", "--multi_gpu", "--num_processes", "2",
-              "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
-              "-m", "aoe.training.train", "--cache", str(data["cache"]), "--table", str(data["table"]), "--backbone", str(data["backbone"]),
-              "--out", str(out), "--config", str(config), "--select-table", str(data["dev"]), "--select-is-test"]
-    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
-    proc = subprocess.run(launch, env=env, capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    record = _record(out)
-    sel = record["selection"]
-    assert record["summary"]["num_processes"] == 2 and sel["split_is_test"] is True
-    scores = [s["spearman"] for s in sel["scores"]]
-    assert [s["step"] for s in sel["scores"]] == [5, 10, 15] and sel["epoch"] == scores.index(max(scores))
-    dev = pd.read_parquet(data["dev"])
-    texts = unique_texts([dev])
-    emb = Encoder(out, device="cpu").encode(texts, batch_size=8, max_length=16)
-    assert 100 * spearmanr(cosine_rows(*pair_embeddings(emb, texts, dev)), dev["score"]).statistic == pytest.approx(sel["score"], abs=1e-6)
+# Two processes (accelerate launch, gloo) keep the epoch of the main process's score: in
+# tests/test_train_engine.py::test_two_processes_select_on_the_main_process_score, one launch with the engine's
+# other two-process runs.
 
 
 # ---- LoRA: the adapters only ---------------------------------------------------------------------

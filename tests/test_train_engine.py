@@ -3,7 +3,8 @@
 * 2 processes (``accelerate launch``, gloo) with ``in_batch_pool: global`` follow the same
   loss trajectory as 1 process with the same global batch; with ``process`` each computes
   the loss on its half and logs the mean. The tiny model has dropout off: with dropout,
-  each process draws its own masks, so the runs agree in distribution only.
+  each process draws its own masks, so the runs agree in distribution only. Selecting the best
+  epoch, every process keeps the epoch of the main process's score.
 * A run SIGKILLed a few steps after a checkpoint and rerun ends where an
   uninterrupted run ends (dropout on: the RNG states are restored too).
 * What SLURM does at a time limit: SIGTERM, then SIGKILL after its KillWait. SIGTERM mid-run
@@ -14,7 +15,7 @@
 Every run is a real process; what costs CPU is starting one (torch, transformers and accelerate take
 seconds to import, a tiny model's run a fraction of one). So the one-process runs are children of a
 fork server that has done those imports once (tests/forkserver.py: each child its own process, killed
-or signalled alone, its stdout, stderr and exit status its own), and the three 2-process trainings are
+or signalled alone, its stdout, stderr and exit status its own), and the four 2-process trainings are
 one ``accelerate launch`` whose two processes train them one after another.
 """
 
@@ -38,6 +39,7 @@ from aoe.model.tokens import build_token_cache
 from aoe.training.checkpoints import TRAINER_STATE, checkpoint_dir, step_dirs
 from aoe.training.interruption import RESUMABLE_EXIT, read_interrupted
 from tests.forkserver import ForkServer, python_m
+from tests.train_utils import random_pairs_table
 from tests.workflow_utils import REPO
 
 WORDS = "apple river stone cloud quick lazy bright small green heavy old new red blue".split()
@@ -81,6 +83,11 @@ def setup(tmp_path_factory):
     pd.DataFrame([(a, b, y % 3) for a, b, y in rows], columns=["sentence1", "sentence2", "score"]).to_parquet(nli3)
     build_token_cache(nli3, out[0.0][0], 16, root / "cache_nli3")
     out["nli3"] = (nli3, root / "cache_nli3")
+    # a dev table for the selecting run, its gold reversed: with it the tiny model's Spearman lies above 0 (the
+    # official initial best) at some epoch end, so the run selects an epoch (as tests/test_best_checkpoint.py's data)
+    dev = random_pairs_table(root / "dev.parquet", 1, 30)
+    pd.read_parquet(dev).assign(score=lambda d: 5.0 - d["score"]).to_parquet(dev, index=False)
+    out["dev"] = dev
     return out
 
 
@@ -130,11 +137,15 @@ def _train(server: ForkServer, setup, dropout: float, out: Path, **cfg) -> subpr
     return server.run(TRAIN, _args(setup, dropout, out, **cfg))
 
 
-# The three 2-process trainings of the tests below: (output folder, config)
+# The four 2-process trainings of the tests below: (output folder, config). "select" keeps the best of 3 epochs on
+# the dev table (tests/test_best_checkpoint.py tests the selection in one process; mean pooling: the tiny random BERT's
+# CLS cosines all lie within 1e-4 of 1, where float noise reorders them)
 TWO_PROCESS_RUNS = {
     "global": ("two", {"max_steps": 6, "in_batch_pool": "global"}),
     "process": ("two_process_pool", {"max_steps": 2, "in_batch_pool": "process"}),
     "sbert": ("two_process_sbert", {"objective": "sbert", "format": "nli3", "max_steps": 2, "in_batch_pool": "process"}),
+    "select": ("two_process_select", {"pooling": "avg", "epochs": 3, "checkpoint_every": 7, "in_batch_pool": "global",
+                                      "select_checkpoint": "best", "select_split": {"dataset": "stsb", "split": "dev"}}),
 }
 # each process calls the command's main once a training, in this order
 _ONE_AFTER_ANOTHER = "import json, sys\nfrom aoe.training.train import main\nfor argv in json.loads(sys.argv[1]):\n    main(argv)\n"
@@ -143,13 +154,15 @@ _ONE_AFTER_ANOTHER = "import json, sys\nfrom aoe.training.train import main\nfor
 @pytest.fixture(scope="module")
 def two_processes(setup) -> tuple[subprocess.CompletedProcess, dict[str, Path]]:
     """One ``accelerate launch`` of 2 processes (gloo) that trains TWO_PROCESS_RUNS one after another: a launch
-    is three processes importing torch, the trainings take a fraction of a second each. The first (the
+    is three processes importing torch (about 20 CPU-s), the trainings take a fraction of a second each. The first (the
     trajectory test's) runs in processes that have trained nothing before it, as a launch of its own would."""
     root = setup["root"]
     outs = {name: root / folder for name, (folder, _) in TWO_PROCESS_RUNS.items()}
     script = root / "one_after_another.py"
     script.write_text(_ONE_AFTER_ANOTHER)
-    argvs = [_args(setup, 0.0, outs[name], **cfg) for name, (_, cfg) in TWO_PROCESS_RUNS.items()]
+    # the selecting run scores the dev table through the command line the train rule uses
+    select = {"select": ["--select-table", str(setup["dev"]), "--select-is-test"]}
+    argvs = [_args(setup, 0.0, outs[name], **cfg) + select.get(name, []) for name, (_, cfg) in TWO_PROCESS_RUNS.items()]
     proc = subprocess.run([*LAUNCH, str(script), json.dumps(argvs)], env=_env(), capture_output=True, text=True)
     return proc, outs
 
@@ -170,6 +183,29 @@ def test_two_processes_follow_the_one_process_trajectory(setup, server, two_proc
         # Adam divides by sqrt(v): near-zero gradients turn float noise into up to ~1e-5 of an
         # update of lr 1e-3; 1e-4 is a tenth of one step
         torch.testing.assert_close(w2[k], w1[k], rtol=1e-3, atol=1e-4)
+
+
+@pytest.mark.slow
+def test_two_processes_select_on_the_main_process_score(setup, two_processes):
+    """Every process keeps the epoch of the main process's score, and the folder holds that epoch's weights
+    (moved from tests/test_best_checkpoint.py into this launch: a launch of its own cost 25 CPU-s)."""
+    from scipy.stats import spearmanr
+
+    from aoe.evaluate.sts import cosine_rows, pair_embeddings, unique_texts
+    from aoe.model.encoder import Encoder
+
+    proc, outs = two_processes
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = outs["select"]
+    record = json.loads((out / "aoe_config.json").read_text())
+    sel = record["selection"]
+    assert record["summary"]["num_processes"] == 2 and sel["split_is_test"] is True
+    scores = [s["spearman"] for s in sel["scores"]]
+    assert [s["step"] for s in sel["scores"]] == [8, 16, 24] and sel["epoch"] == scores.index(max(scores))
+    dev = pd.read_parquet(setup["dev"])
+    texts = unique_texts([dev])
+    emb = Encoder(out, device="cpu").encode(texts, batch_size=8, max_length=16)
+    assert 100 * spearmanr(cosine_rows(*pair_embeddings(emb, texts, dev)), dev["score"]).statistic == pytest.approx(sel["score"], abs=1e-6)
 
 
 def _first_steps_by_hand(setup, halves: int, steps: int, objective: str = "aoe", format: str = "pairs") -> list[float]:
