@@ -16,8 +16,15 @@ from pathlib import Path
 
 import pytest
 
-from tests import background, cputime
-from tests.workflow_utils import CI_CONFIGFILES, MIRROR, NO_MIRROR, REPO, SNAKEMAKE, copy_workflow, tiny_backbone_overlay, write_tiny_model
+# Every process the suite starts writes the bytecode of what it compiles and reads what another wrote: this project's
+# machines set PYTHONDONTWRITEBYTECODE=1, under which each Snakemake job, subprocess and fork compiled the package's
+# modules from source again (the package is installed editable, so pip compiled none of them). Popped here, in the
+# first conftest pytest loads (before the xdist workers start, which inherit it), so the suite's processes all see it.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+sys.dont_write_bytecode = False
+
+from tests import background, cputime  # noqa: E402
+from tests.workflow_utils import CI_CONFIGFILES, MIRROR, NO_MIRROR, REPO, SNAKEMAKE, copy_workflow, tiny_backbone_overlay, write_tiny_model  # noqa: E402
 
 
 @pytest.fixture(scope="session")

@@ -5,9 +5,9 @@ The numbers our implementation must equal, and how they were obtained, are in
 it) and a small synthetic corpus in SentEval's layout written by
 :func:`tests.senteval_reference.write_synthetic_senteval`, which lets every protocol run in "test"
 mode within seconds and needs no mirror (fixtures ``mirror_data`` and ``synthetic``, tests/conftest.py;
-the readers' own tests are tests/test_data_transfer.py). The suite checks one task of each SentEval
-classifier path: on the mirror in fasttest mode (CR, TREC, MRPC), on the synthetic corpus every task in
-fasttest mode and four in test mode. Every task in both modes, on the mirror and the synthetic corpus, is
+the readers' own tests are tests/test_data_transfer.py). The suite checks every SentEval classifier
+path on the synthetic corpus (every task in fasttest mode, four in test mode) and two tasks on the mirror in
+fasttest mode, TREC and MRPC. Every task in both modes, on the mirror and the synthetic corpus, is
 ``bench/parity/transfer_parity.py``, whose result is committed in ``bench/parity/results/transfer_parity.json``
 (test_the_bench_covers_every_mirror_task_the_suite_leaves_out reads it).
 """
@@ -24,7 +24,7 @@ import pytest
 from aoe.data.transfer import TRANSFER_TASKS, TransferData, read_transfer
 from aoe.evaluate.classifier import MODES, ClassifierParams, classifier_fits, fit_split_classifier
 from aoe.evaluate.transfer import evaluate_transfer
-from tests.senteval_reference import MIRROR_SIZES, SENTEVAL_MIRROR, SENTEVAL_SYNTHETIC, encoder, write_synthetic_senteval
+from tests.senteval_reference import SENTEVAL_MIRROR, SENTEVAL_SYNTHETIC, encoder, write_synthetic_senteval
 from tests.workflow_utils import REPO
 
 sys.path.insert(0, str(REPO / "bench" / "parity"))
@@ -464,14 +464,15 @@ def test_synthetic_parity_with_senteval(synthetic, one_thread, mode, backend, ta
     assert (result["tasks"][task]["ndev"], result["tasks"][task]["ntest"]) == protocol_sizes(synthetic[task])
 
 
-# On the real mirror (fasttest), one task of each of SentEval's classifier paths, the cheapest of its kind (CI at
-# 78dfe2b on the 2-core AMD EPYC: CR 14 CPU-s; alone TREC 5.8, MRPC 5.2): CR the nested k-fold of the four binary
-# single-sentence tasks (MR 44, SUBJ 37, MPQA 46: the same code on more rows), TREC the k-fold over six classes,
-# MRPC the k-fold on pair features, with F1. SST2's dev-split path (25 CPU-s on the mirror) is checked on the
-# synthetic corpus in both modes and with both classifiers (above). bench/parity/transfer_parity.py runs what is left
-# here against the same SentEval numbers and sizes: the mirror's seven tasks in fasttest mode and four in test
-# mode, and every synthetic case (committed: bench/parity/results/transfer_parity.json, all equal).
-MIRROR_TASKS = ("CR", "TREC", "MRPC")
+# On the real mirror (fasttest), the two tasks with given train/test splits (as the issue that sized this file asked:
+# one or two real tasks show the parity can fail; CI at 78dfe2b on the 2-core AMD EPYC: alone TREC 5.8 CPU-s, MRPC
+# 5.2): TREC the k-fold over six classes, MRPC the k-fold on pair features, with F1. The nested k-fold of the four
+# binary single-sentence tasks (CR 11-14 CPU-s in CI, MR 44, SUBJ 37, MPQA 46) and SST2's dev-split path (25) are
+# checked on the synthetic corpus in both modes and with both classifiers (above), as SST2's was before.
+# bench/parity/transfer_parity.py runs what is left here against the same SentEval numbers and sizes: the mirror's
+# seven tasks in fasttest mode and four in test mode, and every synthetic case (committed:
+# bench/parity/results/transfer_parity.json, all equal; test_the_bench_covers_every_mirror_task_the_suite_leaves_out).
+MIRROR_TASKS = ("TREC", "MRPC")
 
 
 @pytest.mark.slow
@@ -483,7 +484,7 @@ def test_mirror_parity_with_senteval(mirror_data, one_thread, task):
     # MRPC cross-validate train and score test
     assert (result["tasks"][task]["ndev"], result["tasks"][task]["ntest"]) == {
         "TREC": (5452, 500), "MRPC": (4076, 1725),
-    }.get(task, (MIRROR_SIZES[task].get("all"),) * 2)
+    }[task]
 
 
 def test_the_bench_covers_every_mirror_task_the_suite_leaves_out():

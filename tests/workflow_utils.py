@@ -104,7 +104,9 @@ def copy_workflow(dest: Path) -> Path:
     for name in ("Snakefile", "config.yaml", "rules", "schemas", "presets", "workflow_scripts", "envs", "report", "aoe"):
         src = REPO / name
         if src.is_dir():
-            shutil.copytree(src, dest / name, ignore=shutil.ignore_patterns("__pycache__"))
+            # with the bytecode the suite's processes wrote (tests/conftest.py): valid for the copy, whose sources keep
+            # their times (copy2), so a copy's jobs do not compile the package again
+            shutil.copytree(src, dest / name)
         elif src.exists():
             shutil.copy2(src, dest / name)
     return dest
