@@ -4,6 +4,7 @@ compares the same loss definitions (on 50 random pairs and a tiny BERT: seconds)
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import sys
 
 import pandas as pd
@@ -12,7 +13,9 @@ import pytest
 from tests.train_utils import random_pairs_table
 from tests.workflow_utils import REPO
 
-pytest.importorskip("sentence_transformers")
+# find_spec, not importorskip: importing sentence_transformers at collection cost every xdist worker ~7 CPU-s, the one
+# that never runs this file too (the script imports it where it uses it)
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("sentence_transformers") is None, reason="sentence_transformers not installed")
 sys.path.insert(0, str(REPO / "bench" / "speed"))
 import train_vs_sentence_transformers as T  # noqa: E402
 

@@ -7,6 +7,7 @@ so the same Spearman.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import shutil
 from pathlib import Path
@@ -15,7 +16,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-pytest.importorskip("mteb")
+# find_spec, not importorskip: importing mteb at collection cost every xdist worker ~3 CPU-s, the one that never
+# runs this file too (aoe.evaluate.mteb_eval imports it where it uses it)
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("mteb") is None, reason="mteb not installed")
 
 from aoe.evaluate.mteb_eval import (  # noqa: E402
     AOE_PROMPT,
