@@ -204,8 +204,9 @@ def result(name: str) -> Run | None:
     return run
 
 
-def checked(run: Run | None) -> Run:
-    """``run`` if it ran and succeeded; else the test skips (the set-up's reason) or fails (the output's tail)."""
+def checked(run: Run | None, *, fails: bool = False) -> Run:
+    """``run`` if it ran and succeeded (``fails``: ran and failed, as a run that checks a failure must); else the
+    test skips (the set-up's reason) or fails (the output's tail)."""
     if run is None:
         pytest.fail("not started at collection: its fixture must be a parameter of the test", pytrace=False)
     if run.skipped:
@@ -215,7 +216,10 @@ def checked(run: Run | None) -> Run:
     if run.hung:
         pytest.fail(f"background run {run.name} still going after {run.launch.timeout:.0f} s, killed; "
                     f"output tail:\n{run.output[-6000:]}", pytrace=False)
-    assert run.returncode == 0, f"background run {run.name} failed (rc {run.returncode}):\n{run.output[-8000:]}"
+    if fails:
+        assert run.returncode != 0, f"background run {run.name} did not fail:\n{run.output[-8000:]}"
+    else:
+        assert run.returncode == 0, f"background run {run.name} failed (rc {run.returncode}):\n{run.output[-8000:]}"
     return run
 
 

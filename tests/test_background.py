@@ -70,6 +70,21 @@ def test_a_run_that_failed_fails_its_readers_with_its_output(tmp_path, code, tim
         background.checked(run)
 
 
+@pytest.mark.parametrize(("code", "ok"), [("raise SystemExit(3)", True), ("pass", False)], ids=["exit-3", "passed"])
+def test_a_run_that_must_fail_passes_its_readers_only_when_it_fails(tmp_path, code, ok):
+    """``checked(run, fails=True)``: a run that checks a failure (tests/test_slurm.py's slurm_failure)."""
+    def setup(root, cores):
+        return background.Launch([sys.executable, "-c", code], root, dict(os.environ), 30)
+
+    run = background.Run("must-fail", setup, ("must-fail",))
+    background.execute(run, tmp_path, 1)
+    if ok:
+        assert background.checked(run, fails=True) is run
+    else:
+        with pytest.raises(AssertionError, match="must-fail did not fail"):
+            background.checked(run, fails=True)
+
+
 def test_a_run_whose_setup_declines_skips_and_one_that_raises_fails(tmp_path):
     declined = background.Run("declined", lambda root, cores: "no cluster here", ())
     background.execute(declined, tmp_path, 1)

@@ -60,7 +60,6 @@ def test_an_old_path_says_where_its_script_went():
             f"bench/{link.name} moved to {rel} (bench/ is grouped by question: bench/README.md); run that"], out.stderr
 
 
-
 def test_an_old_path_imported_names_the_fix_and_no_importer_puts_bench_first():
     """A link is named like its script, so ``import cluster_cost`` with bench/ before bench/gpu/ on sys.path finds the
     notice (1f89be4 reverted the links for that): the notice refuses to be imported, naming the order to use, and

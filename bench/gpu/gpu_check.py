@@ -44,6 +44,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
+sys.path.append(str(REPO / "bench"))  # after bench/gpu/, for _common only: bench/_moved.py
 RESULT = Path(__file__).resolve().parent / "results" / "gpu_check.json"
 # where the runs write their models; AOE_GPU_CHECK_WORK moves it, so two runs on one machine (a test beside another
 # checkout's) never share a folder
@@ -75,7 +76,6 @@ def prepare(bundle: Path, mirror: str, parts: list[str] = PARTS) -> None:
     import torch
     from safetensors.torch import load_file, save_file
 
-    sys.path.append(str(REPO / "bench"))  # after bench/gpu/: bench/_moved.py
     import _common as C
 
     from aoe.config.cell_settings import train_params
@@ -487,7 +487,6 @@ def _nli_rows(gpu: dict, est_speed: float) -> tuple[dict, list]:
 def report(cuda_json: Path, cpu_json: Path, out: Path, profiles: list[str], nli_json: Path | None = None) -> None:
     """``nli_json``: a later ``run --parts bert-nli`` whose NLI cells replace ``cuda_json``'s, which stay as the
     run before it (``bert_base_nli_before``): how the 2026-11-26 H200 runs measured ``avoid_cudnn_attention``."""
-    sys.path.append(str(REPO / "bench"))  # after bench/gpu/: bench/_moved.py
     import _common as C
     import cluster_cost
 
@@ -563,7 +562,6 @@ def report_llama(runs: list[Path], shape_dirs: list[Path], with_cache: list[Path
     ../shared/measurements/gpu-2026-11-27 beside them, and the fast lane's JUnit summary."""
     import xml.etree.ElementTree as ET
 
-    sys.path.append(str(REPO / "bench"))  # after bench/gpu/: bench/_moved.py
     import _common as C
 
     shapes, meta = {}, {}
@@ -678,7 +676,6 @@ def main() -> None:
     prof.add_argument("--out", required=True)
     args = ap.parse_args()
     if args.cmd == "prepare":
-        sys.path.append(str(REPO / "bench"))  # after bench/gpu/: bench/_moved.py
         import _common as C
 
         prepare(Path(args.bundle), args.mirror or C.default_mirror(), [x.strip() for x in args.parts.split(",") if x.strip()])
