@@ -76,9 +76,11 @@ include: "rules/cards.smk"
 
 
 # the tree records which file made it, and its settings (aoe.plan.trees: another file naming it is refused
-# in rules/common.smk); hooks run in a real run's main process only, not in a dry run
+# in rules/common.smk); hooks run in a real run's main process only, not in a dry run. Snakemake's default
+# start-rate limit would wake the scheduler ever more often as jobs finish (aoe.plan.scheduling).
 onstart:
     record_tree(config, CONFIGFILES, CONFIG_OVERRIDES)
+    drop_default_rate_limit(workflow.scheduler)
 
 
 rule all:
@@ -150,7 +152,7 @@ for _target in requested_targets(sys.argv):
         rule_names=[r.name for r in workflow.rules],
         configfiles=CONFIGFILES,
         wildcard_rules=_wildcard_rules,
-        grid=GRID_CONFIG,
+        grid=grid_config,
     )
     if _why:
         raise WorkflowError(f"target {_why}")

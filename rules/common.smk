@@ -1,3 +1,4 @@
+import functools
 import sys
 
 from snakemake.logging import logger
@@ -13,6 +14,7 @@ from aoe.plan.cost import CostError, training_gpu_hours, training_runtime_minute
 from aoe.plan.cluster import PlanCost, placeholder_line, slurm_profile, slurm_retries
 from aoe.plan.ledger import reading_presets
 from aoe.plan.trees import explain_tree, record_tree
+from aoe.plan.scheduling import drop_default_rate_limit
 from aoe.config.hparams import freeze_for_planning
 from aoe.config.errors import ConfigError
 from aoe.config.cells import PRETRAINED, RELEASED, Cell, results_path, run_cells
@@ -88,8 +90,13 @@ if workflow.is_main_process:
     if _why:
         raise WorkflowError(_why)
 freeze_for_planning(config)
-# the paper grid (config.yaml alone), which a preset's tables are compared with (protocol_differences)
-GRID_CONFIG = config if len(CONFIGFILES) == 1 and not CONFIG_OVERRIDES else load_config(workflow.basedir, [])
+
+
+@functools.cache
+def grid_config():
+    """The paper grid (config.yaml alone), which a preset's tables are compared with (protocol_differences): read
+    when a table job or a target's explanation asks for it, not at each planning."""
+    return config if len(CONFIGFILES) == 1 and not CONFIG_OVERRIDES else load_config(workflow.basedir, [])
 
 
 def R(path):

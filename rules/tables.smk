@@ -32,7 +32,7 @@ rule table:
         rows=lambda wildcards: measured_rows(config, wildcards.table),
         name=lambda wildcards: wildcards.table,
         # how this configuration trains the table's rows otherwise than the paper grid: a note of the table
-        differences=lambda wildcards: protocol_differences(config, GRID_CONFIG, wildcards.table),
+        differences=lambda wildcards: protocol_differences(config, grid_config(), wildcards.table),
         # rows whose models were chosen on a split the table scores: marked, with a note
         selections=lambda wildcards: scored_split_selections(config, wildcards.table),
         # rows whose models were chosen on a held-out split (SimCSE's STS-B dev): named in a note, no mark
@@ -40,7 +40,7 @@ rule table:
         # what this configuration ran for the rows (start, train set, length, seeds, pooling): after the caption
         protocol=lambda wildcards: training_summary(config, wildcards.table),
         # the paper's rows of the grid's table, shown whatever rows this configuration trains
-        paper_rows=lambda wildcards: grid_paper_rows(GRID_CONFIG, wildcards.table),
+        paper_rows=lambda wildcards: grid_paper_rows(grid_config(), wildcards.table),
     script:
         "../workflow_scripts/make_table.py"
 

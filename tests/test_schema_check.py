@@ -1,5 +1,6 @@
 """aoe.plan.schema_check: a config that breaks the schema fails in one line naming the key, its file and the fix,
-the override dictionaries against the schema of what they override, text the schema takes as a number read as one.
+the override dictionaries against the schema of what they override, text the schema takes as a number read as one,
+the defaults filled in as Snakemake's validate fills them.
 
 The cross-key checks after it: tests/test_check.py and the test file of each check's module; the file a message
 names: tests/test_key_sources.py.
@@ -14,7 +15,7 @@ import yaml
 from snakemake.utils import update_config
 
 from aoe.config.errors import ConfigError
-from aoe.plan.schema_check import check_schema
+from aoe.plan.schema_check import check_schema, fill_defaults
 from tests.workflow_utils import REPO
 
 SCHEMA = REPO / "schemas" / "config.schema.yaml"
@@ -33,6 +34,28 @@ def _check(tmp_path, override: dict) -> str:
     message = str(err.value)
     assert "\n" not in message, message
     return message
+
+
+def test_the_defaults_filled_are_snakemakes():
+    """fill_defaults (one parse of the schema, with libyaml) against Snakemake's validate, which parses it at each call
+    (aoe.plan.check.complete_config used it until issue 73): config.yaml alone, and with two presets that add
+    backbones, train sets, tables and LLM generators, where defaults are filled inside what they add."""
+    from snakemake.utils import validate
+
+    for presets in ([], ["ci.yaml"], ["llm-supervised-cpu.yaml", "studies-cpu.yaml"]):
+        config = copy.deepcopy(GRID)
+        for preset in presets:
+            update_config(config, yaml.safe_load((REPO / "presets" / preset).read_text()))
+        ours, snakemakes = copy.deepcopy(config), copy.deepcopy(config)
+        fill_defaults(ours, SCHEMA)
+        validate(snakemakes, str(SCHEMA))
+        assert ours == snakemakes and ours != config, presets
+    # a default is the config's own copy: editing it leaves the schema's (read once, shared) as it was
+    first, second = ({k: copy.deepcopy(v) for k, v in GRID.items() if k != "evaluation"} for _ in range(2))
+    fill_defaults(first, SCHEMA)
+    first["evaluation"]["suites"].append("edited")
+    fill_defaults(second, SCHEMA)
+    assert "edited" not in second["evaluation"]["suites"]
 
 
 @pytest.mark.slow

@@ -41,26 +41,30 @@ NO_MIRROR = "data mirror not found: set AOE_DATA_MIRROR to the mirror root (defa
 
 @functools.lru_cache(maxsize=2)
 def _parsed_config(validated: bool) -> dict:
-    """config.yaml parsed once per process (pure-Python YAML: ~0.4 s a parse), validated once where asked."""
+    """config.yaml parsed once per process, its defaults filled once where asked."""
     import yaml
-    from snakemake.utils import validate
 
-    config = yaml.safe_load((REPO / "config.yaml").read_text())
+    from aoe.config.hparams import YAML_LOADER
+    from aoe.plan.schema_check import fill_defaults
+
+    config = yaml.load((REPO / "config.yaml").read_text(), Loader=YAML_LOADER)
     if validated:
-        validate(config, str(REPO / "schemas" / "config.schema.yaml"))
+        fill_defaults(config, REPO / "schemas" / "config.schema.yaml")
     return config
 
 
 def validated_config(overrides: dict | None = None) -> dict:
     """config.yaml (+ overrides) with the schema defaults filled, as the workflow sees it (a copy of its own);
     the unit tests of aoe.config's modules share the one parse a process makes."""
-    from snakemake.utils import update_config, validate
+    from snakemake.utils import update_config
+
+    from aoe.plan.schema_check import fill_defaults
 
     if not overrides:
         return copy.deepcopy(_parsed_config(True))
     config = copy.deepcopy(_parsed_config(False))
     update_config(config, overrides)
-    validate(config, str(REPO / "schemas" / "config.schema.yaml"))
+    fill_defaults(config, REPO / "schemas" / "config.schema.yaml")
     return config
 
 

@@ -1,7 +1,7 @@
 """The config checked and completed at start-up: the entry points that run every check once.
 
-:func:`complete_config` runs the schema (:mod:`aoe.plan.schema_check`: one line per problem, before Snakemake
-fills in defaults), Snakemake's ``validate`` for the defaults, then every cross-key check of :data:`CHECKS`
+:func:`complete_config` runs the schema (:mod:`aoe.plan.schema_check`: one line per problem, then its defaults filled
+in as Snakemake's ``validate`` fills them), then every cross-key check of :data:`CHECKS`
 (:func:`check_config`), each a function of the module of what it checks, raising ConfigError naming the key:
 
 - :mod:`aoe.plan.training_checks`: objectives, runs, backbones, train sets, LLM-written tables, by name;
@@ -27,7 +27,7 @@ import yaml
 from aoe.config.hparams import YAML_LOADER
 from aoe.config.errors import ConfigError
 from aoe.plan import cell_checks, evaluation_checks, table_checks, training_checks
-from aoe.plan.schema_check import check_schema
+from aoe.plan.schema_check import check_schema, fill_defaults
 
 __all__ = ["CHECKS", "check_config", "complete_config", "load_config"]
 
@@ -76,16 +76,14 @@ def complete_config(
     config: dict, schema_path: str | Path, configfiles: Iterable[str | Path] = (), overrides: dict | None = None
 ) -> None:
     """Check ``config`` as the workflow does at start-up and fill in the schema's defaults, in place:
-    the schema first, as one line (Snakemake's ``validate`` would print the whole schema), then
-    Snakemake's ``validate`` for the defaults, then the cross-key checks (:func:`check_config`).
-    ``configfiles``: the files merged into ``config``, in merge order, and ``overrides`` the --config
-    values (a workflow's: :func:`aoe.plan.key_sources.config_sources`); the messages name them.
-    Raises ConfigError."""
-    from snakemake.utils import validate
-
+    the schema first, as one line (Snakemake's ``validate`` would print the whole schema), then its
+    defaults (:func:`aoe.plan.schema_check.fill_defaults`, what Snakemake's ``validate`` fills), then the
+    cross-key checks (:func:`check_config`). ``configfiles``: the files merged into ``config``, in merge
+    order, and ``overrides`` the --config values (a workflow's: :func:`aoe.plan.key_sources.config_sources`);
+    the messages name them. Raises ConfigError."""
     configfiles = list(configfiles)
     check_schema(config, schema_path, configfiles, overrides)
-    validate(config, str(schema_path))
+    fill_defaults(config, schema_path)
     check_config(config, configfiles, overrides)
 
 

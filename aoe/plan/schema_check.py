@@ -16,12 +16,14 @@ defaults, which Snakemake would then fill in and so override everything):
 - ``objectives.<o>.by_format.<format>``: keys and values of ``objectives.<o>.weights``;
 - ``llm_supervised.generators.<table>.generation``: keys and values of ``llm_supervised.generation``.
 
-Text the schema takes as a number is read as one first (:func:`read_typed`). The checks across keys,
-which a schema cannot express, run after it on the defaulted config (:mod:`aoe.plan.check`).
+Text the schema takes as a number is read as one first (:func:`read_typed`). :func:`fill_defaults` then fills
+in the schema's defaults. The checks across keys, which a schema cannot express, run after it on the defaulted
+config (:mod:`aoe.plan.check`).
 """
 
 from __future__ import annotations
 
+import copy
 import difflib
 import math
 import re
@@ -32,7 +34,7 @@ from aoe.config.hparams import EVERY_OBJECTIVE, NOT_SET, lookup, read_yaml
 from aoe.config.errors import ConfigError
 from aoe.plan.key_sources import key_path, set_in
 
-__all__ = ["check_schema", "read_typed"]
+__all__ = ["check_schema", "fill_defaults", "read_typed"]
 
 
 def _validator(schema: dict):
@@ -192,3 +194,24 @@ _OVERRIDDEN = {
     "weights": "objectives.<name>.weights",
     "generation": "llm_supervised.generation",
 }
+
+
+def fill_defaults(config: dict, schema_path: str | Path) -> None:
+    """Fill in the schema's defaults, in place, as Snakemake's ``validate(config, schema)`` does: the recipe of
+    jsonschema's FAQ that Snakemake runs (each ``properties`` default set where its key is missing, as the
+    validator walks the config). Snakemake's parses the schema with pure-Python YAML at each call (0.2 CPU-s,
+    twice in a planning that compares with the paper grid); this one uses the schema :func:`check_schema` parsed.
+    A default is a copy, not shared with that parse (``read_yaml`` keeps it for every caller) nor between the keys a
+    ``$ref`` fills. tests/test_schema_check.py checks that it fills what Snakemake's ``validate`` fills."""
+    from jsonschema import Draft202012Validator, validators
+
+    properties = Draft202012Validator.VALIDATORS["properties"]
+
+    def set_defaults(validator, props, instance, schema):
+        if validator.is_type(instance, "object"):
+            for key, subschema in props.items():
+                if "default" in subschema:
+                    instance.setdefault(key, copy.deepcopy(subschema["default"]))
+        yield from properties(validator, props, instance, schema)
+
+    validators.extend(Draft202012Validator, {"properties": set_defaults})(read_yaml(schema_path)).validate(config)

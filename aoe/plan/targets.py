@@ -17,7 +17,7 @@ import functools
 import os
 import re
 from pathlib import Path
-from typing import Iterable
+from typing import Callable, Iterable
 
 import yaml
 
@@ -100,15 +100,15 @@ def _valid(values: Iterable[str]) -> str:
     return ", ".join(sorted(values))
 
 
-def _unbuilt(config: dict, table: str, configfiles: list, grid: dict | None = None) -> str:
+def _unbuilt(config: dict, table: str, configfiles: list, grid: Callable[[], dict] | None = None) -> str:
     where = key_source(("build", "tables"), configfiles)
     by = f" in {where}" if where else ""
     return f"table {table} is not built by this configuration (build.tables{by} does not name it){_table_needs(config, table, grid)}"
 
 
-def _table_needs(config: dict, table: str, grid: dict | None) -> str:
+def _table_needs(config: dict, table: str, grid: Callable[[], dict] | None) -> str:
     """What building ``table`` here would take: "; add it to that list" where naming it is enough, else the models its
-    rows read that no run of this configuration trains (and whether the paper grid, ``grid``, trains them)."""
+    rows read that no run of this configuration trains (and whether the paper grid, ``grid()``, trains them)."""
     trial = {**config, "build": {**config["build"], "tables": [*config["build"]["tables"], table]}}
     missing = []
     for row in table_rows(trial, table):
@@ -125,7 +125,7 @@ def _table_needs(config: dict, table: str, grid: dict | None) -> str:
         return "; add it to that list to build it"
     shown = ", ".join(missing[:4]) + (f" and {len(missing) - 4} more" if len(missing) > 4 else "")
     where = ("the paper grid trains them (run it without --configfile: GPU-sized, docs/cluster.md)"
-             if grid is not None and table in built_tables(grid) else "add runs that train them")
+             if grid is not None and table in built_tables(grid()) else "add runs that train them")
     return f"; it reads {len(missing)} trained model(s) no run of this configuration makes ({shown}): {where}"
 
 
@@ -148,11 +148,12 @@ def explain_target(
     rule_names: Iterable[str],
     configfiles: Iterable[str | Path] = (),
     wildcard_rules: dict[str, str] | None = None,
-    grid: dict | None = None,
+    grid: Callable[[], dict] | None = None,
 ) -> str | None:
     """One line on why ``target`` cannot be built with ``config``; None when nothing is known wrong.
     ``rule_names``: the workflow's rules; ``wildcard_rules``: {name: output pattern} of those with wildcards, which
-    are no target; ``grid``: the paper grid's config (config.yaml alone), named where it builds what this one lacks."""
+    are no target; ``grid``: returns the paper grid's config (config.yaml alone), named where it builds what this one lacks (called
+    only then: reading it costs a planning a second parse and check of config.yaml)."""
     configfiles = list(configfiles)
     wildcard_rules = wildcard_rules or {}
     path = target[2:] if target.startswith("./") else target
