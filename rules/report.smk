@@ -79,8 +79,10 @@ REPORT_PAGES = [R("results/REPORT.html"), R("results/RECIPE.html")] + expand(
 )
 
 
-# each takes a second and reads files the run already has: no SLURM job (and queue wait) for them
+# each takes a second or two and reads files the run already has: no SLURM job (and queue wait) for them
 localrules:
+    report_md,
+    recipe,
     report_page,
     table_html,
     runtimes,

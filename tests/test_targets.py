@@ -8,7 +8,11 @@ import pytest
 import yaml
 
 from aoe.plan.targets import explain_report, explain_target, explain_workdir, preset_trees, requested_report, requested_targets
-from tests.workflow_utils import REPO, copy_workflow, snakemake
+from tests.forkserver import forked_snakemake
+from tests.workflow_utils import REPO, copy_workflow
+
+# Each Snakemake run a process of its own, forked from one that imported Snakemake once (tests/forkserver.py)
+snakemake, dry_run, _snakemake_forks = forked_snakemake()
 
 RULES = ["all", "train", "table2", "train_model", "evaluate_sts", "download_file"]
 
