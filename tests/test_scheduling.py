@@ -1,7 +1,7 @@
 """aoe.plan.scheduling: Snakemake's default job-rate limit dropped as a run starts, a limit set on purpose kept.
 
 That the dropped limit stops the scheduler's passes piling up is read from a real run's debug log
-(tests/test_slurm.py::test_the_scheduler_passes_once_per_event).
+(test_a_run_passes_once_per_finished_job).
 """
 
 from __future__ import annotations

@@ -44,12 +44,12 @@ def _parsed_config(validated: bool) -> dict:
     """config.yaml parsed once per process, its defaults filled once where asked."""
     import yaml
 
-    from aoe.config.hparams import YAML_LOADER
+    from aoe.config.hparams import SCHEMA_PATH, YAML_LOADER
     from aoe.plan.schema_check import fill_defaults
 
     config = yaml.load((REPO / "config.yaml").read_text(), Loader=YAML_LOADER)
     if validated:
-        fill_defaults(config, REPO / "schemas" / "config.schema.yaml")
+        fill_defaults(config, SCHEMA_PATH)
     return config
 
 
@@ -58,13 +58,14 @@ def validated_config(overrides: dict | None = None) -> dict:
     the unit tests of aoe.config's modules share the one parse a process makes."""
     from snakemake.utils import update_config
 
+    from aoe.config.hparams import SCHEMA_PATH
     from aoe.plan.schema_check import fill_defaults
 
     if not overrides:
         return copy.deepcopy(_parsed_config(True))
     config = copy.deepcopy(_parsed_config(False))
     update_config(config, overrides)
-    fill_defaults(config, REPO / "schemas" / "config.schema.yaml")
+    fill_defaults(config, SCHEMA_PATH)
     return config
 
 
