@@ -28,6 +28,8 @@ from pathlib import Path
 
 import yaml
 
+from aoe.config.hparams import YAML_LOADER
+
 
 def commit_of(repo_id: str) -> str:
     return hashlib.sha1(repo_id.encode()).hexdigest()
@@ -98,7 +100,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             content = json.loads(body)["content"]
             if content.startswith("---"):
                 try:
-                    yaml.safe_load(content.split("---")[1])
+                    yaml.load(content.split("---")[1], Loader=YAML_LOADER)
                 except yaml.YAMLError as exc:
                     return self._error(400, "invalid YAML", errors=[{"message": str(exc)}])
             return self._json({"warnings": []})

@@ -17,6 +17,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from aoe.config.hparams import YAML_LOADER
 import aoe.training.train
 from aoe.model.tokens import build_token_cache
 from aoe.training.checkpoints import FINAL, TRAINER_STATE, checkpoint_dir, save_checkpoint, step_dirs
@@ -114,7 +115,7 @@ def test_a_run_only_setting_is_not_a_train_job_param():
 
     import yaml
 
-    config = yaml.safe_load((REPO / "config.yaml").read_text())
+    config = yaml.load((REPO / "config.yaml").read_text(), Loader=YAML_LOADER)
     full = train_params(config, "bert-base-uncased", "aoe", "nli", 42)
     job = train_params(config, "bert-base-uncased", "aoe", "nli", 42, job=True)
     assert set(full) - set(job) == set(RUN_ONLY) and all(job[k] == full[k] for k in job)

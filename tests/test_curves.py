@@ -22,6 +22,7 @@ import pytest
 import torch
 import yaml
 
+from aoe.config.hparams import YAML_LOADER
 import aoe.training.train
 from aoe.config.errors import ConfigError
 from aoe.model.tokens import build_token_cache
@@ -272,9 +273,9 @@ def test_a_model_folder_without_metrics_is_named(tmp_path):
 def _config(*presets: str, **figures) -> dict:
     from snakemake.utils import update_config, validate
 
-    config = yaml.safe_load((REPO / "config.yaml").read_text())
+    config = yaml.load((REPO / "config.yaml").read_text(), Loader=YAML_LOADER)
     for preset in presets:
-        update_config(config, yaml.safe_load((REPO / "presets" / preset).read_text()))
+        update_config(config, yaml.load((REPO / "presets" / preset).read_text(), Loader=YAML_LOADER))
     update_config(config, {"figures": {"training_curves": figures}} if figures else {})
     validate(config, str(REPO / "schemas" / "config.schema.yaml"))
     return config

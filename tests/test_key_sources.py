@@ -10,6 +10,7 @@ import yaml
 from snakemake.utils import update_config
 
 from aoe.config.errors import ConfigError
+from aoe.config.hparams import YAML_LOADER
 from aoe.plan.check import complete_config
 from aoe.plan.key_sources import config_sources
 from aoe.plan.schema_check import check_schema
@@ -35,7 +36,7 @@ def _snakemake_order(tmp_path, monkeypatch, override: dict, command_line: dict |
     files[-1].write_text(yaml.safe_dump(override))
     config = {}
     for file in files:
-        update_config(config, yaml.safe_load(file.read_text()))
+        update_config(config, yaml.load(file.read_text(), Loader=YAML_LOADER))
     update_config(config, command_line or {})
     listed = [*files[1:], "config.yaml"]  # as Snakemake lists them
     workflow = types.SimpleNamespace(configfiles=listed, overwrite_configfiles=files[1:],

@@ -14,6 +14,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from aoe.config.hparams import YAML_LOADER
 from aoe.data.sts import COLUMNS
 from aoe.llm_supervised import GENERATED_SPLITS, KINDS, LLM_DATASET, SELF_DATASET
 from aoe.llm_supervised.generate import GenerationCache, GenerationSettings, generate_all
@@ -416,8 +417,8 @@ def test_generator_must_be_a_backbone(tmp_path):
 def test_config_documents_the_block():
     import yaml
 
-    config = yaml.safe_load((REPO / "config.yaml").read_text())
-    schema = yaml.safe_load((REPO / "schemas" / "config.schema.yaml").read_text())
+    config = yaml.load((REPO / "config.yaml").read_text(), Loader=YAML_LOADER)
+    schema = yaml.load((REPO / "schemas" / "config.schema.yaml").read_text(), Loader=YAML_LOADER)
     props = schema["properties"]["llm_supervised"]["properties"]
     assert set(config["llm_supervised"]) <= set(props)
     assert config["llm_supervised"]["prompts"] == PAPER_PROMPTS

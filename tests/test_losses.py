@@ -5,6 +5,7 @@ import math
 import pytest
 import torch
 
+from aoe.config.hparams import YAML_LOADER
 from aoe.losses import (
     OBJECTIVES,
     angle_loss,
@@ -310,7 +311,7 @@ def test_every_loss_component_is_wired_in_each_place():
     from aoe.losses.objectives import Objective
     from tests.workflow_utils import REPO
 
-    schema = yaml.safe_load((REPO / "schemas" / "config.schema.yaml").read_text())
+    schema = yaml.load((REPO / "schemas" / "config.schema.yaml").read_text(), Loader=YAML_LOADER)
     weights = schema["properties"]["objectives"]["additionalProperties"]["properties"]["weights"]["properties"]
     assert set(weights) == set(COMPONENTS), "schemas/config.schema.yaml objectives.*.weights and aoe/config/recipes.py COMPONENTS differ"
     torch.manual_seed(0)

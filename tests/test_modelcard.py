@@ -19,6 +19,7 @@ import yaml
 
 from aoe.config.errors import ConfigError
 from aoe.config.cells import Cell
+from aoe.config.hparams import YAML_LOADER
 from tests.forkserver import forked_snakemake
 from tests.workflow_utils import REPO, copy_workflow, job_counts
 
@@ -432,6 +433,6 @@ def test_a_card_job_reruns_nothing(workflow, plan):
     out = snakemake(workflow, "--cores", "1", CARD, "--configfile", "presets/ci.yaml", env=NO_MIRROR)
     assert out.returncode == 0, out.stdout[-3000:]
     assert _snapshot(workflow / MODEL) == before
-    assert yaml.safe_load((workflow / CARD).read_text().split("---")[1])["pipeline_tag"] == "sentence-similarity"
+    assert yaml.load((workflow / CARD).read_text().split("---")[1], Loader=YAML_LOADER)["pipeline_tag"] == "sentence-similarity"
     out = snakemake(workflow, "-n", CARD, *upstream, "--configfile", "presets/ci.yaml", env=NO_MIRROR)
     assert out.returncode == 0 and "Nothing to be done" in out.stdout, out.stdout[-3000:]

@@ -10,6 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from aoe.config.hparams import YAML_LOADER
 from aoe.results.paper_numbers import paper_reference
 from aoe.results.render import paper_digits
 from aoe.results.tables import build_gis_table, kind_columns
@@ -88,7 +89,7 @@ def test_every_configured_paper_reference_exists():
 
     from tests.workflow_utils import REPO
 
-    config = yaml.safe_load((REPO / "config.yaml").read_text())
+    config = yaml.load((REPO / "config.yaml").read_text(), Loader=YAML_LOADER)
     n = 0
     without = set()
     for name, table in config["tables"].items():
@@ -163,7 +164,7 @@ def _entry_rows(key: str) -> list[tuple[str, list[str]]]:
 
     import yaml
 
-    entry = yaml.safe_load(resources.files("aoe.resources").joinpath("paper_numbers.yaml").read_text())[key]
+    entry = yaml.load(resources.files("aoe.resources").joinpath("paper_numbers.yaml").read_text(), Loader=YAML_LOADER)[key]
     rows = entry.get("rows") or entry.get("groups")
     nested = "groups" in entry or any(isinstance(next(iter(v.values()), None), dict) for v in rows.values())
     refs = [f"{key}/{g}/{r}" for g, rs in rows.items() for r in rs] if nested else [f"{key}/{r}" for r in rows]

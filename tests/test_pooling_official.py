@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 import torch
 
+from aoe.config.hparams import YAML_LOADER
 from aoe.evaluate.senteval_batches import (
     OFFICIAL_BATCH_SIZES,
     SENTEVAL_SORTS,
@@ -296,7 +297,7 @@ def test_the_import_light_pooling_names_are_the_models():
     from aoe.model.pooling_names import EVAL_POOLING_NAMES, OFFICIAL_POOLING_NAMES, TRAIN_POOLINGS
 
     assert tuple(POOLINGS) == TRAIN_POOLINGS and tuple(OFFICIAL_POOLINGS) == OFFICIAL_POOLING_NAMES
-    schema = yaml.safe_load((REPO / "schemas" / "config.schema.yaml").read_text())
+    schema = yaml.load((REPO / "schemas" / "config.schema.yaml").read_text(), Loader=YAML_LOADER)
     train = schema["$defs"]["train"]["properties"]
     assert [p for p in train["eval_pooling"]["enum"] if p] == list(EVAL_POOLING_NAMES)
     row = schema["properties"]["tables"]["additionalProperties"]["properties"]["rows"]["items"]["properties"]

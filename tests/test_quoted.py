@@ -9,6 +9,7 @@ import json
 import pytest
 import yaml
 
+from aoe.config.hparams import YAML_LOADER
 from aoe.publish.quoted import QUOTED, our_measure, quoted_section
 from aoe.publish.report import build_report
 from aoe.results.likeness import Measure, UnlikeNumbers, like_for_like
@@ -83,7 +84,7 @@ def test_fig3_ukraine_pair_has_no_delta(files):
     pair in one run, which another t-SNE seed moves from 0.03 to 5.4 (bench/studies/results/fig3_tsne_stability.json):
     every line listed with its definition and model, none with a Δ."""
     fig3 = files[2]
-    config = yaml.safe_load((REPO / "config.yaml").read_text())
+    config = yaml.load((REPO / "config.yaml").read_text(), Loader=YAML_LOADER)
     lines = [line for line in quoted_section([fig3], config=config).splitlines() if line.startswith("| Fig. 3")]
     model = "`figures/fig3_saturation_geometry.json` (all-MiniLM-L6-v2 + AoE, trained on STS-B train (seed 1))"
     ratio = [line for line in lines if "imaginary ÷ real" in line]

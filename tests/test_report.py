@@ -13,6 +13,7 @@ import pytest
 import yaml
 from scipy import stats
 
+from aoe.config.hparams import YAML_LOADER
 from aoe.publish.report import build_report, figure_section, table_sources
 from aoe.results.render import to_json
 from aoe.config.cells import run_name
@@ -74,7 +75,7 @@ def test_flag_bound_is_the_seed_spread_interval():
 
 
 def test_paper_seed_spread_is_aoe_table_4s():
-    numbers = yaml.safe_load(Path("aoe/resources/paper_numbers.yaml").read_text())
+    numbers = yaml.load(Path("aoe/resources/paper_numbers.yaml").read_text(), Loader=YAML_LOADER)
     assert numbers["acl2024_table4_ablation"]["rows"]["random_seed"]["different_random_seeds"]["std"] == PAPER_SEED_STD
     # the one paper number over several seeds: a ref that config.yaml's table4_ablation row names
     (ref,) = PAPER_SEEDS
@@ -117,7 +118,7 @@ def test_report_on_table4s_random_seed_rows(tmp_path):
     the 2024 recipe's seeds beside them without Δ): seed 42 trained five times, and seeds 42-46 spread like the paper's
     (σ = 1.42), both 2.6 points low. Over reruns the paper's number is one seed's draw: not flagged
     (bound 5.58). Over five seeds both sides are means of five: flagged (bound 2.49)."""
-    spec = yaml.safe_load(Path("config.yaml").read_text())["tables"]["table4_ablation"]
+    spec = yaml.load(Path("config.yaml").read_text(), Loader=YAML_LOADER)["tables"]["table4_ablation"]
     z = list(_unit_seeds().values())
     # seed 42 in the middle (79.85), the others spread around it: sample std 1.42 exactly
     seeds = {int(k): v for k, v in _seeds(*(79.85 + 1.42 * z[i] for i in (2, 0, 1, 3, 4))).items()}
@@ -300,7 +301,7 @@ def test_report_lists_every_paper_number_of_the_configured_tables(tmp_path):
     from aoe.results.tables import build_gis_table
     from tests.workflow_utils import REPO
 
-    config = yaml.safe_load((REPO / "config.yaml").read_text())
+    config = yaml.load((REPO / "config.yaml").read_text(), Loader=YAML_LOADER)
     files, expected, references = [], [], []
     for name, spec in config["tables"].items():
         if spec["kind"] == "gis_stats":
@@ -485,7 +486,7 @@ def test_prose_gains_beside_the_same_difference_of_ours(tmp_path):
             assert f"{claimed:.2f}%" in path.read_text().splitlines()[int(line) - 1], (c.ref, name, line)
     assert {c.ref for c in CLAIMS} - set(_CLAIM_ROWS) == {"angle_arxiv_table3_ablation/text_claims/ibn_without_ISP_detection_drop_percent"}
 
-    config = yaml.safe_load((REPO / "config.yaml").read_text())
+    config = yaml.load((REPO / "config.yaml").read_text(), Loader=YAML_LOADER)
     means = {("bert-base-uncased", "aoe"): 82.0, ("bert-base-uncased", "simcse_sup"): 81.5, ("llama-2-7b", "aoe"): 86.0,
              ("bert-base-uncased", "simcse_paper"): 81.0,
              ("llama-2-7b", "simcse_sup"): 85.0, ("bert-base-uncased", "sbert"): 77.0, ("bert-base-uncased", "angle_arxiv"): 83.0,

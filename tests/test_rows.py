@@ -6,6 +6,7 @@ from __future__ import annotations
 import yaml
 
 from aoe.config.cells import Cell, run_cells
+from aoe.config.hparams import YAML_LOADER
 from aoe.config.rows import table_cells, table_rows
 from aoe.config.workflow import table_inputs, table_target
 from tests.workflow_utils import REPO, validated_config
@@ -43,7 +44,7 @@ def test_the_papers_seed_protocol_is_a_preset_of_the_same_cells():
     different-seeds rows excepted: seeds 43-46 of the arXiv-era and 2024 AoE cells trained for them alone,
     named_rows_only), so four trainings more than the grid, whose fixed-seed row needs four reruns of one cell."""
     grid = validated_config()
-    preset = yaml.safe_load((REPO / "presets" / "seed42-reruns.yaml").read_text())
+    preset = yaml.load((REPO / "presets" / "seed42-reruns.yaml").read_text(), Loader=YAML_LOADER)
     paper = {**grid, "runs": preset["runs"]}  # a list replaces the grid's whole, as --configfile does (the schema: test_schema)
     strip = lambda cells: {(c.backbone, c.objective, c.trainset) for c in cells}  # noqa: E731
     assert strip(run_cells(paper)) == strip(run_cells(grid)), "keep presets/seed42-reruns.yaml's runs in step with config.yaml's"

@@ -4,6 +4,7 @@ import copy
 
 import yaml
 
+from aoe.config.hparams import YAML_LOADER
 from tests.workflow_utils import REPO
 
 def _train_fields():
@@ -11,7 +12,7 @@ def _train_fields():
 
     from aoe.config.hparams import TrainSettings
 
-    schema = yaml.safe_load((REPO / "schemas" / "config.schema.yaml").read_text())
+    schema = yaml.load((REPO / "schemas" / "config.schema.yaml").read_text(), Loader=YAML_LOADER)
     return [f for f in fields(TrainSettings) if f.name in schema["$defs"]["train"]["properties"]]
 
 
@@ -83,7 +84,7 @@ def _problems(schema: dict) -> list[str]:
 
 
 def _schema() -> dict:
-    return yaml.safe_load((REPO / "schemas" / "config.schema.yaml").read_text())
+    return yaml.load((REPO / "schemas" / "config.schema.yaml").read_text(), Loader=YAML_LOADER)
 
 
 def test_every_key_has_description_and_default():
@@ -128,7 +129,7 @@ def test_the_build_lists_name_what_the_package_builds():
     assert FIGURE_NAMES == (*FIGURES, CURVES)
     assert build["figures"]["items"]["enum"] == build["figures"]["default"] == list(FIGURE_NAMES)
     assert build["analyses"]["items"]["enum"] == build["analyses"]["default"] == list(ANALYSIS_NAMES)
-    config = yaml.safe_load((REPO / "config.yaml").read_text())
+    config = yaml.load((REPO / "config.yaml").read_text(), Loader=YAML_LOADER)
     # a table defined in config.yaml but left out of its build.tables would be built by no configuration
     assert config["build"]["tables"] == list(config["tables"])
     assert config["build"]["figures"] == list(FIGURE_NAMES) and config["build"]["analyses"] == list(ANALYSIS_NAMES)
@@ -165,7 +166,7 @@ def _schema_defaults() -> dict[str, list[str]]:
         for key in ("additionalProperties", "items"):
             walk(node.get(key), [*path, "*"])
 
-    walk(yaml.safe_load((REPO / "schemas" / "config.schema.yaml").read_text()), [])
+    walk(yaml.load((REPO / "schemas" / "config.schema.yaml").read_text(), Loader=YAML_LOADER), [])
     return defaults
 
 

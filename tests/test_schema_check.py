@@ -15,11 +15,12 @@ import yaml
 from snakemake.utils import update_config
 
 from aoe.config.errors import ConfigError
+from aoe.config.hparams import YAML_LOADER
 from aoe.plan.schema_check import check_schema, fill_defaults
 from tests.workflow_utils import REPO
 
 SCHEMA = REPO / "schemas" / "config.schema.yaml"
-GRID = yaml.safe_load((REPO / "config.yaml").read_text())
+GRID = yaml.load((REPO / "config.yaml").read_text(), Loader=YAML_LOADER)
 
 
 def _check(tmp_path, override: dict) -> str:
@@ -28,7 +29,7 @@ def _check(tmp_path, override: dict) -> str:
     files[-1].write_text(yaml.safe_dump(override))
     config = copy.deepcopy(GRID)  # config.yaml parsed once (~0.3 s each time with PyYAML's pure-Python loader)
     for file in files[1:]:
-        update_config(config, yaml.safe_load(file.read_text()))
+        update_config(config, yaml.load(file.read_text(), Loader=YAML_LOADER))
     with pytest.raises(ConfigError) as err:
         check_schema(config, SCHEMA, files)
     message = str(err.value)
@@ -45,7 +46,7 @@ def test_the_defaults_filled_are_snakemakes():
     for presets in ([], ["ci.yaml"], ["llm-supervised-cpu.yaml", "studies-cpu.yaml"]):
         config = copy.deepcopy(GRID)
         for preset in presets:
-            update_config(config, yaml.safe_load((REPO / "presets" / preset).read_text()))
+            update_config(config, yaml.load((REPO / "presets" / preset).read_text(), Loader=YAML_LOADER))
         ours, snakemakes = copy.deepcopy(config), copy.deepcopy(config)
         fill_defaults(ours, SCHEMA)
         validate(snakemakes, str(SCHEMA))
@@ -63,7 +64,7 @@ def test_the_shipped_configs_pass():
     for preset in [None, *sorted((REPO / "presets").glob("*.yaml"))]:
         config = copy.deepcopy(GRID)  # config.yaml as parsed once (a parse costs more than the check)
         if preset is not None:
-            update_config(config, yaml.safe_load(preset.read_text()))
+            update_config(config, yaml.load(preset.read_text(), Loader=YAML_LOADER))
         check_schema(config, SCHEMA, [REPO / "config.yaml"])
 
 
@@ -144,7 +145,7 @@ def test_numbers_yaml_and_the_command_line_read_as_text_are_read_as_numbers():
     or null and not text, such text is read as one, in the config and in the override dictionaries alike."""
     files = [REPO / "config.yaml", REPO / "presets" / "cpu-demo.yaml"]
     config = copy.deepcopy(GRID)
-    update_config(config, yaml.safe_load(files[1].read_text()))
+    update_config(config, yaml.load(files[1].read_text(), Loader=YAML_LOADER))
     # as Snakemake's --config gives 'trainsets={"stsb":{"train":{...}}}': every value text
     update_config(config, {"trainsets": {"stsb": {"train": {"learning_rate": "5e-5", "max_steps": "300", "deterministic": "true",
                                                             "init": "null", "warmup_ratio": "1e-1"}}},

@@ -16,6 +16,7 @@ import pytest
 import yaml
 from scipy.stats import pearsonr, spearmanr
 
+from aoe.config.hparams import YAML_LOADER
 from aoe.data.transfer import read_transfer
 from aoe.evaluate import senteval_backend as se
 from aoe.evaluate import transfer
@@ -25,7 +26,7 @@ from tests.workflow_utils import MIRROR, REPO, needs_mirror
 
 
 def _schema_modes() -> list[str]:
-    schema = yaml.safe_load((REPO / "schemas" / "config.schema.yaml").read_text())
+    schema = yaml.load((REPO / "schemas" / "config.schema.yaml").read_text(), Loader=YAML_LOADER)
     return schema["properties"]["evaluation"]["properties"]["transfer"]["properties"]["mode"]["enum"]
 
 
@@ -51,7 +52,7 @@ def test_unknown_mode_is_refused(tmp_path):
 
 
 def test_pinned_fork_is_the_one_the_env_installs():
-    env = yaml.safe_load((REPO / "envs" / "senteval.yaml").read_text())
+    env = yaml.load((REPO / "envs" / "senteval.yaml").read_text(), Loader=YAML_LOADER)
     pip = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict) and "pip" in d)
     assert [r for r in pip if r.startswith("senteval")] == [se.SIMCSE_SENTEVAL]
 

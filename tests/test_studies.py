@@ -15,6 +15,7 @@ import yaml
 from scipy import stats
 
 from aoe.config.cells import run_cells
+from aoe.config.hparams import YAML_LOADER
 from aoe.config.rows import table_cells, table_rows
 from aoe.publish.report import build_report
 from aoe.results.render import to_json, to_markdown
@@ -95,9 +96,9 @@ def test_a_study_without_its_rows_says_so_and_a_bad_spec_is_refused():
 def _config(*presets: str, root: Path = REPO) -> dict:
     from snakemake.utils import update_config, validate
 
-    config = yaml.safe_load((root / "config.yaml").read_text())
+    config = yaml.load((root / "config.yaml").read_text(), Loader=YAML_LOADER)
     for p in presets:
-        update_config(config, yaml.safe_load((root / p).read_text()))
+        update_config(config, yaml.load((root / p).read_text(), Loader=YAML_LOADER))
     validate(config, str(REPO / "schemas" / "config.schema.yaml"))
     return config
 

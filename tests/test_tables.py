@@ -16,6 +16,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
+from aoe.config.hparams import YAML_LOADER
 from aoe.evaluate.sts import TASKS
 from aoe.results.load import load_results, load_sts_results, train_time
 from aoe.results.render import to_frame, to_json, to_latex, to_markdown, write_table
@@ -442,7 +443,7 @@ def test_no_two_paper_rows_of_a_table_share_a_label():
     from aoe.results.load import RESULT_COLUMNS
     from tests.workflow_utils import REPO
 
-    config = yaml.safe_load((REPO / "config.yaml").read_text())
+    config = yaml.load((REPO / "config.yaml").read_text(), Loader=YAML_LOADER)
     empty = pd.DataFrame(columns=RESULT_COLUMNS)
     seen = 0
     for name, spec in config["tables"].items():
@@ -874,7 +875,7 @@ def _config_table(name: str) -> dict:
 
     from tests.workflow_utils import REPO
 
-    return yaml.safe_load((REPO / "config.yaml").read_text())["tables"][name]
+    return yaml.load((REPO / "config.yaml").read_text(), Loader=YAML_LOADER)["tables"][name]
 
 
 def test_angle_ablation_is_in_domain_stsb_with_the_papers_rows(tmp_path):
@@ -934,7 +935,7 @@ def test_table_kind_registry_is_the_schema_enum_and_each_kind_renders(tmp_path):
     from aoe.config.table_kinds import KINDS, table_kind
     from tests.workflow_utils import REPO
 
-    schema = yaml.safe_load((REPO / "schemas" / "config.schema.yaml").read_text())
+    schema = yaml.load((REPO / "schemas" / "config.schema.yaml").read_text(), Loader=YAML_LOADER)
     enum = schema["properties"]["tables"]["additionalProperties"]["properties"]["kind"]["enum"]
     assert list(enum) == list(KINDS)
     with pytest.raises(ValueError, match="unknown table kind 'stsx'; known: sts7, stsb"):
@@ -1219,7 +1220,7 @@ def test_no_baseline_row_trained_with_the_aoe_recipe_carries_a_delta():
     from aoe.results.load import RESULT_COLUMNS
     from tests.workflow_utils import REPO
 
-    config = yaml.safe_load((REPO / "config.yaml").read_text())
+    config = yaml.load((REPO / "config.yaml").read_text(), Loader=YAML_LOADER)
     empty = pd.DataFrame(columns=RESULT_COLUMNS)
     checked = 0
     for name, spec in config["tables"].items():
@@ -1249,7 +1250,7 @@ def test_sbert_at_its_papers_recipe_is_the_row_beside_sberts_number():
     assert {k: params[k] for k in ("pooling", "format", "batch_size", "epochs", "learning_rate", "warmup_ratio", "warmup_steps", "weight_decay")} == {
         "pooling": "avg", "format": "nli3", "batch_size": 16, "epochs": 1, "learning_rate": 2e-5, "warmup_ratio": 0.1, "warmup_steps": 0,
         "weight_decay": 0.01}  # sentence-transformers 239fc1b7 trainer.py:39, the code of the paper's time (config.yaml cites it)
-    config = yaml.safe_load((REPO / "config.yaml").read_text())
+    config = yaml.load((REPO / "config.yaml").read_text(), Loader=YAML_LOADER)
     empty = pd.DataFrame(columns=RESULT_COLUMNS)
     for name, ref in (("table1_sts", "acl2024_table1/BERT-base/SBERT †"), ("table3_transfer", "acl2024_table3/SBERTbase ⋆")):
         table = build_table(empty, config["tables"][name], name=name)
@@ -1270,7 +1271,7 @@ def test_simcse_at_its_papers_recipe_is_the_row_beside_simcses_number(tmp_path):
     from aoe.results.load import RESULT_COLUMNS
     from tests.workflow_utils import REPO
 
-    config = yaml.safe_load((REPO / "config.yaml").read_text())
+    config = yaml.load((REPO / "config.yaml").read_text(), Loader=YAML_LOADER)
     empty = pd.DataFrame(columns=RESULT_COLUMNS)
     # AnglE's transfer STS table prints the same published 81.57; AoE Table 5's is the authors' run of SimCSE's code
     for name, ref in (("table1_sts", "acl2024_table1/BERT-base/SimCSE"), ("table3_transfer", "acl2024_table3/SimCSE-BERTbase"),
@@ -1307,7 +1308,7 @@ def test_each_checkpoint_number_is_set_against_its_checkpoint_and_the_recipe_of_
     from aoe.results.load import RESULT_COLUMNS
     from tests.workflow_utils import REPO
 
-    config = yaml.safe_load((REPO / "config.yaml").read_text())
+    config = yaml.load((REPO / "config.yaml").read_text(), Loader=YAML_LOADER)
     empty = pd.DataFrame(columns=RESULT_COLUMNS)
 
     def against(name: str) -> dict:
@@ -1340,7 +1341,7 @@ def test_each_checkpoint_number_is_set_against_its_checkpoint_and_the_recipe_of_
         "paper-angle-nli-w2-1.yaml": ("bert-base-uncased", "angle_tau_2", "weights", {"cosine": 1.0, "contrastive": 1.0, "angle": 1.0}),
     }.items():
         merged = copy.deepcopy(config)
-        update_config(merged, yaml.safe_load((REPO / "presets" / preset).read_text()))
+        update_config(merged, yaml.load((REPO / "presets" / preset).read_text(), Loader=YAML_LOADER))
         params = resolve_cell(merged, backbone, objective, "nli", 42).params
         assert (params["objective_overrides"] if key == "weights" else params)[key] == value, preset
 

@@ -129,9 +129,11 @@ def row_measure(config: dict, kind_name: str, row: TableRow) -> dict[str, str]:
 def measured_rows(config: dict, table: str) -> list[dict]:
     """The rows of a table as the rule table passes them (``TableRow.as_dict``), each with its ``measure``; an objective
     comparison's (table kind ``compares_rows``) with its ``settings`` too (:func:`row_settings`)."""
+    from aoe.config.hparams import frozen_while
     from aoe.config.rows import table_rows
 
     kind = config["tables"][table]["kind"]
     full = table_kind(kind).compares_rows
-    return [{**row.as_dict(), "measure": row_measure(config, kind, row), **({"settings": row_settings(config, row)} if full else {})}
-            for row in table_rows(config, table)]
+    with frozen_while(config):  # a row's cells are resolved for its pooling, recipe and settings
+        return [{**row.as_dict(), "measure": row_measure(config, kind, row), **({"settings": row_settings(config, row)} if full else {})}
+                for row in table_rows(config, table)]

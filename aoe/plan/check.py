@@ -24,7 +24,7 @@ from typing import Iterable
 
 import yaml
 
-from aoe.config.hparams import YAML_LOADER
+from aoe.config.hparams import YAML_LOADER, frozen_while
 from aoe.config.errors import ConfigError
 from aoe.plan import cell_checks, evaluation_checks, table_checks, training_checks
 from aoe.plan.schema_check import check_schema, fill_defaults
@@ -65,11 +65,12 @@ def check_config(config: dict, configfiles: Iterable[str | Path] = (), overrides
     filled in; raises ConfigError naming the first bad key (and, for :data:`_NAMING_FILES`, the file
     that set it: ``configfiles`` in merge order, ``overrides`` the --config values)."""
     configfiles = list(configfiles)
-    for check in CHECKS:
-        if check in _NAMING_FILES:
-            check(config, configfiles, overrides)
-        else:
-            check(config)
+    with frozen_while(config):  # no check changes the config
+        for check in CHECKS:
+            if check in _NAMING_FILES:
+                check(config, configfiles, overrides)
+            else:
+                check(config)
 
 
 def complete_config(

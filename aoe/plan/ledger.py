@@ -17,7 +17,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from aoe.config.hparams import NOT_SET, code_source, key_comments, lookup, read_yaml, recipe_anchor, resolve_cell
+from aoe.config.hparams import NOT_SET, code_source, frozen_while, key_comments, lookup, read_yaml, recipe_anchor, resolve_cell
 from aoe.config.cells import run_cells
 from aoe.config.cell_settings import in_batch_pool_size, start_cell, train_params
 
@@ -203,19 +203,20 @@ def build_recipe(config: dict, configfiles: list[str | Path]) -> dict:
     """{versions, cells: [{cell, anchor, official_recipe, rows}]} for every trained cell of ``config``."""
     files = ConfigFiles([Path(p) for p in configfiles])
     cells = []
-    for cell in run_cells(config):
-        if not cell.trained:
-            continue
-        off_name, rows = cell_ledger(config, cell, files)
-        cells.append({
-            "cell": cell.path,
-            "backbone": cell.backbone, "objective": cell.objective, "trainset": cell.trainset, "seed": cell.seed,
-            "run": cell.run,
-            "anchor": recipe_anchor(cell.backbone, cell.objective, cell.trainset),
-            "official_recipe": off_name,
-            "length": training_length(config, cell, train_params(config, cell.backbone, cell.objective, cell.trainset, cell.seed)),
-            "rows": rows,
-        })
+    with frozen_while(config):  # each cell's ledger resolves it and the cells it starts from
+        for cell in run_cells(config):
+            if not cell.trained:
+                continue
+            off_name, rows = cell_ledger(config, cell, files)
+            cells.append({
+                "cell": cell.path,
+                "backbone": cell.backbone, "objective": cell.objective, "trainset": cell.trainset, "seed": cell.seed,
+                "run": cell.run,
+                "anchor": recipe_anchor(cell.backbone, cell.objective, cell.trainset),
+                "official_recipe": off_name,
+                "length": training_length(config, cell, train_params(config, cell.backbone, cell.objective, cell.trainset, cell.seed)),
+                "rows": rows,
+            })
     return {"configfiles": [str(p) for p in configfiles], "official_versions": official_recipes().get("versions", {}), "cells": cells}
 
 
