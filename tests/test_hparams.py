@@ -27,6 +27,32 @@ def _settings(recipe):
     return {s.key: s for s in recipe.settings}
 
 
+def test_a_frozen_block_resolves_each_cell_once_and_forgets_it_after(grid, monkeypatch):
+    """aoe.config.hparams.frozen_while: the checks, a table's rows and the ledger resolve a cell once while they run; an
+    edit after the block is seen (no stale recipe); a config frozen for planning stays frozen."""
+    from aoe.config import hparams
+
+    config, resolved = copy.deepcopy(grid), []
+    real = hparams._resolve_cell
+    monkeypatch.setattr(hparams, "_resolve_cell", lambda c, *cell: resolved.append(cell) or real(c, *cell))
+    cell = ("bert-base-uncased", "aoe", "nli", 42)
+    with hparams.frozen_while(config):
+        first = resolve_cell(config, *cell)
+        first.params["learning_rate"] = 1.0  # a caller's edit of what it got stays its own
+        assert resolve_cell(config, *cell).params["learning_rate"] == 5e-5
+    assert resolved == [cell]
+    config["trainsets"]["nli"]["train"]["learning_rate"] = 7e-5
+    assert resolve_cell(config, *cell).params["learning_rate"] == 7e-5 and len(resolved) == 2
+    hparams.freeze_for_planning(config)
+    try:
+        with hparams.frozen_while(config):
+            resolve_cell(config, *cell)
+        resolve_cell(config, *cell)
+        assert len(resolved) == 3  # resolved once after the edit, then kept by planning's freeze
+    finally:
+        hparams._FROZEN.pop(id(config), None)
+
+
 def test_each_layer_wins_over_the_ones_below(grid):
     config = copy.deepcopy(grid)
     config["objectives"]["aoe_pool_max"]["angle_tau"] = 5.0
