@@ -39,7 +39,8 @@ def offline_var() -> str | None:
 def _attempt(url: str, part: Path, timeout: float) -> None:
     """One GET of ``url`` into ``part``, resuming from its current size when the server allows."""
     # imported here: a download job served by the mirror (every CI and demo run) never needs it, and its
-    # import is a third of such a job's CPU (0.07 of 0.2 s, 60 of them in the CI preset's run)
+    # import was a third of such a job's start (its script's imports 0.184 CPU-s with it, 0.126 without; 60 such
+    # jobs in the CI preset's run)
     import requests
 
     offset = part.stat().st_size if part.exists() else 0
