@@ -34,8 +34,8 @@ CELL = ("minilm-l6", "aoe", "stsb", 1)  # presets/ci.yaml's one trained cell
 # at the preset's sizes (f24e0b8): the trained model 82.02 on STS-B test against the backbone's 73.50 (the test asks
 # for 2 points); TREC 58.2 (its floor 45, chance 27.6); entailed pairs' mean cosine 0.825 against contradictions'
 # 0.654. The backbone keeps the preset's 1,000 transfer rows a split: on 500 it scored TREC 47.2, too near the floor.
-# Measured at these sizes (stages.json; 2026-11-29, on the CI tree of 7ff2a78; 136 CPU-s in all, 213 before
-# this change): after 20 steps 78.53 (+5.0) with 323 of 1,379 pairs in the saturation zone (30 steps: 80.12, 329; the
+# Measured at the sizes of 7ff2a78, 20 training steps (stages.json; 2026-11-29, on its CI tree; 136 CPU-s in all, 213
+# before that change): after 20 steps 78.53 (+5.0) with 323 of 1,379 pairs in the saturation zone (30 steps: 80.12, 329; the
 # training 54 CPU-s to 27); the trained model's TREC 52.0 on 500 rows a split; SNLI's probe 43.22; the two labels'
 # means 0.817 and 0.655 on 500 pairs. One property, one reading, each the smallest that shows it:
 # - the pooling and the training are compared on STS-B test alone (CLS 19.5 CPU-s, average 16.0; the seven tasks

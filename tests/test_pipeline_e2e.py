@@ -14,9 +14,7 @@ import re
 import pandas as pd
 import pytest
 
-import yaml
-
-from aoe.config.hparams import YAML_LOADER
+from aoe.config.hparams import read_yaml
 from aoe.evaluate.sts import TASKS
 from aoe.training.curves import CURVES_DIR
 from tests.forkserver import forked_snakemake
@@ -321,7 +319,7 @@ def test_figure_rules_end_to_end(ci_run):
     # the distances over every STS-B test pair
     assert fig10["tsne"]["pairs"] in (300, 301) and "ukraine" in fig10["highlighted_pairs"]
     assert fig10["pairs"] == fig10["pairs_total"] == 1379 and fig10["AVG_re"] > 0 and fig10["AVG_im"] > 0
-    threshold = yaml.load((REPO / "config.yaml").read_text(), Loader=YAML_LOADER)["figures"]["sts_geometry"]["saturation_threshold"]
+    threshold = read_yaml(REPO / "config.yaml")["figures"]["sts_geometry"]["saturation_threshold"]
     # the tiny random BERT of the run puts most pairs, or all, in the zone; that real trained weights leave some
     # out: tests/test_real_model.py::test_the_trained_models_saturation_zone_holds_some_pairs_not_all
     assert fig3["zone"] == "saturation" and 0 < fig3["pairs"] <= 1379 and fig3["cos"]["min"] > threshold

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from aoe.config.hparams import YAML_LOADER
+from aoe.config.hparams import read_yaml
 from aoe.plan.targets import explain_report, explain_target, explain_workdir, preset_trees, requested_report, requested_targets
 from tests.forkserver import forked_snakemake
 from tests.workflow_utils import REPO, copy_workflow
@@ -166,9 +166,9 @@ def test_snakemake_from_a_subfolder_and_a_report_without_its_preset_are_named(tm
 
 def test_every_configuration_has_its_own_results_tree():
     """Issue 38 item 2: a bare `snakemake recipe` after the demo overwrote the demo's RECIPE.md."""
-    roots = {"config.yaml": yaml.load((REPO / "config.yaml").read_text(), Loader=YAML_LOADER)["results"]}
+    roots = {"config.yaml": read_yaml(REPO / "config.yaml")["results"]}
     for preset in sorted((REPO / "presets").glob("*.yaml")):
-        roots[f"presets/{preset.name}"] = yaml.load(preset.read_text(), Loader=YAML_LOADER).get("results")
+        roots[f"presets/{preset.name}"] = read_yaml(preset).get("results")
     assert roots["config.yaml"] == "results"
     assert all(root == f"results/{Path(name).stem}" for name, root in roots.items() if name != "config.yaml"), roots
 

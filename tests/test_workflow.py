@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from aoe.config.hparams import YAML_LOADER
+from aoe.config.hparams import YAML_LOADER, read_yaml
 from aoe.plan.check import check_config
 from aoe.config.errors import ConfigError
 from aoe.config.cells import Cell
@@ -455,9 +455,9 @@ def test_readme_commands():
 def test_documented_table_files_are_tables():
     """Every results/tables/<name>.tex a user is told about (README, docs/, CHANGELOG, SLURM profile, Snakefile,
     bench/'s READMEs) is a configured table."""
-    names = set(yaml.load((REPO / "config.yaml").read_text(), Loader=YAML_LOADER)["tables"])
+    names = set(read_yaml(REPO / "config.yaml")["tables"])
     for preset in (REPO / "presets").glob("*.yaml"):
-        names |= set((yaml.load(preset.read_text(), Loader=YAML_LOADER) or {}).get("tables", {}))
+        names |= set((read_yaml(preset) or {}).get("tables", {}))
     docs = sorted(str(path.relative_to(REPO)) for path in (REPO / "docs").glob("*.md"))
     assert docs, "no docs/*.md"
     bench = ["bench/README.md", *sorted(str(path.relative_to(REPO)) for path in (REPO / "bench").glob("*/*.md")
